@@ -1,0 +1,72 @@
+// hftrain command line: parses arguments with CLI11, dispatches to lib/commands, and maps errors to
+// exit codes (0 ok, 1 runtime failure, 2 usage or config error).
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include <c10/util/Exception.h>
+
+#include "commands/commands.h"
+#include "util/error.h"
+#include "util/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"hftrain: HF Trainer + DeepSpeed ZeRO style training from a YAML/JSON run spec"};
+  app.set_version_flag("--version", hftrain::version_text());
+  app.require_subcommand(1);
+
+  hftrain::TrainRequest train;
+  auto* train_cmd = app.add_subcommand("train", "Train a model as the run spec says")
+                        ->footer("Example:\n  hftrain train configs/quickstart.yaml --set training.learning_rate=3e-4");
+  train_cmd->add_option("spec", train.spec_path, "Run spec (YAML or JSON)")->required();
+  train_cmd->add_option("--set", train.overrides, "Override a spec value: dotted.key=value (repeatable)");
+  train_cmd->add_flag("--dump-config", train.dump_config, "Print the fully resolved spec and exit");
+
+  std::string eval_target;
+  std::vector<std::string> eval_overrides;
+  auto* eval_cmd = app.add_subcommand("eval", "Evaluate a trained model on the eval split")
+                       ->footer("Example:\n  hftrain eval runs/quickstart");
+  eval_cmd->add_option("target", eval_target, "Run directory or run spec")->required();
+  eval_cmd->add_option("--set", eval_overrides, "Override a spec value: dotted.key=value (repeatable)");
+
+  std::string predict_target;
+  std::vector<std::string> predict_overrides;
+  auto* predict_cmd = app.add_subcommand("predict", "Write predictions.jsonl for the test split")
+                          ->footer("Example:\n  hftrain predict runs/quickstart --set generation.max_new_tokens=6");
+  predict_cmd->add_option("target", predict_target, "Run directory or run spec")->required();
+  predict_cmd->add_option("--set", predict_overrides, "Override a spec value: dotted.key=value (repeatable)");
+
+  std::string z_dir, z_out;
+  auto* z_cmd = app.add_subcommand("zero-to-fp32", "Rebuild full fp32 weights from ZeRO checkpoint shards")
+                    ->footer("Example:\n  hftrain zero-to-fp32 runs/x/checkpoint-100 runs/x/fp32");
+  z_cmd->add_option("checkpoint_dir", z_dir, "Checkpoint directory")->required();
+  z_cmd->add_option("output", z_out, "Output directory (default: the checkpoint directory)");
+
+  auto* components_cmd = app.add_subcommand("components", "List every registered component and its options")
+                             ->footer("Example:\n  hftrain components");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  try {
+    if (*train_cmd) return hftrain::run_train(train);
+    if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides);
+    if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides);
+    if (*z_cmd) return hftrain::run_zero_to_fp32(z_dir, z_out);
+    if (*components_cmd) return hftrain::run_components();
+  } catch (const hftrain::Error& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << "error: LibTorch: " << e.what_without_backtrace() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+  return 2;
+}

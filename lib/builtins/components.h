@@ -1,0 +1,31 @@
+// The component registries (models, data sources, optimizers, schedules, metrics) and the one
+// function that fills them with hftrain's built-in components.
+#pragma once
+
+#include "data/dataset.h"
+#include "metrics/metric.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "registry/registry.h"
+#include "spec/run_spec.h"
+
+namespace hftrain {
+
+struct Components {
+  Registry<Model, const ModelContext&> models{"model"};
+  Registry<DataSource> data{"data"};
+  Registry<Optimizer, std::vector<ParamGroup>, const OptimizerHyper&> optimizers{"optimizer"};
+  Registry<Schedule, const ScheduleContext&> schedulers{"scheduler"};
+  Registry<Metric> metrics{"metric"};
+
+  ComponentCatalog catalog() const { return {models, data, optimizers, schedulers, metrics}; }
+};
+
+// Registers every built-in component explicitly (no static self-registration).
+void register_builtins(Components& components);
+
+// The process-wide registries, filled by register_builtins() on first use.
+const Components& builtin_components();
+
+}  // namespace hftrain

@@ -1,0 +1,144 @@
+// safetensors reader/writer (see safetensors.h).
+#include "checkpoint/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+#include "util/fs.h"
+
+namespace hftrain {
+namespace {
+
+struct DtypeInfo {
+  const char* name;
+  torch::ScalarType type;
+  std::size_t size;
+};
+
+const DtypeInfo kDtypes[] = {
+    {"F64", torch::kFloat64, 8}, {"F32", torch::kFloat32, 4}, {"F16", torch::kFloat16, 2},
+    {"BF16", torch::kBFloat16, 2}, {"I64", torch::kInt64, 8}, {"I32", torch::kInt32, 4},
+    {"I16", torch::kInt16, 2},   {"I8", torch::kInt8, 1},     {"U8", torch::kUInt8, 1},
+    {"BOOL", torch::kBool, 1},
+};
+
+const DtypeInfo* dtype_by_name(const std::string& name) {
+  for (const auto& d : kDtypes)
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+const DtypeInfo& dtype_by_type(torch::ScalarType t, const std::string& tensor) {
+  for (const auto& d : kDtypes)
+    if (d.type == t) return d;
+  throw RuntimeFailure("safetensors: tensor '" + tensor + "' has an unsupported dtype");
+}
+
+constexpr uint64_t kMaxHeader = 100ull * 1024 * 1024;  // the reference implementation's limit
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<torch::Tensor> contiguous;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (header.contains(name)) throw RuntimeFailure("safetensors: duplicate tensor name '" + name + "'");
+    auto c = t.detach().to(torch::kCPU).contiguous();
+    const auto& d = dtype_by_type(c.scalar_type(), name);
+    uint64_t bytes = static_cast<uint64_t>(c.numel()) * d.size;
+    header[name] = {{"dtype", d.name}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    contiguous.push_back(c);
+  }
+  std::string h = header.dump();
+  while ((h.size() + 8) % 8 != 0) h += ' ';  // align the data section to 8 bytes
+  std::string out;
+  out.reserve(8 + h.size() + offset);
+  uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+  out += h;
+  for (const auto& c : contiguous) out.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  write_file_atomic(path, out);
+}
+
+SafetensorsFile parse_safetensors(const std::vector<char>& bytes, const std::string& name) {
+  auto fail = [&](const std::string& why) { return RuntimeFailure("safetensors file '" + name + "': " + why); };
+  if (bytes.size() < 8) throw fail("too short for a header (" + std::to_string(bytes.size()) + " bytes)");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  if (n > kMaxHeader || n > bytes.size() - 8)
+    throw fail("header length " + std::to_string(n) + " exceeds the file (" + std::to_string(bytes.size()) + " bytes)");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  } catch (const nlohmann::json::exception& e) {
+    throw fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) throw fail("header is not a JSON object");
+  const uint64_t data_size = bytes.size() - 8 - n;
+  const char* data = bytes.data() + 8 + n;
+
+  SafetensorsFile file;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "__metadata__") {
+      if (!it->is_object()) throw fail("__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) throw fail("__metadata__ value '" + m.key() + "' is not a string");
+        file.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    auto tfail = [&](const std::string& why) { return fail("tensor '" + key + "': " + why); };
+    const auto& e = *it;
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
+      throw tfail("entry needs dtype, shape and data_offsets");
+    if (!e["dtype"].is_string()) throw tfail("dtype is not a string");
+    const DtypeInfo* d = dtype_by_name(e["dtype"].get<std::string>());
+    if (!d) throw tfail("unsupported dtype '" + e["dtype"].get<std::string>() + "'");
+    if (!e["shape"].is_array()) throw tfail("shape is not a list");
+    std::vector<int64_t> shape;
+    uint64_t numel = 1;
+    for (const auto& s : e["shape"]) {
+      if (!s.is_number_unsigned()) throw tfail("shape entries must be non-negative integers");
+      uint64_t v = s.get<uint64_t>();
+      if (v != 0 && numel > (uint64_t{1} << 62) / v) throw tfail("shape is too large");
+      numel *= v;
+      shape.push_back(static_cast<int64_t>(v));
+    }
+    const auto& off = e["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      throw tfail("data_offsets must be two non-negative integers");
+    uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+    if (begin > end || end > data_size)
+      throw tfail("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] out of bounds (data is " +
+                  std::to_string(data_size) + " bytes)");
+    if (end - begin != numel * d->size)
+      throw tfail("data_offsets span " + std::to_string(end - begin) + " bytes but shape and dtype need " +
+                  std::to_string(numel * d->size));
+    ranges.emplace_back(begin, end);
+    auto t = torch::empty(shape, torch::TensorOptions().dtype(d->type));
+    if (end > begin) std::memcpy(t.data_ptr(), data + begin, end - begin);
+    file.tensors.emplace(key, t);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t cursor = 0;
+  for (const auto& [b, e] : ranges) {
+    if (b < cursor) throw fail("tensor byte ranges overlap");
+    if (b > cursor) throw fail("gap in the data section at byte " + std::to_string(cursor));
+    cursor = e;
+  }
+  if (cursor != data_size)
+    throw fail("data section is " + std::to_string(data_size) + " bytes but tensors cover " + std::to_string(cursor));
+  return file;
+}
+
+SafetensorsFile load_safetensors(const std::string& path) { return parse_safetensors(read_binary_file(path), path); }
+
+}  // namespace hftrain

@@ -1,0 +1,54 @@
+// Collects every problem found while validating a run spec, so the user sees all of them at once.
+// Each issue names the file, line:column, dotted key path and what is wrong.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+namespace hftrain {
+
+class Issues {
+ public:
+  explicit Issues(std::string file) : file_(std::move(file)) {}
+
+  // Records a problem at `path` (dotted key) located at `node`'s position in the file.
+  void add(const std::string& path, const YAML::Node& node, const std::string& message);
+  void add(const std::string& path, const std::string& message);  // no position known
+
+  bool empty() const { return messages_.empty(); }
+  const std::vector<std::string>& messages() const { return messages_; }
+  const std::string& file() const { return file_; }
+
+  // Paths that were set by --set on the command line instead of the file.
+  void mark_override(const std::string& path) { overrides_.push_back(path); }
+
+  // Throws ConfigError listing every issue when there is at least one.
+  void throw_if_any() const;
+
+ private:
+  std::string location(const std::string& path, const YAML::Node& node) const;
+
+  std::string file_;
+  std::vector<std::string> messages_;
+  std::vector<std::string> overrides_;
+};
+
+// map[key] that is always safe to inspect: a missing key (or a non-map parent) gives an Undefined node
+// instead of yaml-cpp's "zombie" node, whose IsMap()/Mark() would throw.
+inline YAML::Node lookup(const YAML::Node& map, const std::string& key) {
+  if (map.IsDefined() && map.IsMap()) {
+    YAML::Node child = map[key];
+    if (child.IsDefined()) return child;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+// Levenshtein distance based suggestion: the closest of `candidates` to `word`, or "" if none is close.
+std::string closest_name(const std::string& word, const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)" or "".
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace hftrain

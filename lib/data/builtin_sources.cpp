@@ -1,0 +1,196 @@
+// Built-in data sources (see builtin_sources.h). Synthetic examples are a pure function of
+// (seed, split, index), so any example can be produced on demand and runs are reproducible.
+#include "data/builtin_sources.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace hftrain {
+namespace {
+
+// SplitMix64: a tiny, well-mixed generator used to derive per-example random streams.
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
+  double normal() {
+    double u1 = uniform(), u2 = uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
+
+uint64_t split_salt(const std::string& split) {
+  if (split == "train") return 1;
+  if (split == "eval") return 2;
+  return 3;
+}
+
+SplitMix64 example_rng(int64_t seed, const std::string& split, int64_t index) {
+  SplitMix64 g{static_cast<uint64_t>(seed) * 0x100000001B3ull ^ (split_salt(split) << 56)};
+  g.state ^= static_cast<uint64_t>(index) * 0xD1B54A32D192ED03ull;
+  g.next();
+  return g;
+}
+
+template <class Fn>
+class FunctionDataset : public Dataset {
+ public:
+  FunctionDataset(int64_t size, Fn fn) : size_(size), fn_(std::move(fn)) {}
+  int64_t size() const override { return size_; }
+  Example get(int64_t index) const override {
+    if (index < 0 || index >= size_) throw RuntimeFailure("dataset index " + std::to_string(index) + " out of range");
+    return fn_(index);
+  }
+
+ private:
+  int64_t size_;
+  Fn fn_;
+};
+
+template <class Fn>
+std::shared_ptr<const Dataset> make_dataset(int64_t size, Fn fn) {
+  return std::make_shared<FunctionDataset<Fn>>(size, std::move(fn));
+}
+
+int64_t split_size(const std::string& split, int64_t train, int64_t eval, int64_t test) {
+  if (split == "train") return train;
+  if (split == "eval") return eval;
+  if (split == "test") return test;
+  throw RuntimeFailure("unknown data split '" + split + "' (valid: train, eval, test)");
+}
+
+}  // namespace
+
+// ---- digit_reversal ------------------------------------------------------------------------------
+void DigitReversalSource::Options::declare(Schema<Options>& s) {
+  s.add("num_digits", &Options::num_digits, "Digits per string.").min(1).max(64);
+  s.add("train_size", &Options::train_size, "Training examples.").min(1);
+  s.add("eval_size", &Options::eval_size, "Evaluation examples.").min(0);
+  s.add("test_size", &Options::test_size, "Prediction examples.").min(0);
+  s.add("seed", &Options::seed, "Seed the examples are generated from.").min(0);
+}
+
+DigitReversalSource::DigitReversalSource(const Options& options) : options_(options), tokenizer_("0123456789=") {}
+
+DataShape DigitReversalSource::shape() const {
+  DataShape s;
+  s.vocab_size = tokenizer_.vocab_size();
+  s.max_length = 2 * options_.num_digits + 1;
+  return s;
+}
+
+std::shared_ptr<const Dataset> DigitReversalSource::split(const std::string& name) const {
+  int64_t size = split_size(name, options_.train_size, options_.eval_size, options_.test_size);
+  const int64_t n = options_.num_digits, seed = options_.seed;
+  return make_dataset(size, [n, seed, name](int64_t index) {
+    SplitMix64 g = example_rng(seed, name, index);
+    Example ex;
+    std::vector<int64_t> digits;
+    for (int64_t i = 0; i < n; ++i) digits.push_back(static_cast<int64_t>(g.next() % 10));
+    ex.input_ids = digits;
+    ex.input_ids.push_back(10);  // '='
+    ex.input_ids.insert(ex.input_ids.end(), digits.rbegin(), digits.rend());
+    ex.labels.assign(ex.input_ids.size(), -100);
+    for (std::size_t i = static_cast<std::size_t>(n) + 1; i < ex.input_ids.size(); ++i) ex.labels[i] = ex.input_ids[i];
+    ex.prompt_length = n + 1;
+    return ex;
+  });
+}
+
+// ---- gaussian_blobs ------------------------------------------------------------------------------
+void GaussianBlobsSource::Options::declare(Schema<Options>& s) {
+  s.add("num_features", &Options::num_features, "Feature dimensions.").min(1);
+  s.add("num_classes", &Options::num_classes, "Number of classes (blob centres).").min(2);
+  s.add("noise", &Options::noise, "Standard deviation of points around their centre.").min(0);
+  s.add("train_size", &Options::train_size, "Training examples.").min(1);
+  s.add("eval_size", &Options::eval_size, "Evaluation examples.").min(0);
+  s.add("test_size", &Options::test_size, "Prediction examples.").min(0);
+  s.add("seed", &Options::seed, "Seed the examples are generated from.").min(0);
+}
+
+GaussianBlobsSource::GaussianBlobsSource(const Options& options) : options_(options) {
+  SplitMix64 g{static_cast<uint64_t>(options_.seed) ^ 0xC0FFEEull};
+  for (int64_t c = 0; c < options_.num_classes; ++c) {
+    std::vector<float> centre;
+    for (int64_t d = 0; d < options_.num_features; ++d) centre.push_back(static_cast<float>(2.0 * g.normal()));
+    centres_.push_back(centre);
+  }
+}
+
+DataShape GaussianBlobsSource::shape() const {
+  DataShape s;
+  s.num_labels = options_.num_classes;
+  s.num_features = options_.num_features;
+  return s;
+}
+
+std::shared_ptr<const Dataset> GaussianBlobsSource::split(const std::string& name) const {
+  int64_t size = split_size(name, options_.train_size, options_.eval_size, options_.test_size);
+  auto centres = centres_;
+  const int64_t seed = options_.seed;
+  const double noise = options_.noise;
+  return make_dataset(size, [centres, seed, noise, name](int64_t index) {
+    SplitMix64 g = example_rng(seed, name, index);
+    Example ex;
+    ex.label = static_cast<int64_t>(g.next() % centres.size());
+    for (float c : centres[static_cast<std::size_t>(ex.label)]) ex.features.push_back(c + static_cast<float>(noise * g.normal()));
+    return ex;
+  });
+}
+
+// ---- text_file -----------------------------------------------------------------------------------
+void TextFileSource::Options::declare(Schema<Options>& s) {
+  s.add("path", &Options::path, "Text file to train on (read as bytes).").required();
+  s.add("block_size", &Options::block_size, "Tokens per training example.").min(2);
+  s.add("validation_split", &Options::validation_split, "Fraction at the end of the file used for eval/test.")
+      .min(0)
+      .max(0.9);
+}
+
+TextFileSource::TextFileSource(const Options& options) : options_(options) {
+  std::ifstream in(options_.path, std::ios::binary);
+  if (!in) throw ConfigError("data.path: cannot read text file '" + options_.path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::vector<int64_t> tokens = tokenizer_.encode(ss.str());
+  const auto n = static_cast<int64_t>(tokens.size());
+  const auto n_eval = static_cast<int64_t>(static_cast<double>(n) * options_.validation_split);
+  if (n - n_eval < options_.block_size)
+    throw ConfigError("data.path: '" + options_.path + "' has " + std::to_string(n) +
+                      " bytes, too few for one training block of " + std::to_string(options_.block_size));
+  train_tokens_ = std::make_shared<std::vector<int64_t>>(tokens.begin(), tokens.end() - n_eval);
+  eval_tokens_ = std::make_shared<std::vector<int64_t>>(tokens.end() - n_eval, tokens.end());
+}
+
+DataShape TextFileSource::shape() const {
+  DataShape s;
+  s.vocab_size = tokenizer_.vocab_size();
+  s.max_length = options_.block_size;
+  return s;
+}
+
+std::shared_ptr<const Dataset> TextFileSource::split(const std::string& name) const {
+  auto tokens = name == "train" ? train_tokens_ : eval_tokens_;
+  if (name != "train" && name != "eval" && name != "test") split_size(name, 0, 0, 0);
+  const int64_t block = options_.block_size;
+  const auto count = static_cast<int64_t>(tokens->size()) / block;
+  return make_dataset(count, [tokens, block](int64_t index) {
+    Example ex;
+    auto begin = tokens->begin() + index * block;
+    ex.input_ids.assign(begin, begin + block);
+    ex.labels = ex.input_ids;
+    ex.prompt_length = block / 2;
+    return ex;
+  });
+}
+
+}  // namespace hftrain

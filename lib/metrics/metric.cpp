@@ -1,0 +1,24 @@
+// Metric implementations (see metric.h).
+#include "metrics/metric.h"
+
+#include <cmath>
+
+namespace hftrain {
+
+void AccuracyMetric::update(const torch::Tensor& predictions, const torch::Tensor& labels) {
+  auto valid = labels.ne(-100);
+  correct_ += predictions.eq(labels).logical_and(valid).sum().item<int64_t>();
+  total_ += valid.sum().item<int64_t>();
+}
+
+void ExactMatchMetric::update(const torch::Tensor& predictions, const torch::Tensor& labels) {
+  auto valid = labels.ne(-100);
+  auto wrong = predictions.ne(labels).logical_and(valid);
+  if (wrong.dim() > 1) wrong = wrong.flatten(1).any(1);
+  correct_ += wrong.logical_not().sum().item<int64_t>();
+  total_ += labels.size(0);
+}
+
+double PerplexityMetric::compute(double mean_loss) const { return std::exp(mean_loss); }
+
+}  // namespace hftrain

@@ -1,0 +1,141 @@
+// `gpt` model implementation (see gpt.h). Initialisation follows GPT-2 / nanoGPT: N(0, 0.02) for
+// weights, N(0, 0.02/sqrt(2*n_layer)) for residual projections, zero biases, unit LayerNorm weights.
+#include "models/gpt.h"
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace hftrain {
+
+void Gpt::Options::declare(Schema<Options>& s) {
+  s.add("n_layer", &Options::n_layer, "Number of transformer blocks.").min(1);
+  s.add("n_head", &Options::n_head, "Attention heads per block.").min(1);
+  s.add("n_embd", &Options::n_embd, "Embedding width (divisible by n_head).").min(1);
+  s.add("block_size", &Options::block_size, "Maximum sequence length; 0 = from the data.").min(0);
+  s.add("vocab_size", &Options::vocab_size, "Vocabulary size; 0 = from the data's tokenizer.").min(0);
+  s.add("dropout", &Options::dropout, "Dropout on embeddings, attention and residuals.").min(0).max(1);
+  s.add("bias", &Options::bias, "Use biases in Linear and LayerNorm layers.");
+}
+
+namespace {
+
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+torch::nn::LayerNorm make_layer_norm(int64_t n) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({n}).eps(1e-5));
+}
+
+}  // namespace
+
+struct Gpt::Block : torch::nn::Module {
+  Block(const Options& o) : n_head(o.n_head), dropout(o.dropout) {
+    ln_1 = register_module("ln_1", make_layer_norm(o.n_embd));
+    attn = register_module("attn", std::make_shared<torch::nn::Module>());
+    c_attn = attn->register_module("c_attn", make_linear(o.n_embd, 3 * o.n_embd, o.bias));
+    attn_proj = attn->register_module("c_proj", make_linear(o.n_embd, o.n_embd, o.bias));
+    ln_2 = register_module("ln_2", make_layer_norm(o.n_embd));
+    mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+    c_fc = mlp->register_module("c_fc", make_linear(o.n_embd, 4 * o.n_embd, o.bias));
+    mlp_proj = mlp->register_module("c_proj", make_linear(4 * o.n_embd, o.n_embd, o.bias));
+    attn_dropout = register_module("attn_dropout", torch::nn::Dropout(o.dropout));
+    resid_dropout = register_module("resid_dropout", torch::nn::Dropout(o.dropout));
+  }
+
+  torch::Tensor attention(const torch::Tensor& x) {
+    const auto B = x.size(0), T = x.size(1), C = x.size(2);
+    auto qkv = c_attn(x).split(C, 2);
+    auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, C / n_head}).transpose(1, 2); };
+    auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+    torch::Tensor y;
+#if HFTRAIN_HAS_SDPA
+    y = at::scaled_dot_product_attention(q, k, v, {}, is_training() ? dropout : 0.0, /*is_causal=*/true);
+#else
+    auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(k.size(-1))));
+    auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool)).tril();
+    att = att.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
+    att = attn_dropout(torch::softmax(att, -1));
+    y = torch::matmul(att, v);
+#endif
+    y = y.transpose(1, 2).contiguous().view({B, T, C});
+    return resid_dropout(attn_proj(y));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = x + attention(ln_1(x));
+    return h + resid_dropout(mlp_proj(torch::gelu(c_fc(ln_2(h)))));
+  }
+
+  int64_t n_head;
+  double dropout;
+  torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  std::shared_ptr<torch::nn::Module> attn, mlp;
+  torch::nn::Linear c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
+  torch::nn::Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
+};
+
+Gpt::Gpt(const Options& options, const ModelContext& context) : options_(options) {
+  if (options_.vocab_size == 0) options_.vocab_size = context.vocab_size;
+  if (options_.block_size == 0) options_.block_size = context.max_length;
+  if (options_.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
+  if (options_.block_size <= 0) throw ConfigError("model.block_size: the data gives no sequence length; set it");
+  if (options_.n_embd % options_.n_head != 0)
+    throw ConfigError("model: n_embd (" + std::to_string(options_.n_embd) + ") must be divisible by n_head (" +
+                      std::to_string(options_.n_head) + ")");
+  if (context.max_length > options_.block_size)
+    throw ConfigError("model.block_size (" + std::to_string(options_.block_size) +
+                      ") is shorter than the data's sequences (" + std::to_string(context.max_length) + ")");
+
+  transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
+  wte_ = transformer_->register_module("wte", torch::nn::Embedding(options_.vocab_size, options_.n_embd));
+  wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(options_.block_size, options_.n_embd));
+  drop_ = transformer_->register_module("drop", torch::nn::Dropout(options_.dropout));
+  auto h = transformer_->register_module("h", std::make_shared<torch::nn::Module>());
+  for (int64_t i = 0; i < options_.n_layer; ++i)
+    blocks_.push_back(h->register_module(std::to_string(i), std::make_shared<Block>(options_)));
+  ln_f_ = transformer_->register_module("ln_f", make_layer_norm(options_.n_embd));
+
+  torch::NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(options_.n_layer));
+  for (auto& np : named_parameters()) {
+    const std::string& name = np.key();
+    auto& p = np.value();
+    if (name.find("ln_") != std::string::npos) {
+      if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) p.fill_(1.0); else p.zero_();
+    } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+      p.zero_();
+    } else if (name.find("c_proj.weight") != std::string::npos) {
+      p.normal_(0.0, residual_std);
+    } else {
+      p.normal_(0.0, 0.02);
+    }
+  }
+}
+
+ModelOutput Gpt::forward(const Batch& batch) {
+  const auto& idx = batch.input_ids;
+  const auto T = idx.size(1);
+  if (T > options_.block_size)
+    throw RuntimeFailure("gpt: sequence length " + std::to_string(T) + " exceeds block_size " +
+                         std::to_string(options_.block_size));
+  auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  auto x = drop_(wte_(idx) + wpe_(pos));
+  for (auto& b : blocks_) x = b->forward(x);
+  x = ln_f_(x);
+  ModelOutput out;
+  out.logits = torch::nn::functional::linear(x, wte_->weight);  // tied LM head
+  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
+  return out;
+}
+
+nlohmann::json Gpt::config_json() const {
+  return {{"model_type", "gpt"},         {"architectures", {"GptLMHeadModel"}},
+          {"n_layer", options_.n_layer}, {"n_head", options_.n_head},
+          {"n_embd", options_.n_embd},   {"n_positions", options_.block_size},
+          {"vocab_size", options_.vocab_size}, {"dropout", options_.dropout},
+          {"bias", options_.bias},       {"tie_word_embeddings", true}};
+}
+
+}  // namespace hftrain

@@ -1,0 +1,39 @@
+// `gpt`: a decoder-only transformer shaped like GPT-2 / nanoGPT (token + position embeddings,
+// pre-LayerNorm blocks, causal self-attention, GELU MLP, weight-tied LM head, dropout).
+// Parameter names follow HF GPT-2 (transformer.h.N.attn.c_attn.weight, ...); Linear layout [out, in].
+#pragma once
+
+#include "config/schema.h"
+#include "models/model.h"
+
+namespace hftrain {
+
+class Gpt : public Model {
+ public:
+  struct Options {
+    int64_t n_layer = 4;
+    int64_t n_head = 4;
+    int64_t n_embd = 128;
+    int64_t block_size = 0;  // 0 = from data
+    int64_t vocab_size = 0;  // 0 = from data
+    double dropout = 0.0;
+    bool bias = true;
+    static void declare(Schema<Options>& s);
+  };
+
+  Gpt(const Options& options, const ModelContext& context);
+  ModelOutput forward(const Batch& batch) override;
+  bool is_causal_lm() const override { return true; }
+  nlohmann::json config_json() const override;
+
+ private:
+  struct Block;
+  Options options_;
+  std::shared_ptr<torch::nn::Module> transformer_;
+  torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
+  torch::nn::Dropout drop_{nullptr};
+  std::vector<std::shared_ptr<Block>> blocks_;
+  torch::nn::LayerNorm ln_f_{nullptr};
+};
+
+}  // namespace hftrain

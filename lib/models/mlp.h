@@ -1,0 +1,30 @@
+// `mlp`: a feed-forward classifier over dense feature vectors (Linear -> GELU -> ... -> Linear).
+#pragma once
+
+#include "config/schema.h"
+#include "models/model.h"
+
+namespace hftrain {
+
+class MlpClassifier : public Model {
+ public:
+  struct Options {
+    std::vector<int64_t> hidden_sizes = {64, 64};
+    double dropout = 0.0;
+    int64_t num_labels = 0;    // 0 = from data
+    int64_t num_features = 0;  // 0 = from data
+    static void declare(Schema<Options>& s);
+  };
+
+  MlpClassifier(const Options& options, const ModelContext& context);
+  ModelOutput forward(const Batch& batch) override;
+  bool is_causal_lm() const override { return false; }
+  nlohmann::json config_json() const override;
+
+ private:
+  Options options_;
+  std::vector<torch::nn::Linear> layers_;
+  torch::nn::Dropout dropout_{nullptr};
+};
+
+}  // namespace hftrain

@@ -1,0 +1,46 @@
+// The Model interface every model family implements: forward(Batch) -> {loss, logits}, HF parameter
+// names (via torch::nn::Module registration), and an HF-style config.json describing the shape.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "util/torch_compat.h"
+
+namespace hftrain {
+
+// One collated batch. Tensors that a task does not use stay undefined.
+struct Batch {
+  torch::Tensor input_ids;       // [B, T] int64
+  torch::Tensor attention_mask;  // [B, T] int64 (1 = token, 0 = padding)
+  torch::Tensor labels;          // [B, T] int64 for LMs (-100 = ignored), [B] for classifiers
+  torch::Tensor features;        // [B, D] float32 for feature classifiers
+  int64_t size() const { return labels.defined() ? labels.size(0) : input_ids.size(0); }
+};
+
+struct ModelOutput {
+  torch::Tensor loss;    // scalar mean loss (undefined when the batch has no labels)
+  torch::Tensor logits;  // [B, T, V] or [B, C]
+};
+
+// Shape facts a model takes from its data source when the spec leaves them at 0 ("auto").
+struct ModelContext {
+  int64_t vocab_size = 0;
+  int64_t max_length = 0;
+  int64_t num_labels = 0;
+  int64_t num_features = 0;
+};
+
+class Model : public torch::nn::Module {
+ public:
+  virtual ModelOutput forward(const Batch& batch) = 0;
+  // True for causal LMs: logits at position t predict labels at t+1 (HF's internal shift).
+  virtual bool is_causal_lm() const = 0;
+  // HF-style config.json contents (model_type, sizes).
+  virtual nlohmann::json config_json() const = 0;
+};
+
+// Mean cross-entropy with ignore_index -100; for causal LMs logits[:, :-1] are scored against labels[:, 1:].
+torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
+
+}  // namespace hftrain

@@ -1,0 +1,35 @@
+// Parameter grouping shared by all optimizers (see optimizer.h).
+#include "optim/optimizer.h"
+
+#include <algorithm>
+#include <regex>
+
+namespace hftrain {
+
+bool is_no_decay_parameter(const std::string& name) {
+  // HF get_decay_parameter_names: regex-search these on the lowercased name; LayerNorm params excluded.
+  static const std::regex patterns[] = {std::regex("bias"), std::regex("layernorm"), std::regex("rmsnorm"),
+                                        std::regex("(?:^|\\.)norm(?:$|\\.)"), std::regex("_norm(?:$|\\.)"),
+                                        std::regex("(?:^|\\.)ln_[a-z0-9]*\\.")};
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const auto& p : patterns)
+    if (std::regex_search(lower, p)) return true;
+  return false;
+}
+
+std::vector<ParamGroup> make_param_groups(const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
+                                          double weight_decay) {
+  ParamGroup decay, no_decay;
+  decay.weight_decay = weight_decay;
+  no_decay.weight_decay = 0.0;
+  for (const auto& [name, p] : named_params) {
+    if (!p.requires_grad()) continue;
+    ParamGroup& g = is_no_decay_parameter(name) ? no_decay : decay;
+    g.names.push_back(name);
+    g.params.push_back(p);
+  }
+  return {decay, no_decay};
+}
+
+}  // namespace hftrain

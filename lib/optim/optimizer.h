@@ -1,0 +1,41 @@
+// Optimizers over parameter groups of plain tensors (so a ZeRO shard is just another tensor).
+// The learning rate is passed to step() by the trainer from the schedule; hyperparameters shared
+// across optimizers (betas, eps, weight decay) come from the training section as HF defines them.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/torch_compat.h"
+
+namespace hftrain {
+
+struct ParamGroup {
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> params;
+  double weight_decay = 0.0;
+};
+
+struct OptimizerHyper {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // One update of every parameter with a defined gradient, at learning rate `lr`.
+  virtual void step(double lr) = 0;
+  // Named state tensors (for checkpoints): "<param name>.<slot>".
+  virtual std::map<std::string, torch::Tensor> state() const = 0;
+  virtual void load_state(const std::map<std::string, torch::Tensor>& state) = 0;
+};
+
+// Splits parameters into HF's decay / no-decay groups: biases and normalisation weights get no decay.
+std::vector<ParamGroup> make_param_groups(const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
+                                          double weight_decay);
+bool is_no_decay_parameter(const std::string& name);
+
+}  // namespace hftrain

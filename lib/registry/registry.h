@@ -1,0 +1,104 @@
+// Registry<Product, Args...>: component name -> {one-line description, option schema, factory}.
+// Components are registered explicitly from register_builtins() (no static self-registration, which
+// static linking silently drops). A component type Impl provides:
+//   struct Impl::Options { static void declare(Schema<Options>&); ... };
+//   Impl(const Impl::Options&, Args...)    // constructor used by the factory
+// RegistryBase is the type-erased view that run-spec validation and `hftrain components` use.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/schema.h"
+#include "util/error.h"
+
+namespace hftrain {
+
+// Parsed, validated options of one component, type-erased. Only the component's factory reads them.
+using OptionsPtr = std::shared_ptr<const void>;
+
+class RegistryBase {
+ public:
+  explicit RegistryBase(std::string kind) : kind_(std::move(kind)) {}
+  virtual ~RegistryBase() = default;
+
+  const std::string& kind() const { return kind_; }
+  std::vector<std::string> names() const;
+  bool contains(const std::string& name) const { return entries_.count(name) > 0; }
+  const std::string& description(const std::string& name) const { return entry(name).description; }
+  const std::vector<OptionInfo>& options(const std::string& name) const { return entry(name).options; }
+
+  // Validates `node` as the options of component `name` (keys in `reserved` are skipped); problems go to
+  // `issues`. Unknown keys that belong to a sibling component are reported as such.
+  OptionsPtr parse(const std::string& name, const YAML::Node& node, const std::string& path, Issues& issues,
+                   const std::vector<std::string>& reserved) const;
+  YAML::Node dump(const std::string& name, const OptionsPtr& options) const { return entry(name).dump(options.get()); }
+
+  // "unknown <kind> 'x' (did you mean 'y'?); valid: a, b, c"
+  std::string unknown_message(const std::string& name) const;
+
+ protected:
+  struct Entry {
+    std::string description;
+    std::vector<OptionInfo> options;
+    std::vector<std::string> option_names;
+    std::function<OptionsPtr(const YAML::Node&, const std::string&, Issues&, const std::vector<std::string>&,
+                             const std::function<std::string(const std::string&)>&)>
+        parse;
+    std::function<YAML::Node(const void*)> dump;
+  };
+  void add_entry(const std::string& name, Entry entry);
+  const Entry& entry(const std::string& name) const;
+
+ private:
+  std::string kind_;
+  std::map<std::string, Entry> entries_;
+};
+
+template <class Product, class... Args>
+class Registry : public RegistryBase {
+ public:
+  using RegistryBase::RegistryBase;
+
+  template <class Impl>
+  void add(const std::string& name, const std::string& description) {
+    using Options = typename Impl::Options;
+    const Schema<Options>& schema = schema_of<Options>();
+    Entry e;
+    e.description = description;
+    e.options = schema.describe();
+    e.option_names = schema.names();
+    e.parse = [&schema](const YAML::Node& node, const std::string& path, Issues& issues,
+                        const std::vector<std::string>& reserved,
+                        const std::function<std::string(const std::string&)>& hint) -> OptionsPtr {
+      auto opts = std::make_shared<Options>();
+      schema.parse(node, path, *opts, issues, reserved, hint);
+      return opts;
+    };
+    e.dump = [&schema](const void* p) { return schema.dump(*static_cast<const Options*>(p)); };
+    add_entry(name, std::move(e));
+    factories_[name] = [](const void* p, Args... args) -> std::unique_ptr<Product> {
+      return std::make_unique<Impl>(*static_cast<const Options*>(p), std::forward<Args>(args)...);
+    };
+  }
+
+  // Builds component `name` from options produced by parse(); defaults when `options` is null.
+  std::unique_ptr<Product> build(const std::string& name, OptionsPtr options, Args... args) const {
+    if (!options) {
+      Issues issues("<defaults>");
+      options = parse(name, YAML::Node(), kind(), issues, {});
+      issues.throw_if_any();
+    }
+    auto it = factories_.find(name);
+    if (it == factories_.end()) throw ConfigError(unknown_message(name));
+    return it->second(options.get(), std::forward<Args>(args)...);
+  }
+
+ private:
+  std::map<std::string, std::function<std::unique_ptr<Product>(const void*, Args...)>> factories_;
+};
+
+}  // namespace hftrain

@@ -1,0 +1,198 @@
+// Loading, overriding, validating and dumping run specs (see run_spec.h).
+#include "spec/run_spec.h"
+
+#include <fstream>
+
+#include "util/error.h"
+#include "util/fs.h"
+
+namespace hftrain {
+namespace {
+
+const std::vector<std::string> kTopLevelKeys = {"model",    "data",        "optimizer", "scheduler", "metrics",
+                                                "training", "distributed", "zero",      "precision", "generation"};
+
+YAML::Node parse_yaml_file(const std::string& path) {
+  std::ifstream probe(path);
+  if (!probe) throw ConfigError("cannot read run spec '" + path + "': no such file or not readable");
+  std::string text = read_text_file(path);
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                      ": syntax error: " + e.msg);
+  }
+}
+
+std::vector<std::string> split_dots(const std::string& key) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : key) {
+    if (c == '.') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  return parts;
+}
+
+void apply_override(YAML::Node& root, const std::string& assignment, Issues& issues) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("--set '" + assignment + "': expected dotted.key=value");
+  }
+  const std::string key = assignment.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("--set '" + assignment + "': value is not valid YAML: " + e.msg);
+  }
+  auto parts = split_dots(key);
+  for (const auto& p : parts)
+    if (p.empty()) throw ConfigError("--set '" + assignment + "': empty key component");
+  // Walk with fresh handles: yaml-cpp node assignment rebinds, so build a chain of nodes.
+  std::vector<YAML::Node> chain{root};
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (!next.IsDefined() || next.IsNull()) {
+      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next = chain.back()[parts[i]];
+    }
+    if (!next.IsMap()) throw ConfigError("--set '" + assignment + "': '" + parts[i] + "' is not a section");
+    chain.push_back(next);
+  }
+  chain.back()[parts.back()] = value;
+  issues.mark_override(key);
+}
+
+ComponentChoice parse_component(const YAML::Node& root, const std::string& section, const RegistryBase& registry,
+                                const std::string& default_type, Issues& issues) {
+  ComponentChoice choice;
+  YAML::Node node = lookup(root, section);
+  if (node.IsDefined() && !node.IsNull() && !node.IsMap()) {
+    issues.add(section, node, "expected a mapping with 'type' and its options");
+    return choice;
+  }
+  YAML::Node type_node = lookup(node, "type");
+  if (!type_node.IsDefined()) {
+    if (default_type.empty()) {
+      std::string list;
+      for (const auto& n : registry.names()) list += (list.empty() ? "" : ", ") + n;
+      issues.add(section + ".type", node, "required value is missing; valid types: " + list);
+      return choice;
+    }
+    choice.type = default_type;
+  } else if (!type_node.IsScalar()) {
+    issues.add(section + ".type", type_node, "expected a component name");
+    return choice;
+  } else {
+    choice.type = type_node.Scalar();
+  }
+  if (!registry.contains(choice.type)) {
+    issues.add(section + ".type", type_node, registry.unknown_message(choice.type));
+    choice.type.clear();
+    return choice;
+  }
+  choice.options = registry.parse(choice.type, node, section, issues, {"type"});
+  return choice;
+}
+
+template <class S>
+void parse_section(const YAML::Node& root, const std::string& section, S& out, Issues& issues) {
+  schema_of<S>().parse(lookup(root, section), section, out, issues);
+}
+
+}  // namespace
+
+RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
+                      const ComponentCatalog& catalog) {
+  YAML::Node root = parse_yaml_file(path);
+  Issues issues(path);
+  if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) throw ConfigError(path + ": the run spec must be a mapping of sections (" + "model, data, training, ...)");
+  for (const auto& o : overrides) apply_override(root, o, issues);
+
+  for (const auto& kv : root) {
+    const std::string key = kv.first.Scalar();
+    bool known = false;
+    for (const auto& k : kTopLevelKeys) known = known || k == key;
+    if (!known) issues.add(key, kv.first, "unknown section" + did_you_mean(key, kTopLevelKeys));
+  }
+
+  RunSpec spec;
+  spec.source = path;
+  spec.model = parse_component(root, "model", catalog.models, "", issues);
+  spec.data = parse_component(root, "data", catalog.data, "", issues);
+  spec.optimizer = parse_component(root, "optimizer", catalog.optimizers, "adamw", issues);
+  spec.scheduler = parse_component(root, "scheduler", catalog.schedulers, "linear", issues);
+  parse_section(root, "training", spec.training, issues);
+  parse_section(root, "distributed", spec.distributed, issues);
+  parse_section(root, "zero", spec.zero, issues);
+  parse_section(root, "precision", spec.precision, issues);
+  parse_section(root, "generation", spec.generation, issues);
+
+  if (YAML::Node m = lookup(root, "metrics"); m.IsDefined() && !m.IsNull()) {
+    if (!m.IsSequence()) {
+      issues.add("metrics", m, "expected a list of metric names");
+    } else {
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        std::string path_i = "metrics[" + std::to_string(i) + "]";
+        if (!m[i].IsScalar()) {
+          issues.add(path_i, m[i], "expected a metric name");
+        } else if (!catalog.metrics.contains(m[i].Scalar())) {
+          issues.add(path_i, m[i], catalog.metrics.unknown_message(m[i].Scalar()));
+        } else {
+          spec.metrics.push_back(m[i].Scalar());
+        }
+      }
+    }
+  }
+
+  // Capabilities that are declared but not built yet refuse loudly instead of being ignored.
+  if (spec.distributed.nproc_per_node > 1)
+    issues.add("distributed.nproc_per_node", lookup(lookup(root, "distributed"), "nproc_per_node"),
+               "multi-process training is not available in this version; use 1");
+  if (spec.zero.stage != 0)
+    issues.add("zero.stage", lookup(lookup(root, "zero"), "stage"), "ZeRO stages 1-3 are not available in this version; use 0");
+  if (spec.zero.offload_optimizer != "none" || spec.zero.offload_param != "none")
+    issues.add("zero", lookup(root, "zero"), "offload is not available in this version");
+  if (spec.precision.fp16 || spec.precision.bf16)
+    issues.add("precision", lookup(root, "precision"), "mixed precision is not available in this version; fp32 only");
+  if (spec.precision.fp16 && spec.precision.bf16)
+    issues.add("precision", lookup(root, "precision"), "fp16 and bf16 are mutually exclusive");
+
+  issues.throw_if_any();
+  return spec;
+}
+
+std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog) {
+  auto component = [](const ComponentChoice& c, const RegistryBase& r) {
+    YAML::Node n(YAML::NodeType::Map);
+    n["type"] = c.type;
+    YAML::Node opts = r.dump(c.type, c.options);
+    for (const auto& kv : opts) n[kv.first.Scalar()] = kv.second;
+    return n;
+  };
+  YAML::Node root(YAML::NodeType::Map);
+  root["model"] = component(spec.model, catalog.models);
+  root["data"] = component(spec.data, catalog.data);
+  root["optimizer"] = component(spec.optimizer, catalog.optimizers);
+  root["scheduler"] = component(spec.scheduler, catalog.schedulers);
+  YAML::Node metrics(YAML::NodeType::Sequence);
+  for (const auto& m : spec.metrics) metrics.push_back(m);
+  root["metrics"] = metrics;
+  root["training"] = schema_of<TrainingArgs>().dump(spec.training);
+  root["distributed"] = schema_of<DistributedArgs>().dump(spec.distributed);
+  root["zero"] = schema_of<ZeroArgs>().dump(spec.zero);
+  lookup(root, "precision") = schema_of<PrecisionArgs>().dump(spec.precision);
+  root["generation"] = schema_of<GenerationArgs>().dump(spec.generation);
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace hftrain

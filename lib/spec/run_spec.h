@@ -1,0 +1,51 @@
+// RunSpec: a YAML/JSON run spec loaded, overridden (--set), validated strictly and resolved into one
+// typed struct per section. Component sections (model, data, optimizer, scheduler) are validated
+// against the registered component's own option schema. Each consumer receives only its section.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "registry/registry.h"
+#include "spec/sections.h"
+
+namespace hftrain {
+
+// A chosen component: its registered type name and its validated options.
+struct ComponentChoice {
+  std::string type;
+  OptionsPtr options;
+};
+
+// The registries the spec's component sections are validated against.
+struct ComponentCatalog {
+  const RegistryBase& models;
+  const RegistryBase& data;
+  const RegistryBase& optimizers;
+  const RegistryBase& schedulers;
+  const RegistryBase& metrics;
+};
+
+struct RunSpec {
+  std::string source;  // the file it came from
+  ComponentChoice model;
+  ComponentChoice data;
+  ComponentChoice optimizer;
+  ComponentChoice scheduler;
+  std::vector<std::string> metrics;  // empty = the data source's default metrics
+  TrainingArgs training;
+  DistributedArgs distributed;
+  ZeroArgs zero;
+  PrecisionArgs precision;
+  GenerationArgs generation;
+};
+
+// Loads `path`, applies `overrides` ("dotted.key=value", value parsed as YAML) and validates everything,
+// throwing ConfigError that lists every problem with file:line:col.
+RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
+                      const ComponentCatalog& catalog);
+
+// The fully resolved spec, defaults included, as YAML text (for --dump-config and the saved copy).
+std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog);
+
+}  // namespace hftrain

@@ -1,0 +1,86 @@
+// Option declarations (name, member, help, constraints) for the fixed run-spec sections.
+#include "spec/sections.h"
+
+namespace hftrain {
+namespace {
+
+std::string steps_rule(const double& v) {
+  if (v < 0) return "must be >= 0";
+  if (v > 1 && v != static_cast<double>(static_cast<int64_t>(v))) return "must be an integer, or a ratio < 1 of total steps";
+  return "";
+}
+
+const std::vector<std::string> kIntervalStrategies = {"no", "steps", "epoch"};
+
+}  // namespace
+
+void TrainingArgs::declare(Schema<TrainingArgs>& s) {
+  s.add("output_dir", &TrainingArgs::output_dir, "Directory for checkpoints, the final model and results.").required();
+  s.add("overwrite_output_dir", &TrainingArgs::overwrite_output_dir, "Allow writing into a non-empty output_dir.");
+  s.add("resume_from_checkpoint", &TrainingArgs::resume_from_checkpoint,
+        "Checkpoint directory to resume from, or 'last' / 'true' for the newest complete one in output_dir.");
+  s.add("per_device_train_batch_size", &TrainingArgs::per_device_train_batch_size, "Training batch size per worker.").min(1);
+  s.add("per_device_eval_batch_size", &TrainingArgs::per_device_eval_batch_size, "Evaluation batch size per worker.").min(1);
+  s.add("gradient_accumulation_steps", &TrainingArgs::gradient_accumulation_steps,
+        "Micro-batches accumulated before each optimizer step.").min(1);
+  s.add("num_train_epochs", &TrainingArgs::num_train_epochs, "Number of epochs (may be fractional).").greater_than(0);
+  s.add("max_steps", &TrainingArgs::max_steps, "If > 0: total optimizer steps, overriding num_train_epochs.").min(-1);
+  s.add("learning_rate", &TrainingArgs::learning_rate, "Initial (peak) learning rate.").min(0);
+  s.add("weight_decay", &TrainingArgs::weight_decay, "Decoupled weight decay, not applied to biases and norms.").min(0);
+  s.add("adam_beta1", &TrainingArgs::adam_beta1, "Adam beta1.").min(0).max(1);
+  s.add("adam_beta2", &TrainingArgs::adam_beta2, "Adam beta2.").min(0).max(1);
+  s.add("adam_epsilon", &TrainingArgs::adam_epsilon, "Adam epsilon.").greater_than(0);
+  s.add("max_grad_norm", &TrainingArgs::max_grad_norm, "Global gradient-norm clipping threshold (0 = off).").min(0);
+  s.add("warmup_steps", &TrainingArgs::warmup_steps, "Linear warmup steps; overrides warmup_ratio when > 0.").min(0);
+  s.add("warmup_ratio", &TrainingArgs::warmup_ratio, "Warmup as a fraction of total steps.").min(0).max(1);
+  s.add("logging_strategy", &TrainingArgs::logging_strategy, "When to log: no, steps or epoch.").choices(kIntervalStrategies);
+  s.add("logging_steps", &TrainingArgs::logging_steps, "Log every N steps (integer) or every ratio of total steps (< 1).")
+      .check(steps_rule);
+  s.add("logging_first_step", &TrainingArgs::logging_first_step, "Also log after the first optimizer step.");
+  s.add("logging_nan_inf_filter", &TrainingArgs::logging_nan_inf_filter,
+        "Replace nan/inf micro-batch losses by the running mean when logging.");
+  s.add("eval_strategy", &TrainingArgs::eval_strategy, "When to evaluate: no, steps or epoch.").choices(kIntervalStrategies);
+  s.add("eval_steps", &TrainingArgs::eval_steps, "Evaluate every N steps or ratio (< 1); 0 = logging_steps.").check(steps_rule);
+  s.add("eval_delay", &TrainingArgs::eval_delay, "Steps (or epochs) to wait before the first evaluation.").min(0);
+  s.add("save_strategy", &TrainingArgs::save_strategy, "When to save a checkpoint: no, steps or epoch.")
+      .choices(kIntervalStrategies);
+  s.add("save_steps", &TrainingArgs::save_steps, "Save every N steps or ratio (< 1).").check(steps_rule);
+  s.add("save_total_limit", &TrainingArgs::save_total_limit, "Keep at most N checkpoints (0 = keep all).").min(0);
+  s.add("seed", &TrainingArgs::seed, "Random seed for initialisation, dropout and shuffling.").min(0);
+  s.add("data_seed", &TrainingArgs::data_seed, "Seed for data shuffling; -1 = use seed.").min(-1);
+  s.add("dataloader_drop_last", &TrainingArgs::dataloader_drop_last, "Drop the last incomplete training batch.");
+  s.add("disable_tqdm", &TrainingArgs::disable_tqdm, "Disable the progress bar.");
+  s.add("log_level", &TrainingArgs::log_level, "Logging level.").choices({"debug", "info", "warning", "error"});
+}
+
+void DistributedArgs::declare(Schema<DistributedArgs>& s) {
+  s.add("nproc_per_node", &DistributedArgs::nproc_per_node, "Worker processes on this node.").min(1);
+  s.add("backend", &DistributedArgs::backend, "Collective backend.").choices({"auto", "gloo", "nccl"});
+  s.add("ddp_timeout", &DistributedArgs::ddp_timeout, "Seconds before a collective is declared hung.").min(1);
+  s.add("ddp_bucket_cap_mb", &DistributedArgs::ddp_bucket_cap_mb, "Gradient bucket size in MiB.").greater_than(0);
+  s.add("max_restarts", &DistributedArgs::max_restarts, "Relaunches after a worker failure.").min(0);
+  s.add("intra_op_threads", &DistributedArgs::intra_op_threads,
+        "LibTorch intra-op threads per worker; 0 = automatic (1 per worker, BLAS gets the cores).").min(0);
+}
+
+void ZeroArgs::declare(Schema<ZeroArgs>& s) {
+  s.add("stage", &ZeroArgs::stage, "ZeRO stage: 0 (plain data parallel), 1, 2 or 3.").min(0).max(3);
+  s.add("offload_optimizer", &ZeroArgs::offload_optimizer, "Optimizer-state offload device.").choices({"none", "cpu"});
+  s.add("offload_param", &ZeroArgs::offload_param, "Parameter offload device.").choices({"none", "cpu"});
+}
+
+void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {
+  s.add("bf16", &PrecisionArgs::bf16, "Compute in bfloat16 with fp32 master weights.");
+  s.add("fp16", &PrecisionArgs::fp16, "Compute in float16 with fp32 master weights and loss scaling.");
+  s.add("loss_scale", &PrecisionArgs::loss_scale, "Static loss scale; 0 = dynamic.").min(0);
+  s.add("initial_scale_power", &PrecisionArgs::initial_scale_power, "Dynamic scale starts at 2^N.").min(0).max(64);
+  s.add("loss_scale_window", &PrecisionArgs::loss_scale_window, "Steps without overflow before the scale grows.").min(1);
+  s.add("hysteresis", &PrecisionArgs::hysteresis, "Overflows tolerated before the scale shrinks.").min(1);
+  s.add("min_loss_scale", &PrecisionArgs::min_loss_scale, "Lowest dynamic loss scale.").greater_than(0);
+}
+
+void GenerationArgs::declare(Schema<GenerationArgs>& s) {
+  s.add("max_new_tokens", &GenerationArgs::max_new_tokens, "Tokens generated per prompt by `hftrain predict`.").min(1);
+}
+
+}  // namespace hftrain

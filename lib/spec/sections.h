@@ -1,0 +1,91 @@
+// The typed sections of a run spec. Names and defaults follow HF TrainingArguments and DeepSpeed's
+// config where those define them. Each section declares its options once (declare()), with help text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/schema.h"
+
+namespace hftrain {
+
+// HF TrainingArguments subset (names and defaults as in transformers).
+struct TrainingArgs {
+  std::string output_dir;
+  bool overwrite_output_dir = false;
+  std::string resume_from_checkpoint;  // "" = no; a path, or "true"/"last" for the newest complete checkpoint
+  int64_t per_device_train_batch_size = 8;
+  int64_t per_device_eval_batch_size = 8;
+  int64_t gradient_accumulation_steps = 1;
+  double num_train_epochs = 3.0;
+  int64_t max_steps = -1;
+  double learning_rate = 5e-5;
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;
+  int64_t warmup_steps = 0;
+  double warmup_ratio = 0.0;
+  std::string logging_strategy = "steps";
+  double logging_steps = 500;
+  bool logging_first_step = false;
+  bool logging_nan_inf_filter = true;
+  std::string eval_strategy = "no";
+  double eval_steps = 0;  // 0 = same as logging_steps (HF: None)
+  double eval_delay = 0;
+  std::string save_strategy = "steps";
+  double save_steps = 500;
+  int64_t save_total_limit = 0;  // 0 = keep all (HF: None)
+  int64_t seed = 42;
+  int64_t data_seed = -1;  // -1 = use seed (HF: None)
+  bool dataloader_drop_last = false;
+  bool disable_tqdm = false;
+  std::string log_level = "info";
+
+  static void declare(Schema<TrainingArgs>& s);
+};
+
+// Process layout. Validated now; multi-process execution is a later capability and refuses loudly.
+struct DistributedArgs {
+  int64_t nproc_per_node = 1;
+  std::string backend = "auto";
+  int64_t ddp_timeout = 1800;
+  double ddp_bucket_cap_mb = 25;
+  int64_t max_restarts = 0;
+  int64_t intra_op_threads = 0;  // 0 = automatic (see README "Threads and BLAS")
+
+  static void declare(Schema<DistributedArgs>& s);
+};
+
+// DeepSpeed zero_optimization subset.
+struct ZeroArgs {
+  int64_t stage = 0;
+  std::string offload_optimizer = "none";
+  std::string offload_param = "none";
+
+  static void declare(Schema<ZeroArgs>& s);
+};
+
+// Mixed precision (HF bf16 / fp16 flags and DeepSpeed's fp16 loss-scaler block).
+struct PrecisionArgs {
+  bool bf16 = false;
+  bool fp16 = false;
+  double loss_scale = 0;  // 0 = dynamic
+  int64_t initial_scale_power = 16;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  double min_loss_scale = 1;
+
+  static void declare(Schema<PrecisionArgs>& s);
+};
+
+// Options of `hftrain predict` for language models.
+struct GenerationArgs {
+  int64_t max_new_tokens = 16;
+
+  static void declare(Schema<GenerationArgs>& s);
+};
+
+}  // namespace hftrain

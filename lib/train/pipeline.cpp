@@ -1,0 +1,17 @@
+// Pipeline construction (see pipeline.h).
+#include "train/pipeline.h"
+
+namespace hftrain {
+
+Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
+  Pipeline p;
+  p.data = components.data.build(spec.data.type, spec.data.options);
+  DataShape shape = p.data->shape();
+  ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features};
+  torch::manual_seed(static_cast<uint64_t>(spec.training.seed));
+  p.model = components.models.build(spec.model.type, spec.model.options, context);
+  p.metric_names = spec.metrics.empty() ? p.data->default_metrics() : spec.metrics;
+  return p;
+}
+
+}  // namespace hftrain

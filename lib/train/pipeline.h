@@ -1,0 +1,21 @@
+// Pipeline: the data source, model and metric names built from a validated RunSpec. Shared by the
+// train, eval and predict commands so they all build components the same way.
+#pragma once
+
+#include <memory>
+
+#include "builtins/components.h"
+
+namespace hftrain {
+
+struct Pipeline {
+  std::unique_ptr<DataSource> data;
+  std::shared_ptr<Model> model;
+  std::vector<std::string> metric_names;
+};
+
+// Builds the data source first (so a bad data file fails before anything else), then the model
+// initialised from `seed` (torch's global RNG is seeded here).
+Pipeline build_pipeline(const RunSpec& spec, const Components& components);
+
+}  // namespace hftrain

@@ -1,0 +1,25 @@
+// TrainerState: HF's trainer_state.json contents (global_step, epoch, log_history, ...).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+namespace hftrain {
+
+struct TrainerState {
+  int64_t global_step = 0;
+  double epoch = 0;
+  int64_t max_steps = 0;
+  int64_t num_train_epochs = 0;
+  int64_t logging_steps = 500, eval_steps = 500, save_steps = 500;
+  int64_t train_batch_size = 0;
+  double total_flos = 0;
+  nlohmann::json log_history = nlohmann::json::array();
+  nlohmann::json best_metric = nullptr;
+  nlohmann::json best_global_step = nullptr;
+  nlohmann::json best_model_checkpoint = nullptr;
+
+  // HF layout: sorted keys, indent 2, trailing newline.
+  std::string to_json_text() const;
+};
+
+}  // namespace hftrain
