@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds hftrain (Release) into ./build. Usage: scripts/build.sh [--tests]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tests=OFF
+[ "${1:-}" = "--tests" ] && tests=ON
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DHFTRAIN_BUILD_TESTS=$tests
+# Each LibTorch translation unit needs ~1 GB of RAM to compile: one job per core is safe on CI's 2 cores / 24 GB.
+cmake --build build --parallel "$(nproc)"

@@ -1,0 +1,47 @@
+// Helpers for integration tests: run the real hftrain binary and capture exit code + output.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace hftrain_test {
+
+struct CliResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+inline CliResult run_hftrain(const std::string& args, const std::string& cwd) {
+  std::string cmd = "cd '" + cwd + "' && '" + std::string(HFTRAIN_BINARY) + "' " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (pipe && fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+  int status = pipe ? pclose(pipe) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// A fresh, empty directory under the system temp dir.
+inline std::string fresh_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("hftrain_it_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+inline void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace hftrain_test
