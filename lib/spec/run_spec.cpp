@@ -70,7 +70,8 @@ void apply_override(YAML::Node& root, const std::string& assignment, Issues& iss
 }
 
 ComponentChoice parse_component(const YAML::Node& root, const std::string& section, const RegistryBase& registry,
-                                const std::string& default_type, Issues& issues) {
+                                const std::string& default_type, Issues& issues,
+                                const std::vector<std::string>& extra_keys = {}) {
   ComponentChoice choice;
   YAML::Node node = lookup(root, section);
   if (node.IsDefined() && !node.IsNull() && !node.IsMap()) {
@@ -97,7 +98,9 @@ ComponentChoice parse_component(const YAML::Node& root, const std::string& secti
     choice.type.clear();
     return choice;
   }
-  choice.options = registry.parse(choice.type, node, section, issues, {"type"});
+  std::vector<std::string> reserved = {"type"};
+  reserved.insert(reserved.end(), extra_keys.begin(), extra_keys.end());
+  choice.options = registry.parse(choice.type, node, section, issues, reserved);
   return choice;
 }
 
@@ -125,7 +128,13 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
 
   RunSpec spec;
   spec.source = path;
-  spec.model = parse_component(root, "model", catalog.models, "", issues);
+  static_cast<ComponentChoice&>(spec.model) = parse_component(root, "model", catalog.models, "", issues, {"from_pretrained"});
+  if (YAML::Node fp = lookup(lookup(root, "model"), "from_pretrained"); fp.IsDefined()) {
+    if (!fp.IsScalar() || fp.Scalar().empty())
+      issues.add("model.from_pretrained", fp, "expected a directory holding model.safetensors");
+    else
+      spec.model.from_pretrained = fp.Scalar();
+  }
   spec.data = parse_component(root, "data", catalog.data, "", issues);
   spec.optimizer = parse_component(root, "optimizer", catalog.optimizers, "adamw", issues);
   spec.scheduler = parse_component(root, "scheduler", catalog.schedulers, "linear", issues);
@@ -179,6 +188,7 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog) 
   };
   YAML::Node root(YAML::NodeType::Map);
   root["model"] = component(spec.model, catalog.models);
+  if (!spec.model.from_pretrained.empty()) root["model"]["from_pretrained"] = spec.model.from_pretrained;
   root["data"] = component(spec.data, catalog.data);
   root["optimizer"] = component(spec.optimizer, catalog.optimizers);
   root["scheduler"] = component(spec.scheduler, catalog.schedulers);

@@ -17,6 +17,11 @@ struct ComponentChoice {
   OptionsPtr options;
 };
 
+// The model section: a component choice plus where its initial weights come from.
+struct ModelChoice : ComponentChoice {
+  std::string from_pretrained;  // directory holding model.safetensors; "" = fresh initialisation
+};
+
 // The registries the spec's component sections are validated against.
 struct ComponentCatalog {
   const RegistryBase& models;
@@ -28,7 +33,7 @@ struct ComponentCatalog {
 
 struct RunSpec {
   std::string source;  // the file it came from
-  ComponentChoice model;
+  ModelChoice model;
   ComponentChoice data;
   ComponentChoice optimizer;
   ComponentChoice scheduler;

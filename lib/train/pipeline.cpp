@@ -1,6 +1,8 @@
 // Pipeline construction (see pipeline.h).
 #include "train/pipeline.h"
 
+#include "checkpoint/model_io.h"
+
 namespace hftrain {
 
 Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
@@ -10,6 +12,8 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
   ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features};
   torch::manual_seed(static_cast<uint64_t>(spec.training.seed));
   p.model = components.models.build(spec.model.type, spec.model.options, context);
+  if (!spec.model.from_pretrained.empty())
+    load_model_weights(spec.model.from_pretrained + "/model.safetensors", *p.model);
   p.metric_names = spec.metrics.empty() ? p.data->default_metrics() : spec.metrics;
   return p;
 }

@@ -15,7 +15,7 @@ struct Pipeline {
 };
 
 // Builds the data source first (so a bad data file fails before anything else), then the model
-// initialised from `seed` (torch's global RNG is seeded here).
+// initialised from `seed` (torch's global RNG is seeded here), or loaded from model.from_pretrained.
 Pipeline build_pipeline(const RunSpec& spec, const Components& components);
 
 }  // namespace hftrain
