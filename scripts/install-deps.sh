@@ -6,11 +6,27 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libgloo-dev           # LibTorch 1.13 (CPU) and the gloo headers c10d includes
-  libopenblas0-pthread               # optimised BLAS; see README "Threads and BLAS" for why pthread
+  libopenblas0-openmp                # optimised BLAS sharing LibTorch's OpenMP pool; see README "Threads and BLAS"
   libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libxxhash-dev
   catch2                             # Catch2 v2 (tests)
   python3 python3-torch python3-numpy  # independent reference implementation used by tests
 )
+
+# Makes the OpenMP build of OpenBLAS the system's libblas.so.3 / liblapack.so.3 (LibTorch links those).
+select_openblas_openmp() {
+  local arch_dir=/usr/lib/x86_64-linux-gnu
+  [ -d "$arch_dir" ] || arch_dir=/usr/lib/$(gcc -print-multiarch 2>/dev/null)
+  local multiarch; multiarch=$(basename "$arch_dir")
+  for lib in libblas.so.3 liblapack.so.3; do
+    local target="$arch_dir/openblas-openmp/$lib"
+    if [ -e "$target" ] && [ "$(readlink -f "$arch_dir/$lib")" != "$(readlink -f "$target")" ]; then
+      $SUDO update-alternatives --set "$lib-$multiarch" "$target"
+    fi
+  done
+}
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -18,12 +34,12 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  select_openblas_openmp
   exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+select_openblas_openmp

@@ -9,6 +9,7 @@
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/threads.h"
 
 namespace hftrain {
 namespace fs = std::filesystem;
@@ -32,9 +33,9 @@ void save_metrics(const std::string& output_dir, const std::string& split, const
   write_file_atomic(all_path, all.dump(4) + "\n");
 }
 
-void configure_threads(const DistributedArgs& d) {
-  // Measured (README "Threads and BLAS"): 1 LibTorch intra-op thread + OpenBLAS's own pool is fastest.
-  at::set_num_threads(d.intra_op_threads > 0 ? static_cast<int>(d.intra_op_threads) : 1);
+void setup_threads(const DistributedArgs& d) {
+  ThreadPlan plan = configure_threads(static_cast<int>(d.intra_op_threads), 1);
+  std::cerr << "threads: " << plan.intra_op_threads << " intra-op (BLAS: " << plan.blas << ")" << std::endl;
 }
 
 // Resolves `target` (a spec file or a run directory) into a spec whose model weights exist.
@@ -70,7 +71,7 @@ int run_train(const TrainRequest& request) {
   if (!directory_is_empty(out) && !spec.training.overwrite_output_dir && spec.training.resume_from_checkpoint.empty())
     throw ConfigError("training.output_dir: '" + out +
                       "' already exists and is not empty; set training.overwrite_output_dir=true or resume");
-  configure_threads(spec.distributed);
+  setup_threads(spec.distributed);
   Pipeline pipeline = build_pipeline(spec, c);  // fails on bad data before anything is written
 
   std::error_code ec;
@@ -97,7 +98,7 @@ int run_train(const TrainRequest& request) {
 int run_eval(const std::string& target, const std::vector<std::string>& overrides) {
   std::string model_path;
   RunSpec spec = load_for_inference(target, overrides, model_path);
-  configure_threads(spec.distributed);
+  setup_threads(spec.distributed);
   const Components& c = builtin_components();
   Pipeline pipeline = build_pipeline(spec, c);
   load_model_weights(model_path, *pipeline.model);
@@ -110,7 +111,7 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
 int run_predict(const std::string& target, const std::vector<std::string>& overrides) {
   std::string model_path;
   RunSpec spec = load_for_inference(target, overrides, model_path);
-  configure_threads(spec.distributed);
+  setup_threads(spec.distributed);
   const Components& c = builtin_components();
   Pipeline pipeline = build_pipeline(spec, c);
   load_model_weights(model_path, *pipeline.model);

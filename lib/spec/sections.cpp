@@ -60,7 +60,7 @@ void DistributedArgs::declare(Schema<DistributedArgs>& s) {
   s.add("ddp_bucket_cap_mb", &DistributedArgs::ddp_bucket_cap_mb, "Gradient bucket size in MiB.").greater_than(0);
   s.add("max_restarts", &DistributedArgs::max_restarts, "Relaunches after a worker failure.").min(0);
   s.add("intra_op_threads", &DistributedArgs::intra_op_threads,
-        "LibTorch intra-op threads per worker; 0 = automatic (1 per worker, BLAS gets the cores).").min(0);
+        "LibTorch intra-op threads per worker; 0 = automatic (cores / workers with OpenMP OpenBLAS, 1 with pthread OpenBLAS).").min(0);
 }
 
 void ZeroArgs::declare(Schema<ZeroArgs>& s) {

@@ -21,7 +21,8 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
   if (norms.empty()) return 0.0;
   auto total = torch::linalg::vector_norm(torch::stack(norms), 2, c10::nullopt, false, c10::nullopt);
   if (max_norm > 0) {
-    auto coef = torch::clamp(max_norm / (total + 1e-6), c10::nullopt, 1.0);
+    // Same rounding as torch 1.13: reciprocal first, then scale.
+    auto coef = torch::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
     for (const auto& p : params)
       if (p.grad().defined()) p.grad().detach().mul_(coef);
   }

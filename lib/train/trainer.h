@@ -34,7 +34,7 @@ class Trainer {
 };
 
 // Global L2 norm of all gradients; when max_norm > 0 the gradients are scaled by
-// min(1, max_norm / (norm + 1e-6)) exactly as torch.nn.utils.clip_grad_norm_ does.
+// min(1, max_norm * 1/(norm + 1e-6)) exactly as torch.nn.utils.clip_grad_norm_ does.
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
 }  // namespace hftrain

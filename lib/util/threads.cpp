@@ -1,0 +1,54 @@
+// CPU thread policy (see threads.h).
+#include "util/threads.h"
+
+#include <dlfcn.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "util/torch_compat.h"
+
+namespace hftrain {
+namespace {
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string blas_kind() {
+  using GetParallel = int (*)();
+  auto fn = reinterpret_cast<GetParallel>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  if (!fn) return "other";
+  switch (fn()) {
+    case 0: return "openblas-sequential";
+    case 1: return "openblas-pthread";
+    case 2: return "openblas-openmp";
+    default: return "other";
+  }
+}
+
+}  // namespace
+
+ThreadPlan choose_threads(int requested, int local_workers) {
+  ThreadPlan plan;
+  plan.blas = blas_kind();
+  if (requested > 0) {
+    plan.intra_op_threads = requested;
+  } else if (plan.blas == "openblas-pthread") {
+    plan.intra_op_threads = 1;
+  } else {
+    plan.intra_op_threads = std::max(1, available_cores() / std::max(1, local_workers));
+  }
+  return plan;
+}
+
+ThreadPlan configure_threads(int requested, int local_workers) {
+  ThreadPlan plan = choose_threads(requested, local_workers);
+  at::set_num_threads(plan.intra_op_threads);
+  return plan;
+}
+
+}  // namespace hftrain
