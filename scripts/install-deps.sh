@@ -12,12 +12,12 @@ packages=(
   python3 python3-torch python3-numpy  # independent reference implementation used by tests
 )
 
-# Makes the OpenMP build of OpenBLAS the system's libblas.so.3 / liblapack.so.3 (LibTorch links those).
+# Makes the OpenMP build of OpenBLAS the system libblas.so.3 / liblapack.so.3 / libopenblas.so.0 (LibTorch loads all three).
 select_openblas_openmp() {
   local arch_dir=/usr/lib/x86_64-linux-gnu
   [ -d "$arch_dir" ] || arch_dir=/usr/lib/$(gcc -print-multiarch 2>/dev/null)
   local multiarch; multiarch=$(basename "$arch_dir")
-  for lib in libblas.so.3 liblapack.so.3; do
+  for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
     local target="$arch_dir/openblas-openmp/$lib"
     if [ -e "$target" ] && [ "$(readlink -f "$arch_dir/$lib")" != "$(readlink -f "$target")" ]; then
       $SUDO update-alternatives --set "$lib-$multiarch" "$target"
