@@ -9,6 +9,7 @@ void register_data_sources(Registry<DataSource>& data);
 void register_optimizers(Registry<Optimizer, std::vector<ParamGroup>, const OptimizerHyper&>& optimizers);
 void register_schedules(Registry<Schedule, const ScheduleContext&>& schedules);
 void register_metrics(Registry<Metric>& metrics);
+void register_callbacks(Registry<TrainerCallback, const CallbackContext&>& callbacks);
 
 void register_builtins(Components& c) {
   register_models(c.models);
@@ -16,6 +17,7 @@ void register_builtins(Components& c) {
   register_optimizers(c.optimizers);
   register_schedules(c.schedulers);
   register_metrics(c.metrics);
+  register_callbacks(c.callbacks);
 }
 
 const Components& builtin_components() {

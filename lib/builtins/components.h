@@ -9,6 +9,7 @@
 #include "optim/schedule.h"
 #include "registry/registry.h"
 #include "spec/run_spec.h"
+#include "train/callbacks.h"
 
 namespace hftrain {
 
@@ -18,8 +19,9 @@ struct Components {
   Registry<Optimizer, std::vector<ParamGroup>, const OptimizerHyper&> optimizers{"optimizer"};
   Registry<Schedule, const ScheduleContext&> schedulers{"scheduler"};
   Registry<Metric> metrics{"metric"};
+  Registry<TrainerCallback, const CallbackContext&> callbacks{"callback"};
 
-  ComponentCatalog catalog() const { return {models, data, optimizers, schedulers, metrics}; }
+  ComponentCatalog catalog() const { return {models, data, optimizers, schedulers, metrics, callbacks}; }
 };
 
 // Registers every built-in component explicitly (no static self-registration).

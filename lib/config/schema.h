@@ -92,6 +92,22 @@ struct ValueTraits<std::vector<E>> {
   }
 };
 
+template <class E>
+struct ValueTraits<std::optional<E>> {
+  static std::string name() { return ValueTraits<E>::name() + " or null"; }
+  static bool parse(const YAML::Node& n, std::optional<E>& out) {
+    if (n.IsNull()) {
+      out.reset();
+      return true;
+    }
+    E e{};
+    if (!ValueTraits<E>::parse(n, e)) return false;
+    out = e;
+    return true;
+  }
+  static YAML::Node dump(const std::optional<E>& v) { return v ? ValueTraits<E>::dump(*v) : YAML::Node(YAML::NodeType::Null); }
+};
+
 // ---- Fields --------------------------------------------------------------------------------------
 template <class S>
 class FieldBase {

@@ -10,7 +10,7 @@ namespace hftrain {
 namespace {
 
 const std::vector<std::string> kTopLevelKeys = {"model",    "data",        "optimizer", "scheduler", "metrics",
-                                                "training", "distributed", "zero",      "precision", "generation"};
+                                                "callbacks", "training", "distributed", "zero",      "precision", "generation"};
 
 YAML::Node parse_yaml_file(const std::string& path) {
   std::ifstream probe(path);
@@ -161,6 +161,27 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
     }
   }
 
+  if (YAML::Node cbs = lookup(root, "callbacks"); cbs.IsDefined() && !cbs.IsNull()) {
+    if (!cbs.IsSequence()) {
+      issues.add("callbacks", cbs, "expected a list of {type: ..., options}");
+    } else {
+      for (std::size_t i = 0; i < cbs.size(); ++i) {
+        YAML::Node holder(YAML::NodeType::Map);
+        const std::string key = "callbacks[" + std::to_string(i) + "]";
+        holder[key] = cbs[i];
+        ComponentChoice choice = parse_component(holder, key, catalog.callbacks, "", issues);
+        if (!choice.type.empty()) spec.callbacks.push_back(choice);
+      }
+    }
+  }
+  const TrainingArgs& t = spec.training;
+  if (t.load_best_model_at_end && t.save_strategy != "best" && t.save_strategy != t.eval_strategy)
+    issues.add("training.load_best_model_at_end", lookup(lookup(root, "training"), "load_best_model_at_end"),
+               "needs save_strategy to match eval_strategy ('" + t.save_strategy + "' vs '" + t.eval_strategy + "')");
+  if (t.save_strategy == "best" && t.eval_strategy == "no")
+    issues.add("training.save_strategy", lookup(lookup(root, "training"), "save_strategy"),
+               "'best' needs an eval_strategy to find the best metric");
+
   // Capabilities that are declared but not built yet refuse loudly instead of being ignored.
   if (spec.distributed.nproc_per_node > 1)
     issues.add("distributed.nproc_per_node", lookup(lookup(root, "distributed"), "nproc_per_node"),
@@ -195,6 +216,9 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog) 
   YAML::Node metrics(YAML::NodeType::Sequence);
   for (const auto& m : spec.metrics) metrics.push_back(m);
   root["metrics"] = metrics;
+  YAML::Node callbacks(YAML::NodeType::Sequence);
+  for (const auto& cb : spec.callbacks) callbacks.push_back(component(cb, catalog.callbacks));
+  root["callbacks"] = callbacks;
   root["training"] = schema_of<TrainingArgs>().dump(spec.training);
   root["distributed"] = schema_of<DistributedArgs>().dump(spec.distributed);
   root["zero"] = schema_of<ZeroArgs>().dump(spec.zero);

@@ -29,6 +29,7 @@ struct ComponentCatalog {
   const RegistryBase& optimizers;
   const RegistryBase& schedulers;
   const RegistryBase& metrics;
+  const RegistryBase& callbacks;
 };
 
 struct RunSpec {
@@ -38,6 +39,7 @@ struct RunSpec {
   ComponentChoice optimizer;
   ComponentChoice scheduler;
   std::vector<std::string> metrics;  // empty = the data source's default metrics
+  std::vector<ComponentChoice> callbacks;
   TrainingArgs training;
   DistributedArgs distributed;
   ZeroArgs zero;

@@ -42,10 +42,16 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("eval_strategy", &TrainingArgs::eval_strategy, "When to evaluate: no, steps or epoch.").choices(kIntervalStrategies);
   s.add("eval_steps", &TrainingArgs::eval_steps, "Evaluate every N steps or ratio (< 1); 0 = logging_steps.").check(steps_rule);
   s.add("eval_delay", &TrainingArgs::eval_delay, "Steps (or epochs) to wait before the first evaluation.").min(0);
-  s.add("save_strategy", &TrainingArgs::save_strategy, "When to save a checkpoint: no, steps or epoch.")
-      .choices(kIntervalStrategies);
+  s.add("save_strategy", &TrainingArgs::save_strategy, "When to save a checkpoint: no, steps, epoch or best.")
+      .choices({"no", "steps", "epoch", "best"});
   s.add("save_steps", &TrainingArgs::save_steps, "Save every N steps or ratio (< 1).").check(steps_rule);
   s.add("save_total_limit", &TrainingArgs::save_total_limit, "Keep at most N checkpoints (0 = keep all).").min(0);
+  s.add("load_best_model_at_end", &TrainingArgs::load_best_model_at_end,
+        "Load the best checkpoint (by metric_for_best_model) when training ends.");
+  s.add("metric_for_best_model", &TrainingArgs::metric_for_best_model,
+        "Metric that ranks checkpoints and drives early stopping; default 'loss'.");
+  s.add("greater_is_better", &TrainingArgs::greater_is_better,
+        "Whether a larger metric_for_best_model is better; default: false for names ending in 'loss'.");
   s.add("seed", &TrainingArgs::seed, "Random seed for initialisation, dropout and shuffling.").min(0);
   s.add("data_seed", &TrainingArgs::data_seed, "Seed for data shuffling; -1 = use seed.").min(-1);
   s.add("dataloader_drop_last", &TrainingArgs::dataloader_drop_last, "Drop the last incomplete training batch.");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct TrainingArgs {
   std::string save_strategy = "steps";
   double save_steps = 500;
   int64_t save_total_limit = 0;  // 0 = keep all (HF: None)
+  bool load_best_model_at_end = false;
+  std::string metric_for_best_model;          // "" = "loss" (HF: None)
+  std::optional<bool> greater_is_better;      // null = not metric.endswith("loss") (HF default)
   int64_t seed = 42;
   int64_t data_seed = -1;  // -1 = use seed (HF: None)
   bool dataloader_drop_last = false;

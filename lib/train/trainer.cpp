@@ -13,40 +13,155 @@
 #include "util/fs.h"
 
 namespace hftrain {
+namespace {
 
-double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
-  std::vector<torch::Tensor> norms;
-  for (const auto& p : params)
-    if (p.grad().defined()) norms.push_back(torch::linalg::vector_norm(p.grad().detach(), 2, c10::nullopt, false, c10::nullopt));
-  if (norms.empty()) return 0.0;
-  auto total = torch::linalg::vector_norm(torch::stack(norms), 2, c10::nullopt, false, c10::nullopt);
-  if (max_norm > 0) {
-    // Same rounding as torch 1.13: reciprocal first, then scale.
-    auto coef = torch::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
-    for (const auto& p : params)
-      if (p.grad().defined()) p.grad().detach().mul_(coef);
-  }
-  return total.item<double>();
+double round_to(double v, int digits) {
+  const double f = std::pow(10.0, digits);
+  return std::round(v * f) / f;
 }
 
+}  // namespace
+
 Trainer::Trainer(const RunSpec& spec, const Components& components, Pipeline& pipeline)
-    : spec_(spec), components_(components), pipeline_(pipeline) {}
+    : spec_(spec), components_(components), pipeline_(pipeline), best_(best_metric_context(spec.training)) {}
+
+void Trainer::setup(const TrainingPlan& plan) {
+  const TrainingArgs& args = spec_.training;
+  FlowControl flow(args, plan.max_steps);
+  state_.max_steps = plan.max_steps;
+  state_.num_train_epochs = plan.num_epochs;
+  state_.logging_steps = flow.logging_steps();
+  state_.eval_steps = flow.eval_steps();
+  state_.save_steps = flow.save_steps();
+  state_.train_batch_size = args.per_device_train_batch_size;
+  callbacks_.add(std::make_unique<DefaultFlowCallback>(flow));
+  for (const auto& cb : spec_.callbacks) callbacks_.add(components_.callbacks.build(cb.type, cb.options, best_));
+
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  std::vector<torch::Tensor> params;
+  for (auto& np : pipeline_.model->named_parameters()) {
+    named.emplace_back(np.key(), np.value());
+    params.push_back(np.value());
+  }
+  auto optimizer = components_.optimizers.build(spec_.optimizer.type, spec_.optimizer.options,
+                                                make_param_groups(named, args.weight_decay),
+                                                OptimizerHyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon});
+  engine_ = std::make_unique<LocalEngine>(params, std::move(optimizer), args.max_grad_norm);
+  schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,
+                                           ScheduleContext{args.learning_rate, plan.warmup_steps, plan.max_steps});
+}
+
+nlohmann::json Trainer::train() {
+  const TrainingArgs& args = spec_.training;
+  Model& model = *pipeline_.model;
+  DataLoader loader(pipeline_.data->split("train"), pipeline_.data->task(), args.per_device_train_batch_size,
+                    /*shuffle=*/true, args.data_seed >= 0 ? args.data_seed : args.seed, args.dataloader_drop_last);
+  const int64_t ga = args.gradient_accumulation_steps;
+  const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), /*world_size=*/1);
+  std::cerr << "plan: " << loader.num_examples() << " examples, " << describe(plan) << std::endl;
+  setup(plan);
+  TrainerControl& control = callbacks_.control();
+  callbacks_.on_init_end(state_);
+
+  const auto start = std::chrono::steady_clock::now();
+  model.train();
+  double tr_loss = 0, total_loss = 0;
+  callbacks_.on_train_begin(state_);
+  for (int64_t epoch = 0; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {
+    loader.start_epoch(epoch);
+    callbacks_.on_epoch_begin(state_);
+    int64_t micro_step = 0;
+    const int64_t windows = plan.windows_per_epoch(ga);
+    for (int64_t w = 0; w < windows && !control.should_training_stop && !control.should_epoch_stop; ++w) {
+      const int64_t window = plan.window_size(w, ga);
+      double step_loss = 0;
+      for (int64_t m = 0; m < window; ++m) {
+        if (m == 0) callbacks_.on_step_begin(state_);
+        Batch batch;
+        loader.next(batch);
+        auto loss = model.forward(batch).loss / static_cast<double>(window);
+        engine_->backward(loss, m + 1 == window);
+        double l = loss.item<double>();
+        if (args.logging_nan_inf_filter && !std::isfinite(l))
+          l = tr_loss / static_cast<double>(1 + state_.global_step - last_logged_step_);
+        step_loss += l;
+        ++micro_step;
+        if (m + 1 < window) callbacks_.on_substep_end(state_);
+      }
+      callbacks_.on_pre_optimizer_step(state_);
+      StepResult step = engine_->step(schedule_->lr(state_.global_step));
+      callbacks_.on_optimizer_step(state_);
+      state_.global_step += 1;
+      state_.epoch = static_cast<double>(epoch) + static_cast<double>(micro_step) / static_cast<double>(plan.batches_per_epoch);
+      tr_loss += step_loss;
+      total_loss += step_loss;
+      callbacks_.on_step_end(state_);
+      if (w + 1 == windows) callbacks_.on_epoch_end(state_);
+      maybe_log_save_evaluate(tr_loss, step);
+    }
+  }
+  const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (args.load_best_model_at_end) load_best_model();
+  const double samples = static_cast<double>(state_.global_step * plan.global_batch_size);
+  nlohmann::json metrics = {{"train_runtime", round_to(runtime, 4)},
+                            {"train_samples_per_second", round_to(samples / runtime, 3)},
+                            {"train_steps_per_second", round_to(static_cast<double>(state_.global_step) / runtime, 3)},
+                            {"total_flos", state_.total_flos},
+                            {"train_loss", total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step))}};
+  log(metrics);
+  callbacks_.on_train_end(state_);
+  metrics["epoch"] = state_.epoch;
+  return metrics;
+}
+
+void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
+  TrainerControl& control = callbacks_.control();
+  if (control.should_log && state_.global_step > last_logged_step_) {
+    const auto steps = static_cast<double>(state_.global_step - last_logged_step_);
+    log({{"loss", round_to(tr_loss / steps, 4)}, {"grad_norm", step.grad_norm}, {"learning_rate", schedule_->lr(state_.global_step)}});
+    tr_loss = 0;
+    last_logged_step_ = state_.global_step;
+  }
+  if (control.should_evaluate) {
+    nlohmann::json metrics = run_evaluation();
+    const bool new_best = update_best_metric(metrics);
+    if (spec_.training.save_strategy == "best") control.should_save = new_best;
+  }
+  if (control.should_save) {
+    save_checkpoint();
+    callbacks_.on_save(state_);
+  }
+}
 
 void Trainer::log(nlohmann::json entry) {
   entry["epoch"] = state_.epoch;
   entry["step"] = state_.global_step;
   std::cout << entry.dump() << std::endl;
-  state_.log_history.push_back(std::move(entry));
+  state_.log_history.push_back(entry);
+  callbacks_.on_log(state_, entry);
 }
 
-void Trainer::log_training(double tr_loss, double grad_norm, double lr) {
-  const auto steps = static_cast<double>(state_.global_step - last_logged_step_);
-  log({{"loss", std::round(tr_loss / steps * 1e4) / 1e4}, {"grad_norm", grad_norm}, {"learning_rate", lr}});
-  last_logged_step_ = state_.global_step;
+nlohmann::json Trainer::run_evaluation() {
+  nlohmann::json metrics = evaluate(pipeline_, components_, "eval", spec_.training.per_device_eval_batch_size, "eval");
+  log(metrics);
+  callbacks_.on_evaluate(state_, metrics);
+  return metrics;
 }
 
-void Trainer::run_evaluation() {
-  log(evaluate(pipeline_, components_, "eval", spec_.training.per_device_eval_batch_size, "eval"));
+// HF _determine_best_metric: a strictly better metric_for_best_model becomes the best.
+bool Trainer::update_best_metric(const nlohmann::json& metrics) {
+  if (!metrics.contains(best_.metric_for_best_model))
+    throw ConfigError("training.metric_for_best_model: '" + best_.metric_for_best_model +
+                      "' is not an evaluation metric (have: " + metrics.dump() + ")");
+  const double value = metrics.at(best_.metric_for_best_model).get<double>();
+  const bool better = state_.best_metric.is_null() ||
+                      (best_.greater_is_better ? value > state_.best_metric.get<double>()
+                                               : value < state_.best_metric.get<double>());
+  if (better) {
+    state_.best_metric = value;
+    state_.best_global_step = state_.global_step;
+  }
+  return better;
 }
 
 void Trainer::save_checkpoint() {
@@ -54,10 +169,16 @@ void Trainer::save_checkpoint() {
   const std::string name = "checkpoint-" + std::to_string(state_.global_step);
   const fs::path final_dir = fs::path(spec_.training.output_dir) / name;
   const fs::path tmp_dir = fs::path(spec_.training.output_dir) / ("." + name + ".partial");
+  if (!state_.best_global_step.is_null()) {
+    fs::path best = fs::path(spec_.training.output_dir) / ("checkpoint-" + std::to_string(state_.best_global_step.get<int64_t>()));
+    if (fs::exists(best) || state_.best_global_step.get<int64_t>() == state_.global_step)
+      state_.best_model_checkpoint = best.string();
+  }
+  state_.stateful_callbacks = callbacks_.export_states();
   fs::remove_all(tmp_dir);
   save_model_dir(tmp_dir.string(), *pipeline_.model);
   NamedTensors optim;
-  for (const auto& [k, v] : optimizer_->state()) optim.emplace_back(k, v);
+  for (const auto& [k, v] : engine_->optimizer_state()) optim.emplace_back(k, v);
   save_safetensors((tmp_dir / "optimizer.safetensors").string(), optim);
   save_safetensors((tmp_dir / "rng_state.safetensors").string(),
                    {{"cpu", at::detail::getDefaultCPUGenerator().get_state()}});
@@ -68,98 +189,15 @@ void Trainer::save_checkpoint() {
   fsync_directory(spec_.training.output_dir);
 }
 
-nlohmann::json Trainer::train() {
-  const TrainingArgs& args = spec_.training;
-  Model& model = *pipeline_.model;
-  DataLoader loader(pipeline_.data->split("train"), pipeline_.data->task(), args.per_device_train_batch_size,
-                    /*shuffle=*/true, args.data_seed >= 0 ? args.data_seed : args.seed, args.dataloader_drop_last);
-  const int64_t ga = args.gradient_accumulation_steps;
-  const int64_t len_dl = loader.batches_per_epoch();
-  if (len_dl == 0) throw RuntimeFailure("the training split yields no batches (too few examples for the batch size)");
-  const int64_t updates_per_epoch = std::max<int64_t>(len_dl / ga + (len_dl % ga > 0 ? 1 : 0), 1);
-  const int64_t max_steps = args.max_steps > 0
-                                ? args.max_steps
-                                : static_cast<int64_t>(std::ceil(args.num_train_epochs * static_cast<double>(updates_per_epoch)));
-  const int64_t num_epochs = args.max_steps > 0 ? max_steps / updates_per_epoch + (max_steps % updates_per_epoch > 0)
-                                                : static_cast<int64_t>(std::ceil(args.num_train_epochs));
-  FlowControl flow(args, max_steps);
-  state_.max_steps = max_steps;
-  state_.num_train_epochs = num_epochs;
-  state_.logging_steps = flow.logging_steps();
-  state_.eval_steps = flow.eval_steps();
-  state_.save_steps = flow.save_steps();
-  state_.train_batch_size = args.per_device_train_batch_size;
-
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  std::vector<torch::Tensor> params;
-  for (auto& np : model.named_parameters()) {
-    named.emplace_back(np.key(), np.value());
-    params.push_back(np.value());
+void Trainer::load_best_model() {
+  if (state_.best_model_checkpoint.is_null()) {
+    std::cerr << "load_best_model_at_end: no best checkpoint was saved; keeping the final weights" << std::endl;
+    return;
   }
-  optimizer_ = components_.optimizers.build(spec_.optimizer.type, spec_.optimizer.options,
-                                            make_param_groups(named, args.weight_decay),
-                                            OptimizerHyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon});
-  schedule_ = components_.schedulers.build(
-      spec_.scheduler.type, spec_.scheduler.options,
-      ScheduleContext{args.learning_rate, warmup_steps_for(args.warmup_steps, args.warmup_ratio, max_steps), max_steps});
-
-  const auto start = std::chrono::steady_clock::now();
-  model.train();
-  double tr_loss = 0, total_loss = 0, grad_norm = 0;
-  bool stop = false;
-  for (int64_t epoch = 0; epoch < num_epochs && !stop; ++epoch) {
-    loader.start_epoch(epoch);
-    const int64_t windows = len_dl / ga + (len_dl % ga > 0 ? 1 : 0);
-    const int64_t last_window = len_dl % ga == 0 ? ga : len_dl % ga;
-    int64_t micro_step = 0;
-    for (int64_t w = 0; w < windows && !stop; ++w) {
-      const int64_t window = w + 1 == windows ? last_window : ga;
-      double step_loss = 0;
-      for (int64_t m = 0; m < window; ++m) {
-        Batch batch;
-        loader.next(batch);
-        auto loss = model.forward(batch).loss / static_cast<double>(window);
-        loss.backward();
-        double l = loss.item<double>();
-        if (args.logging_nan_inf_filter && !std::isfinite(l))
-          l = tr_loss / static_cast<double>(1 + state_.global_step - last_logged_step_);
-        step_loss += l;
-        ++micro_step;
-      }
-      grad_norm = clip_grad_norm(params, args.max_grad_norm);
-      optimizer_->step(schedule_->lr(state_.global_step));
-      for (auto& p : params) p.mutable_grad() = torch::Tensor();
-      state_.global_step += 1;
-      state_.epoch = static_cast<double>(epoch) + static_cast<double>(micro_step) / static_cast<double>(len_dl);
-      tr_loss += step_loss;
-      total_loss += step_loss;
-
-      FlowDecision d = flow.on_step_end(state_.global_step);
-      if (w + 1 == windows) {
-        FlowDecision e = flow.on_epoch_end(state_.epoch);
-        d.should_log |= e.should_log;
-        d.should_evaluate |= e.should_evaluate;
-        d.should_save |= e.should_save;
-      }
-      if (d.should_log && state_.global_step > last_logged_step_) {
-        log_training(tr_loss, grad_norm, schedule_->lr(state_.global_step));
-        tr_loss = 0;
-      }
-      if (d.should_evaluate) run_evaluation();
-      if (d.should_save) save_checkpoint();
-      stop = d.should_training_stop;
-    }
-  }
-  const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double samples = static_cast<double>(max_steps * args.per_device_train_batch_size * ga);
-  nlohmann::json metrics = {{"train_runtime", std::round(runtime * 1e4) / 1e4},
-                            {"train_samples_per_second", std::round(samples / runtime * 1e3) / 1e3},
-                            {"train_steps_per_second", std::round(static_cast<double>(max_steps) / runtime * 1e3) / 1e3},
-                            {"total_flos", state_.total_flos},
-                            {"train_loss", total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step))}};
-  log(metrics);
-  metrics["epoch"] = state_.epoch;
-  return metrics;
+  const std::string dir = state_.best_model_checkpoint.get<std::string>();
+  std::cerr << "loading best model from " << dir << " (" << best_.metric_for_best_model << " = "
+            << state_.best_metric.dump() << ")" << std::endl;
+  load_model_weights(dir + "/model.safetensors", *pipeline_.model);
 }
 
 }  // namespace hftrain

@@ -1,12 +1,15 @@
-// Trainer: the training loop (epochs -> accumulation windows -> micro-batches -> clip -> optimizer
-// -> schedule -> FlowControl). Semantics follow HF Trainer._inner_training_loop.
+// Trainer: the training loop (epochs -> accumulation windows -> micro-batches -> engine step ->
+// schedule -> callbacks deciding log / evaluate / save / stop). Semantics follow HF
+// Trainer._inner_training_loop; features plug in as callbacks or engine parts.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include "train/flow_control.h"
+#include "engine/engine.h"
+#include "train/callbacks.h"
 #include "train/pipeline.h"
 #include "train/trainer_state.h"
+#include "train/training_plan.h"
 
 namespace hftrain {
 
@@ -19,22 +22,23 @@ class Trainer {
   const TrainerState& state() const { return state_; }
 
  private:
-  void log_training(double tr_loss_since_log, double grad_norm, double lr);
+  void setup(const TrainingPlan& plan);
+  void maybe_log_save_evaluate(double& tr_loss, const StepResult& step);
   void log(nlohmann::json entry);
-  void run_evaluation();
+  nlohmann::json run_evaluation();
+  bool update_best_metric(const nlohmann::json& metrics);
   void save_checkpoint();
+  void load_best_model();
 
   const RunSpec& spec_;
   const Components& components_;
   Pipeline& pipeline_;
   TrainerState state_;
+  CallbackHandler callbacks_;
+  CallbackContext best_;
   int64_t last_logged_step_ = 0;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Engine> engine_;
   std::unique_ptr<Schedule> schedule_;
 };
-
-// Global L2 norm of all gradients; when max_norm > 0 the gradients are scaled by
-// min(1, max_norm * 1/(norm + 1e-6)) exactly as torch.nn.utils.clip_grad_norm_ does.
-double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
 }  // namespace hftrain

@@ -20,7 +20,7 @@ std::string TrainerState::to_json_text() const {
   j["num_input_tokens_seen"] = 0;
   j["num_train_epochs"] = num_train_epochs;
   j["save_steps"] = save_steps;
-  j["stateful_callbacks"] = nlohmann::json::object();
+  j["stateful_callbacks"] = stateful_callbacks;
   j["total_flos"] = total_flos;
   j["train_batch_size"] = train_batch_size;
   j["trial_name"] = nullptr;

@@ -17,6 +17,7 @@ struct TrainerState {
   nlohmann::json best_metric = nullptr;
   nlohmann::json best_global_step = nullptr;
   nlohmann::json best_model_checkpoint = nullptr;
+  nlohmann::json stateful_callbacks = nlohmann::json::object();
 
   // HF layout: sorted keys, indent 2, trailing newline.
   std::string to_json_text() const;
