@@ -1,8 +1,10 @@
-// Parameter grouping shared by all optimizers (see optimizer.h).
+// Parameter grouping and checkpoint helpers shared by all optimizers (see optimizer.h).
 #include "optim/optimizer.h"
 
 #include <algorithm>
 #include <regex>
+
+#include "util/error.h"
 
 namespace hftrain {
 
@@ -30,6 +32,27 @@ std::vector<ParamGroup> make_param_groups(const std::vector<std::pair<std::strin
     g.params.push_back(p);
   }
   return {decay, no_decay};
+}
+
+torch::Tensor find_state(const std::map<std::string, torch::Tensor>& state, const std::string& name,
+                         const std::string& slot, c10::optional<torch::IntArrayRef> shape) {
+  auto it = state.find(name + "." + slot);
+  if (it == state.end()) return torch::Tensor();
+  if (shape && !it->second.sizes().equals(*shape)) {
+    std::ostringstream got, want;
+    got << it->second.sizes();
+    want << *shape;
+    throw RuntimeFailure("optimizer state '" + name + "." + slot + "' has shape " + got.str() + ", expected " +
+                         want.str());
+  }
+  return it->second.clone();
+}
+
+int64_t find_step(const std::map<std::string, torch::Tensor>& state, const std::string& name) {
+  auto it = state.find(name + ".step");
+  if (it == state.end()) return 0;
+  if (it->second.numel() != 1) throw RuntimeFailure("optimizer state '" + name + ".step' is not a scalar");
+  return it->second.to(torch::kLong).item<int64_t>();
 }
 
 }  // namespace hftrain

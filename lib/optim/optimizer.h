@@ -1,6 +1,7 @@
 // Optimizers over parameter groups of plain tensors (so a ZeRO shard is just another tensor).
 // The learning rate is passed to step() by the trainer from the schedule; hyperparameters shared
-// across optimizers (betas, eps, weight decay) come from the training section as HF defines them.
+// across optimizers (betas, eps, weight decay) come from the training section as HF defines them,
+// and each optimizer's own options come from the run spec's `optimizer:` section (HF optim_args).
 #pragma once
 
 #include <map>
@@ -17,6 +18,7 @@ struct ParamGroup {
   double weight_decay = 0.0;
 };
 
+// training.adam_beta1 / adam_beta2 / adam_epsilon (HF TrainingArguments).
 struct OptimizerHyper {
   double beta1 = 0.9;
   double beta2 = 0.999;
@@ -30,6 +32,8 @@ class Optimizer {
   virtual void step(double lr) = 0;
   // Named state tensors (for checkpoints): "<param name>.<slot>".
   virtual std::map<std::string, torch::Tensor> state() const = 0;
+  // Restores state() output. Parameters without saved state start fresh (they were never stepped);
+  // a saved tensor whose shape does not match its parameter's is a RuntimeFailure naming it.
   virtual void load_state(const std::map<std::string, torch::Tensor>& state) = 0;
 };
 
@@ -37,5 +41,12 @@ class Optimizer {
 std::vector<ParamGroup> make_param_groups(const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
                                           double weight_decay);
 bool is_no_decay_parameter(const std::string& name);
+
+// Checkpoint helpers for optimizers. find_state: the tensor "<name>.<slot>", or an undefined tensor
+// when absent; with `shape` given, a size mismatch throws RuntimeFailure naming the tensor.
+torch::Tensor find_state(const std::map<std::string, torch::Tensor>& state, const std::string& name,
+                         const std::string& slot, c10::optional<torch::IntArrayRef> shape = c10::nullopt);
+// The step counter "<name>.step" as an integer (0 when absent).
+int64_t find_step(const std::map<std::string, torch::Tensor>& state, const std::string& name);
 
 }  // namespace hftrain
