@@ -1,4 +1,5 @@
 // Registers the built-in metrics components (called from register_builtins()).
+#include "metrics/classification.h"
 #include "metrics/metric.h"
 #include "registry/registry.h"
 
@@ -8,6 +9,10 @@ void register_metrics(Registry<Metric>& metrics) {
   metrics.add<AccuracyMetric>("accuracy", "Fraction of scored labels predicted correctly.");
   metrics.add<ExactMatchMetric>("exact_match", "Fraction of examples with every scored label correct.");
   metrics.add<PerplexityMetric>("perplexity", "exp(eval_loss).");
+  metrics.add<PrecisionMetric>("precision", "Precision (scikit-learn; average macro | micro | binary).");
+  metrics.add<RecallMetric>("recall", "Recall (scikit-learn; average macro | micro | binary).");
+  metrics.add<F1Metric>("f1", "F1 score (scikit-learn; average macro | micro | binary).");
+  metrics.add<MatthewsCorrcoefMetric>("matthews_corrcoef", "Matthews correlation coefficient (multiclass form).");
 }
 
 }  // namespace hftrain

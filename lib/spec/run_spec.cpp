@@ -146,17 +146,27 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
 
   if (YAML::Node m = lookup(root, "metrics"); m.IsDefined() && !m.IsNull()) {
     if (!m.IsSequence()) {
-      issues.add("metrics", m, "expected a list of metric names");
+      issues.add("metrics", m, "expected a list of metric names or {type: ..., name: ..., options}");
     } else {
       for (std::size_t i = 0; i < m.size(); ++i) {
-        std::string path_i = "metrics[" + std::to_string(i) + "]";
-        if (!m[i].IsScalar()) {
-          issues.add(path_i, m[i], "expected a metric name");
-        } else if (!catalog.metrics.contains(m[i].Scalar())) {
-          issues.add(path_i, m[i], catalog.metrics.unknown_message(m[i].Scalar()));
+        const std::string key = "metrics[" + std::to_string(i) + "]";
+        YAML::Node holder(YAML::NodeType::Map);
+        if (m[i].IsScalar()) {
+          YAML::Node entry(YAML::NodeType::Map);
+          entry["type"] = m[i];
+          holder[key] = entry;
         } else {
-          spec.metrics.push_back(m[i].Scalar());
+          holder[key] = m[i];
         }
+        MetricChoice choice;
+        static_cast<ComponentChoice&>(choice) = parse_component(holder, key, catalog.metrics, "", issues, {"name"});
+        if (choice.type.empty()) continue;
+        YAML::Node name = lookup(holder[key], "name");
+        choice.key = name.IsDefined() && name.IsScalar() ? name.Scalar() : choice.type;
+        for (const auto& other : spec.metrics)
+          if (other.key == choice.key)
+            issues.add(key, m[i], "two metrics report as '" + choice.key + "'; give one a different 'name'");
+        spec.metrics.push_back(choice);
       }
     }
   }
@@ -214,7 +224,11 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog) 
   root["optimizer"] = component(spec.optimizer, catalog.optimizers);
   root["scheduler"] = component(spec.scheduler, catalog.schedulers);
   YAML::Node metrics(YAML::NodeType::Sequence);
-  for (const auto& m : spec.metrics) metrics.push_back(m);
+  for (const auto& m : spec.metrics) {
+    YAML::Node entry = component(m, catalog.metrics);
+    entry["name"] = m.key;
+    metrics.push_back(entry);
+  }
   root["metrics"] = metrics;
   YAML::Node callbacks(YAML::NodeType::Sequence);
   for (const auto& cb : spec.callbacks) callbacks.push_back(component(cb, catalog.callbacks));

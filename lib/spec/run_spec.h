@@ -22,6 +22,11 @@ struct ModelChoice : ComponentChoice {
   std::string from_pretrained;  // directory holding model.safetensors; "" = fresh initialisation
 };
 
+// A metric: its component choice and the key it reports under (eval_<key>); `name` defaults to the type.
+struct MetricChoice : ComponentChoice {
+  std::string key;
+};
+
 // The registries the spec's component sections are validated against.
 struct ComponentCatalog {
   const RegistryBase& models;
@@ -38,7 +43,7 @@ struct RunSpec {
   ComponentChoice data;
   ComponentChoice optimizer;
   ComponentChoice scheduler;
-  std::vector<std::string> metrics;  // empty = the data source's default metrics
+  std::vector<MetricChoice> metrics;  // empty = the data source's default metrics
   std::vector<ComponentChoice> callbacks;
   TrainingArgs training;
   DistributedArgs distributed;

@@ -24,7 +24,7 @@ nlohmann::json evaluate(Pipeline& p, const Components& components, const std::st
   if (!dataset || dataset->size() == 0)
     throw RuntimeFailure("cannot evaluate: the data source has no '" + split + "' examples");
   std::vector<std::unique_ptr<Metric>> metrics;
-  for (const auto& name : p.metric_names) metrics.push_back(components.metrics.build(name, nullptr));
+  for (const auto& m : p.metrics) metrics.push_back(components.metrics.build(m.type, m.options));
 
   const auto start = std::chrono::steady_clock::now();
   const bool was_training = p.model->is_training();
@@ -53,7 +53,7 @@ nlohmann::json evaluate(Pipeline& p, const Components& components, const std::st
   const double mean_loss = loss_sum / static_cast<double>(samples);
   nlohmann::json result;
   result[prefix + "_loss"] = mean_loss;
-  for (std::size_t i = 0; i < metrics.size(); ++i) result[prefix + "_" + p.metric_names[i]] = metrics[i]->compute(mean_loss);
+  for (std::size_t i = 0; i < metrics.size(); ++i) result[prefix + "_" + p.metrics[i].key] = metrics[i]->compute(mean_loss);
   result[prefix + "_runtime"] = round_to(runtime, 4);
   result[prefix + "_samples_per_second"] = round_to(static_cast<double>(samples) / runtime, 3);
   result[prefix + "_steps_per_second"] = round_to(static_cast<double>(steps) / runtime, 3);

@@ -14,7 +14,14 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
   p.model = components.models.build(spec.model.type, spec.model.options, context);
   if (!spec.model.from_pretrained.empty())
     load_model_weights(spec.model.from_pretrained + "/model.safetensors", *p.model);
-  p.metric_names = spec.metrics.empty() ? p.data->default_metrics() : spec.metrics;
+  p.metrics = spec.metrics;
+  if (p.metrics.empty()) {
+    for (const auto& name : p.data->default_metrics()) {
+      MetricChoice m;
+      m.type = m.key = name;
+      p.metrics.push_back(m);
+    }
+  }
   return p;
 }
 

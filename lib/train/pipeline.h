@@ -11,7 +11,7 @@ namespace hftrain {
 struct Pipeline {
   std::unique_ptr<DataSource> data;
   std::shared_ptr<Model> model;
-  std::vector<std::string> metric_names;
+  std::vector<MetricChoice> metrics;
 };
 
 // Builds the data source first (so a bad data file fails before anything else), then the model
