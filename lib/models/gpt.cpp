@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "models/checkpointing.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -93,8 +94,11 @@ Gpt::Gpt(const Options& options, const ModelContext& context) : options_(options
   wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(options_.block_size, options_.n_embd));
   drop_ = transformer_->register_module("drop", torch::nn::Dropout(options_.dropout));
   auto h = transformer_->register_module("h", std::make_shared<torch::nn::Module>());
-  for (int64_t i = 0; i < options_.n_layer; ++i)
+  for (int64_t i = 0; i < options_.n_layer; ++i) {
     blocks_.push_back(h->register_module(std::to_string(i), std::make_shared<Block>(options_)));
+    Block* block = blocks_.back().get();
+    block_fns_.emplace_back([block](const torch::Tensor& x) { return block->forward(x); });
+  }
   ln_f_ = transformer_->register_module("ln_f", make_layer_norm(options_.n_embd));
 
   torch::NoGradGuard no_grad;
@@ -121,8 +125,14 @@ ModelOutput Gpt::forward(const Batch& batch) {
     throw RuntimeFailure("gpt: sequence length " + std::to_string(T) + " exceeds block_size " +
                          std::to_string(options_.block_size));
   auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
-  auto x = drop_(wte_(idx) + wpe_(pos));
-  for (auto& b : blocks_) x = b->forward(x);
+  auto tokens = wte_(idx);
+  if (neftune_noise_alpha_ > 0 && is_training()) {  // NEFTune: U(-1, 1) * alpha / sqrt(T * C)
+    const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
+    tokens = tokens + torch::empty_like(tokens).uniform_(-magnitude, magnitude);
+  }
+  auto x = drop_(tokens + wpe_(pos));
+  for (std::size_t i = 0; i < blocks_.size(); ++i)
+    x = gradient_checkpointing_ && is_training() ? checkpointed(block_fns_[i], x) : blocks_[i]->forward(x);
   x = ln_f_(x);
   ModelOutput out;
   out.logits = torch::nn::functional::linear(x, wte_->weight);  // tied LM head

@@ -3,6 +3,8 @@
 // Parameter names follow HF GPT-2 (transformer.h.N.attn.c_attn.weight, ...); Linear layout [out, in].
 #pragma once
 
+#include <functional>
+
 #include "config/schema.h"
 #include "models/model.h"
 
@@ -25,6 +27,8 @@ class Gpt : public Model {
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return true; }
   nlohmann::json config_json() const override;
+  void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
+  void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
 
  private:
   struct Block;
@@ -34,6 +38,9 @@ class Gpt : public Model {
   torch::nn::Dropout drop_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};
+  std::vector<std::function<torch::Tensor(const torch::Tensor&)>> block_fns_;  // for checkpointing
+  bool gradient_checkpointing_ = false;
+  double neftune_noise_alpha_ = 0.0;
 };
 
 }  // namespace hftrain

@@ -1,6 +1,8 @@
 // Losses shared by model families (see model.h).
 #include "models/model.h"
 
+#include "util/error.h"
+
 namespace hftrain {
 
 torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
@@ -9,6 +11,35 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
   return torch::nn::functional::cross_entropy(
       shift_logits.reshape({-1, shift_logits.size(-1)}), shift_labels.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+void Model::enable_gradient_checkpointing() {
+  throw ConfigError("training.gradient_checkpointing: model type '" + config_json().value("model_type", std::string("?")) +
+                    "' has no blocks to checkpoint");
+}
+
+void Model::set_neftune_noise_alpha(double) {
+  throw ConfigError("training.neftune_noise_alpha: model type '" + config_json().value("model_type", std::string("?")) +
+                    "' has no token embeddings");
+}
+
+torch::Tensor label_smoothed_loss(const torch::Tensor& logits_in, const torch::Tensor& labels_in, double epsilon,
+                                  bool shift_labels) {
+  torch::Tensor logits = logits_in, labels = labels_in;
+  if (shift_labels) {
+    logits = logits.slice(1, 0, logits.size(1) - 1);
+    labels = labels.slice(1, 1, labels.size(1));
+  }
+  auto log_probs = -torch::log_softmax(logits, -1);
+  labels = labels.unsqueeze(-1);
+  auto padding_mask = labels.eq(-100);
+  auto safe_labels = torch::clamp_min(labels, 0);
+  auto nll = log_probs.gather(-1, safe_labels).masked_fill(padding_mask, 0.0);
+  auto smoothed = log_probs.sum(-1, /*keepdim=*/true, torch::kFloat32).masked_fill(padding_mask, 0.0);
+  auto active = static_cast<double>(padding_mask.numel() - padding_mask.sum().item<int64_t>());
+  auto nll_loss = nll.sum() / active;
+  auto smoothed_loss = smoothed.sum() / (active * static_cast<double>(log_probs.size(-1)));
+  return (1 - epsilon) * nll_loss + epsilon * smoothed_loss;
 }
 
 }  // namespace hftrain

@@ -38,7 +38,17 @@ class Model : public torch::nn::Module {
   virtual bool is_causal_lm() const = 0;
   // HF-style config.json contents (model_type, sizes).
   virtual nlohmann::json config_json() const = 0;
+  // HF gradient_checkpointing: recompute each block in backward. Models without blocks refuse.
+  virtual void enable_gradient_checkpointing();
+  // HF neftune_noise_alpha: uniform noise on the input embeddings while training (NEFTune,
+  // arXiv:2310.05914: scale alpha / sqrt(seq_len * hidden)). Models without token embeddings refuse.
+  virtual void set_neftune_noise_alpha(double alpha);
 };
+
+// HF LabelSmoother: (1 - eps) * NLL + eps * mean over classes of -log p, ignoring labels -100; for causal
+// LMs logits[:, :-1] are scored against labels[:, 1:].
+torch::Tensor label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& labels, double epsilon,
+                                  bool shift_labels);
 
 // Mean cross-entropy with ignore_index -100; for causal LMs logits[:, :-1] are scored against labels[:, 1:].
 torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels);

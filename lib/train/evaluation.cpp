@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "data/loader.h"
+#include "train/training_loss.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -24,7 +25,8 @@ nlohmann::json evaluate(Pipeline& p, const Components& components, const std::st
   if (!dataset || dataset->size() == 0)
     throw RuntimeFailure("cannot evaluate: the data source has no '" + split + "' examples");
   std::vector<std::unique_ptr<Metric>> metrics;
-  for (const auto& m : p.metrics) metrics.push_back(components.metrics.build(m.type, m.options));
+  if (!p.prediction_loss_only)
+    for (const auto& m : p.metrics) metrics.push_back(components.metrics.build(m.type, m.options));
 
   const auto start = std::chrono::steady_clock::now();
   const bool was_training = p.model->is_training();
@@ -36,7 +38,7 @@ nlohmann::json evaluate(Pipeline& p, const Components& components, const std::st
   int64_t samples = 0, steps = 0;
   Batch batch;
   while (loader.next(batch)) {
-    ModelOutput out = p.model->forward(batch);
+    ModelOutput out = compute_loss(*p.model, batch, p.label_smoothing_factor);
     const int64_t n = batch.size();
     loss_sum += out.loss.item<double>() * static_cast<double>(n);  // HF: batch loss repeated per sample
     samples += n;

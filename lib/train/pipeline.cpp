@@ -12,8 +12,12 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
   ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features};
   torch::manual_seed(static_cast<uint64_t>(spec.training.seed));
   p.model = components.models.build(spec.model.type, spec.model.options, context);
+  if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
+  if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);
   if (!spec.model.from_pretrained.empty())
     load_model_weights(spec.model.from_pretrained + "/model.safetensors", *p.model);
+  p.label_smoothing_factor = spec.training.label_smoothing_factor;
+  p.prediction_loss_only = spec.training.prediction_loss_only;
   p.metrics = spec.metrics;
   if (p.metrics.empty()) {
     for (const auto& name : p.data->default_metrics()) {

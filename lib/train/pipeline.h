@@ -12,6 +12,8 @@ struct Pipeline {
   std::unique_ptr<DataSource> data;
   std::shared_ptr<Model> model;
   std::vector<MetricChoice> metrics;
+  double label_smoothing_factor = 0.0;  // applied by compute_loss in training and evaluation
+  bool prediction_loss_only = false;    // evaluation reports the loss only
 };
 
 // Builds the data source first (so a bad data file fails before anything else), then the model

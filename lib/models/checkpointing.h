@@ -1,0 +1,16 @@
+// Activation (gradient) checkpointing for one block: the forward pass keeps only the block's input;
+// backward recomputes the block (with the forward's RNG state, so dropout masks repeat) and
+// backpropagates through the recomputation. Same gradients, lower peak memory
+// (the reentrant scheme of torch.utils.checkpoint).
+#pragma once
+
+#include <functional>
+
+#include "util/torch_compat.h"
+
+namespace hftrain {
+
+// Runs `block(x)`, storing only `x` for backward when grad mode is on.
+torch::Tensor checkpointed(const std::function<torch::Tensor(const torch::Tensor&)>& block, const torch::Tensor& x);
+
+}  // namespace hftrain

@@ -1,0 +1,13 @@
+// compute_loss (see training_loss.h).
+#include "train/training_loss.h"
+
+namespace hftrain {
+
+ModelOutput compute_loss(Model& model, const Batch& batch, double label_smoothing_factor) {
+  ModelOutput out = model.forward(batch);
+  if (label_smoothing_factor != 0 && batch.labels.defined())
+    out.loss = label_smoothed_loss(out.logits, batch.labels, label_smoothing_factor, model.is_causal_lm());
+  return out;
+}
+
+}  // namespace hftrain
