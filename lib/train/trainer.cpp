@@ -49,6 +49,9 @@ void Trainer::setup(const TrainingPlan& plan) {
   engine_ = std::make_unique<LocalEngine>(params, std::move(optimizer), args.max_grad_norm);
   schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,
                                            ScheduleContext{args.learning_rate, plan.warmup_steps, plan.max_steps});
+  if (!schedule_->steps_per_optimizer_step() && args.eval_strategy == "no")  // as HF's TrainingArguments
+    throw ConfigError("scheduler.type: '" + spec_.scheduler.type +
+                      "' steps after each evaluation, so training.eval_strategy must be 'steps' or 'epoch'");
 }
 
 nlohmann::json Trainer::train() {
@@ -145,6 +148,13 @@ nlohmann::json Trainer::run_evaluation() {
   nlohmann::json metrics = evaluate(pipeline_, components_, "eval", spec_.training.per_device_eval_batch_size, "eval");
   log(metrics);
   callbacks_.on_evaluate(state_, metrics);
+  // HF _evaluate: a metric-driven schedule (ReduceLROnPlateau) steps on metric_for_best_model.
+  if (!schedule_->steps_per_optimizer_step()) {
+    if (!metrics.contains(best_.metric_for_best_model))
+      throw ConfigError("training.metric_for_best_model: '" + best_.metric_for_best_model + "' (needed by scheduler " +
+                        spec_.scheduler.type + ") is not an evaluation metric (have: " + metrics.dump() + ")");
+    schedule_->observe_metric(metrics.at(best_.metric_for_best_model).get<double>());
+  }
   return metrics;
 }
 
