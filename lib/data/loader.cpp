@@ -59,18 +59,46 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, int64_t seed, int64_t 
   return order;
 }
 
+std::vector<int64_t> distributed_shard(const std::vector<int64_t>& order, int64_t num_replicas, int64_t rank,
+                                       bool drop_last) {
+  if (num_replicas < 1 || rank < 0 || rank >= num_replicas)
+    throw RuntimeFailure("distributed sampler: rank " + std::to_string(rank) + " is not in [0, " +
+                         std::to_string(num_replicas) + ")");
+  const auto n = static_cast<int64_t>(order.size());
+  // torch DistributedSampler.__init__ / __iter__ (torch 1.13).
+  const int64_t num_samples = drop_last && n % num_replicas != 0 ? (n - num_replicas + num_replicas - 1) / num_replicas
+                                                                 : (n + num_replicas - 1) / num_replicas;
+  const int64_t total = num_samples * num_replicas;
+  std::vector<int64_t> indices(order);
+  if (!drop_last) {
+    for (int64_t i = 0; n > 0 && static_cast<int64_t>(indices.size()) < total; ++i)
+      indices.push_back(order[static_cast<std::size_t>(i % n)]);
+  } else {
+    indices.resize(static_cast<std::size_t>(std::max<int64_t>(total, 0)));
+  }
+  std::vector<int64_t> mine;
+  for (int64_t i = rank; i < total; i += num_replicas) mine.push_back(indices[static_cast<std::size_t>(i)]);
+  return mine;
+}
+
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, TaskKind task, int64_t batch_size, bool shuffle,
-                       int64_t seed, bool drop_last)
+                       int64_t seed, bool drop_last, int64_t num_replicas, int64_t rank)
     : dataset_(std::move(dataset)), task_(task), batch_size_(batch_size), shuffle_(shuffle), seed_(seed),
-      drop_last_(drop_last) {}
+      drop_last_(drop_last), num_replicas_(num_replicas), rank_(rank) {}
+
+int64_t DataLoader::examples_per_replica() const {
+  const int64_t n = dataset_->size();
+  return num_replicas_ == 1 ? n : (n + num_replicas_ - 1) / num_replicas_;
+}
 
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = dataset_->size();
+  const int64_t n = examples_per_replica();
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
 void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   order_ = epoch_order(dataset_->size(), shuffle_, seed_, epoch);
+  if (num_replicas_ > 1) order_ = distributed_shard(order_, num_replicas_, rank_, /*drop_last=*/false);
   position_ = std::min<int64_t>(skip_batches * batch_size_, static_cast<int64_t>(order_.size()));
 }
 

@@ -31,4 +31,14 @@ StepResult LocalEngine::step(double lr) {
   return r;
 }
 
+EngineMemory LocalEngine::memory() const {
+  EngineMemory m;
+  for (const auto& p : params_) {
+    m.param_bytes += static_cast<int64_t>(p.nbytes());
+    if (p.requires_grad()) m.grad_bytes += static_cast<int64_t>(p.nbytes());
+  }
+  for (const auto& kv : optimizer_->state()) m.optimizer_state_bytes += static_cast<int64_t>(kv.second.nbytes());
+  return m;
+}
+
 }  // namespace hftrain

@@ -7,10 +7,27 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "optim/optimizer.h"
 
 namespace hftrain {
+
+// Bytes one rank holds for the training state (the memory model of the ZeRO paper, Rajbhandari et al. 2020).
+struct EngineMemory {
+  int64_t param_bytes = 0;            // model parameters (full on every rank for stages 0-2)
+  int64_t master_bytes = 0;           // fp32 master weights this rank owns (a view of the parameters in fp32)
+  int64_t grad_bytes = 0;             // gradients kept between backward and step
+  int64_t grad_transient_peak = 0;    // peak of in-flight reduction buffers (stage 2)
+  int64_t optimizer_state_bytes = 0;  // optimizer state this rank holds
+};
+
+// One rank's share of a sharded checkpoint: tensors plus string metadata (written as safetensors).
+struct EngineShard {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+};
 
 struct StepResult {
   double grad_norm = 0;  // global L2 norm of the gradients before clipping
@@ -28,6 +45,17 @@ class Engine {
   // Named tensors for checkpoints (optimizer state) and their restoration.
   virtual std::map<std::string, torch::Tensor> optimizer_state() const = 0;
   virtual void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) = 0;
+
+  // Sharded engines (ZeRO stage >= 1) keep optimizer state and master weights per rank: checkpoints then
+  // hold one shard per rank (see engine/zero_checkpoint.h) instead of a full optimizer file.
+  virtual bool sharded() const { return false; }
+  virtual EngineShard export_shard() const { return {}; }
+  // `source` names the file in errors.
+  virtual void import_shard(const std::map<std::string, torch::Tensor>& tensors,
+                            const std::map<std::string, std::string>& metadata, const std::string& source) {}
+  virtual EngineMemory memory() const { return {}; }
+  // One line for the log: stage, world size, layout.
+  virtual std::string describe() const { return "stage 0, 1 process"; }
 };
 
 // Stage 0, one process: plain backward, torch-identical clipping, optimizer over all parameters.
@@ -38,6 +66,7 @@ class LocalEngine : public Engine {
   StepResult step(double lr) override;
   std::map<std::string, torch::Tensor> optimizer_state() const override { return optimizer_->state(); }
   void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override { optimizer_->load_state(state); }
+  EngineMemory memory() const override;
 
  private:
   std::vector<torch::Tensor> params_;

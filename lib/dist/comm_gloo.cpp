@@ -1,0 +1,233 @@
+// The Gloo communicator: TCPStore rendezvous + c10d::ProcessGroupGloo, with fallbacks for the
+// collectives Gloo lacks in LibTorch 1.13 and byte counters (see comm.h).
+#define USE_C10D_GLOO 1
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "dist/comm.h"
+#include "dist/env.h"
+#include "util/error.h"
+
+namespace hftrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string short_error(const std::exception& e) {
+  std::string msg = e.what();
+  // c10 errors carry a backtrace after the first line; keep the message.
+  auto cut = msg.find("\nException raised from");
+  if (cut != std::string::npos) msg = msg.substr(0, cut);
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  return msg;
+}
+
+std::string human_bytes(uint64_t b) {
+  char buf[64];
+  if (b >= (1u << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+// A Gloo work item plus what to do once it has finished (e.g. sum the received segments).
+class GlooPending : public PendingOp {
+ public:
+  GlooPending(c10::intrusive_ptr<c10d::Work> work, std::string op, std::string what, uint64_t bytes, int rank,
+              std::chrono::milliseconds timeout, std::function<void()> finish)
+      : work_(std::move(work)), op_(std::move(op)), what_(std::move(what)), bytes_(bytes), rank_(rank),
+        timeout_(timeout), finish_(std::move(finish)), start_(Clock::now()) {}
+
+  // No wait in the destructor: the Gloo work item keeps its tensors alive until it finishes, and an
+  // abandoned operation only happens on the way to exiting the worker.
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    try {
+      // Gloo enforces the same timeout on its own transfers; the slack lets its message win.
+      work_->wait(timeout_ + std::chrono::milliseconds(2000));
+    } catch (const std::exception& e) {
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+      const double limit = std::chrono::duration<double>(timeout_).count();
+      char head[256];
+      std::snprintf(head, sizeof head, "%s of %s (%s) on rank %d ", op_.c_str(), what_.c_str(),
+                    human_bytes(bytes_).c_str(), rank_);
+      std::string msg = head;
+      if (elapsed + 0.05 >= limit) {
+        std::snprintf(head, sizeof head, "did not finish within distributed.ddp_timeout (%g s)", limit);
+        msg += head;
+      } else {
+        std::snprintf(head, sizeof head, "failed after %.1f s (another worker probably exited; see its error)", elapsed);
+        msg += head;
+      }
+      throw RuntimeFailure("collective " + msg + ": " + short_error(e));
+    }
+    if (finish_) finish_();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::string op_, what_;
+  uint64_t bytes_;
+  int rank_;
+  std::chrono::milliseconds timeout_;
+  std::function<void()> finish_;
+  Clock::time_point start_;
+  bool done_ = false;
+};
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+void require_cpu_contiguous(const torch::Tensor& t, const std::string& op, const std::string& what) {
+  if (!t.defined() || !t.is_contiguous() || !t.device().is_cpu())
+    throw RuntimeFailure(op + " (" + what + "): tensors must be defined, contiguous and on the CPU");
+}
+
+class GlooComm : public Comm {
+ public:
+  GlooComm(const DistEnv& env, std::chrono::milliseconds timeout) : rank_(env.rank), size_(env.world_size), timeout_(timeout) {
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<std::uint16_t>(env.master_port);
+    opts.isServer = env.rank == 0;
+    opts.numWorkers = static_cast<std::size_t>(env.world_size);
+    opts.waitWorkers = true;
+    opts.timeout = timeout;
+    const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+    try {
+      store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    } catch (const std::exception& e) {
+      throw RuntimeFailure("rendezvous: rank " + std::to_string(env.rank) +
+                           (env.rank == 0 ? " could not host the store at " : " could not reach the store at ") + where +
+                           " within distributed.ddp_timeout: " + short_error(e));
+    }
+    auto pg_opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    try {
+      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+      if (ifname && *ifname)
+        pg_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      else if (is_loopback(env.master_addr))
+        pg_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      else
+        pg_opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("hftrain/world", store_),
+                                                         env.rank, env.world_size, pg_opts);
+    } catch (const std::exception& e) {
+      throw RuntimeFailure("rendezvous: rank " + std::to_string(env.rank) + " could not connect to the other " +
+                           std::to_string(env.world_size - 1) + " worker(s) through " + where + ": " + short_error(e));
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  std::string backend() const override { return "gloo"; }
+
+  std::unique_ptr<PendingOp> all_reduce_async(torch::Tensor t, ReduceOp op, const std::string& what) override {
+    require_cpu_contiguous(t, "all_reduce", what);
+    const uint64_t bytes = t.nbytes();
+    // Gloo's ring all-reduce: a reduce-scatter then an all-gather, each sending (N-1)/N of the buffer.
+    const uint64_t sent = 2 * bytes * static_cast<uint64_t>(size_ - 1) / static_cast<uint64_t>(size_);
+    count("all_reduce", sent);
+    std::vector<at::Tensor> tensors{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op == ReduceOp::kSum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
+    o.timeout = timeout_;
+    return launch([&] { return pg_->allreduce(tensors, o); }, "all_reduce", what, bytes, nullptr);
+  }
+
+  std::unique_ptr<PendingOp> reduce_scatter_async(torch::Tensor input, std::vector<int64_t> counts, torch::Tensor output,
+                                                  const std::string& what) override {
+    require_cpu_contiguous(input, "reduce_scatter", what);
+    require_cpu_contiguous(output, "reduce_scatter", what);
+    int64_t total = 0;
+    for (auto c : counts) total += c;
+    if (static_cast<int>(counts.size()) != size_ || total != input.numel() || output.numel() != counts[rank_])
+      throw RuntimeFailure("reduce_scatter (" + what + "): segment counts do not match the tensors");
+    // Fallback: all-to-all-v sends segment j to rank j; rank r receives its segment from every rank and
+    // sums them in rank order.
+    const int64_t mine = counts[rank_];
+    auto received = torch::empty({mine * size_}, input.options());
+    std::vector<int64_t> in_counts = counts, out_counts(static_cast<std::size_t>(size_), mine);
+    count("reduce_scatter", static_cast<uint64_t>(total - mine) * input.element_size());
+    auto finish = [received, output, mine, size = size_]() mutable {
+      torch::NoGradGuard no_grad;
+      if (mine == 0) return;
+      auto parts = received.view({size, mine});
+      auto acc = parts[0].clone();
+      for (int64_t r = 1; r < size; ++r) acc.add_(parts[r]);
+      output.copy_(acc);
+    };
+    c10d::AllToAllOptions o;
+    o.timeout = timeout_;
+    return launch([&] { return pg_->alltoall_base(received, input, out_counts, in_counts, o); }, "reduce_scatter", what,
+                  input.nbytes(), finish);
+  }
+
+  std::unique_ptr<PendingOp> all_gather_async(torch::Tensor input, torch::Tensor output, const std::string& what) override {
+    require_cpu_contiguous(input, "all_gather", what);
+    require_cpu_contiguous(output, "all_gather", what);
+    const int64_t n = input.numel();
+    if (output.numel() != n * size_) throw RuntimeFailure("all_gather (" + what + "): output size mismatch");
+    count("all_gather", static_cast<uint64_t>(size_ - 1) * input.nbytes());
+    // Fallback for _allgather_base: the list form, whose outputs are views of the flat output.
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    auto flat = output.view({-1});
+    for (int r = 0; r < size_; ++r) outputs[0].push_back(flat.narrow(0, r * n, n));
+    std::vector<at::Tensor> inputs{input.view({-1})};
+    c10d::AllgatherOptions o;
+    o.timeout = timeout_;
+    return launch([&] { return pg_->allgather(outputs, inputs, o); }, "all_gather", what, output.nbytes(), nullptr);
+  }
+
+  std::unique_ptr<PendingOp> broadcast_async(torch::Tensor t, int root, const std::string& what) override {
+    require_cpu_contiguous(t, "broadcast", what);
+    // Upper bound: the root sends the buffer once to every other rank.
+    count("broadcast", rank_ == root ? t.nbytes() * static_cast<uint64_t>(size_ - 1) : 0);
+    std::vector<at::Tensor> tensors{t};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.timeout = timeout_;
+    return launch([&] { return pg_->broadcast(tensors, o); }, "broadcast", what, t.nbytes(), nullptr);
+  }
+
+  void barrier(const std::string& what) override {
+    // A tiny all-reduce: unlike Gloo's barrier it honours the timeout and names the operation.
+    auto t = torch::zeros({1}, torch::kFloat32);
+    std::vector<at::Tensor> tensors{t};
+    c10d::AllreduceOptions o;
+    o.timeout = timeout_;
+    launch([&] { return pg_->allreduce(tensors, o); }, "barrier", what, 0, nullptr)->wait();
+  }
+
+ private:
+  template <class F>
+  std::unique_ptr<PendingOp> launch(F&& start, const std::string& op, const std::string& what, uint64_t bytes,
+                                    std::function<void()> finish) {
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = start();
+    } catch (const std::exception& e) {
+      throw RuntimeFailure("collective " + op + " of " + what + " on rank " + std::to_string(rank_) +
+                           " could not start: " + short_error(e));
+    }
+    return std::make_unique<GlooPending>(std::move(work), op, what, bytes, rank_, timeout_, std::move(finish));
+  }
+
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_gloo_comm(const DistEnv& env, std::chrono::milliseconds timeout) {
+  return std::make_unique<GlooComm>(env, timeout);
+}
+
+}  // namespace hftrain

@@ -1,0 +1,432 @@
+// Data-parallel / ZeRO stage 0-2 engine (see data_parallel.h).
+#include "engine/data_parallel.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <cmath>
+#include <iostream>
+#include <unordered_set>
+
+#include "util/error.h"
+
+namespace hftrain {
+namespace {
+
+std::string group_key(std::size_t g) { return "flat_group_" + std::to_string(g); }
+
+int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
+
+std::map<std::string, uint64_t> bytes_since(const CommStats& now, const CommStats& before) {
+  std::map<std::string, uint64_t> d;
+  for (const auto& [op, b] : now.bytes_sent) {
+    auto it = before.bytes_sent.find(op);
+    d[op] = b - (it == before.bytes_sent.end() ? 0 : it->second);
+  }
+  return d;
+}
+
+}  // namespace
+
+DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
+                                       const OptimizerFactory& build_optimizer, const DataParallelOptions& options,
+                                       Comm& comm)
+    : comm_(comm), stage_(options.stage), rank_(comm.rank()), world_(comm.world_size()), options_(options) {
+  if (stage_ < 0 || stage_ > 2)
+    throw ConfigError("zero.stage: the data-parallel engine implements stages 0, 1 and 2 (got " + std::to_string(stage_) + ")");
+  torch::NoGradGuard no_grad;
+  std::map<std::string, int64_t> index_of;
+  for (std::size_t i = 0; i < model_order.size(); ++i) index_of[model_order[i]] = static_cast<int64_t>(i);
+  std::unordered_set<const void*> seen;
+  std::vector<PartitionMap::GroupInput> inputs;
+  for (const auto& g : groups) {
+    PartitionMap::GroupInput in;
+    in.weight_decay = g.weight_decay;
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      const auto& p = g.params[i];
+      if (p.scalar_type() != torch::kFloat32 || !p.device().is_cpu())
+        throw RuntimeFailure("data-parallel engine: parameter '" + g.names[i] + "' is not an fp32 CPU tensor");
+      if (!seen.insert(p.unsafeGetTensorImpl()).second)
+        throw RuntimeFailure("data-parallel engine: parameter '" + g.names[i] + "' appears twice in the parameter groups");
+      in.names.push_back(g.names[i]);
+      in.shapes.push_back(p.sizes().vec());
+      auto it = index_of.find(g.names[i]);
+      in.model_index.push_back(it == index_of.end() ? static_cast<int64_t>(index_of.size() + i) : it->second);
+    }
+    inputs.push_back(std::move(in));
+  }
+  map_ = PartitionMap::build(inputs, world_);
+
+  // Flat parameter buffers; the model's parameters become views of them. Rank 0's values win (DDP).
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const FlatGroupInfo& info = map_.groups[g];
+    auto flat = torch::zeros({info.padded_numel}, torch::kFloat32);
+    std::vector<torch::Tensor> ps;
+    for (std::size_t i = 0; i < info.params.size(); ++i) {
+      auto& p = groups[g].params[i];
+      auto view = flat.narrow(0, info.params[i].offset, info.params[i].numel).view(p.sizes());
+      view.copy_(p.detach());
+      p.set_data(view);
+      ps.push_back(p);
+    }
+    if (world_ > 1 && info.padded_numel > 0) comm_.broadcast(flat, 0, "initial parameters of group " + std::to_string(g));
+    flat_params_.push_back(flat);
+    params_.push_back(std::move(ps));
+  }
+
+  std::vector<ParamGroup> optimizer_groups;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const FlatGroupInfo& info = map_.groups[g];
+    if (stage_ <= 1) {
+      auto grads = torch::zeros({info.padded_numel}, torch::kFloat32);
+      for (std::size_t i = 0; i < info.params.size(); ++i)
+        params_[g][i].mutable_grad() = grads.narrow(0, info.params[i].offset, info.params[i].numel).view(params_[g][i].sizes());
+      flat_grads_.push_back(grads);
+    }
+    if (stage_ >= 1) {
+      auto master = flat_params_[g].narrow(0, info.partition_begin(rank_), info.partition_size);
+      auto grad = stage_ == 1 ? flat_grads_[g].narrow(0, info.partition_begin(rank_), info.partition_size)
+                              : torch::zeros({info.partition_size}, torch::kFloat32);
+      master.mutable_grad() = grad;
+      master_.push_back(master);
+      partition_grads_.push_back(grad);
+      if (info.numel > 0) {
+        ParamGroup pg;
+        pg.names = {group_key(g)};
+        pg.params = {master};
+        pg.weight_decay = info.weight_decay;
+        optimizer_groups.push_back(pg);
+      }
+    }
+  }
+  optimizer_ = build_optimizer(stage_ == 0 ? groups : optimizer_groups);
+  build_buckets(static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024));
+  install_hooks();
+}
+
+DataParallelEngine::~DataParallelEngine() {
+  for (std::size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  for (auto& group : params_)
+    for (auto& p : group) p.mutable_grad() = torch::Tensor();
+}
+
+void DataParallelEngine::build_buckets(int64_t cap_bytes) {
+  const int64_t cap = std::max<int64_t>(cap_bytes / 4, 1);
+  bucket_of_.assign(map_.groups.size(), {});
+  std::vector<Bucket> all;
+  std::vector<int64_t> ready_key;  // smallest model index in the bucket: the last of its members backward reaches
+  for (std::size_t g = 0; g < map_.groups.size(); ++g) {
+    const FlatGroupInfo& info = map_.groups[g];
+    bucket_of_[g].assign(info.params.size(), 0);
+    if (info.params.empty()) continue;
+    int64_t end = info.padded_numel;
+    Bucket cur;
+    for (int i = static_cast<int>(info.params.size()) - 1; i >= 0; --i) {
+      cur.members.push_back(i);
+      const int64_t begin = info.params[static_cast<std::size_t>(i)].offset;
+      if (end - begin >= cap || i == 0) {
+        cur.group = static_cast<int>(g);
+        cur.begin = i == 0 ? 0 : begin;
+        cur.end = end;
+        int64_t key = INT64_MAX;
+        for (int m : cur.members) key = std::min(key, info.params[static_cast<std::size_t>(m)].model_index);
+        all.push_back(std::move(cur));
+        ready_key.push_back(key);
+        cur = Bucket();
+        end = begin;
+      }
+    }
+  }
+  std::vector<std::size_t> order(all.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return ready_key[a] > ready_key[b]; });
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    Bucket& b = all[order[k]];
+    for (int m : b.members) bucket_of_[static_cast<std::size_t>(b.group)][static_cast<std::size_t>(m)] = k;
+    buckets_.push_back(std::move(b));
+  }
+}
+
+void DataParallelEngine::install_hooks() {
+  for (std::size_t g = 0; g < params_.size(); ++g)
+    for (std::size_t i = 0; i < params_[g].size(); ++i) {
+      auto acc = torch::autograd::impl::grad_accumulator(params_[g][i]);
+      if (!acc) throw RuntimeFailure("data-parallel engine: parameter '" + map_.groups[g].params[i].name + "' has no gradient accumulator");
+      const int gi = static_cast<int>(g), ii = static_cast<int>(i);
+      hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, gi, ii](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+            on_gradient(gi, ii);
+            return outputs;
+          })));
+      accumulators_.push_back(std::move(acc));
+    }
+}
+
+std::string DataParallelEngine::bucket_name(std::size_t k) const {
+  return "gradient bucket " + std::to_string(k + 1) + "/" + std::to_string(buckets_.size()) + " (group " +
+         std::to_string(buckets_[k].group) + ", elements " + std::to_string(buckets_[k].begin) + "-" +
+         std::to_string(buckets_[k].end) + ")";
+}
+
+void DataParallelEngine::backward(const torch::Tensor& loss, bool is_last_micro_step) {
+  if (!window_open_) {
+    stats_at_window_start_ = comm_.stats();
+    window_open_ = true;
+  }
+  // Stage 2 reduces every micro-step (its gradients live only in the partition); stages 0-1 only at
+  // the accumulation boundary and accumulate locally before it.
+  sync_ = stage_ == 2 || is_last_micro_step;
+  for (auto& b : buckets_) b.pending = static_cast<int>(b.members.size());
+  next_launch_ = 0;
+  loss.backward();
+  if (sync_) finish_pass();
+}
+
+void DataParallelEngine::on_gradient(int group, int index) {
+  if (!sync_) return;
+  const std::size_t k = bucket_of_[static_cast<std::size_t>(group)][static_cast<std::size_t>(index)];
+  Bucket& b = buckets_[k];
+  if (stage_ == 2) {
+    torch::NoGradGuard no_grad;
+    if (!b.staging.defined()) {
+      b.staging = torch::zeros({b.end - b.begin}, torch::kFloat32);
+      transient_bytes_ += tensor_bytes(b.staging);
+    }
+    auto& p = params_[static_cast<std::size_t>(group)][static_cast<std::size_t>(index)];
+    auto& grad = p.mutable_grad();
+    if (grad.defined()) {
+      const auto& info = map_.groups[static_cast<std::size_t>(group)].params[static_cast<std::size_t>(index)];
+      b.staging.narrow(0, info.offset - b.begin, info.numel).copy_(grad.reshape({-1}));
+      grad = torch::Tensor();  // stage 2 keeps no full-size gradient
+    }
+  }
+  if (--b.pending == 0) launch_ready();
+}
+
+void DataParallelEngine::launch_ready() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(next_launch_++);
+}
+
+void DataParallelEngine::launch(std::size_t k) {
+  Bucket& b = buckets_[k];
+  const FlatGroupInfo& info = map_.groups[static_cast<std::size_t>(b.group)];
+  const int64_t len = b.end - b.begin;
+  if (stage_ == 0) {
+    b.op = comm_.all_reduce_async(flat_grads_[static_cast<std::size_t>(b.group)].narrow(0, b.begin, len), ReduceOp::kSum,
+                                  bucket_name(k));
+  } else {
+    torch::Tensor input;
+    if (stage_ == 1) {
+      input = flat_grads_[static_cast<std::size_t>(b.group)].narrow(0, b.begin, len);
+    } else {
+      if (!b.staging.defined()) {
+        b.staging = torch::zeros({len}, torch::kFloat32);
+        transient_bytes_ += tensor_bytes(b.staging);
+      }
+      input = b.staging;
+    }
+    std::vector<int64_t> counts;
+    for (int r = 0; r < world_; ++r)
+      counts.push_back(overlap(b.begin, b.end, info.partition_begin(r), info.partition_begin(r) + info.partition_size));
+    b.received = torch::empty({counts[static_cast<std::size_t>(rank_)]}, torch::kFloat32);
+    transient_bytes_ += tensor_bytes(b.received);
+    b.op = comm_.reduce_scatter_async(input, counts, b.received, bucket_name(k));
+  }
+  transient_peak_ = std::max(transient_peak_, transient_bytes_);
+  in_flight_.push_back(k);
+  // Stage 2 bounds its transient memory: at most two buckets in flight.
+  while (stage_ == 2 && in_flight_.size() > 2) {
+    complete(in_flight_.front());
+    in_flight_.pop_front();
+  }
+}
+
+void DataParallelEngine::complete(std::size_t k) {
+  Bucket& b = buckets_[k];
+  b.op->wait();
+  b.op.reset();
+  torch::NoGradGuard no_grad;
+  const auto g = static_cast<std::size_t>(b.group);
+  const FlatGroupInfo& info = map_.groups[g];
+  if (stage_ == 0) {
+    flat_grads_[g].narrow(0, b.begin, b.end - b.begin).div_(world_);
+    return;
+  }
+  const int64_t part_begin = info.partition_begin(rank_);
+  const int64_t lo = std::max(b.begin, part_begin), n = b.received.numel();
+  if (n > 0) {
+    if (stage_ == 1) partition_grads_[g].narrow(0, lo - part_begin, n).copy_(b.received).div_(world_);
+    else partition_grads_[g].narrow(0, lo - part_begin, n).add_(b.received.div(world_));
+  }
+  transient_bytes_ -= tensor_bytes(b.received) + tensor_bytes(b.staging);
+  b.received = torch::Tensor();
+  b.staging = torch::Tensor();
+}
+
+void DataParallelEngine::finish_pass() {
+  // Buckets whose parameters got no gradient (unused in this forward) still take part, with zeros.
+  for (std::size_t k = next_launch_; k < buckets_.size(); ++k) launch(k);
+  next_launch_ = buckets_.size();
+  while (!in_flight_.empty()) {
+    complete(in_flight_.front());
+    in_flight_.pop_front();
+  }
+}
+
+void DataParallelEngine::zero_gradients() {
+  torch::NoGradGuard no_grad;
+  for (auto& g : flat_grads_) g.zero_();
+  if (stage_ == 2)
+    for (auto& g : partition_grads_) g.zero_();
+}
+
+StepResult DataParallelEngine::step(double lr) {
+  torch::NoGradGuard no_grad;
+  StepResult r;
+  if (stage_ == 0) {
+    // Every rank holds the same averaged gradients: the same norm and verdict everywhere.
+    std::vector<torch::Tensor> all;
+    for (const auto& g : params_) all.insert(all.end(), g.begin(), g.end());
+    const bool finite_check = options_.skip_nonfinite_steps;
+    r.grad_norm = clip_grad_norm(all, finite_check ? 0.0 : options_.max_grad_norm);
+    if (finite_check) {
+      if (!std::isfinite(r.grad_norm)) r.skipped = true;
+      else if (options_.max_grad_norm > 0) clip_grad_norm(all, options_.max_grad_norm);
+    }
+    if (!r.skipped) optimizer_->step(lr);
+  } else {
+    // Global norm over the partitions: every rank adds its squared partition norm. Padding is zero.
+    double local = 0;
+    for (const auto& g : partition_grads_) {
+      if (g.numel() == 0) continue;
+      const double n = torch::linalg::vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
+      local += n * n;
+    }
+    const double total_sq = comm_.all_reduce_scalar(local, ReduceOp::kSum, "gradient norm");
+    auto total = torch::tensor(static_cast<float>(std::sqrt(total_sq)), torch::kFloat32);
+    r.grad_norm = total.item<double>();
+    if (options_.skip_nonfinite_steps && !std::isfinite(r.grad_norm)) {
+      r.skipped = true;
+    } else {
+      if (options_.max_grad_norm > 0) {
+        // torch.nn.utils.clip_grad_norm_ (1.13) rounding: reciprocal first, then scale, clamp at 1.
+        auto coef = torch::clamp((total + 1e-6).reciprocal() * options_.max_grad_norm, c10::nullopt, 1.0);
+        for (auto& g : partition_grads_) g.mul_(coef);
+      }
+      optimizer_->step(lr);
+      for (std::size_t g = 0; g < master_.size(); ++g)
+        if (flat_params_[g].numel() > 0)
+          comm_.all_gather(master_[g], flat_params_[g], "parameters of group " + std::to_string(g));
+    }
+  }
+  zero_gradients();
+  ++steps_;
+  last_step_bytes_ = bytes_since(comm_.stats(), stats_at_window_start_);
+  window_open_ = false;
+  if (steps_ == 1 && options_.report_memory) report_first_step();
+  return r;
+}
+
+EngineMemory DataParallelEngine::memory() const {
+  EngineMemory m;
+  for (const auto& f : flat_params_) m.param_bytes += tensor_bytes(f);
+  for (const auto& f : master_) m.master_bytes += tensor_bytes(f);
+  if (stage_ <= 1)
+    for (const auto& f : flat_grads_) m.grad_bytes += tensor_bytes(f);
+  else
+    for (const auto& f : partition_grads_) m.grad_bytes += tensor_bytes(f);
+  m.grad_transient_peak = transient_peak_;
+  for (const auto& kv : optimizer_->state()) m.optimizer_state_bytes += tensor_bytes(kv.second);
+  return m;
+}
+
+void DataParallelEngine::report_first_step() {
+  const EngineMemory m = memory();
+  std::vector<int64_t> mine = {m.param_bytes, m.master_bytes, m.grad_bytes, m.grad_transient_peak, m.optimizer_state_bytes};
+  for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"}) {
+    auto it = last_step_bytes_.find(op);
+    mine.push_back(it == last_step_bytes_.end() ? 0 : static_cast<int64_t>(it->second));
+  }
+  auto all = comm_.all_gather_ints(mine, "memory report");
+  if (rank_ != 0) return;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int r = 0; r < world_; ++r) {
+    const auto& v = all[static_cast<std::size_t>(r)];
+    ranks.push_back({{"rank", r},
+                     {"param_bytes", v[0]},
+                     {"master_bytes", v[1]},
+                     {"grad_bytes", v[2]},
+                     {"grad_transient_peak_bytes", v[3]},
+                     {"optimizer_state_bytes", v[4]},
+                     {"sent_bytes_first_step", {{"all_reduce", v[5]}, {"reduce_scatter", v[6]}, {"all_gather", v[7]}}}});
+  }
+  nlohmann::json report = {{"zero_stage", stage_}, {"world_size", world_}, {"numel", map_.total_numel()},
+                           {"padded_numel", map_.total_padded()}, {"ranks", ranks}};
+  std::cerr << "engine memory: " << report.dump() << std::endl;
+}
+
+std::string DataParallelEngine::describe() const {
+  std::string s = "zero stage " + std::to_string(stage_) + ", world size " + std::to_string(world_) + " (" +
+                  comm_.backend() + "), " + std::to_string(map_.total_numel()) + " trainable elements in " +
+                  std::to_string(map_.groups.size()) + " flat groups (padded to " + std::to_string(map_.total_padded()) +
+                  "), " + std::to_string(buckets_.size()) + " gradient buckets";
+  if (stage_ >= 1) s += ", partition of " + std::to_string(map_.partition_numel()) + " elements per rank";
+  return s;
+}
+
+EngineShard DataParallelEngine::export_shard() const {
+  EngineShard shard;
+  for (std::size_t g = 0; g < master_.size(); ++g) {
+    // Padding is stripped, as DeepSpeed's single_partition_of_fp32_groups does.
+    const int64_t real = map_.groups[g].partition_real(rank_);
+    shard.tensors.emplace_back("fp32_flat_group_" + std::to_string(g), master_[g].narrow(0, 0, real).clone());
+  }
+  for (const auto& [k, v] : optimizer_->state()) shard.tensors.emplace_back("optimizer_state." + k, v);
+  shard.metadata = {{"format", "hftrain-zero-shard"},
+                    {"version", "1"},
+                    {"zero_stage", std::to_string(stage_)},
+                    {"rank", std::to_string(rank_)},
+                    {"world_size", std::to_string(world_)},
+                    {"partition", map_.to_json().dump()}};
+  return shard;
+}
+
+void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>& tensors,
+                                      const std::map<std::string, std::string>& metadata, const std::string& source) {
+  auto meta = [&](const std::string& key) {
+    auto it = metadata.find(key);
+    if (it == metadata.end()) throw RuntimeFailure("'" + source + "': shard metadata has no '" + key + "'");
+    return it->second;
+  };
+  const int saved_world = std::stoi(meta("world_size"));
+  if (saved_world != world_)
+    throw RuntimeFailure("'" + source + "': this ZeRO checkpoint was saved by " + std::to_string(saved_world) +
+                         " workers but this run has " + std::to_string(world_) +
+                         "; sharded optimizer state resumes only at the same world size (rebuild the weights with "
+                         "`hftrain zero-to-fp32` and start a new run from them)");
+  if (std::stoi(meta("rank")) != rank_)
+    throw RuntimeFailure("'" + source + "': shard of rank " + meta("rank") + " offered to rank " + std::to_string(rank_));
+  PartitionMap saved = PartitionMap::from_json(nlohmann::json::parse(meta("partition")), source);
+  if (saved.to_json() != map_.to_json())
+    throw RuntimeFailure("'" + source + "': the checkpoint's parameter layout differs from this model's (different "
+                         "parameters, shapes or groups)");
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> optim;
+  for (const auto& [k, v] : tensors)
+    if (k.rfind("optimizer_state.", 0) == 0) optim[k.substr(16)] = v;
+  for (std::size_t g = 0; g < master_.size(); ++g) {
+    const std::string key = "fp32_flat_group_" + std::to_string(g);
+    auto it = tensors.find(key);
+    const int64_t real = map_.groups[g].partition_real(rank_);
+    if (it == tensors.end() || it->second.numel() != real || it->second.scalar_type() != torch::kFloat32)
+      throw RuntimeFailure("'" + source + "': tensor '" + key + "' is missing or has the wrong size");
+    master_[g].narrow(0, 0, real).copy_(it->second);
+  }
+  optimizer_->load_state(optim);
+  // The partitions are authoritative: rebuild the full parameters from them.
+  for (std::size_t g = 0; g < master_.size(); ++g)
+    if (flat_params_[g].numel() > 0) comm_.all_gather(master_[g], flat_params_[g], "restored parameters of group " + std::to_string(g));
+}
+
+}  // namespace hftrain

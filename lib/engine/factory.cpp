@@ -1,0 +1,75 @@
+// Engine factory keyed by ZeRO stage (see factory.h).
+#include "engine/factory.h"
+
+#include <functional>
+#include <map>
+
+#include "util/error.h"
+
+namespace hftrain {
+namespace {
+
+struct EngineInputs {
+  const EngineConfig& config;
+  const std::vector<std::pair<std::string, torch::Tensor>>& named_params;
+  std::vector<ParamGroup>& groups;
+  const OptimizerFactory& build_optimizer;
+  Comm& comm;
+};
+
+std::vector<std::string> trainable_names(const EngineInputs& in) {
+  std::vector<std::string> names;
+  for (const auto& [n, p] : in.named_params)
+    if (p.requires_grad()) names.push_back(n);
+  return names;
+}
+
+std::unique_ptr<Engine> make_stage0(const EngineInputs& in) {
+  if (in.comm.world_size() == 1) {
+    // One process: the plain engine, bitwise the single-process reference.
+    std::vector<torch::Tensor> params;
+    for (const auto& np : in.named_params) params.push_back(np.second);
+    return std::make_unique<LocalEngine>(params, in.build_optimizer(std::move(in.groups)), in.config.max_grad_norm);
+  }
+  DataParallelOptions o;
+  o.stage = 0;
+  o.max_grad_norm = in.config.max_grad_norm;
+  o.bucket_cap_mb = in.config.bucket_cap_mb;
+  return std::make_unique<DataParallelEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer, o, in.comm);
+}
+
+std::unique_ptr<Engine> make_partitioned(const EngineInputs& in) {
+  if (!optimizer_is_shardable(in.config.optimizer_type))
+    throw ConfigError("zero.stage " + std::to_string(in.config.stage) + ": optimizer '" + in.config.optimizer_type +
+                      "' does not update element by element, so it cannot step a flat partition of the parameters; "
+                      "use zero.stage 0 or one of adamw, adam, sgd, lion");
+  DataParallelOptions o;
+  o.stage = in.config.stage;
+  o.max_grad_norm = in.config.max_grad_norm;
+  o.bucket_cap_mb = in.config.bucket_cap_mb;
+  return std::make_unique<DataParallelEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer, o, in.comm);
+}
+
+const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>>& makers() {
+  static const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>> m = {
+      {0, make_stage0}, {1, make_partitioned}, {2, make_partitioned}};
+  return m;
+}
+
+}  // namespace
+
+bool optimizer_is_shardable(const std::string& type) {
+  return type == "adamw" || type == "adam" || type == "sgd" || type == "lion";
+}
+
+std::unique_ptr<Engine> make_engine(const EngineConfig& config,
+                                    const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
+                                    std::vector<ParamGroup> groups, const OptimizerFactory& build_optimizer, Comm& comm) {
+  auto it = makers().find(config.stage);
+  if (it == makers().end())
+    throw ConfigError("zero.stage " + std::to_string(config.stage) + " is not available in this version (stages 0, 1, 2)");
+  EngineInputs in{config, named_params, groups, build_optimizer, comm};
+  return it->second(in);
+}
+
+}  // namespace hftrain

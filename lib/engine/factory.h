@@ -1,0 +1,32 @@
+// Engine construction keyed by zero.stage: the trainer asks for "the engine of this run" and gets the
+// single-process engine (stage 0, one worker) or the data-parallel / ZeRO engine (stages 0-2 over the
+// world's ranks). Stage 3 and offload are refused by the run spec before anything starts.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/comm.h"
+#include "engine/data_parallel.h"
+
+namespace hftrain {
+
+struct EngineConfig {
+  int stage = 0;
+  double max_grad_norm = 0;
+  double bucket_cap_mb = 25;
+  std::string optimizer_type;  // the registry name, to refuse optimizers that cannot step a flat shard
+};
+
+// `named_params` in the model's order (all of them; frozen ones are skipped), `groups` the optimizer
+// parameter groups over the trainable ones.
+std::unique_ptr<Engine> make_engine(const EngineConfig& config,
+                                    const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
+                                    std::vector<ParamGroup> groups, const OptimizerFactory& build_optimizer, Comm& comm);
+
+// Optimizers whose update is element-wise, so stepping a flat slice equals stepping the whole tensors.
+bool optimizer_is_shardable(const std::string& type);
+
+}  // namespace hftrain

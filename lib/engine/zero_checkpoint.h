@@ -1,0 +1,42 @@
+// ZeRO shards inside an HF checkpoint directory. DeepSpeed's layout (file names, `latest`, one optimizer
+// shard per data-parallel rank), with safetensors instead of pickles so that no code needs to be
+// unpickled to read them:
+//   checkpoint-N/latest                                                    "global_stepN" (written last)
+//   checkpoint-N/global_stepN/zero_pp_rank_<r>_mp_rank_00_optim_states.safetensors   one per rank:
+//       fp32_flat_group_<g>        this rank's fp32 master partition of group g, padding stripped
+//       optimizer_state.<key>      this rank's optimizer state (over its padded partition)
+//       metadata: zero_stage, rank, world_size, partition (the PartitionMap as JSON)
+//   checkpoint-N/global_stepN/mp_rank_00_model_states.safetensors          rank 0:
+//       buffers and frozen parameters (full), metadata: tensor_order (the model's save order), config,
+//       zero_stage, world_size, global_step
+// `hftrain zero-to-fp32` rebuilds model.safetensors from these files alone.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dist/comm.h"
+#include "engine/engine.h"
+#include "models/model.h"
+
+namespace hftrain {
+
+std::string zero_tag(int64_t global_step);  // "global_step<N>"
+std::string zero_shard_file_name(int rank);  // "zero_pp_rank_<r>_mp_rank_00_optim_states.safetensors"
+extern const char* const kZeroModelStatesFile;  // "mp_rank_00_model_states.safetensors"
+
+// Collective: every rank writes its shard into <checkpoint_dir>/global_step<N>/, rank 0 also the model
+// states; once every rank has succeeded rank 0 writes <checkpoint_dir>/latest. A failure on any rank
+// throws RuntimeFailure on every rank, naming the rank.
+void save_zero_checkpoint(const std::string& checkpoint_dir, int64_t global_step, const Engine& engine, Model& model,
+                          Comm& comm);
+
+// True when <dir>/latest exists (the shards of that checkpoint are complete).
+bool has_zero_checkpoint(const std::string& checkpoint_dir);
+
+// Loads this rank's shard (tag from <checkpoint_dir>/latest) into the engine. Collective (the engine
+// all-gathers the restored partitions). A missing file, another world size or another layout throws
+// RuntimeFailure naming the file.
+void load_zero_checkpoint(const std::string& checkpoint_dir, Engine& engine, Comm& comm);
+
+}  // namespace hftrain

@@ -1,0 +1,144 @@
+// Distributed building blocks without processes: worker environment parsing (torchrun and SLURM
+// variables), the DistributedSampler shard rule (hand-computed from torch 1.13's
+// DistributedSampler), the ZeRO partition layout (DeepSpeed stage 1/2 padding rule) and size parsing.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "commands/zero_to_fp32.h"
+#include "data/loader.h"
+#include "dist/env.h"
+#include "engine/partition.h"
+#include "util/error.h"
+
+using namespace hftrain;
+
+namespace {
+
+EnvLookup fake_env(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name, std::string& value) {
+    auto it = vars.find(name);
+    if (it == vars.end()) return false;
+    value = it->second;
+    return true;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("no launcher variables: a plain single process", "[unit][dist]") {
+  DistEnv env = detect_dist_env(fake_env({{"HOME", "/root"}}));
+  CHECK_FALSE(env.is_worker());
+  CHECK(env.world_size == 1);
+  CHECK(env.rank == 0);
+}
+
+TEST_CASE("torchrun variables make a worker", "[unit][dist]") {
+  DistEnv env = detect_dist_env(fake_env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
+                                          {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29511"}}));
+  CHECK(env.is_worker());
+  CHECK(env.source == "torchrun");
+  CHECK(env.rank == 3);
+  CHECK(env.world_size == 4);
+  CHECK(env.local_rank == 1);
+  CHECK(env.local_world_size == 2);
+  CHECK(env.master_addr == "10.0.0.1");
+  CHECK(env.master_port == 29511);
+}
+
+TEST_CASE("torchrun variables are validated with the variable named", "[unit][dist]") {
+  auto fails_with = [](std::map<std::string, std::string> vars, const std::string& needle) {
+    try {
+      detect_dist_env(fake_env(vars));
+      FAIL("expected a ConfigError mentioning " << needle);
+    } catch (const ConfigError& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(needle) != std::string::npos);
+    }
+  };
+  fails_with({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}, "RANK='x'");
+  fails_with({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}, "not below the world size");
+  fails_with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}, "MASTER_ADDR");
+  fails_with({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT=70000");
+  fails_with({{"WORLD_SIZE", "2"}}, "RANK is not");
+}
+
+TEST_CASE("SLURM job-step variables make a worker; the batch script itself does not", "[unit][dist]") {
+  std::map<std::string, std::string> vars = {{"SLURM_PROCID", "5"},          {"SLURM_NTASKS", "8"},
+                                             {"SLURM_LOCALID", "1"},         {"SLURM_NTASKS_PER_NODE", "4(x2)"},
+                                             {"MASTER_ADDR", "node01"},      {"SLURM_STEP_ID", "0"}};
+  DistEnv env = detect_dist_env(fake_env(vars));
+  CHECK(env.source == "slurm");
+  CHECK(env.rank == 5);
+  CHECK(env.world_size == 8);
+  CHECK(env.local_rank == 1);
+  CHECK(env.local_world_size == 4);
+  CHECK(env.master_addr == "node01");
+  CHECK(env.master_port == 29500);
+  vars.erase("SLURM_STEP_ID");
+  CHECK_FALSE(detect_dist_env(fake_env(vars)).is_worker());
+  // torchrun's variables win over SLURM's.
+  vars["SLURM_STEP_ID"] = "0";
+  vars["RANK"] = "0";
+  vars["WORLD_SIZE"] = "2";
+  vars["MASTER_PORT"] = "1234";
+  CHECK(detect_dist_env(fake_env(vars)).source == "torchrun");
+}
+
+TEST_CASE("distributed shard follows torch DistributedSampler padding and striding", "[unit][dist]") {
+  const std::vector<int64_t> order = {7, 3, 9, 0, 4, 1, 8, 2, 6, 5};  // an epoch order of 10 examples
+  // 3 replicas, no drop_last: num_samples = ceil(10/3) = 4, total 12, padded with order[0:2] = {7, 3}.
+  CHECK(distributed_shard(order, 3, 0, false) == std::vector<int64_t>{7, 0, 8, 5});
+  CHECK(distributed_shard(order, 3, 1, false) == std::vector<int64_t>{3, 4, 2, 7});
+  CHECK(distributed_shard(order, 3, 2, false) == std::vector<int64_t>{9, 1, 6, 3});
+  // drop_last: num_samples = ceil((10-3)/3) = 3, total 9: the tail {5} is dropped.
+  CHECK(distributed_shard(order, 3, 0, true) == std::vector<int64_t>{7, 0, 8});
+  CHECK(distributed_shard(order, 3, 2, true) == std::vector<int64_t>{9, 1, 6});
+  // Padding longer than the order repeats it (torch: indices * ceil(padding / len)).
+  CHECK(distributed_shard({4, 1}, 5, 4, false) == std::vector<int64_t>{4});
+  CHECK(distributed_shard({4, 1}, 5, 3, false) == std::vector<int64_t>{1});
+  // Divisible case: the ranks' shards are disjoint and cover the epoch.
+  std::set<int64_t> seen;
+  for (int r = 0; r < 2; ++r)
+    for (auto i : distributed_shard(order, 2, r, false)) CHECK(seen.insert(i).second);
+  CHECK(seen.size() == order.size());
+  CHECK_THROWS_AS(distributed_shard(order, 2, 2, false), RuntimeFailure);
+}
+
+TEST_CASE("partition layout pads each group to alignment * world size and splits it evenly", "[unit][dist]") {
+  PartitionMap::GroupInput decay{{"a.weight", "b.weight"}, {{3, 5}, {7}}, {0, 2}, 0.1};
+  PartitionMap::GroupInput no_decay{{"a.bias"}, {{5}}, {1}, 0.0};
+  PartitionMap map = PartitionMap::build({decay, no_decay}, 3);
+  REQUIRE(map.groups.size() == 2);
+  const FlatGroupInfo& g0 = map.groups[0];
+  CHECK(g0.numel == 22);
+  CHECK(g0.padded_numel == 24);  // next multiple of 2 * 3
+  CHECK(g0.partition_size == 8);
+  CHECK(g0.params[1].offset == 15);
+  CHECK(g0.partition_real(0) == 8);
+  CHECK(g0.partition_real(2) == 6);  // padding sits on the last rank
+  const FlatGroupInfo& g1 = map.groups[1];
+  CHECK(g1.padded_numel == 6);
+  CHECK(g1.partition_size == 2);
+  CHECK(g1.partition_real(2) == 1);
+  CHECK(map.partition_numel() == 10);
+  // The JSON form round-trips and is validated.
+  PartitionMap back = PartitionMap::from_json(map.to_json(), "test");
+  CHECK(back.to_json() == map.to_json());
+  nlohmann::json broken = map.to_json();
+  broken["groups"][0]["params"][1]["offset"] = 14;
+  CHECK_THROWS_WITH(PartitionMap::from_json(broken, "shard.safetensors"), Catch::Contains("shard.safetensors"));
+  CHECK(overlap(0, 10, 8, 16) == 2);
+  CHECK(overlap(0, 8, 8, 16) == 0);
+}
+
+TEST_CASE("max shard sizes use HF's units", "[unit][dist]") {
+  CHECK(parse_size("5GB") == 5000000000ull);
+  CHECK(parse_size("2GiB") == 2147483648ull);
+  CHECK(parse_size("500MB") == 500000000ull);
+  CHECK(parse_size("10KiB") == 10240ull);
+  CHECK(parse_size("1234") == 1234ull);
+  CHECK_THROWS_AS(parse_size("lots"), ConfigError);
+  CHECK_THROWS_AS(parse_size("-1MB"), ConfigError);
+}
