@@ -117,6 +117,8 @@ def extra_cases():
         ("adafactor", {"relative_step": True, "scale_parameter": True, "warmup_init": True, "clip_threshold": 0.5,
                        "decay_rate": -0.6}, "linear", {}),
         ("lion", {"beta1": 0.95, "beta2": 0.98}, "cosine", {}),
+        # Evaluates every 5 steps; the lr halves whenever eval_loss improves by less than 2%.
+        ("adamw", {}, "reduce_lr_on_plateau", {"factor": 0.5, "patience": 0, "threshold": 0.02}),
     ]
     cases = []
     for j, (opt, opt_options, sched, sched_options) in enumerate(extras):
@@ -126,11 +128,15 @@ def extra_cases():
               "learning_rate": o["learning_rate"], "weight_decay": 0.1, "max_grad_norm": o["clip"], "seed": i,
               "warmup_steps": 6}
         tr.update(o["training"])
+        data = dict(DATA, seed=i)
+        if sched == "reduce_lr_on_plateau":
+            tr.update({"eval_strategy": "steps", "eval_steps": 5, "per_device_eval_batch_size": 16})
+            data["eval_size"] = 40  # batches of 16, 16, 8
         tag = ",".join("%s=%s" % kv for kv in sorted(dict(opt_options, **sched_options).items()))
         cases.append({"name": "extra-%s-%s%s" % (opt, sched, "[" + tag + "]" if tag else ""),
                       "optimizer": opt, "optimizer_options": dict(ADAFACTOR_EPS, **opt_options) if opt == "adafactor" else opt_options,
                       "scheduler": sched, "scheduler_options": sched_options,
-                      "training": tr, "data": dict(DATA, seed=i), "init_seed": j % 5 + 1, "expect_clipping": None})
+                      "training": tr, "data": data, "init_seed": j % 5 + 1, "expect_clipping": None})
     return cases
 
 
@@ -157,8 +163,8 @@ def example_stream(seed, split, index):
     return g
 
 
-def digit_reversal_example(seed, index, num_digits):
-    g = example_stream(seed, "train", index)
+def digit_reversal_example(seed, index, num_digits, split="train"):
+    g = example_stream(seed, split, index)
     digits = [g.next() % 10 for _ in range(num_digits)]
     ids = digits + [10] + digits[::-1]  # tokens 0-9 are digits, 10 is '='
     labels = [-100] * (num_digits + 1) + ids[num_digits + 1:]
@@ -499,6 +505,8 @@ def make_schedule(case, opt, W, T):
     name, options, base_lr = case["scheduler"], case["scheduler_options"], case["training"]["learning_rate"]
     if name in ("WarmupLR", "WarmupDecayLR"):
         return RefDeepSpeedWarmup(opt, name, options, base_lr, W, T)
+    if name == "reduce_lr_on_plateau":  # no warmup; stepped after each evaluation
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(opt, **options)
     if name == "constant":
         W = 0  # HF's get_scheduler ignores warmup for `constant`
     return torch.optim.lr_scheduler.LambdaLR(opt, hf_lambda(name, options, W, T, base_lr))
@@ -509,6 +517,20 @@ def total_grad_norm(params):
     return torch.norm(torch.stack([torch.norm(p.grad.detach(), 2) for p in params if p.grad is not None]), 2)
 
 
+def evaluate(model, examples, bs):
+    # HF evaluation_loop: every batch's mean loss counted once per example, averaged over examples.
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for i in range(0, len(examples), bs):
+            chunk = examples[i:i + bs]
+            ids = torch.tensor([e[0] for e in chunk], dtype=torch.long)
+            labels = torch.tensor([e[1] for e in chunk], dtype=torch.long)
+            total += model(ids, labels).item() * len(chunk)
+    model.train()
+    return total / len(examples)
+
+
 def reference_run(case, init_state):
     tr = case["training"]
     n = case["data"]["train_size"]
@@ -516,6 +538,9 @@ def reference_run(case, init_state):
     data_seed = tr.get("data_seed", -1)
     shuffle_seed = data_seed if data_seed >= 0 else tr["seed"]
     examples = [digit_reversal_example(case["data"]["seed"], i, NUM_DIGITS) for i in range(n)]
+    eval_examples = [digit_reversal_example(case["data"]["seed"], i, NUM_DIGITS, "eval")
+                     for i in range(case["data"].get("eval_size", 0))]
+    plateau = case["scheduler"] == "reduce_lr_on_plateau"
     # HF TrainingArguments.get_warmup_steps: warmup_steps if > 0, else ceil(max_steps * warmup_ratio)
     warmup = tr.get("warmup_steps", 0) or math.ceil(max_steps * tr.get("warmup_ratio", 0.0))
 
@@ -552,11 +577,19 @@ def reference_run(case, init_state):
             else:
                 norm = total_grad_norm(params).item()
             opt.step()
-            sched.step()
+            if not plateau:
+                sched.step()
             opt.zero_grad(set_to_none=True)
             step += 1
+            # HF _get_learning_rate: the optimizer's lr for ReduceLROnPlateau, else get_last_lr()
+            lr = opt.param_groups[0]["lr"] if plateau else sched.get_last_lr()[0]
             log.append({"step": step, "loss": step_loss, "grad_norm": norm,
-                        "learning_rate": sched.get_last_lr()[0], "epoch": epoch + micro / len_dl})
+                        "learning_rate": lr, "epoch": epoch + micro / len_dl})
+            if tr.get("eval_strategy", "no") == "steps" and step % tr["eval_steps"] == 0:
+                eval_loss = evaluate(model, eval_examples, tr["per_device_eval_batch_size"])
+                log[-1]["eval_loss"] = eval_loss
+                if plateau:  # HF _evaluate steps the plateau schedule on metric_for_best_model (eval_loss)
+                    sched.step(eval_loss)
         epoch += 1
     return log, {nm: p.detach().clone() for nm, p in named}
 
@@ -567,9 +600,9 @@ def yaml_value(v):
 
 
 def write_spec(path, case, init_dir, out_dir):
-    tr = dict(case["training"])
-    tr.update({"output_dir": out_dir, "overwrite_output_dir": True, "logging_steps": 1,
-               "eval_strategy": "no", "save_strategy": "no"})
+    tr = {"logging_steps": 1, "eval_strategy": "no", "save_strategy": "no"}
+    tr.update(case["training"])
+    tr.update({"output_dir": out_dir, "overwrite_output_dir": True})
     data = {"type": "digit_reversal", "num_digits": NUM_DIGITS, "eval_size": 0, "test_size": 0}
     data.update(case["data"])
     model = {"type": "gpt", **MODEL, "dropout": 0.0, "from_pretrained": init_dir}
@@ -601,7 +634,14 @@ def finish_hftrain(proc, log, case_dir, out_dir):
     with open(os.path.join(out_dir, "trainer_state.json")) as f:
         state = json.load(f)
     weights = read_safetensors(os.path.join(out_dir, "model.safetensors"))
-    return [e for e in state["log_history"] if "loss" in e], weights, None
+    train_log = [e for e in state["log_history"] if "loss" in e]
+    evals = {e["step"]: e["eval_loss"] for e in state["log_history"] if "eval_loss" in e}
+    for e in train_log:
+        if e["step"] in evals:
+            e["eval_loss"] = evals.pop(e["step"])
+    if evals:
+        return None, None, "hftrain evaluated at steps without a training log entry: %s" % sorted(evals)
+    return train_log, weights, None
 
 
 # ---- comparison -----------------------------------------------------------------------------------
@@ -642,6 +682,10 @@ def compare(case, ref_log, hf_log, ref_weights, hf_weights):
                             (s, h["learning_rate"], r["learning_rate"]))
         if d_ep > 1e-9:
             problems.append("step %d: epoch hftrain %.9g vs reference %.9g" % (s, h["epoch"], r["epoch"]))
+        if ("eval_loss" in r) != ("eval_loss" in h):
+            problems.append("step %d: evaluated by %s only" % (s, "the reference" if "eval_loss" in r else "hftrain"))
+        elif "eval_loss" in r and rel_err(h["eval_loss"], r["eval_loss"]) > REL_TOL:
+            problems.append("step %d: eval_loss hftrain %.9g vs reference %.9g" % (s, h["eval_loss"], r["eval_loss"]))
     # Final weights are reported, not judged (float rounding differences in the optimizers' last
     # ulp are allowed; the logged quantities carry the verdict).
     w_abs = 0.0
@@ -656,8 +700,9 @@ def compare(case, ref_log, hf_log, ref_weights, hf_weights):
     if case["expect_clipping"] and not 0 < clipped < len(ref_log):
         problems.append("case should clip on some steps but not all; clipped %d of %d" % (clipped, len(ref_log)))
     # The schedule must actually vary, or the learning_rate comparison proves little.
-    if case["scheduler"] != "constant" and len({round(r["learning_rate"], 15) for r in ref_log}) < 5:
-        problems.append("the learning rate takes fewer than 5 distinct values")
+    distinct = len({round(r["learning_rate"], 15) for r in ref_log})
+    if case["scheduler"] != "constant" and distinct < (3 if case["scheduler"] == "reduce_lr_on_plateau" else 5):
+        problems.append("the learning rate takes only %d distinct values" % distinct)
     if len(ref_log) < MIN_STEPS:
         problems.append("only %d steps compared; the test needs at least %d" % (len(ref_log), MIN_STEPS))
     return problems, stats
