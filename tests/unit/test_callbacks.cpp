@@ -42,7 +42,7 @@ std::string tiny_spec(const std::string& extra) {
   std::ofstream(path) << "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 8}\n"
                          "data: {type: digit_reversal, num_digits: 2, train_size: 12, eval_size: 4, test_size: 2}\n"
                          "training:\n  output_dir: " << (dir / "out").string() << "\n"
-                         "  per_device_train_batch_size: 4\n  save_strategy: 'no'\n" << extra;
+                         "  per_device_train_batch_size: 4\n  save_strategy: 'no'\n  report_to: none\n" << extra;
   return path;
 }
 
