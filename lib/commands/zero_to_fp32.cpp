@@ -5,7 +5,6 @@
 #include "commands/zero_to_fp32.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -185,6 +184,7 @@ void copy_range(const Piece& piece, int out_fd, std::vector<char>& bounce, bool&
     left -= static_cast<uint64_t>(n);
   }
   while (left > 0) {
+    if (bounce.empty()) bounce.resize(8u << 20);  // only when copy_file_range is unavailable
     const uint64_t chunk = std::min<uint64_t>(left, bounce.size());
     read_exact(in_fd, off, bounce.data(), chunk, piece.file->path);
     const char* p = bounce.data();
@@ -229,7 +229,7 @@ void write_output(const std::string& path, const std::vector<const OutTensor*>& 
       p += w;
       left -= static_cast<std::size_t>(w);
     }
-    std::vector<char> bounce(8u << 20);
+    std::vector<char> bounce;
     bool use_cfr = true;
     for (const auto* t : tensors)
       for (const auto& piece : t->pieces) copy_range(piece, out.get(), bounce, use_cfr);
@@ -470,9 +470,8 @@ int run_zero_to_fp32(const ZeroToFp32Request& request) {
   fsync_directory(out.string());
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  struct rusage ru {};
-  ::getrusage(RUSAGE_SELF, &ru);
-  const double peak = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  // VmHWM: the peak of this process image (getrusage's maxrss would include the parent's image before exec).
+  const double peak = static_cast<double>(rss_kib("VmHWM:")) * 1024.0;
   std::cout << "zero-to-fp32: " << ordered.size() << " tensors (" << mib(static_cast<double>(total)) << ") from " << world
             << " shard(s) of zero stage " << stage << " in " << tag_dir.string() << " -> " << out.string() << "/"
             << (nfiles == 1 ? written[0] : std::to_string(nfiles) + " files + model.safetensors.index.json") << std::endl;

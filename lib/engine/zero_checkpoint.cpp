@@ -18,50 +18,61 @@ std::string zero_shard_file_name(int rank) {
   return "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_optim_states.safetensors";
 }
 
-void save_zero_checkpoint(const std::string& checkpoint_dir, int64_t global_step, const Engine& engine, Model& model,
-                          Comm& comm) {
+std::vector<std::string> write_rank_checkpoint_files(const std::string& tmp_dir, int64_t global_step,
+                                                     const Engine& engine, Model& model,
+                                                     const std::vector<std::pair<std::string, std::string>>& own_files,
+                                                     Comm& comm) {
+  comm.barrier("checkpoint directory created");
   const std::string tag = zero_tag(global_step);
-  const fs::path dir = fs::path(checkpoint_dir) / tag;
+  const fs::path dir = fs::path(tmp_dir) / tag;
   std::string error;
   try {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (!fs::is_directory(dir)) throw RuntimeFailure("cannot create '" + dir.string() + "': " + ec.message());
-    EngineShard shard = engine.export_shard();
-    shard.metadata["global_step"] = std::to_string(global_step);
-    save_safetensors((dir / zero_shard_file_name(comm.rank())).string(), shard.tensors, shard.metadata);
-    if (comm.rank() == 0) {
-      NamedTensors full;
-      nlohmann::json order = nlohmann::json::array();
-      for (const auto& np : model.named_parameters()) {
-        order.push_back(np.key());
-        if (!np.value().requires_grad()) full.emplace_back(np.key(), np.value());
+    for (const auto& [name, bytes] : own_files) write_file_atomic((fs::path(tmp_dir) / name).string(), bytes);
+    if (engine.sharded()) {
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      if (!fs::is_directory(dir)) throw RuntimeFailure("cannot create '" + dir.string() + "': " + ec.message());
+      EngineShard shard = engine.export_shard();
+      shard.metadata["global_step"] = std::to_string(global_step);
+      save_safetensors((dir / zero_shard_file_name(comm.rank())).string(), shard.tensors, shard.metadata);
+      if (comm.rank() == 0) {
+        NamedTensors full;
+        nlohmann::json order = nlohmann::json::array();
+        for (const auto& np : model.named_parameters()) {
+          order.push_back(np.key());
+          if (!np.value().requires_grad()) full.emplace_back(np.key(), np.value());
+        }
+        for (const auto& nb : model.named_buffers()) {
+          order.push_back(nb.key());
+          full.emplace_back(nb.key(), nb.value());
+        }
+        std::map<std::string, std::string> meta = {{"format", "hftrain-zero-model-states"},
+                                                   {"version", "1"},
+                                                   {"tensor_order", order.dump()},
+                                                   {"config", model.config_json().dump()},
+                                                   {"zero_stage", shard.metadata["zero_stage"]},
+                                                   {"world_size", std::to_string(comm.world_size())},
+                                                   {"global_step", std::to_string(global_step)}};
+        save_safetensors((dir / kZeroModelStatesFile).string(), full, meta);
       }
-      for (const auto& nb : model.named_buffers()) {
-        order.push_back(nb.key());
-        full.emplace_back(nb.key(), nb.value());
-      }
-      std::map<std::string, std::string> meta = {{"format", "hftrain-zero-model-states"},
-                                                 {"version", "1"},
-                                                 {"tensor_order", order.dump()},
-                                                 {"config", model.config_json().dump()},
-                                                 {"zero_stage", shard.metadata["zero_stage"]},
-                                                 {"world_size", std::to_string(comm.world_size())},
-                                                 {"global_step", std::to_string(global_step)}};
-      save_safetensors((dir / kZeroModelStatesFile).string(), full, meta);
     }
   } catch (const std::exception& e) {
     error = e.what();
   }
-  // Everyone learns whether every shard was written (the highest failing rank + 1, or 0).
-  const double failed = comm.all_reduce_scalar(error.empty() ? 0.0 : comm.rank() + 1.0, ReduceOp::kMax, "checkpoint shard vote");
+  // Everyone learns whether every rank succeeded (the highest failing rank + 1, or 0).
+  const double failed =
+      comm.all_reduce_scalar(error.empty() ? 0.0 : comm.rank() + 1.0, ReduceOp::kMax, "checkpoint files vote");
   if (failed > 0) {
     const int bad = static_cast<int>(failed) - 1;
-    throw RuntimeFailure("checkpoint: rank " + std::to_string(bad) + " could not write its ZeRO shard into '" +
-                         dir.string() + "'" + (error.empty() ? std::string() : ": " + error));
+    throw RuntimeFailure("checkpoint: rank " + std::to_string(bad) + " could not write its files into '" + tmp_dir + "'" +
+                         (error.empty() ? std::string() : ": " + error));
   }
-  if (comm.rank() == 0) write_file_atomic((fs::path(checkpoint_dir) / "latest").string(), tag);
-  comm.barrier("checkpoint shards written");
+  std::vector<std::string> names;
+  if (comm.rank() != 0) return names;
+  if (engine.sharded()) write_file_atomic((fs::path(tmp_dir) / "latest").string(), tag);
+  for (const auto& entry : fs::recursive_directory_iterator(tmp_dir))
+    if (entry.is_regular_file()) names.push_back(fs::relative(entry.path(), tmp_dir).string());
+  return names;
 }
 
 bool has_zero_checkpoint(const std::string& checkpoint_dir) { return fs::exists(fs::path(checkpoint_dir) / "latest"); }

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dist/comm.h"
 #include "engine/engine.h"
@@ -25,11 +27,16 @@ std::string zero_tag(int64_t global_step);  // "global_step<N>"
 std::string zero_shard_file_name(int rank);  // "zero_pp_rank_<r>_mp_rank_00_optim_states.safetensors"
 extern const char* const kZeroModelStatesFile;  // "mp_rank_00_model_states.safetensors"
 
-// Collective: every rank writes its shard into <checkpoint_dir>/global_step<N>/, rank 0 also the model
-// states; once every rank has succeeded rank 0 writes <checkpoint_dir>/latest. A failure on any rank
-// throws RuntimeFailure on every rank, naming the rank.
-void save_zero_checkpoint(const std::string& checkpoint_dir, int64_t global_step, const Engine& engine, Model& model,
-                          Comm& comm);
+// Collective, run while a checkpoint is being committed: `tmp_dir` (the checkpoint's temporary
+// directory) exists -- rank 0 created it and calls this from its commit hook, the other ranks call it
+// directly. Every rank writes `own_files` (name -> bytes, e.g. its RNG state) and, for a sharded engine,
+// its ZeRO shard under global_step<N>/; rank 0 also the model states and, once every rank has succeeded,
+// `latest`. A failure on any rank throws RuntimeFailure on every rank, naming the rank. Returns on rank 0
+// every file now under tmp_dir (relative names), so it can record the other ranks' files in the manifest.
+std::vector<std::string> write_rank_checkpoint_files(const std::string& tmp_dir, int64_t global_step,
+                                                     const Engine& engine, Model& model,
+                                                     const std::vector<std::pair<std::string, std::string>>& own_files,
+                                                     Comm& comm);
 
 // True when <dir>/latest exists (the shards of that checkpoint are complete).
 bool has_zero_checkpoint(const std::string& checkpoint_dir);
