@@ -1,5 +1,6 @@
 // hftrain command line: parses arguments with CLI11, dispatches to lib/commands, and maps errors to
-// exit codes (0 ok, 1 runtime failure, 2 usage or config error).
+// exit codes (0 ok, 1 runtime failure, 2 usage or config error, 130 / 143 stopped by SIGINT / SIGTERM
+// after saving a checkpoint).
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
@@ -21,6 +22,10 @@ int main(int argc, char** argv) {
   train_cmd->add_option("spec", train.spec_path, "Run spec (YAML or JSON)")->required();
   train_cmd->add_option("--set", train.overrides, "Override a spec value: dotted.key=value (repeatable)");
   train_cmd->add_flag("--dump-config", train.dump_config, "Print the fully resolved spec and exit");
+  auto* resume_opt = train_cmd->add_option("--resume", train.resume,
+                                           "Resume from a checkpoint directory; bare --resume = the newest complete "
+                                           "checkpoint in output_dir")
+                         ->expected(0, 1);
 
   std::string eval_target;
   std::vector<std::string> eval_overrides;
@@ -52,12 +57,17 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
+  if (resume_opt->count() > 0 && train.resume.empty()) train.resume = "last";
+
   try {
     if (*train_cmd) return hftrain::run_train(train);
     if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides);
     if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides);
     if (*z_cmd) return hftrain::run_zero_to_fp32(z_dir, z_out);
     if (*components_cmd) return hftrain::run_components();
+  } catch (const hftrain::StoppedBySignal& e) {
+    std::cerr << e.what() << std::endl;
+    return e.exit_code();
   } catch (const hftrain::Error& e) {
     std::cerr << "error: " << e.what() << std::endl;
     return e.exit_code();

@@ -9,17 +9,22 @@
 
 namespace hftrain {
 
-void save_model_dir(const std::string& dir, Model& model) {
-  std::filesystem::create_directories(dir);
+NamedTensors model_tensors(Model& model) {
   NamedTensors tensors;
   for (const auto& np : model.named_parameters()) tensors.emplace_back(np.key(), np.value());
   for (const auto& nb : model.named_buffers()) tensors.emplace_back(nb.key(), nb.value());
-  save_safetensors(dir + "/model.safetensors", tensors);
+  return tensors;
+}
+
+void save_model_dir(const std::string& dir, Model& model) {
+  std::filesystem::create_directories(dir);
+  save_safetensors(dir + "/model.safetensors", model_tensors(model));
   write_file_atomic(dir + "/config.json", model.config_json().dump(2) + "\n");
 }
 
-void load_model_weights(const std::string& path, Model& model) {
-  SafetensorsFile file = load_safetensors(path);
+void load_model_weights(const std::string& path, Model& model) { load_model_weights(load_safetensors(path), path, model); }
+
+void load_model_weights(SafetensorsFile file, const std::string& path, Model& model) {
   torch::NoGradGuard no_grad;
   std::vector<std::string> missing;
   auto assign = [&](const std::string& name, torch::Tensor& target) {

@@ -40,8 +40,7 @@ constexpr uint64_t kMaxHeader = 100ull * 1024 * 1024;  // the reference implemen
 
 }  // namespace
 
-void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<torch::Tensor> contiguous;
@@ -63,7 +62,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   for (int i = 0; i < 8; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
   out += h;
   for (const auto& c : contiguous) out.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
-  write_file_atomic(path, out);
+  return out;
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  write_file_atomic(path, serialize_safetensors(tensors, metadata));
 }
 
 SafetensorsFile parse_safetensors(const std::vector<char>& bytes, const std::string& name) {

@@ -18,6 +18,9 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+// The exact bytes save_safetensors writes (for writers that manage durability themselves).
+std::string serialize_safetensors(const NamedTensors& tensors,
+                                  const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
 struct SafetensorsFile {
   std::map<std::string, torch::Tensor> tensors;

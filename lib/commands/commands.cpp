@@ -38,6 +38,24 @@ void setup_threads(const DistributedArgs& d) {
   std::cerr << "threads: " << plan.intra_op_threads << " intra-op (BLAS: " << plan.blas << ")" << std::endl;
 }
 
+// A word for a shell command line: quoted only when needed.
+std::string shell_word(const std::string& w) {
+  const bool plain = !w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                         "0123456789_./=:,+-@%") == std::string::npos;
+  if (plain) return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The command that resumes an interrupted `hftrain train` from `checkpoint_dir`.
+std::string resume_command(const TrainRequest& request, const std::string& checkpoint_dir) {
+  std::string cmd = "hftrain train " + shell_word(request.spec_path);
+  for (const auto& o : request.overrides)
+    if (o.rfind("training.resume_from_checkpoint=", 0) != 0) cmd += " --set " + shell_word(o);
+  return cmd + " --resume " + shell_word(checkpoint_dir);
+}
+
 // Resolves `target` (a spec file or a run directory) into a spec whose model weights exist.
 RunSpec load_for_inference(const std::string& target, const std::vector<std::string>& overrides,
                            std::string& model_path) {
@@ -61,7 +79,9 @@ RunSpec load_for_inference(const std::string& target, const std::vector<std::str
 
 int run_train(const TrainRequest& request) {
   const Components& c = builtin_components();
-  RunSpec spec = load_run_spec(request.spec_path, request.overrides, c.catalog());
+  std::vector<std::string> overrides = request.overrides;
+  if (!request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + request.resume);
+  RunSpec spec = load_run_spec(request.spec_path, overrides, c.catalog());
   const std::string resolved = dump_run_spec(spec, c.catalog());
   if (request.dump_config) {
     std::cout << resolved;
@@ -80,7 +100,13 @@ int run_train(const TrainRequest& request) {
   write_file_atomic(out + "/" + kSavedSpecName, resolved);
 
   Trainer trainer(spec, c, pipeline);
-  nlohmann::json train_metrics = trainer.train();
+  nlohmann::json train_metrics;
+  try {
+    train_metrics = trainer.train();
+  } catch (const StoppedBySignal& stop) {
+    throw StoppedBySignal(std::string(stop.what()) + "\nresume with:\n  " + resume_command(request, stop.checkpoint_dir()),
+                          stop.signal(), stop.checkpoint_dir());
+  }
   save_model_dir(out, *pipeline.model);
   write_file_atomic(out + "/trainer_state.json", trainer.state().to_json_text());
   save_metrics(out, "train", train_metrics);

@@ -10,6 +10,7 @@ struct TrainRequest {
   std::string spec_path;
   std::vector<std::string> overrides;
   bool dump_config = false;
+  std::string resume;  // --resume [PATH]: "" = not given, "last" when given bare, else a checkpoint directory
 };
 
 int run_train(const TrainRequest& request);

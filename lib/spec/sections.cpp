@@ -46,6 +46,11 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
       .choices({"no", "steps", "epoch", "best"});
   s.add("save_steps", &TrainingArgs::save_steps, "Save every N steps or ratio (< 1).").check(steps_rule);
   s.add("save_total_limit", &TrainingArgs::save_total_limit, "Keep at most N checkpoints (0 = keep all).").min(0);
+  s.add("save_only_model", &TrainingArgs::save_only_model,
+        "Checkpoints hold only the model weights and trainer_state.json (no optimizer, scheduler or RNG state: "
+        "training cannot resume from them).");
+  s.add("ignore_data_skip", &TrainingArgs::ignore_data_skip,
+        "On resume, do not skip the batches the interrupted epoch already consumed (start it from its first batch).");
   s.add("load_best_model_at_end", &TrainingArgs::load_best_model_at_end,
         "Load the best checkpoint (by metric_for_best_model) when training ends.");
   s.add("metric_for_best_model", &TrainingArgs::metric_for_best_model,

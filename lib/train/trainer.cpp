@@ -8,9 +8,11 @@
 
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/fault_injection.h"
 #include "data/loader.h"
 #include "train/evaluation.h"
 #include "util/fs.h"
+#include "util/signals.h"
 
 namespace hftrain {
 namespace {
@@ -64,18 +66,23 @@ nlohmann::json Trainer::train() {
   std::cerr << "plan: " << loader.num_examples() << " examples, " << describe(plan) << std::endl;
   setup(plan);
   TrainerControl& control = callbacks_.control();
+  const ResumePoint resume = prepare_checkpointing(plan);
   callbacks_.on_init_end(state_);
 
   const auto start = std::chrono::steady_clock::now();
   model.train();
-  double tr_loss = 0, total_loss = 0;
+  double& tr_loss = loop_.tr_loss;
+  double& total_loss = loop_.total_loss;
+  StopSignalGuard stop_guard;  // SIGINT / SIGTERM: finish the step, save, stop (stop_for_signal)
   callbacks_.on_train_begin(state_);
-  for (int64_t epoch = 0; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {
-    loader.start_epoch(epoch);
+  for (int64_t epoch = resume.epoch; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {
+    const int64_t skip = epoch == resume.epoch ? resume.skip_batches : 0;
+    loader.start_epoch(epoch, skip);
+    if (epoch == resume.epoch) restore_rng_state();
     callbacks_.on_epoch_begin(state_);
-    int64_t micro_step = 0;
+    int64_t micro_step = skip;
     const int64_t windows = plan.windows_per_epoch(ga);
-    for (int64_t w = 0; w < windows && !control.should_training_stop && !control.should_epoch_stop; ++w) {
+    for (int64_t w = skip / ga; w < windows && !control.should_training_stop && !control.should_epoch_stop; ++w) {
       const int64_t window = plan.window_size(w, ga);
       double step_loss = 0;
       for (int64_t m = 0; m < window; ++m) {
@@ -96,11 +103,15 @@ nlohmann::json Trainer::train() {
       callbacks_.on_optimizer_step(state_);
       state_.global_step += 1;
       state_.epoch = static_cast<double>(epoch) + static_cast<double>(micro_step) / static_cast<double>(plan.batches_per_epoch);
+      loop_.epoch = epoch;
+      loop_.batches_consumed = micro_step;
       tr_loss += step_loss;
       total_loss += step_loss;
       callbacks_.on_step_end(state_);
       if (w + 1 == windows) callbacks_.on_epoch_end(state_);
       maybe_log_save_evaluate(tr_loss, step);
+      fault::after_optimizer_step();
+      if (const int sig = pending_stop_signal()) stop_for_signal(sig);
     }
   }
   const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -112,6 +123,7 @@ nlohmann::json Trainer::train() {
                             {"total_flos", state_.total_flos},
                             {"train_loss", total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step))}};
   log(metrics);
+  finish_checkpointing();
   callbacks_.on_train_end(state_);
   metrics["epoch"] = state_.epoch;
   return metrics;
@@ -172,31 +184,6 @@ bool Trainer::update_best_metric(const nlohmann::json& metrics) {
     state_.best_global_step = state_.global_step;
   }
   return better;
-}
-
-void Trainer::save_checkpoint() {
-  namespace fs = std::filesystem;
-  const std::string name = "checkpoint-" + std::to_string(state_.global_step);
-  const fs::path final_dir = fs::path(spec_.training.output_dir) / name;
-  const fs::path tmp_dir = fs::path(spec_.training.output_dir) / ("." + name + ".partial");
-  if (!state_.best_global_step.is_null()) {
-    fs::path best = fs::path(spec_.training.output_dir) / ("checkpoint-" + std::to_string(state_.best_global_step.get<int64_t>()));
-    if (fs::exists(best) || state_.best_global_step.get<int64_t>() == state_.global_step)
-      state_.best_model_checkpoint = best.string();
-  }
-  state_.stateful_callbacks = callbacks_.export_states();
-  fs::remove_all(tmp_dir);
-  save_model_dir(tmp_dir.string(), *pipeline_.model);
-  NamedTensors optim;
-  for (const auto& [k, v] : engine_->optimizer_state()) optim.emplace_back(k, v);
-  save_safetensors((tmp_dir / "optimizer.safetensors").string(), optim);
-  save_safetensors((tmp_dir / "rng_state.safetensors").string(),
-                   {{"cpu", at::detail::getDefaultCPUGenerator().get_state()}});
-  write_file_atomic((tmp_dir / "trainer_state.json").string(), state_.to_json_text());
-  fsync_directory(tmp_dir.string());
-  fs::remove_all(final_dir);
-  fs::rename(tmp_dir, final_dir);
-  fsync_directory(spec_.training.output_dir);
 }
 
 void Trainer::load_best_model() {

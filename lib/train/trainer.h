@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_manager.h"
 #include "engine/engine.h"
 #include "train/callbacks.h"
 #include "train/pipeline.h"
@@ -27,7 +28,21 @@ class Trainer {
   void log(nlohmann::json entry);
   nlohmann::json run_evaluation();
   bool update_best_metric(const nlohmann::json& metrics);
-  void save_checkpoint();
+  // Checkpoints and resume (trainer_checkpoint.cpp). `for_resume` forces a full checkpoint even
+  // with save_only_model (the one written when a stop signal arrives).
+  void save_checkpoint(bool for_resume = false);
+  struct ResumePoint {
+    std::string dir;                  // "" = fresh start
+    int64_t epoch = 0;                // first epoch to run
+    int64_t skip_batches = 0;         // batches of that epoch already consumed
+    int64_t saved_epoch = 0, saved_batches_consumed = 0;  // the checkpoint's own sampler record
+  };
+  // Creates the checkpoint manager; when resuming, restores everything but the RNG streams.
+  ResumePoint prepare_checkpointing(const TrainingPlan& plan);
+  // Restores the resumed checkpoint's RNG state (HF: after skipping the consumed batches).
+  void restore_rng_state();
+  [[noreturn]] void stop_for_signal(int signal);
+  void finish_checkpointing();
   void load_best_model();
 
   const RunSpec& spec_;
@@ -39,6 +54,19 @@ class Trainer {
   int64_t last_logged_step_ = 0;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Schedule> schedule_;
+  // Position in the data and loss accounting between logs: saved in checkpoints so a resumed run
+  // logs exactly what an uninterrupted one does.
+  struct LoopState {
+    int64_t epoch = 0;
+    int64_t batches_consumed = 0;  // micro-batches of `epoch` consumed so far
+    int64_t batches_per_epoch = 0;
+    double tr_loss = 0;     // sum of step losses since the last log
+    double total_loss = 0;  // sum of all step losses (train_loss)
+  } loop_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  int64_t last_resumable_save_step_ = -1;
+  torch::Tensor resume_rng_state_;
+  std::string resume_rng_source_;
 };
 
 }  // namespace hftrain

@@ -21,6 +21,9 @@ struct TrainerState {
 
   // HF layout: sorted keys, indent 2, trailing newline.
   std::string to_json_text() const;
+  // Reads trainer_state.json written by to_json_text() (or by HF: fields it lacks keep their
+  // defaults, fields this struct does not hold are ignored). Throws RuntimeFailure naming `source`.
+  static TrainerState from_json_text(const std::string& text, const std::string& source);
 };
 
 }  // namespace hftrain

@@ -1,5 +1,6 @@
 // Typed, user-facing errors. Each carries a message written for the person running hftrain and
-// maps to a process exit code in app/ (ConfigError/UsageError -> 2, RuntimeFailure -> 1).
+// maps to a process exit code in app/ (ConfigError/UsageError -> 2, RuntimeFailure -> 1,
+// StoppedBySignal -> 130 / 143).
 #pragma once
 
 #include <stdexcept>
@@ -32,6 +33,20 @@ class UsageError : public Error {
 class RuntimeFailure : public Error {
  public:
   explicit RuntimeFailure(const std::string& message) : Error(message, 1) {}
+};
+
+// Training stopped on SIGINT / SIGTERM after saving a checkpoint: exit 128 + signal (130 / 143).
+// `checkpoint_dir` is the checkpoint that resumes the run.
+class StoppedBySignal : public Error {
+ public:
+  StoppedBySignal(const std::string& message, int signal, std::string checkpoint_dir)
+      : Error(message, 128 + signal), signal_(signal), checkpoint_dir_(std::move(checkpoint_dir)) {}
+  int signal() const { return signal_; }
+  const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+
+ private:
+  int signal_;
+  std::string checkpoint_dir_;
 };
 
 }  // namespace hftrain

@@ -1,0 +1,92 @@
+// HFTRAIN_FAULT_INJECT parsing and hooks (see fault_injection.h).
+#include "checkpoint/fault_injection.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "util/error.h"
+
+namespace hftrain {
+namespace fault {
+namespace {
+
+struct Plan {
+  long long kill_at = 0;    // save:<k>
+  long long enospc_at = 0;  // enospc:<k>
+  long long eacces_at = 0;  // eacces:<k>
+  long long delay_ms = 0;   // step_delay_ms:<m>
+  bool trace = false;
+  bool skip_rng = false;
+  long long steps = 0;      // write steps seen so far
+};
+
+long long parse_count(const std::string& item, const std::string& value) {
+  char* end = nullptr;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || v < 0)
+    throw ConfigError("HFTRAIN_FAULT_INJECT: '" + item + "' needs a non-negative integer");
+  return v;
+}
+
+Plan parse(const char* text) {
+  Plan p;
+  if (!text) return p;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto colon = item.find(':');
+    const std::string key = item.substr(0, colon);
+    const std::string value = colon == std::string::npos ? "" : item.substr(colon + 1);
+    if (key == "save") p.kill_at = parse_count(item, value);
+    else if (key == "enospc") p.enospc_at = parse_count(item, value);
+    else if (key == "eacces") p.eacces_at = parse_count(item, value);
+    else if (key == "step_delay_ms") p.delay_ms = parse_count(item, value);
+    else if (key == "trace") p.trace = true;
+    else if (key == "skip_rng_restore") p.skip_rng = true;
+    else
+      throw ConfigError("HFTRAIN_FAULT_INJECT: unknown item '" + item +
+                        "' (known: save:<k>, enospc:<k>, eacces:<k>, trace, step_delay_ms:<m>, skip_rng_restore)");
+  }
+  return p;
+}
+
+Plan& plan() {
+  static Plan p = parse(std::getenv("HFTRAIN_FAULT_INJECT"));
+  return p;
+}
+
+}  // namespace
+
+int write_step(const std::string& what) {
+  Plan& p = plan();
+  const long long n = ++p.steps;
+  if (p.trace) std::cerr << "fault-inject: write step " << n << ": " << what << std::endl;
+  if (p.kill_at == n) {
+    std::cerr << "fault-inject: SIGKILL at write step " << n << " (" << what << ")" << std::endl;
+    ::kill(::getpid(), SIGKILL);
+    ::pause();
+  }
+  if (p.enospc_at == n) return ENOSPC;
+  if (p.eacces_at == n) return EACCES;
+  return 0;
+}
+
+void after_optimizer_step() {
+  const long long ms = plan().delay_ms;
+  if (ms <= 0) return;
+  std::cerr << "fault-inject: step delay " << ms << " ms" << std::endl;  // tests count these lines
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+bool skip_rng_restore() { return plan().skip_rng; }
+
+}  // namespace fault
+}  // namespace hftrain

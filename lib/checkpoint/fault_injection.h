@@ -1,0 +1,28 @@
+// Test-only fault injection for checkpoint saving, driven by the HFTRAIN_FAULT_INJECT environment
+// variable (a comma-separated list; unset = no effect, one getenv per process):
+//   save:<k>          SIGKILL this process at the k-th write step (counted over every save of the run)
+//   enospc:<k>        the k-th write step fails as if the disk were full (ENOSPC)
+//   eacces:<k>        the k-th write step fails as if output_dir were not writable (EACCES)
+//   trace             print each write step to stderr: "fault-inject: write step <n>: <what>"
+//   step_delay_ms:<m> sleep m milliseconds after every optimizer step (lets a test signal a run mid-way)
+//   skip_rng_restore  resume does not restore the RNG streams (a negative control for exactness tests)
+// A "write step" is one durable action of a save: writing part of a file, an fsync, a rename, a delete.
+#pragma once
+
+#include <string>
+
+namespace hftrain {
+namespace fault {
+
+// Called before each write step. Returns 0, or the errno the step must fail with (ENOSPC / EACCES); may
+// never return (SIGKILL). `what` names the step for the trace.
+int write_step(const std::string& what);
+
+// Called by the trainer after each optimizer step (the step_delay_ms hook).
+void after_optimizer_step();
+
+// True when "skip_rng_restore" is set.
+bool skip_rng_restore();
+
+}  // namespace fault
+}  // namespace hftrain

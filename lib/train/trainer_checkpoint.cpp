@@ -1,0 +1,261 @@
+// The trainer's side of checkpoints: what goes into checkpoint-N (model, optimizer, schedule, RNG,
+// sampler position, loss accounting, trainer_state.json, the run spec) and how a run resumes from it.
+// Writing, verifying, rotating and finding checkpoints live in lib/checkpoint; docs/checkpoints.md
+// describes every file.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <set>
+#include <mutex>
+
+#include "checkpoint/checkpoint_files.h"
+#include "checkpoint/checkpoint_finder.h"
+#include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/fault_injection.h"
+#include "checkpoint/model_io.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/checkpoint_writer.h"
+#include "dist/comm.h"
+#include "engine/zero_checkpoint.h"
+#include "spec/run_spec.h"
+#include "train/trainer.h"
+#include "util/error.h"
+#include "util/signals.h"
+
+namespace hftrain {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Doubles are stored as JSON numbers (nlohmann writes the shortest text that reads back to the same
+// bits); nan / inf, which JSON cannot hold, as strings.
+nlohmann::json exact_double(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+double read_exact_double(const nlohmann::json& j, const std::string& source) {
+  if (j.is_number()) return j.get<double>();
+  const std::string s = j.get<std::string>();
+  if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (s == "inf") return std::numeric_limits<double>::infinity();
+  if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  throw RuntimeFailure("'" + source + "': '" + s + "' is not a number");
+}
+
+// HF tracks (and protects) a best checkpoint only when metric_for_best_model is in use.
+bool tracks_best_model(const TrainingArgs& args) {
+  return args.load_best_model_at_end || !args.metric_for_best_model.empty() || args.save_strategy == "best";
+}
+
+void warn(const std::string& message) { std::cerr << "warning: " << message << std::endl; }
+
+bool same_directory(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  const bool same = fs::equivalent(a, b, ec);
+  return !ec && same;
+}
+
+}  // namespace
+
+Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
+  const TrainingArgs& args = spec_.training;
+  checkpoints_ = std::make_unique<CheckpointManager>(
+      CheckpointPolicy{args.output_dir, args.save_total_limit, tracks_best_model(args)});
+  loop_.batches_per_epoch = plan.batches_per_epoch;
+  ResumePoint point;
+  const std::string dir = resolve_resume_checkpoint(args.resume_from_checkpoint, args.output_dir, warn);
+  if (dir.empty()) return point;
+  std::cerr << "resuming from " << dir << std::endl;
+  const CheckpointReader ckpt(dir);
+
+  load_model_weights(ckpt.safetensors(ckpt::kModelFile), ckpt.path(ckpt::kModelFile), *pipeline_.model);
+  if (engine_->sharded())  // ZeRO: this rank's shard of global_stepN/ (engine/zero_checkpoint.h)
+    load_zero_checkpoint(dir, *engine_, world());
+  else
+    engine_->load_optimizer_state(ckpt.safetensors(ckpt::kOptimizerFile).tensors);
+
+  const std::string sched_path = ckpt.path(ckpt::kSchedulerFile);
+  const TrainerState saved =
+      TrainerState::from_json_text(ckpt.text(ckpt::kTrainerStateFile), ckpt.path(ckpt::kTrainerStateFile));
+  const std::string loop_path = ckpt.path(ckpt::kLoopStateFile);
+  try {
+    const nlohmann::json sched = ckpt.json(ckpt::kSchedulerFile);
+    if (sched.at("type").get<std::string>() != spec_.scheduler.type)
+      warn("'" + sched_path + "' is a '" + sched.at("type").get<std::string>() + "' schedule but the run spec asks for '" +
+           spec_.scheduler.type + "'; its state is not restored");
+    else
+      schedule_->load_state(sched.at("state"));
+
+    const nlohmann::json loop = ckpt.json(ckpt::kLoopStateFile);
+    loop_.tr_loss = read_exact_double(loop.at("loss").at("tr_loss"), loop_path);
+    loop_.total_loss = read_exact_double(loop.at("loss").at("total_loss"), loop_path);
+    last_logged_step_ = loop.at("loss").at("last_logged_step").get<int64_t>();
+    const nlohmann::json& sampler = loop.at("sampler");
+    point.saved_epoch = sampler.at("epoch").get<int64_t>();
+    point.saved_batches_consumed = sampler.at("batches_consumed").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeFailure("'" + sched_path + "' or '" + loop_path + "' is malformed: " + e.what());
+  }
+
+  // HF compare_trainer_and_checkpoint_args: differences only warn.
+  auto compare = [&](const char* name, int64_t saved_value, int64_t now) {
+    if (saved_value != now)
+      warn(std::string(name) + " is " + std::to_string(now) + " but the checkpoint was trained with " +
+           std::to_string(saved_value));
+  };
+  compare("logging_steps", saved.logging_steps, state_.logging_steps);
+  compare("eval_steps", saved.eval_steps, state_.eval_steps);
+  compare("save_steps", saved.save_steps, state_.save_steps);
+  compare("per_device_train_batch_size", saved.train_batch_size, state_.train_batch_size);
+
+  state_.global_step = saved.global_step;
+  state_.epoch = saved.epoch;
+  state_.total_flos = saved.total_flos;
+  state_.log_history = saved.log_history;
+  state_.best_metric = saved.best_metric;
+  state_.best_global_step = saved.best_global_step;
+  state_.best_model_checkpoint = saved.best_model_checkpoint;
+  state_.stateful_callbacks = saved.stateful_callbacks;
+  callbacks_.import_states(saved.stateful_callbacks);
+
+  const std::string rng_name = ckpt::rng_state_file(world().rank(), world().world_size());
+  SafetensorsFile rng = ckpt.safetensors(rng_name);
+  if (!rng.tensors.count("cpu")) throw RuntimeFailure("'" + ckpt.path(rng_name) + "': tensor 'cpu' is missing");
+  resume_rng_state_ = rng.tensors.at("cpu");
+  resume_rng_source_ = ckpt.path(rng_name);
+
+  // HF: epochs_trained = global_step // updates_per_epoch, and the interrupted epoch skips
+  // (global_step % updates_per_epoch) * gradient_accumulation_steps batches unless ignore_data_skip.
+  const int64_t gs = state_.global_step;
+  point.epoch = gs / plan.updates_per_epoch;
+  point.skip_batches = args.ignore_data_skip ? 0 : (gs % plan.updates_per_epoch) * args.gradient_accumulation_steps;
+  if (!args.ignore_data_skip && gs % plan.updates_per_epoch != 0 &&
+      (point.saved_epoch != point.epoch || point.saved_batches_consumed != point.skip_batches))
+    warn("the checkpoint's sampler stopped at epoch " + std::to_string(point.saved_epoch) + ", batch " +
+         std::to_string(point.saved_batches_consumed) + " but this run's batch layout resumes at epoch " +
+         std::to_string(point.epoch) + ", batch " + std::to_string(point.skip_batches) +
+         " (the batch size or dataset changed?)");
+  if (gs >= plan.max_steps) {
+    warn(dir + " is at step " + std::to_string(gs) + ", already at max_steps " + std::to_string(plan.max_steps) +
+         ": nothing left to train");
+    point.epoch = plan.num_epochs;  // the epoch loop does not run
+    point.skip_batches = 0;
+  }
+  fs::path resumed_dir(dir);
+  if (resumed_dir.filename().empty()) resumed_dir = resumed_dir.parent_path();  // "out/checkpoint-7/"
+  if (same_directory(resumed_dir.parent_path(), args.output_dir)) checkpoints_->set_resumed_from(gs);
+  std::cerr << "resumed at step " << gs << " (epoch " << point.epoch << ", skipping " << point.skip_batches
+            << " batches of it)" << std::endl;
+  point.dir = dir;
+  return point;
+}
+
+void Trainer::restore_rng_state() {
+  if (!resume_rng_state_.defined()) return;
+  if (fault::skip_rng_restore()) {
+    warn("HFTRAIN_FAULT_INJECT=skip_rng_restore: the RNG state is not restored");
+  } else {
+    try {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the default generator
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(resume_rng_state_);
+    } catch (const c10::Error& e) {
+      throw RuntimeFailure("'" + resume_rng_source_ + "': tensor 'cpu' is not a CPU generator state: " +
+                           e.what_without_backtrace());
+    }
+  }
+  resume_rng_state_ = torch::Tensor();
+}
+
+void Trainer::save_checkpoint(bool for_resume) {
+  const TrainingArgs& args = spec_.training;
+  const int64_t gs = state_.global_step;
+  if (!state_.best_global_step.is_null()) {
+    const int64_t best = state_.best_global_step.get<int64_t>();
+    if (fs::exists(checkpoints_->dir_for(best)) || best == gs) state_.best_model_checkpoint = checkpoints_->dir_for(best);
+  }
+  state_.stateful_callbacks = callbacks_.export_states();
+  const bool model_only = args.save_only_model && !for_resume;
+
+  CheckpointFiles files;
+  files.emplace_back(ckpt::kModelFile, serialize_safetensors(model_tensors(*pipeline_.model)));
+  files.emplace_back(ckpt::kConfigFile, pipeline_.model->config_json().dump(2) + "\n");
+  // Data-parallel runs: every rank writes its own RNG state, and a sharded (ZeRO) engine its shard,
+  // into the checkpoint while rank 0 commits it (engine/zero_checkpoint.h).
+  const bool per_rank = world().world_size() > 1 || engine_->sharded();
+  std::vector<std::pair<std::string, std::string>> own_files;
+  if (!model_only) {
+    if (!engine_->sharded()) {
+      NamedTensors optim;
+      for (const auto& [k, v] : engine_->optimizer_state()) optim.emplace_back(k, v);
+      files.emplace_back(ckpt::kOptimizerFile, serialize_safetensors(optim));
+    }
+    const nlohmann::json sched = {{"type", spec_.scheduler.type},
+                                  {"last_step", gs},
+                                  {"last_lr", schedule_->lr(gs)},
+                                  {"state", schedule_->state()}};
+    files.emplace_back(ckpt::kSchedulerFile, sched.dump(2) + "\n");
+    (per_rank ? own_files : files)
+        .emplace_back(ckpt::rng_state_file(world().rank(), world().world_size()),
+                      serialize_safetensors({{"cpu", at::detail::getDefaultCPUGenerator().get_state()}}));
+    const nlohmann::json loop = {
+        {"sampler",
+         {{"epoch", loop_.epoch},
+          {"batches_consumed", loop_.batches_consumed},
+          {"batches_per_epoch", loop_.batches_per_epoch},
+          {"batch_size", args.per_device_train_batch_size},
+          {"seed", args.data_seed >= 0 ? args.data_seed : args.seed},
+          {"shuffle", true}}},
+        {"loss",
+         {{"tr_loss", exact_double(loop_.tr_loss)},
+          {"total_loss", exact_double(loop_.total_loss)},
+          {"last_logged_step", last_logged_step_}}}};
+    files.emplace_back(ckpt::kLoopStateFile, loop.dump(2) + "\n");
+  }
+  files.emplace_back(ckpt::kTrainerStateFile, state_.to_json_text());
+  files.emplace_back(ckpt::kRunSpecFile, dump_run_spec(spec_, components_.catalog()));
+
+  std::optional<int64_t> best_step;
+  if (!state_.best_model_checkpoint.is_null() && !state_.best_global_step.is_null())
+    best_step = state_.best_global_step.get<int64_t>();
+  if (!per_rank || model_only) {
+    if (world().rank() == 0) checkpoints_->save(gs, files, model_only, best_step);
+  } else {
+    auto write_own = [&](const std::string& tmp_dir) {
+      return write_rank_checkpoint_files(tmp_dir, gs, *engine_, *pipeline_.model, own_files, world());
+    };
+    if (world().rank() == 0) {
+      checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) {
+        std::set<std::string> added;
+        for (const auto& f : files) added.insert(f.first);
+        for (const auto& name : write_own(writer.tmp_dir()))
+          if (!added.count(name)) writer.adopt(name);
+      });
+    } else {
+      write_own((fs::path(args.output_dir) / ckpt::partial_dir_name(gs)).string());
+    }
+    world().barrier("checkpoint committed");
+  }
+  last_resumable_save_step_ = model_only ? -1 : gs;
+}
+
+void Trainer::finish_checkpointing() {
+  if (world().rank() != 0) return;  // rank 0 owns output_dir
+  std::optional<int64_t> best_step;
+  if (!state_.best_model_checkpoint.is_null() && !state_.best_global_step.is_null())
+    best_step = state_.best_global_step.get<int64_t>();
+  checkpoints_->on_train_end(state_.global_step, best_step);
+}
+
+void Trainer::stop_for_signal(int signal) {
+  if (last_resumable_save_step_ != state_.global_step) save_checkpoint(/*for_resume=*/true);
+  const std::string dir = checkpoints_->dir_for(state_.global_step);
+  throw StoppedBySignal(std::string("stopped by ") + signal_name(signal) + " after step " +
+                            std::to_string(state_.global_step) + "; checkpoint saved to " + dir,
+                        signal, dir);
+}
+
+}  // namespace hftrain

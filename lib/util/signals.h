@@ -1,0 +1,23 @@
+// Graceful stop on SIGINT / SIGTERM. While a StopSignalGuard is alive, the first SIGINT or SIGTERM is
+// only recorded: the trainer polls pending_stop_signal() after each optimizer step, saves a checkpoint
+// and stops with exit code 128 + signal (130 / 143). A second signal restores the default action and
+// re-raises it, so a stuck process can still be interrupted at once.
+#pragma once
+
+namespace hftrain {
+
+class StopSignalGuard {
+ public:
+  StopSignalGuard();   // installs the handlers, clears any recorded signal
+  ~StopSignalGuard();  // restores the previous handlers
+  StopSignalGuard(const StopSignalGuard&) = delete;
+  StopSignalGuard& operator=(const StopSignalGuard&) = delete;
+};
+
+// The recorded signal number (SIGINT or SIGTERM), or 0.
+int pending_stop_signal();
+
+// "SIGINT" / "SIGTERM" / "signal N".
+const char* signal_name(int signal);
+
+}  // namespace hftrain

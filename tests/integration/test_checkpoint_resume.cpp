@@ -1,0 +1,216 @@
+// Resume continues exactly, through the real binary on CPU: an uninterrupted run and a run resumed from
+// its checkpoint (saved at an odd step in the middle of an epoch, with gradient accumulation and
+// dropout) log bitwise-identical losses, gradient norms and learning rates and end with identical
+// weights. Negative controls show the comparison is sensitive: skipping the RNG restore or the data
+// skip changes the result. SIGTERM / SIGINT stop a run after the current step with a checkpoint, exit
+// 143 / 130 and print the resume command, which then finishes the run exactly.
+#include <catch2/catch.hpp>
+
+#include "checkpoint/manifest.h"
+#include "checkpoint/safetensors.h"
+#include "test_checkpoint_helpers.h"
+
+using namespace hftrain_test;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// 160 examples / batch 8 = 20 batches per epoch; accumulation 3 -> 7 steps per epoch (the last window
+// has 2 batches); 14 steps = 2 epochs. Saves at 5 (mid-epoch, odd), 10 and 14.
+std::string exact_spec(const std::string& extra_training = "") {
+  return R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16, dropout: 0.1}
+data: {type: digit_reversal, num_digits: 3, train_size: 160, eval_size: 8, test_size: 2}
+training:
+  output_dir: out
+  per_device_train_batch_size: 8
+  gradient_accumulation_steps: 3
+  max_steps: 14
+  learning_rate: 0.003
+  warmup_steps: 2
+  logging_steps: 1
+  save_strategy: steps
+  save_steps: 5
+  seed: 11
+)" + extra_training + "generation: {max_new_tokens: 3}\n";
+}
+
+// Steps `from`..`to` of two log histories are identical (loss, grad_norm, learning_rate, epoch, step).
+void require_same_logs(const json& a, const json& b, int64_t from, int64_t to) {
+  auto la = train_logs(a), lb = train_logs(b);
+  for (int64_t s = from; s <= to; ++s) {
+    INFO("step " << s);
+    REQUIRE(la.count(s) == 1);
+    REQUIRE(lb.count(s) == 1);
+    CHECK(la[s].dump() == lb[s].dump());
+    CHECK(la[s].at("grad_norm").get<double>() == lb[s].at("grad_norm").get<double>());
+  }
+}
+
+bool same_grad_norms(const json& a, const json& b, int64_t from, int64_t to) {
+  auto la = train_logs(a), lb = train_logs(b);
+  for (int64_t s = from; s <= to; ++s)
+    if (!la.count(s) || !lb.count(s) || la[s].at("grad_norm").get<double>() != lb[s].at("grad_norm").get<double>())
+      return false;
+  return true;
+}
+
+// A run resumed from <full>/out/checkpoint-5 copied into a fresh directory.
+CliResult resume_copy(const std::string& full, const std::string& name, const std::string& fault,
+                      const std::string& extra_args = "") {
+  const std::string dir = fresh_dir(name);
+  write_text(dir + "/spec.yaml", exact_spec());
+  copy_tree(full + "/out/checkpoint-5", dir + "/out/checkpoint-5");
+  return run_with_fault(fault, "train spec.yaml --resume " + extra_args, dir);
+}
+
+}  // namespace
+
+TEST_CASE("resuming mid-epoch with accumulation and dropout continues bitwise exactly", "[integration][checkpoint]") {
+  const std::string full = fresh_dir("ckpt_exact_full");
+  write_text(full + "/spec.yaml", exact_spec());
+  CliResult a = run_with_fault("", "train spec.yaml", full);
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  for (int s : {5, 10, 14}) {
+    const std::string ckpt = full + "/out/checkpoint-" + std::to_string(s);
+    REQUIRE(fs::is_directory(ckpt));
+    CHECK(hftrain::verify_checkpoint(ckpt).empty());
+  }
+
+  // The checkpoint records the sampler position HF's formula gives: epoch 0, (5 % 7) * 3 = 15 batches.
+  json loop = read_json(full + "/out/checkpoint-5/loop_state.json");
+  CHECK(loop["sampler"]["epoch"] == 0);
+  CHECK(loop["sampler"]["batches_consumed"] == 15);
+  CHECK(loop["loss"]["last_logged_step"] == 5);
+
+  CliResult b = resume_copy(full, "ckpt_exact_resumed", "");
+  INFO(b.output);
+  REQUIRE(b.exit_code == 0);
+  CHECK_THAT(b.output, Catch::Contains("resuming from out/checkpoint-5"));
+  const std::string resumed = fs::temp_directory_path().string() + "/hftrain_it_ckpt_exact_resumed";
+  const json state_a = read_json(full + "/out/trainer_state.json");
+  const json state_b = read_json(resumed + "/out/trainer_state.json");
+  require_same_logs(state_a, state_b, 1, 14);
+  CHECK(file_bytes(full + "/out/model.safetensors") == file_bytes(resumed + "/out/model.safetensors"));
+  CHECK(read_json(full + "/out/train_results.json")["train_loss"] ==
+        read_json(resumed + "/out/train_results.json")["train_loss"]);
+  // Later checkpoints are byte-identical too (all but the run spec, which records the resume, and the
+  // manifest that hashes it).
+  for (int s : {10, 14}) {
+    auto ta = tree(full + "/out/checkpoint-" + std::to_string(s));
+    auto tb = tree(resumed + "/out/checkpoint-" + std::to_string(s));
+    for (const char* f : {"run_spec.yaml", "manifest.json"}) {
+      ta.erase(f);
+      tb.erase(f);
+    }
+    INFO("checkpoint-" << s);
+    CHECK(ta == tb);
+  }
+
+  // Negative controls (the comparison above would catch these): without restoring the RNG, dropout
+  // masks differ; without skipping the consumed batches, the data differs.
+  CliResult c = resume_copy(full, "ckpt_exact_norng", "skip_rng_restore");
+  INFO(c.output);
+  REQUIRE(c.exit_code == 0);
+  const std::string norng = fs::temp_directory_path().string() + "/hftrain_it_ckpt_exact_norng";
+  CHECK(!same_grad_norms(state_a, read_json(norng + "/out/trainer_state.json"), 6, 14));
+  CHECK(file_bytes(full + "/out/model.safetensors") != file_bytes(norng + "/out/model.safetensors"));
+
+  CliResult d = resume_copy(full, "ckpt_exact_noskip", "", "--set training.ignore_data_skip=true");
+  INFO(d.output);
+  REQUIRE(d.exit_code == 0);
+  const std::string noskip = fs::temp_directory_path().string() + "/hftrain_it_ckpt_exact_noskip";
+  CHECK(!same_grad_norms(state_a, read_json(noskip + "/out/trainer_state.json"), 6, 14));
+}
+
+TEST_CASE("a checkpoint holds HF's files and fields", "[integration][checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_layout");
+  write_text(dir + "/spec.yaml", exact_spec("  eval_strategy: steps\n  eval_steps: 5\n  load_best_model_at_end: true\n"));
+  CliResult r = run_with_fault("", "train spec.yaml --set training.max_steps=5", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string ckpt = dir + "/out/checkpoint-5";
+  const hftrain::Manifest m = hftrain::read_manifest(ckpt);
+  std::vector<std::string> names;
+  for (const auto& f : m.files) names.push_back(f.name);
+  CHECK(names == std::vector<std::string>{"model.safetensors", "config.json", "optimizer.safetensors", "scheduler.json",
+                                          "rng_state.safetensors", "loop_state.json", "trainer_state.json",
+                                          "run_spec.yaml"});
+  CHECK(m.global_step == 5);
+
+  json state = read_json(ckpt + "/trainer_state.json");
+  for (const char* key : {"best_global_step", "best_metric", "best_model_checkpoint", "epoch", "global_step",
+                          "log_history", "max_steps", "stateful_callbacks", "train_batch_size", "total_flos"})
+    CHECK(state.contains(key));
+  CHECK(state["global_step"] == 5);
+  CHECK(state["best_global_step"] == 5);
+  CHECK(state["best_model_checkpoint"] == "out/checkpoint-5");
+
+  // torch's CPU generator state is 5056 bytes (mt19937 state + normal-distribution cache).
+  auto rng = hftrain::load_safetensors(ckpt + "/rng_state.safetensors");
+  REQUIRE(rng.tensors.count("cpu"));
+  CHECK(rng.tensors.at("cpu").scalar_type() == torch::kUInt8);
+  CHECK(rng.tensors.at("cpu").numel() == 5056);
+  json sched = read_json(ckpt + "/scheduler.json");
+  CHECK(sched["type"] == "linear");
+  CHECK(sched["last_step"] == 5);
+
+  // docs/checkpoints.md documents every file a checkpoint holds.
+  const std::string docs = file_bytes(std::string(HFTRAIN_SOURCE_DIR) + "/docs/checkpoints.md");
+  names.push_back("manifest.json");
+  for (const auto& n : names) {
+    INFO(n);
+    CHECK(docs.find("`" + n + "`") != std::string::npos);
+  }
+}
+
+namespace {
+
+// SIGTERM / SIGINT a run mid-way: it exits 128 + signal with a checkpoint and the resume command;
+// running that command finishes the run exactly like an uninterrupted one.
+void stop_and_resume(int sig, int expected_exit, const std::string& name) {
+  const std::string spec = exact_spec().replace(exact_spec().find("max_steps: 14"), 13, "max_steps: 40");
+  const std::string ref = fresh_dir(name + "_ref");
+  write_text(ref + "/spec.yaml", spec);
+  CliResult r = run_with_fault("", "train spec.yaml --set training.save_strategy=no", ref);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+
+  const std::string dir = fresh_dir(name);
+  write_text(dir + "/spec.yaml", spec);
+  Background bg = spawn_hftrain({"train", "spec.yaml", "--set", "training.save_strategy=no"}, dir, "step_delay_ms:150");
+  const bool progressed = wait_for_log(bg, "fault-inject: step delay", 3, 120);
+  if (progressed) kill(bg.pid, sig);
+  const int code = wait_for(bg, 120);
+  const std::string log = file_bytes(bg.log_path);
+  INFO(log);
+  REQUIRE(progressed);
+  REQUIRE(code == expected_exit);
+  std::smatch m;
+  REQUIRE(std::regex_search(log, m, std::regex("hftrain train spec\\.yaml --set training\\.save_strategy=no --resume "
+                                               "(out/checkpoint-([0-9]+))")));
+  const std::string ckpt = m[1];
+  const int step = std::stoi(m[2]);
+  CHECK(step >= 3);
+  CHECK(step < 40);
+  CHECK(hftrain::verify_checkpoint(dir + "/" + ckpt).empty());
+  // The run finished the step it was in: the checkpoint's state is at a step boundary.
+  CHECK(read_json(dir + "/" + ckpt + "/trainer_state.json")["global_step"] == step);
+
+  CliResult resumed = run_with_fault("", "train spec.yaml --set training.save_strategy=no --resume " + ckpt, dir);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  require_same_logs(read_json(ref + "/out/trainer_state.json"), read_json(dir + "/out/trainer_state.json"), 1, 40);
+  CHECK(file_bytes(ref + "/out/model.safetensors") == file_bytes(dir + "/out/model.safetensors"));
+}
+
+}  // namespace
+
+TEST_CASE("SIGTERM mid-run saves and exits 143; the printed command resumes exactly", "[integration][checkpoint]") {
+  stop_and_resume(SIGTERM, 143, "ckpt_sigterm");
+}
+
+TEST_CASE("SIGINT mid-run saves and exits 130; the printed command resumes exactly", "[integration][checkpoint]") {
+  stop_and_resume(SIGINT, 130, "ckpt_sigint");
+}
