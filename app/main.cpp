@@ -8,6 +8,8 @@
 #include <c10/util/Exception.h>
 
 #include "commands/commands.h"
+#include "commands/report.h"
+#include "log/logger.h"
 #include "util/error.h"
 #include "util/version.h"
 
@@ -50,6 +52,17 @@ int main(int argc, char** argv) {
   auto* components_cmd = app.add_subcommand("components", "List every registered component and its options")
                              ->footer("Example:\n  hftrain components");
 
+  hftrain::ReportRequest report;
+  auto* report_cmd =
+      app.add_subcommand("report", "Write an HTML page plotting loss, eval metrics and learning rate of runs")
+          ->footer("Example:\n  hftrain report runs/a runs/b -o compare.html");
+  report_cmd->add_option("run_dirs", report.run_dirs, "Run (or checkpoint) directories holding trainer_state.json")
+      ->required();
+  report_cmd->add_option("-o,--output", report.output,
+                         "Output HTML file (default: RUN_DIR/report.html for one run, ./report.html for several)");
+
+  hftrain::init_logging();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -65,6 +78,7 @@ int main(int argc, char** argv) {
     if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides);
     if (*z_cmd) return hftrain::run_zero_to_fp32(z_dir, z_out);
     if (*components_cmd) return hftrain::run_components();
+    if (*report_cmd) return hftrain::run_report(report);
   } catch (const hftrain::StoppedBySignal& e) {
     std::cerr << e.what() << std::endl;
     return e.exit_code();

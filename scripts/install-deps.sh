@@ -10,6 +10,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libxxhash-dev
   catch2                             # Catch2 v2 (tests)
   python3 python3-torch python3-numpy  # independent reference implementation used by tests
+  chromium                           # headless browser that renders `hftrain report` pages in the tests
 )
 
 # Makes the OpenMP build of OpenBLAS the system libblas.so.3 / liblapack.so.3 / libopenblas.so.0 (LibTorch loads all three).

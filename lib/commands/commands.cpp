@@ -5,6 +5,10 @@
 #include <iostream>
 
 #include "checkpoint/model_io.h"
+#include "log/logger.h"
+#include "log/memory_tracker.h"
+#include "log/metrics_format.h"
+#include "log/run_summary.h"
 #include "train/evaluation.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -35,7 +39,18 @@ void save_metrics(const std::string& output_dir, const std::string& split, const
 
 void setup_threads(const DistributedArgs& d) {
   ThreadPlan plan = configure_threads(static_cast<int>(d.intra_op_threads), 1);
-  std::cerr << "threads: " << plan.intra_op_threads << " intra-op (BLAS: " << plan.blas << ")" << std::endl;
+  log_debug("threads: " + std::to_string(plan.intra_op_threads) + " intra-op (BLAS: " + plan.blas + ")");
+}
+
+// HF log_metrics: the "***** split metrics *****" table on stdout, world process zero only.
+void print_metrics(const std::string& split, const nlohmann::json& metrics) {
+  if (is_world_process_zero()) std::cout << metrics_table(split, metrics) << std::flush;
+}
+
+// Size of a split for the run-start block (0 when absent; evaluate() then explains).
+int64_t split_size(const Pipeline& p, const std::string& split) {
+  auto d = p.data->split(split);
+  return d ? d->size() : 0;
 }
 
 // A word for a shell command line: quoted only when needed.
@@ -87,11 +102,14 @@ int run_train(const TrainRequest& request) {
     std::cout << resolved;
     return 0;
   }
+  configure_logging(spec.training);
   const std::string& out = spec.training.output_dir;
   if (!directory_is_empty(out) && !spec.training.overwrite_output_dir && spec.training.resume_from_checkpoint.empty())
     throw ConfigError("training.output_dir: '" + out +
                       "' already exists and is not empty; set training.overwrite_output_dir=true or resume");
   setup_threads(spec.distributed);
+  MemoryTracker memory(!spec.training.skip_memory_metrics);
+  memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);  // fails on bad data before anything is written
 
   std::error_code ec;
@@ -100,6 +118,8 @@ int run_train(const TrainRequest& request) {
   write_file_atomic(out + "/" + kSavedSpecName, resolved);
 
   Trainer trainer(spec, c, pipeline);
+  memory.stop("init");
+  trainer.set_memory_tracker(&memory);
   nlohmann::json train_metrics;
   try {
     train_metrics = trainer.train();
@@ -110,11 +130,14 @@ int run_train(const TrainRequest& request) {
   save_model_dir(out, *pipeline.model);
   write_file_atomic(out + "/trainer_state.json", trainer.state().to_json_text());
   save_metrics(out, "train", train_metrics);
+  print_metrics("train", train_metrics);
 
   if (auto eval_split = pipeline.data->split("eval"); eval_split && eval_split->size() > 0) {
+    memory.start("eval");
     nlohmann::json eval_metrics = evaluate(pipeline, c, "eval", spec.training.per_device_eval_batch_size, "eval");
+    memory.stop_and_update_metrics("eval", eval_metrics);
     eval_metrics["epoch"] = trainer.state().epoch;
-    std::cout << eval_metrics.dump(2) << std::endl;
+    print_metrics("eval", eval_metrics);
     save_metrics(out, "eval", eval_metrics);
   }
   std::cout << "model saved to " << out << "/model.safetensors" << std::endl;
@@ -124,12 +147,21 @@ int run_train(const TrainRequest& request) {
 int run_eval(const std::string& target, const std::vector<std::string>& overrides) {
   std::string model_path;
   RunSpec spec = load_for_inference(target, overrides, model_path);
+  configure_logging(spec.training);
   setup_threads(spec.distributed);
   const Components& c = builtin_components();
+  MemoryTracker memory(!spec.training.skip_memory_metrics);
+  memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);
   load_model_weights(model_path, *pipeline.model);
+  memory.stop("init");
+  log_info(format_inference_summary("Evaluation", split_size(pipeline, "eval"), spec.training.per_device_eval_batch_size,
+                                    describe_compute()));
+  memory.start("eval");
   nlohmann::json metrics = evaluate(pipeline, c, "eval", spec.training.per_device_eval_batch_size, "eval");
-  std::cout << metrics.dump(2) << std::endl;
+  memory.stop_and_update_metrics("eval", metrics);
+  print_metrics("eval", metrics);
+  std::cout << metrics.dump(2) << std::endl;  // for scripts: the same metrics as JSON
   save_metrics(spec.training.output_dir, "eval", metrics);
   return 0;
 }
@@ -137,16 +169,25 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
 int run_predict(const std::string& target, const std::vector<std::string>& overrides) {
   std::string model_path;
   RunSpec spec = load_for_inference(target, overrides, model_path);
+  configure_logging(spec.training);
   setup_threads(spec.distributed);
   const Components& c = builtin_components();
+  MemoryTracker memory(!spec.training.skip_memory_metrics);
+  memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);
   load_model_weights(model_path, *pipeline.model);
+  memory.stop("init");
+  log_info(format_inference_summary("Prediction", split_size(pipeline, "test"), spec.training.per_device_eval_batch_size,
+                                    describe_compute()));
   const std::string out_path = spec.training.output_dir + "/predictions.jsonl";
+  memory.start("test");  // HF names the predict stage "test"
   nlohmann::json metrics = predict(pipeline, c, "test", spec.training.per_device_eval_batch_size,
                                    spec.generation.max_new_tokens, out_path);
+  memory.stop_and_update_metrics("test", metrics);
   std::cout << "predictions written to " << out_path << std::endl;
   if (!metrics.empty()) {
-    std::cout << metrics.dump(2) << std::endl;
+    print_metrics("predict", metrics);
+    std::cout << metrics.dump(2) << std::endl;  // for scripts: the same metrics as JSON
     save_metrics(spec.training.output_dir, "test", metrics);
   }
   return 0;

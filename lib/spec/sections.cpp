@@ -11,6 +11,18 @@ std::string steps_rule(const double& v) {
 }
 
 const std::vector<std::string> kIntervalStrategies = {"no", "steps", "epoch"};
+const std::vector<std::string> kLogLevels = {"debug", "info", "warning", "error", "critical", "passive"};
+const std::vector<std::string> kReportTargets = {"all", "none", "jsonl", "tensorboard"};
+
+std::string report_to_rule(const ReportTargets& v) {
+  for (const auto& name : v.names) {
+    bool known = false;
+    for (const auto& t : kReportTargets) known = known || t == name;
+    if (!known) return "'" + name + "' is not one of: all, none, jsonl, tensorboard" + did_you_mean(name, kReportTargets);
+    if ((name == "all" || name == "none") && v.names.size() > 1) return "'" + name + "' must be given alone";
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -61,7 +73,28 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("data_seed", &TrainingArgs::data_seed, "Seed for data shuffling; -1 = use seed.").min(-1);
   s.add("dataloader_drop_last", &TrainingArgs::dataloader_drop_last, "Drop the last incomplete training batch.");
   s.add("disable_tqdm", &TrainingArgs::disable_tqdm, "Disable the progress bar.");
-  s.add("log_level", &TrainingArgs::log_level, "Logging level.").choices({"debug", "info", "warning", "error"});
+  s.add("log_level", &TrainingArgs::log_level, "Logging level of the main process ('passive' = info).")
+      .choices(kLogLevels);
+  s.add("log_level_replica", &TrainingArgs::log_level_replica, "Logging level of the other processes.")
+      .choices(kLogLevels);
+  s.add("log_on_each_node", &TrainingArgs::log_on_each_node,
+        "Log at log_level on local rank 0 of every node (else only on global rank 0).");
+  s.add("logging_dir", &TrainingArgs::logging_dir,
+        "TensorBoard directory; default output_dir/runs/<date-time>_<host>.");
+  s.add("report_to", &TrainingArgs::report_to,
+        "Where log events go besides trainer_state.json: jsonl (output_dir/logs.jsonl), tensorboard "
+        "(event files in logging_dir), all, or none.")
+      .check(report_to_rule);
+  s.add("skip_memory_metrics", &TrainingArgs::skip_memory_metrics,
+        "Do not add the *_mem_cpu_alloc_delta / *_mem_cpu_peaked_delta metrics (process RSS).");
+  s.add("include_tokens_per_second", &TrainingArgs::include_tokens_per_second,
+        "Add train_tokens_per_second (input tokens, padding included) for token inputs.");
+}
+
+bool ReportTargets::has(const std::string& target) const {
+  for (const auto& n : names)
+    if (n == target || n == "all") return true;
+  return false;
 }
 
 void DistributedArgs::declare(Schema<DistributedArgs>& s) {

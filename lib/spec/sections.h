@@ -11,6 +11,26 @@
 
 namespace hftrain {
 
+// report_to: where log events go besides trainer_state.json: "jsonl", "tensorboard", "all" (both,
+// the default) or "none". Written as one name or a list, as HF accepts both.
+struct ReportTargets {
+  std::vector<std::string> names{"all"};
+  bool has(const std::string& target) const;  // after "all" / "none" are taken into account
+};
+
+template <>
+struct ValueTraits<ReportTargets> {
+  static std::string name() { return "report target or list of them"; }
+  static bool parse(const YAML::Node& n, ReportTargets& out) {
+    if (n.IsScalar()) {
+      out.names = {n.Scalar()};
+      return true;
+    }
+    return ValueTraits<std::vector<std::string>>::parse(n, out.names);
+  }
+  static YAML::Node dump(const ReportTargets& v) { return ValueTraits<std::vector<std::string>>::dump(v.names); }
+};
+
 // HF TrainingArguments subset (names and defaults as in transformers).
 struct TrainingArgs {
   std::string output_dir;
@@ -49,6 +69,12 @@ struct TrainingArgs {
   bool dataloader_drop_last = false;
   bool disable_tqdm = false;
   std::string log_level = "info";
+  std::string log_level_replica = "warning";
+  bool log_on_each_node = true;
+  std::string logging_dir;  // "" = output_dir/runs/<Mon DD_HH-MM-SS>_<host> (HF default)
+  ReportTargets report_to;
+  bool skip_memory_metrics = false;       // HF default: true (its sampler busy-loops; ours sleeps 1 ms)
+  bool include_tokens_per_second = true;  // HF default: false (it costs HF a pass over the data; here it is free)
 
   static void declare(Schema<TrainingArgs>& s);
 };

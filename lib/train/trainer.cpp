@@ -10,6 +10,11 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/fault_injection.h"
 #include "data/loader.h"
+#include "log/logger.h"
+#include "log/memory_tracker.h"
+#include "log/reporting.h"
+#include "log/run_summary.h"
+#include "log/speed_metrics.h"
 #include "train/evaluation.h"
 #include "util/fs.h"
 #include "util/signals.h"
@@ -37,6 +42,7 @@ void Trainer::setup(const TrainingPlan& plan) {
   state_.save_steps = flow.save_steps();
   state_.train_batch_size = args.per_device_train_batch_size;
   callbacks_.add(std::make_unique<DefaultFlowCallback>(flow));
+  for (auto& cb : make_reporting_callbacks(args)) callbacks_.add(std::move(cb));
   for (const auto& cb : spec_.callbacks) callbacks_.add(components_.callbacks.build(cb.type, cb.options, best_));
 
   std::vector<std::pair<std::string, torch::Tensor>> named;
@@ -57,13 +63,19 @@ void Trainer::setup(const TrainingPlan& plan) {
 }
 
 nlohmann::json Trainer::train() {
+  if (memory_) memory_->start("train");
   const TrainingArgs& args = spec_.training;
   Model& model = *pipeline_.model;
   DataLoader loader(pipeline_.data->split("train"), pipeline_.data->task(), args.per_device_train_batch_size,
                     /*shuffle=*/true, args.data_seed >= 0 ? args.data_seed : args.seed, args.dataloader_drop_last);
   const int64_t ga = args.gradient_accumulation_steps;
   const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), /*world_size=*/1);
-  std::cerr << "plan: " << loader.num_examples() << " examples, " << describe(plan) << std::endl;
+  const ParameterCounts parameters = count_parameters(model);
+  log_info(format_training_summary({loader.num_examples(), plan.num_epochs, /*world_size=*/1,
+                                    args.per_device_train_batch_size, ga, plan.global_batch_size,
+                                    plan.batches_per_epoch, plan.updates_per_epoch, plan.max_steps,
+                                    plan.warmup_steps, parameters, describe_compute()}));
+  int64_t num_input_tokens = 0;  // input_ids elements (padding included) run through the model here
   setup(plan);
   TrainerControl& control = callbacks_.control();
   const ResumePoint resume = prepare_checkpointing(plan);
@@ -89,6 +101,10 @@ nlohmann::json Trainer::train() {
         if (m == 0) callbacks_.on_step_begin(state_);
         Batch batch;
         loader.next(batch);
+        if (batch.input_ids.defined()) {  // HF floating_point_ops: 6 * tokens * non-embedding params
+          num_input_tokens += batch.input_ids.numel();
+          state_.total_flos += training_flos(parameters, batch.input_ids.numel());
+        }
         auto loss = model.forward(batch).loss / static_cast<double>(window);
         engine_->backward(loss, m + 1 == window);
         double l = loss.item<double>();
@@ -116,12 +132,12 @@ nlohmann::json Trainer::train() {
   }
   const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (args.load_best_model_at_end) load_best_model();
-  const double samples = static_cast<double>(state_.global_step * plan.global_batch_size);
-  nlohmann::json metrics = {{"train_runtime", round_to(runtime, 4)},
-                            {"train_samples_per_second", round_to(samples / runtime, 3)},
-                            {"train_steps_per_second", round_to(static_cast<double>(state_.global_step) / runtime, 3)},
-                            {"total_flos", state_.total_flos},
-                            {"train_loss", total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step))}};
+  const bool count_tokens = args.include_tokens_per_second && num_input_tokens > 0;
+  nlohmann::json metrics = speed_metrics("train", runtime, state_.global_step * plan.global_batch_size, state_.global_step,
+                                         count_tokens ? std::optional<int64_t>(num_input_tokens) : std::nullopt);
+  metrics["total_flos"] = state_.total_flos;
+  metrics["train_loss"] = total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step));
+  if (memory_) memory_->stop_and_update_metrics("train", metrics);
   log(metrics);
   finish_checkpointing();
   callbacks_.on_train_end(state_);
@@ -151,7 +167,6 @@ void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
 void Trainer::log(nlohmann::json entry) {
   entry["epoch"] = state_.epoch;
   entry["step"] = state_.global_step;
-  std::cout << entry.dump() << std::endl;
   state_.log_history.push_back(entry);
   callbacks_.on_log(state_, entry);
 }
@@ -188,12 +203,11 @@ bool Trainer::update_best_metric(const nlohmann::json& metrics) {
 
 void Trainer::load_best_model() {
   if (state_.best_model_checkpoint.is_null()) {
-    std::cerr << "load_best_model_at_end: no best checkpoint was saved; keeping the final weights" << std::endl;
+    log_warning("load_best_model_at_end: no best checkpoint was saved; keeping the final weights");
     return;
   }
   const std::string dir = state_.best_model_checkpoint.get<std::string>();
-  std::cerr << "loading best model from " << dir << " (" << best_.metric_for_best_model << " = "
-            << state_.best_metric.dump() << ")" << std::endl;
+  log_info("loading best model from " + dir + " (" + best_.metric_for_best_model + " = " + state_.best_metric.dump() + ")");
   load_model_weights(dir + "/model.safetensors", *pipeline_.model);
 }
 

@@ -14,6 +14,8 @@
 
 namespace hftrain {
 
+class MemoryTracker;
+
 class Trainer {
  public:
   Trainer(const RunSpec& spec, const Components& components, Pipeline& pipeline);
@@ -21,6 +23,8 @@ class Trainer {
   // Trains to max_steps; writes checkpoints as the save strategy says. Returns the train metrics.
   nlohmann::json train();
   const TrainerState& state() const { return state_; }
+  // Tracks the train stage's memory (HF TrainerMemoryTracker); train metrics then carry its figures.
+  void set_memory_tracker(MemoryTracker* tracker) { memory_ = tracker; }
 
  private:
   void setup(const TrainingPlan& plan);
@@ -51,6 +55,7 @@ class Trainer {
   TrainerState state_;
   CallbackHandler callbacks_;
   CallbackContext best_;
+  MemoryTracker* memory_ = nullptr;
   int64_t last_logged_step_ = 0;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Schedule> schedule_;

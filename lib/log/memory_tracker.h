@@ -1,0 +1,67 @@
+// MemoryTracker: HF's TrainerMemoryTracker for CPU memory. Per stage (init, train, eval, test) it
+// records the process RSS at start and end and the peak in between, and reports
+//   <stage>_mem_cpu_alloc_delta  = RSS at end - RSS at start (may be negative)
+//   <stage>_mem_cpu_peaked_delta = max(0, peak RSS during the stage - RSS at end)
+// in bytes. The init figures (and before_init_mem_cpu, the RSS when init began) are added to the
+// metrics of the first stage reported after init, as HF does. A stage started while another runs
+// (evaluation inside training) is ignored. RSS comes from /proc/self/statm; the peak is sampled every
+// millisecond by a background thread and, where the kernel allows resetting it, also read from
+// VmHWM (/proc/self/status), which catches peaks shorter than the sampling interval.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+namespace hftrain {
+
+class MemoryTracker {
+ public:
+  struct Figures {
+    int64_t begin = 0, end = 0, peak = 0;
+    int64_t alloc() const { return end - begin; }
+    int64_t peaked() const { return peak > end ? peak - end : 0; }
+  };
+
+  // enabled = !skip_memory_metrics. use_kernel_peak = false keeps only the sampling thread (tests).
+  explicit MemoryTracker(bool enabled = true, bool use_kernel_peak = true);
+  ~MemoryTracker();
+  MemoryTracker(const MemoryTracker&) = delete;
+  MemoryTracker& operator=(const MemoryTracker&) = delete;
+
+  void start(const std::string& stage);
+  void stop(const std::string& stage);
+  // Adds this stage's (and, the first time, init's) figures to `metrics`.
+  void update_metrics(const std::string& stage, nlohmann::json& metrics);
+  void stop_and_update_metrics(const std::string& stage, nlohmann::json& metrics);
+
+  bool enabled() const { return enabled_; }
+  const std::map<std::string, Figures>& figures() const { return figures_; }
+
+  // Resident set size of this process in bytes (0 when /proc is unavailable).
+  static int64_t current_rss();
+
+ private:
+  void stop_sampler();
+
+  bool enabled_;
+  bool use_kernel_peak_;
+  bool kernel_peak_reset_ = false;
+  bool init_reported_ = false;
+  std::string current_stage_;
+  int64_t start_rss_ = 0;
+  std::map<std::string, Figures> figures_;
+
+  std::thread sampler_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool sampling_ = false;
+  std::atomic<int64_t> sampled_peak_{0};
+};
+
+}  // namespace hftrain

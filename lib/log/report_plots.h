@@ -1,0 +1,42 @@
+// The data of `hftrain report`: which curves to draw from each run's trainer_state.json log_history
+// (training loss, eval metrics, learning rate, gradient norm, each against the global step) and the
+// axis arithmetic ("nice" tick spacing of 1, 2 or 5 x 10^k, as in Heckbert's Graphics Gems labels).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hftrain {
+
+struct RunHistory {
+  std::string label;   // shown in legends
+  std::string source;  // the directory it was read from
+  nlohmann::json state;  // the whole trainer_state.json
+};
+
+struct Series {
+  std::size_t run = 0;  // index into the runs
+  std::vector<std::pair<double, double>> points;  // (step, value), in log order
+};
+
+struct Plot {
+  std::string key;    // log key: "loss", "eval_loss", "learning_rate", ...
+  std::string title;
+  std::vector<Series> series;  // runs without a finite value for `key` have no series
+};
+
+// Plots in reading order: training loss, eval loss, other eval metrics (alphabetical), learning rate,
+// gradient norm. Eval speed figures (runtime, *_per_second) are not plotted.
+std::vector<Plot> collect_plots(const std::vector<RunHistory>& runs);
+
+struct Axis {
+  double min = 0, max = 1;
+  std::vector<double> ticks;
+};
+
+// An axis covering [lo, hi] with about `target_ticks` ticks at a 1/2/5 x 10^k spacing.
+Axis nice_axis(double lo, double hi, int target_ticks = 5);
+
+}  // namespace hftrain
