@@ -200,7 +200,8 @@ class Attempt {
       std::size_t nl = buf.find('\n', start);
       if (nl == std::string::npos) break;
       std::string line = buf.substr(start, nl - start);
-      out += prefix + line + "\n";
+      // The logger already prefixes other ranks' lines the same way: do not double it.
+      out += (line.rfind(prefix, 0) == 0 ? "" : prefix) + line + "\n";
       w.tail.push_back(line);
       if (static_cast<int>(w.tail.size()) > o_.tail_lines) w.tail.pop_front();
       start = nl + 1;
