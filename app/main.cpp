@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "commands/commands.h"
+#include "commands/zero_to_fp32.h"
 #include "commands/report.h"
 #include "log/logger.h"
 #include "util/error.h"
@@ -43,11 +44,23 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("target", predict_target, "Run directory or run spec")->required();
   predict_cmd->add_option("--set", predict_overrides, "Override a spec value: dotted.key=value (repeatable)");
 
-  std::string z_dir, z_out;
+  train_cmd->add_option("--nproc-per-node", train.nproc_per_node,
+                        "Worker processes on this node (data parallel); overrides distributed.nproc_per_node")
+      ->check(CLI::PositiveNumber);
+  train_cmd->add_option("--nnodes", train.nnodes, "Nodes in the job (each runs this command)")->check(CLI::PositiveNumber);
+  train_cmd->add_option("--node-rank", train.node_rank, "This node's index, 0 .. nnodes-1")->check(CLI::NonNegativeNumber);
+  train_cmd->add_option("--master-addr", train.master_addr, "Address of node 0 (rendezvous); default 127.0.0.1");
+  train_cmd->add_option("--master-port", train.master_port, "Rendezvous port on node 0; default a free port (one node)")
+      ->check(CLI::Range(1, 65535));
+
+  hftrain::ZeroToFp32Request z;
   auto* z_cmd = app.add_subcommand("zero-to-fp32", "Rebuild full fp32 weights from ZeRO checkpoint shards")
-                    ->footer("Example:\n  hftrain zero-to-fp32 runs/x/checkpoint-100 runs/x/fp32");
-  z_cmd->add_option("checkpoint_dir", z_dir, "Checkpoint directory")->required();
-  z_cmd->add_option("output", z_out, "Output directory (default: the checkpoint directory)");
+                    ->footer("Example:\n  hftrain zero-to-fp32 runs/x/checkpoint-100 runs/x/fp32 --max-shard-size 2GB");
+  z_cmd->add_option("checkpoint_dir", z.checkpoint_dir, "Checkpoint directory (holding `latest`) or its global_stepN/")
+      ->required();
+  z_cmd->add_option("output", z.output, "Output directory (default: fp32-<checkpoint name> beside the checkpoint)");
+  z_cmd->add_option("--max-shard-size", z.max_shard_size,
+                    "Split model.safetensors into model-0000x-of-0000y.safetensors above this size (5GB, 500MB, 2GiB)");
 
   auto* components_cmd = app.add_subcommand("components", "List every registered component and its options")
                              ->footer("Example:\n  hftrain components");
@@ -62,7 +75,6 @@ int main(int argc, char** argv) {
                          "Output HTML file (default: RUN_DIR/report.html for one run, ./report.html for several)");
 
   hftrain::init_logging();
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -76,21 +88,21 @@ int main(int argc, char** argv) {
     if (*train_cmd) return hftrain::run_train(train);
     if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides);
     if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides);
-    if (*z_cmd) return hftrain::run_zero_to_fp32(z_dir, z_out);
+    if (*z_cmd) return hftrain::run_zero_to_fp32(z);
     if (*components_cmd) return hftrain::run_components();
     if (*report_cmd) return hftrain::run_report(report);
   } catch (const hftrain::StoppedBySignal& e) {
     std::cerr << e.what() << std::endl;
-    return e.exit_code();
+    return hftrain::finish_after_error(e.exit_code());
   } catch (const hftrain::Error& e) {
     std::cerr << "error: " << e.what() << std::endl;
-    return e.exit_code();
+    return hftrain::finish_after_error(e.exit_code());
   } catch (const c10::Error& e) {
     std::cerr << "error: LibTorch: " << e.what_without_backtrace() << std::endl;
-    return 1;
+    return hftrain::finish_after_error(1);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << std::endl;
-    return 1;
+    return hftrain::finish_after_error(1);
   }
   return 2;
 }

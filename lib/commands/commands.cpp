@@ -1,10 +1,18 @@
 // Implementation of the train / eval / predict / zero-to-fp32 / components commands.
 #include "commands/commands.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
+#include "checkpoint/checkpoint_finder.h"
 #include "checkpoint/model_io.h"
+#include "dist/comm.h"
+#include "dist/env.h"
+#include "dist/launcher.h"
+#include "engine/factory.h"
 #include "log/logger.h"
 #include "log/memory_tracker.h"
 #include "log/metrics_format.h"
@@ -37,8 +45,8 @@ void save_metrics(const std::string& output_dir, const std::string& split, const
   write_file_atomic(all_path, all.dump(4) + "\n");
 }
 
-void setup_threads(const DistributedArgs& d) {
-  ThreadPlan plan = configure_threads(static_cast<int>(d.intra_op_threads), 1);
+void setup_threads(const DistributedArgs& d, int local_workers = 1) {
+  ThreadPlan plan = configure_threads(static_cast<int>(d.intra_op_threads), local_workers);
   log_debug("threads: " + std::to_string(plan.intra_op_threads) + " intra-op (BLAS: " + plan.blas + ")");
 }
 
@@ -71,6 +79,45 @@ std::string resume_command(const TrainRequest& request, const std::string& check
   return cmd + " --resume " + shell_word(checkpoint_dir);
 }
 
+// `hftrain train --nproc-per-node N`: the spec is valid (checked before anything is spawned); start N
+// workers running the same command with the torchrun environment (dist/launcher.h). A restart resumes
+// from the newest complete checkpoint of output_dir, or starts over when there is none.
+int launch_training(const TrainRequest& request, const RunSpec& spec) {
+  if (spec.zero.stage >= 1 && !optimizer_is_shardable(spec.optimizer.type))
+    throw ConfigError("zero.stage " + std::to_string(spec.zero.stage) + ": optimizer '" + spec.optimizer.type +
+                      "' does not update element by element, so it cannot step a flat partition of the parameters; "
+                      "use zero.stage 0 or one of adamw, adam, sgd, lion");
+  const std::string& out = spec.training.output_dir;
+  // Node 0 hosts rank 0, the only writer; another node may start after rank 0 has begun writing.
+  if (request.node_rank == 0 && !directory_is_empty(out) && !spec.training.overwrite_output_dir &&
+      spec.training.resume_from_checkpoint.empty())
+    throw ConfigError("training.output_dir: '" + out +
+                      "' already exists and is not empty; set training.overwrite_output_dir=true or resume");
+  LaunchOptions o;
+  o.nproc_per_node = static_cast<int>(spec.distributed.nproc_per_node);
+  o.nnodes = request.nnodes;
+  o.node_rank = request.node_rank;
+  o.master_addr = request.master_addr;
+  o.master_port = request.master_port;
+  o.max_restarts = static_cast<int>(spec.distributed.max_restarts);
+  const std::string exe = self_executable();
+  o.worker_argv = [&](int restart) {
+    std::vector<std::string> argv = {exe, "train", request.spec_path};
+    for (const auto& ov : request.overrides) argv.insert(argv.end(), {"--set", ov});  // incl. --nproc-per-node's
+    std::string resume = request.resume;
+    if (restart > 0) {
+      resume = find_last_complete_checkpoint(out, [](const std::string& m) { log_warning(m); });
+      if (resume.empty()) argv.insert(argv.end(), {"--set", "training.overwrite_output_dir=true"});
+      log_warning("launcher: restart " + std::to_string(restart) + (resume.empty() ? " starts over (no complete checkpoint)" : " resumes from " + resume));
+    }
+    if (!resume.empty()) argv.insert(argv.end(), {"--resume", resume});
+    return argv;
+  };
+  LaunchResult r = launch_workers(o);
+  if (r.exit_code == 1) throw RuntimeFailure(r.message);
+  return r.exit_code;
+}
+
 // Resolves `target` (a spec file or a run directory) into a spec whose model weights exist.
 RunSpec load_for_inference(const std::string& target, const std::vector<std::string>& overrides,
                            std::string& model_path) {
@@ -95,6 +142,7 @@ RunSpec load_for_inference(const std::string& target, const std::vector<std::str
 int run_train(const TrainRequest& request) {
   const Components& c = builtin_components();
   std::vector<std::string> overrides = request.overrides;
+  if (request.nproc_per_node > 0) overrides.push_back("distributed.nproc_per_node=" + std::to_string(request.nproc_per_node));
   if (!request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + request.resume);
   RunSpec spec = load_run_spec(request.spec_path, overrides, c.catalog());
   const std::string resolved = dump_run_spec(spec, c.catalog());
@@ -102,20 +150,35 @@ int run_train(const TrainRequest& request) {
     std::cout << resolved;
     return 0;
   }
-  configure_logging(spec.training);
+  // A launcher (--nproc-per-node > 1, no worker environment) or a worker (torchrun / SLURM / launcher
+  // environment), else one process.
+  const DistEnv env = detect_dist_env();
+  if (!env.is_worker() && (spec.distributed.nproc_per_node > 1 || request.nnodes > 1))
+    return launch_training(TrainRequest{request.spec_path, overrides, false, "", 0, request.nnodes, request.node_rank,
+                                        request.master_addr, request.master_port},
+                           spec);
+  configure_logging(spec.training, ProcessIdentity{env.rank, env.local_rank, env.world_size});
   const std::string& out = spec.training.output_dir;
   if (!directory_is_empty(out) && !spec.training.overwrite_output_dir && spec.training.resume_from_checkpoint.empty())
     throw ConfigError("training.output_dir: '" + out +
                       "' already exists and is not empty; set training.overwrite_output_dir=true or resume");
-  setup_threads(spec.distributed);
+  setup_threads(spec.distributed, env.local_world_size);
+  // Every rank has checked output_dir before the rendezvous, so rank 0 writing into it cannot fail another's check.
+  if (env.world_size > 1) {
+    set_world(make_gloo_comm(env, std::chrono::seconds(spec.distributed.ddp_timeout)));
+    log_debug("worker " + env.describe());
+  }
+  const bool main_rank = env.rank == 0;
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);  // fails on bad data before anything is written
 
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) throw RuntimeFailure("cannot create output_dir '" + out + "': " + ec.message());
-  write_file_atomic(out + "/" + kSavedSpecName, resolved);
+  if (main_rank) {
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec) throw RuntimeFailure("cannot create output_dir '" + out + "': " + ec.message());
+    write_file_atomic(out + "/" + kSavedSpecName, resolved);
+  }
 
   Trainer trainer(spec, c, pipeline);
   memory.stop("init");
@@ -126,6 +189,11 @@ int run_train(const TrainRequest& request) {
   } catch (const StoppedBySignal& stop) {
     throw StoppedBySignal(std::string(stop.what()) + "\nresume with:\n  " + resume_command(request, stop.checkpoint_dir()),
                           stop.signal(), stop.checkpoint_dir());
+  }
+  if (env.world_size > 1) {  // all ranks are done; only rank 0 writes the results
+    world().barrier("end of training");
+    set_world(std::make_unique<LocalComm>());
+    if (!main_rank) return 0;
   }
   save_model_dir(out, *pipeline.model);
   write_file_atomic(out + "/trainer_state.json", trainer.state().to_json_text());
@@ -193,10 +261,14 @@ int run_predict(const std::string& target, const std::vector<std::string>& overr
   return 0;
 }
 
-int run_zero_to_fp32(const std::string& checkpoint_dir, const std::string&) {
-  throw RuntimeFailure("zero-to-fp32: nothing to convert in '" + checkpoint_dir +
-                       "': this version trains without ZeRO sharding, so its checkpoints already hold the full fp32 "
-                       "weights in model.safetensors");
+int finish_after_error(int exit_code) {
+  if (world().world_size() > 1) {
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    std::_Exit(exit_code);
+  }
+  return exit_code;
 }
 
 int run_components() {

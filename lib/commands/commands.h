@@ -11,13 +11,23 @@ struct TrainRequest {
   std::vector<std::string> overrides;
   bool dump_config = false;
   std::string resume;  // --resume [PATH]: "" = not given, "last" when given bare, else a checkpoint directory
+  // Data-parallel launch (torchrun's options): 0 = distributed.nproc_per_node of the spec.
+  int nproc_per_node = 0;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr;  // "" = 127.0.0.1 on one node
+  int master_port = 0;      // 0 = a free port on one node
 };
 
 int run_train(const TrainRequest& request);
 // `target` is a run spec file or a finished run directory (holding run_spec.yaml).
 int run_eval(const std::string& target, const std::vector<std::string>& overrides);
 int run_predict(const std::string& target, const std::vector<std::string>& overrides);
-int run_zero_to_fp32(const std::string& checkpoint_dir, const std::string& output);
 int run_components();
+
+// Exit path after an error: in a worker of a multi-process job, flushes the output and leaves at once
+// (no destructors), so the other workers see closed connections now instead of a teardown that waits on
+// their collectives; otherwise returns `exit_code`.
+int finish_after_error(int exit_code);
 
 }  // namespace hftrain

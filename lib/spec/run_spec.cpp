@@ -193,13 +193,14 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
                "'best' needs an eval_strategy to find the best metric");
 
   // Capabilities that are declared but not built yet refuse loudly instead of being ignored.
-  if (spec.distributed.nproc_per_node > 1)
-    issues.add("distributed.nproc_per_node", lookup(lookup(root, "distributed"), "nproc_per_node"),
-               "multi-process training is not available in this version; use 1");
-  if (spec.zero.stage != 0)
-    issues.add("zero.stage", lookup(lookup(root, "zero"), "stage"), "ZeRO stages 1-3 are not available in this version; use 0");
+  if (spec.zero.stage == 3)
+    issues.add("zero.stage", lookup(lookup(root, "zero"), "stage"),
+               "ZeRO stage 3 (parameter partitioning) is not available in this version; use 0, 1 or 2");
   if (spec.zero.offload_optimizer != "none" || spec.zero.offload_param != "none")
     issues.add("zero", lookup(root, "zero"), "offload is not available in this version");
+  if (spec.distributed.backend == "nccl")
+    issues.add("distributed.backend", lookup(lookup(root, "distributed"), "backend"),
+               "nccl needs CUDA, and this build runs on the CPU; use gloo (or auto)");
   if (spec.precision.fp16 || spec.precision.bf16)
     issues.add("precision", lookup(root, "precision"), "mixed precision is not available in this version; fp32 only");
   if (spec.precision.fp16 && spec.precision.bf16)

@@ -10,6 +10,8 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/fault_injection.h"
 #include "data/loader.h"
+#include "dist/comm.h"
+#include "engine/factory.h"
 #include "log/logger.h"
 #include "log/memory_tracker.h"
 #include "log/reporting.h"
@@ -25,6 +27,13 @@ namespace {
 double round_to(double v, int digits) {
   const double f = std::pow(10.0, digits);
   return std::round(v * f) / f;
+}
+
+// A stop signal every rank acts on at the same step (workers may see a forwarded signal at
+// different steps; the highest pending one wins).
+int agreed_stop_signal() {
+  if (world().world_size() == 1) return pending_stop_signal();
+  return static_cast<int>(world().all_reduce_scalar(pending_stop_signal(), ReduceOp::kMax, "stop-signal vote"));
 }
 
 }  // namespace
@@ -46,15 +55,16 @@ void Trainer::setup(const TrainingPlan& plan) {
   for (const auto& cb : spec_.callbacks) callbacks_.add(components_.callbacks.build(cb.type, cb.options, best_));
 
   std::vector<std::pair<std::string, torch::Tensor>> named;
-  std::vector<torch::Tensor> params;
-  for (auto& np : pipeline_.model->named_parameters()) {
-    named.emplace_back(np.key(), np.value());
-    params.push_back(np.value());
-  }
-  auto optimizer = components_.optimizers.build(spec_.optimizer.type, spec_.optimizer.options,
-                                                make_param_groups(named, args.weight_decay),
-                                                OptimizerHyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon});
-  engine_ = std::make_unique<LocalEngine>(params, std::move(optimizer), args.max_grad_norm);
+  for (auto& np : pipeline_.model->named_parameters()) named.emplace_back(np.key(), np.value());
+  auto build_optimizer = [&](std::vector<ParamGroup> groups) {
+    return components_.optimizers.build(spec_.optimizer.type, spec_.optimizer.options, std::move(groups),
+                                        OptimizerHyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon});
+  };
+  // The engine for zero.stage and the world size (engine/factory.h).
+  EngineConfig engine_config{static_cast<int>(spec_.zero.stage), args.max_grad_norm, spec_.distributed.ddp_bucket_cap_mb,
+                             spec_.optimizer.type};
+  engine_ = make_engine(engine_config, named, make_param_groups(named, args.weight_decay), build_optimizer, world());
+  if (world().world_size() > 1 || spec_.zero.stage > 0) log_info("engine: " + engine_->describe());
   schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,
                                            ScheduleContext{args.learning_rate, plan.warmup_steps, plan.max_steps});
   if (!schedule_->steps_per_optimizer_step() && args.eval_strategy == "no")  // as HF's TrainingArguments
@@ -66,12 +76,14 @@ nlohmann::json Trainer::train() {
   if (memory_) memory_->start("train");
   const TrainingArgs& args = spec_.training;
   Model& model = *pipeline_.model;
+  const int64_t world_size = world().world_size();  // each rank reads its DistributedSampler shard
   DataLoader loader(pipeline_.data->split("train"), pipeline_.data->task(), args.per_device_train_batch_size,
-                    /*shuffle=*/true, args.data_seed >= 0 ? args.data_seed : args.seed, args.dataloader_drop_last);
+                    /*shuffle=*/true, args.data_seed >= 0 ? args.data_seed : args.seed, args.dataloader_drop_last,
+                    world_size, world().rank());
   const int64_t ga = args.gradient_accumulation_steps;
-  const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), /*world_size=*/1);
+  const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), world_size);
   const ParameterCounts parameters = count_parameters(model);
-  log_info(format_training_summary({loader.num_examples(), plan.num_epochs, /*world_size=*/1,
+  log_info(format_training_summary({loader.num_examples(), plan.num_epochs, world_size,
                                     args.per_device_train_batch_size, ga, plan.global_batch_size,
                                     plan.batches_per_epoch, plan.updates_per_epoch, plan.max_steps,
                                     plan.warmup_steps, parameters, describe_compute()}));
@@ -127,7 +139,7 @@ nlohmann::json Trainer::train() {
       if (w + 1 == windows) callbacks_.on_epoch_end(state_);
       maybe_log_save_evaluate(tr_loss, step);
       fault::after_optimizer_step();
-      if (const int sig = pending_stop_signal()) stop_for_signal(sig);
+      if (const int sig = agreed_stop_signal()) stop_for_signal(sig);
     }
   }
   const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -136,7 +148,10 @@ nlohmann::json Trainer::train() {
   nlohmann::json metrics = speed_metrics("train", runtime, state_.global_step * plan.global_batch_size, state_.global_step,
                                          count_tokens ? std::optional<int64_t>(num_input_tokens) : std::nullopt);
   metrics["total_flos"] = state_.total_flos;
-  metrics["train_loss"] = total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step));
+  // HF: the mean over ranks (_nested_gather(tr_loss).mean()).
+  const double mean_total_loss =
+      world_size == 1 ? total_loss : world().all_reduce_scalar(total_loss, ReduceOp::kSum, "train_loss") / world_size;
+  metrics["train_loss"] = mean_total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step));
   if (memory_) memory_->stop_and_update_metrics("train", metrics);
   log(metrics);
   finish_checkpointing();
@@ -149,7 +164,11 @@ void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
   TrainerControl& control = callbacks_.control();
   if (control.should_log && state_.global_step > last_logged_step_) {
     const auto steps = static_cast<double>(state_.global_step - last_logged_step_);
-    log({{"loss", round_to(tr_loss / steps, 4)}, {"grad_norm", step.grad_norm}, {"learning_rate", schedule_->lr(state_.global_step)}});
+    // HF logs the mean over ranks of the loss since the last log.
+    const double loss_sum = world().world_size() == 1
+                                ? tr_loss
+                                : world().all_reduce_scalar(tr_loss, ReduceOp::kSum, "logged loss") / world().world_size();
+    log({{"loss", round_to(loss_sum / steps, 4)}, {"grad_norm", step.grad_norm}, {"learning_rate", schedule_->lr(state_.global_step)}});
     tr_loss = 0;
     last_logged_step_ = state_.global_step;
   }

@@ -107,8 +107,13 @@ TEST_CASE("command-line overrides are typed and validated like the file", "[unit
 
 TEST_CASE("capabilities not built yet refuse instead of being ignored", "[unit][spec]") {
   std::string path = write_spec("zero.yaml", kValid);
-  CHECK_THAT(load_error(path, {"zero.stage=2"}), Catch::Contains("zero.stage: ZeRO stages 1-3 are not available"));
-  CHECK_THAT(load_error(path, {"distributed.nproc_per_node=2"}), Catch::Contains("multi-process training is not available"));
+  CHECK_THAT(load_error(path, {"zero.stage=3"}), Catch::Contains("zero.stage: ZeRO stage 3 (parameter partitioning) is not available"));
+  CHECK_THAT(load_error(path, {"zero.offload_optimizer=cpu"}), Catch::Contains("offload is not available"));
+  CHECK_THAT(load_error(path, {"distributed.backend=nccl"}), Catch::Contains("nccl needs CUDA"));
+  // Built: data parallelism and ZeRO stages 1-2.
+  RunSpec spec = load_run_spec(path, {"zero.stage=2", "distributed.nproc_per_node=2"}, builtin_components().catalog());
+  CHECK(spec.zero.stage == 2);
+  CHECK(spec.distributed.nproc_per_node == 2);
 }
 
 TEST_CASE("a dumped spec reloads to the same dump (defaults included)", "[unit][spec]") {
