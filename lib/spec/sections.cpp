@@ -72,6 +72,15 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("seed", &TrainingArgs::seed, "Random seed for initialisation, dropout and shuffling.").min(0);
   s.add("data_seed", &TrainingArgs::data_seed, "Seed for data shuffling; -1 = use seed.").min(-1);
   s.add("dataloader_drop_last", &TrainingArgs::dataloader_drop_last, "Drop the last incomplete training batch.");
+  s.add("label_smoothing_factor", &TrainingArgs::label_smoothing_factor,
+        "Label smoothing epsilon (HF LabelSmoother; -100 labels ignored, causal LMs shifted).").min(0).max(1);
+  s.add("gradient_checkpointing", &TrainingArgs::gradient_checkpointing,
+        "Recompute each block in backward: same gradients, lower peak memory.");
+  s.add("neftune_noise_alpha", &TrainingArgs::neftune_noise_alpha,
+        "NEFTune noise on input embeddings while training; 0 = off.").min(0);
+  s.add("prediction_loss_only", &TrainingArgs::prediction_loss_only, "Evaluation reports only the loss, no metrics.");
+  s.add("include_num_input_tokens_seen", &TrainingArgs::include_num_input_tokens_seen,
+        "Track num_input_tokens_seen (input tokens incl. padding) in the state and logs.");
   s.add("disable_tqdm", &TrainingArgs::disable_tqdm, "Disable the progress bar.");
   s.add("log_level", &TrainingArgs::log_level, "Logging level of the main process ('passive' = info).")
       .choices(kLogLevels);

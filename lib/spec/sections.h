@@ -67,6 +67,11 @@ struct TrainingArgs {
   int64_t seed = 42;
   int64_t data_seed = -1;  // -1 = use seed (HF: None)
   bool dataloader_drop_last = false;
+  double label_smoothing_factor = 0.0;
+  bool gradient_checkpointing = false;
+  double neftune_noise_alpha = 0.0;  // 0 = off (HF: None)
+  bool prediction_loss_only = false;
+  bool include_num_input_tokens_seen = false;
   bool disable_tqdm = false;
   std::string log_level = "info";
   std::string log_level_replica = "warning";

@@ -18,6 +18,7 @@
 #include "log/run_summary.h"
 #include "log/speed_metrics.h"
 #include "train/evaluation.h"
+#include "train/training_loss.h"
 #include "util/fs.h"
 #include "util/signals.h"
 
@@ -53,6 +54,8 @@ void Trainer::setup(const TrainingPlan& plan) {
   callbacks_.add(std::make_unique<DefaultFlowCallback>(flow));
   for (auto& cb : make_reporting_callbacks(args)) callbacks_.add(std::move(cb));
   for (const auto& cb : spec_.callbacks) callbacks_.add(components_.callbacks.build(cb.type, cb.options, best_));
+  for (auto& cb : extra_callbacks_) callbacks_.add(std::move(cb));
+  extra_callbacks_.clear();
 
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (auto& np : pipeline_.model->named_parameters()) named.emplace_back(np.key(), np.value());
@@ -113,11 +116,13 @@ nlohmann::json Trainer::train() {
         if (m == 0) callbacks_.on_step_begin(state_);
         Batch batch;
         loader.next(batch);
+        if (args.include_num_input_tokens_seen && batch.input_ids.defined())
+          state_.num_input_tokens_seen += batch.input_ids.numel();
         if (batch.input_ids.defined()) {  // HF floating_point_ops: 6 * tokens * non-embedding params
           num_input_tokens += batch.input_ids.numel();
           state_.total_flos += training_flos(parameters, batch.input_ids.numel());
         }
-        auto loss = model.forward(batch).loss / static_cast<double>(window);
+        auto loss = compute_loss(model, batch, args.label_smoothing_factor).loss / static_cast<double>(window);
         engine_->backward(loss, m + 1 == window);
         double l = loss.item<double>();
         if (args.logging_nan_inf_filter && !std::isfinite(l))
@@ -136,8 +141,11 @@ nlohmann::json Trainer::train() {
       tr_loss += step_loss;
       total_loss += step_loss;
       callbacks_.on_step_end(state_);
-      if (w + 1 == windows) callbacks_.on_epoch_end(state_);
       maybe_log_save_evaluate(tr_loss, step);
+      if (w + 1 == windows) {  // HF: on_epoch_end, then a second log/save/evaluate pass
+        callbacks_.on_epoch_end(state_);
+        maybe_log_save_evaluate(tr_loss, step);
+      }
       fault::after_optimizer_step();
       if (const int sig = agreed_stop_signal()) stop_for_signal(sig);
     }
@@ -186,6 +194,7 @@ void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
 void Trainer::log(nlohmann::json entry) {
   entry["epoch"] = state_.epoch;
   entry["step"] = state_.global_step;
+  if (spec_.training.include_num_input_tokens_seen) entry["num_input_tokens_seen"] = state_.num_input_tokens_seen;
   state_.log_history.push_back(entry);
   callbacks_.on_log(state_, entry);
 }

@@ -25,6 +25,8 @@ class Trainer {
   const TrainerState& state() const { return state_; }
   // Tracks the train stage's memory (HF TrainerMemoryTracker); train metrics then carry its figures.
   void set_memory_tracker(MemoryTracker* tracker) { memory_ = tracker; }
+  // Adds a callback after the built-in ones (HF Trainer.add_callback).
+  void add_callback(std::unique_ptr<TrainerCallback> callback) { extra_callbacks_.push_back(std::move(callback)); }
 
  private:
   void setup(const TrainingPlan& plan);
@@ -54,6 +56,7 @@ class Trainer {
   Pipeline& pipeline_;
   TrainerState state_;
   CallbackHandler callbacks_;
+  std::vector<std::unique_ptr<TrainerCallback>> extra_callbacks_;
   CallbackContext best_;
   MemoryTracker* memory_ = nullptr;
   int64_t last_logged_step_ = 0;

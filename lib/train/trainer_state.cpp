@@ -19,7 +19,7 @@ std::string TrainerState::to_json_text() const {
   j["log_history"] = log_history;
   j["logging_steps"] = logging_steps;
   j["max_steps"] = max_steps;
-  j["num_input_tokens_seen"] = 0;
+  j["num_input_tokens_seen"] = num_input_tokens_seen;
   j["num_train_epochs"] = num_train_epochs;
   j["save_steps"] = save_steps;
   j["stateful_callbacks"] = stateful_callbacks;
@@ -47,6 +47,7 @@ TrainerState TrainerState::from_json_text(const std::string& text, const std::st
     get("save_steps", s.save_steps);
     get("train_batch_size", s.train_batch_size);
     get("total_flos", s.total_flos);
+    get("num_input_tokens_seen", s.num_input_tokens_seen);
     if (j.contains("log_history")) s.log_history = j.at("log_history");
     if (!s.log_history.is_array()) throw RuntimeFailure("'" + source + "': log_history is not a list");
     s.best_metric = j.value("best_metric", nlohmann::json());

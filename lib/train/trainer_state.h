@@ -13,6 +13,7 @@ struct TrainerState {
   int64_t logging_steps = 500, eval_steps = 500, save_steps = 500;
   int64_t train_batch_size = 0;
   double total_flos = 0;
+  int64_t num_input_tokens_seen = 0;
   nlohmann::json log_history = nlohmann::json::array();
   nlohmann::json best_metric = nullptr;
   nlohmann::json best_global_step = nullptr;
