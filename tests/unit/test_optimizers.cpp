@@ -136,20 +136,21 @@ TEST_CASE("lion: sign of the interpolated momentum, decoupled decay, betas from 
   CHECK(elem(p, 0) == Approx(1.0 * (1 - 0.005) - 0.01));
   CHECK(elem(p, 1) == Approx(2.0 * (1 - 0.005) + 0.01));
   CHECK(elem(p, 2) == Approx(3.0 * (1 - 0.005)));  // sign(0) = 0
-  // m = 0.01 * g = (0.002, -0.001, 0). A gradient against the momentum: c = 0.9 m + 0.1 g decides.
-  set_grad(p, {-0.017, 0.0, 0.0});  // c0 = 0.0018 - 0.0017 > 0
+  // m = 0.01 * g = (0.002, -0.001, 0). A gradient against the momentum: c = beta1 m + (1 - beta1) g
+  // = 0.0018 - 0.005 < 0 decides (beta2's weights would give 0.00198 - 0.0005 > 0).
+  set_grad(p, {-0.05, 0.0, 0.0});
   const double x0 = elem(p, 0);
   opt->step(0.01);
-  CHECK(elem(p, 0) == Approx(x0 * (1 - 0.005) - 0.01));
-  CHECK(opt->state().at("p0.exp_avg")[0].item<double>() == Approx(0.99 * 0.002 + 0.01 * -0.017));
+  CHECK(elem(p, 0) == Approx(x0 * (1 - 0.005) + 0.01));
+  CHECK(opt->state().at("p0.exp_avg")[0].item<double>() == Approx(0.99 * 0.002 + 0.01 * -0.05));
 
   auto q = param({1.0});
   auto own = make("lion", "{beta1: 0.5, beta2: 0.0}", group({q}, 0.0), OptimizerHyper{0.9, 0.99, 1e-8});
   set_grad(q, {1.0});
   own->step(0.1);  // m = (1 - beta2) g = 1
-  set_grad(q, {-1.5});
-  own->step(0.1);  // c = 0.5 * 1 + 0.5 * -1.5 < 0: moves up
-  CHECK(elem(q, 0) == Approx(1.0 - 0.1 + 0.1));
+  set_grad(q, {-0.8});
+  own->step(0.1);  // c = 0.5 * 1 + 0.5 * -0.8 > 0: moves down again (with beta2's weights c = g < 0)
+  CHECK(elem(q, 0) == Approx(1.0 - 0.1 - 0.1));
 }
 
 TEST_CASE("adafactor: factored second moment for matrices, full for vectors", "[unit][optim]") {
