@@ -1,5 +1,5 @@
-// Crash safety through the real binary: the process is SIGKILLed at every write step of a save
-// (HFTRAIN_FAULT_INJECT=save:<k>); earlier checkpoints stay byte-identical, resume never loads the
+// Crash safety through the real binary: the process is SIGKILLed at write steps of a save covering
+// every file and every kind of step (HFTRAIN_FAULT_INJECT=save:<k>); earlier checkpoints stay byte-identical, resume never loads the
 // partial one and still finishes exactly like an uninterrupted run. Disk full, permission denied,
 // an unwritable output_dir, truncated / corrupt files and a wrongly shaped weight each stop the run with
 // exit 1 and a message naming the file (and tensor) without touching existing checkpoints.
@@ -29,6 +29,7 @@ training:
   save_strategy: steps
   save_steps: 3
   seed: 5
+distributed: {intra_op_threads: 1}
 generation: {max_new_tokens: 3}
 )";
 
@@ -41,16 +42,18 @@ struct WriteStep {
 struct Reference {
   std::string dir;
   std::vector<WriteStep> steps;
-  int first_step_of(const std::string& what) const {
+  // The number of the first write step named `what` after step `after`, or -1.
+  int first_step_of(const std::string& what, int after = 0) const {
     for (const auto& s : steps)
-      if (s.what == what) return s.n;
+      if (s.n > after && s.what == what) return s.n;
     return -1;
   }
+  const std::string& what(int n) const { return steps.at(static_cast<std::size_t>(n - 1)).what; }
 };
 
 Reference reference_run(const std::string& name, const std::string& extra_args = "") {
   Reference ref;
-  ref.dir = fresh_dir(name);
+  ref.dir = scratch_dir(name);
   write_text(ref.dir + "/spec.yaml", kSpec);
   CliResult r = run_with_fault("trace", "train spec.yaml " + extra_args, ref.dir);
   INFO(r.output);
@@ -63,14 +66,14 @@ Reference reference_run(const std::string& name, const std::string& extra_args =
 }
 
 std::string fresh_run_dir(const std::string& name) {
-  const std::string dir = fresh_dir(name);
+  const std::string dir = scratch_dir(name);
   write_text(dir + "/spec.yaml", kSpec);
   return dir;
 }
 
 }  // namespace
 
-TEST_CASE("SIGKILL at every write step of a save: resume never loads a partial checkpoint", "[integration][checkpoint]") {
+TEST_CASE("SIGKILL during a save: resume never loads a partial checkpoint", "[integration][checkpoint]") {
   const Reference ref = reference_run("ckpt_kill_ref");
   const int begin = ref.first_step_of("create .checkpoint-6.partial");
   const int end = ref.first_step_of("create .checkpoint-9.partial");
@@ -82,8 +85,28 @@ TEST_CASE("SIGKILL at every write step of a save: resume never loads a partial c
   const int rename_step = ref.first_step_of("rename .checkpoint-6.partial to checkpoint-6");
   REQUIRE(rename_step > begin);
 
+  // Kill points: every directory-level step (create, manifest, fsyncs, rename, the output_dir fsync)
+  // and, for each data file, one of its three steps (first half / rest / fsync) in rotation, so every
+  // file and every kind of step is covered while the test stays fast.
+  std::vector<int> points;
+  int file_index = 0;
   for (int k = begin; k < end; ++k) {
-    INFO("killed at write step " << k);
+    const std::string& w = ref.what(k);
+    const bool file_step = w.rfind("write first half of ", 0) == 0 || w.rfind("write rest of ", 0) == 0 ||
+                           (w.rfind("fsync ", 0) == 0 && w.find('.') != std::string::npos && w.find("partial") == std::string::npos);
+    const bool manifest = w.find("manifest.json") != std::string::npos;
+    if (!file_step || manifest) {
+      points.push_back(k);
+      continue;
+    }
+    const int kind = w.rfind("write first half", 0) == 0 ? 0 : w.rfind("write rest", 0) == 0 ? 1 : 2;
+    if (kind == file_index % 3) points.push_back(k);
+    if (kind == 2) ++file_index;
+  }
+  REQUIRE(points.size() >= 14);
+
+  for (int k : points) {
+    INFO("killed at write step " << k << ": " << ref.what(k));
     const std::string dir = fresh_run_dir("ckpt_kill");
     CliResult killed = run_with_fault("save:" + std::to_string(k), "train spec.yaml", dir);
     INFO(killed.output);
@@ -126,7 +149,7 @@ TEST_CASE("SIGKILL while rotation deletes an old checkpoint leaves no half-delet
   }
 }
 
-TEST_CASE("disk full or permission denied during a save exits 1 naming the file; checkpoints intact", "[integration][checkpoint]") {
+TEST_CASE("disk full or permission denied during a save exits 1 naming the file and keeps checkpoints intact", "[integration][checkpoint]") {
   const Reference ref = reference_run("ckpt_enospc_ref");
   const auto ckpt3 = tree(ref.dir + "/out/checkpoint-3");
   struct Case {
@@ -138,9 +161,11 @@ TEST_CASE("disk full or permission denied during a save exits 1 naming the file;
       {"enospc", "write first half of manifest.json", "No space left on device", "out/.checkpoint-6.partial/manifest.json"},
       {"eacces", "create .checkpoint-6.partial", "Permission denied", "out/.checkpoint-6.partial"},
   };
+  const int second_save = ref.first_step_of("create .checkpoint-6.partial");
+  REQUIRE(second_save > 0);
   for (const auto& c : cases) {
     INFO(c.fault << " at '" << c.step << "'");
-    const int k = ref.first_step_of(c.step);
+    const int k = ref.first_step_of(c.step, second_save - 1);
     REQUIRE(k > 0);
     const std::string dir = fresh_run_dir("ckpt_enospc");
     CliResult r = run_with_fault(c.fault + ":" + std::to_string(k), "train spec.yaml", dir);
@@ -181,7 +206,7 @@ TEST_CASE("an unwritable output_dir stops the run with exit 1 naming it", "[inte
 
 TEST_CASE("a truncated or corrupt checkpoint is skipped by --resume and refused when named", "[integration][checkpoint]") {
   const Reference ref = reference_run("ckpt_corrupt_ref");
-  const std::string dir = fresh_dir("ckpt_corrupt");
+  const std::string dir = scratch_dir("ckpt_corrupt");
   write_text(dir + "/spec.yaml", kSpec);
   copy_tree(ref.dir + "/out", dir + "/out");
   fs::resize_file(dir + "/out/checkpoint-9/optimizer.safetensors", 100);
@@ -215,7 +240,7 @@ TEST_CASE("a truncated or corrupt checkpoint is skipped by --resume and refused 
 
 TEST_CASE("a weight whose shape does not match stops the resume naming file and tensor", "[integration][checkpoint]") {
   const Reference ref = reference_run("ckpt_shape_ref");
-  const std::string dir = fresh_dir("ckpt_shape");
+  const std::string dir = scratch_dir("ckpt_shape");
   write_text(dir + "/spec.yaml", kSpec);
   copy_tree(ref.dir + "/out", dir + "/out");
   const auto before = tree(dir + "/out/checkpoint-6");
@@ -240,7 +265,7 @@ TEST_CASE("save_total_limit end to end: rotation keeps the newest and the resume
 
   // Resume from an earlier checkpoint with limit 1: the resumed-from checkpoint survives every rotation
   // and the higher-numbered checkpoints of the first run are replaced as the run reaches them.
-  const std::string dir2 = fresh_dir("ckpt_rotation_resume");
+  const std::string dir2 = scratch_dir("ckpt_rotation_resume");
   write_text(dir2 + "/spec.yaml", kSpec);
   copy_tree(ref.dir + "/out", dir2 + "/out");
   CliResult resumed = run_with_fault("", "train spec.yaml --set training.save_total_limit=1 --resume out/checkpoint-3", dir2);

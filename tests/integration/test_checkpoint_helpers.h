@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,22 @@
 #include "cli_runner.h"
 
 namespace hftrain_test {
+
+// A fresh directory unique to this test process (several builds may run the suite at once), removed
+// when the process exits.
+inline std::string scratch_dir(const std::string& name) {
+  struct Registry {
+    std::vector<std::string> dirs;
+    ~Registry() {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Registry registry;
+  const std::string dir = fresh_dir(name + "_" + std::to_string(getpid()));
+  registry.dirs.push_back(dir);
+  return dir;
+}
 
 // Runs `hftrain <args>` in `cwd` with HFTRAIN_FAULT_INJECT=<fault> (unset when empty).
 inline CliResult run_with_fault(const std::string& fault, const std::string& args, const std::string& cwd) {
@@ -86,6 +103,7 @@ inline Background spawn_hftrain(const std::vector<std::string>& args, const std:
                                 const std::string& log = "run.log") {
   Background b;
   b.log_path = cwd + "/" + log;
+  std::fflush(nullptr);  // so the child does not repeat the parent's buffered output
   b.pid = fork();
   if (b.pid == 0) {
     if (chdir(cwd.c_str()) != 0) _exit(120);

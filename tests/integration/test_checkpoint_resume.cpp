@@ -32,7 +32,7 @@ training:
   save_strategy: steps
   save_steps: 5
   seed: 11
-)" + extra_training + "generation: {max_new_tokens: 3}\n";
+)" + extra_training + "distributed: {intra_op_threads: 1}\ngeneration: {max_new_tokens: 3}\n";
 }
 
 // Steps `from`..`to` of two log histories are identical (loss, grad_norm, learning_rate, epoch, step).
@@ -55,10 +55,9 @@ bool same_grad_norms(const json& a, const json& b, int64_t from, int64_t to) {
   return true;
 }
 
-// A run resumed from <full>/out/checkpoint-5 copied into a fresh directory.
-CliResult resume_copy(const std::string& full, const std::string& name, const std::string& fault,
+// A run resumed from <full>/out/checkpoint-5 copied into the fresh directory `dir`.
+CliResult resume_copy(const std::string& full, const std::string& dir, const std::string& fault,
                       const std::string& extra_args = "") {
-  const std::string dir = fresh_dir(name);
   write_text(dir + "/spec.yaml", exact_spec());
   copy_tree(full + "/out/checkpoint-5", dir + "/out/checkpoint-5");
   return run_with_fault(fault, "train spec.yaml --resume " + extra_args, dir);
@@ -67,7 +66,7 @@ CliResult resume_copy(const std::string& full, const std::string& name, const st
 }  // namespace
 
 TEST_CASE("resuming mid-epoch with accumulation and dropout continues bitwise exactly", "[integration][checkpoint]") {
-  const std::string full = fresh_dir("ckpt_exact_full");
+  const std::string full = scratch_dir("ckpt_exact_full");
   write_text(full + "/spec.yaml", exact_spec());
   CliResult a = run_with_fault("", "train spec.yaml", full);
   INFO(a.output);
@@ -84,11 +83,11 @@ TEST_CASE("resuming mid-epoch with accumulation and dropout continues bitwise ex
   CHECK(loop["sampler"]["batches_consumed"] == 15);
   CHECK(loop["loss"]["last_logged_step"] == 5);
 
-  CliResult b = resume_copy(full, "ckpt_exact_resumed", "");
+  const std::string resumed = scratch_dir("ckpt_exact_resumed");
+  CliResult b = resume_copy(full, resumed, "");
   INFO(b.output);
   REQUIRE(b.exit_code == 0);
   CHECK_THAT(b.output, Catch::Contains("resuming from out/checkpoint-5"));
-  const std::string resumed = fs::temp_directory_path().string() + "/hftrain_it_ckpt_exact_resumed";
   const json state_a = read_json(full + "/out/trainer_state.json");
   const json state_b = read_json(resumed + "/out/trainer_state.json");
   require_same_logs(state_a, state_b, 1, 14);
@@ -110,22 +109,22 @@ TEST_CASE("resuming mid-epoch with accumulation and dropout continues bitwise ex
 
   // Negative controls (the comparison above would catch these): without restoring the RNG, dropout
   // masks differ; without skipping the consumed batches, the data differs.
-  CliResult c = resume_copy(full, "ckpt_exact_norng", "skip_rng_restore");
+  const std::string norng = scratch_dir("ckpt_exact_norng");
+  CliResult c = resume_copy(full, norng, "skip_rng_restore");
   INFO(c.output);
   REQUIRE(c.exit_code == 0);
-  const std::string norng = fs::temp_directory_path().string() + "/hftrain_it_ckpt_exact_norng";
   CHECK(!same_grad_norms(state_a, read_json(norng + "/out/trainer_state.json"), 6, 14));
   CHECK(file_bytes(full + "/out/model.safetensors") != file_bytes(norng + "/out/model.safetensors"));
 
-  CliResult d = resume_copy(full, "ckpt_exact_noskip", "", "--set training.ignore_data_skip=true");
+  const std::string noskip = scratch_dir("ckpt_exact_noskip");
+  CliResult d = resume_copy(full, noskip, "", "--set training.ignore_data_skip=true");
   INFO(d.output);
   REQUIRE(d.exit_code == 0);
-  const std::string noskip = fs::temp_directory_path().string() + "/hftrain_it_ckpt_exact_noskip";
   CHECK(!same_grad_norms(state_a, read_json(noskip + "/out/trainer_state.json"), 6, 14));
 }
 
 TEST_CASE("a checkpoint holds HF's files and fields", "[integration][checkpoint]") {
-  const std::string dir = fresh_dir("ckpt_layout");
+  const std::string dir = scratch_dir("ckpt_layout");
   write_text(dir + "/spec.yaml", exact_spec("  eval_strategy: steps\n  eval_steps: 5\n  load_best_model_at_end: true\n"));
   CliResult r = run_with_fault("", "train spec.yaml --set training.max_steps=5", dir);
   INFO(r.output);
@@ -171,13 +170,13 @@ namespace {
 // running that command finishes the run exactly like an uninterrupted one.
 void stop_and_resume(int sig, int expected_exit, const std::string& name) {
   const std::string spec = exact_spec().replace(exact_spec().find("max_steps: 14"), 13, "max_steps: 40");
-  const std::string ref = fresh_dir(name + "_ref");
+  const std::string ref = scratch_dir(name + "_ref");
   write_text(ref + "/spec.yaml", spec);
   CliResult r = run_with_fault("", "train spec.yaml --set training.save_strategy=no", ref);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
 
-  const std::string dir = fresh_dir(name);
+  const std::string dir = scratch_dir(name);
   write_text(dir + "/spec.yaml", spec);
   Background bg = spawn_hftrain({"train", "spec.yaml", "--set", "training.save_strategy=no"}, dir, "step_delay_ms:150");
   const bool progressed = wait_for_log(bg, "fault-inject: step delay", 3, 120);
@@ -207,10 +206,38 @@ void stop_and_resume(int sig, int expected_exit, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("SIGTERM mid-run saves and exits 143; the printed command resumes exactly", "[integration][checkpoint]") {
+TEST_CASE("SIGTERM mid-run saves and exits 143 and the printed command resumes exactly", "[integration][checkpoint]") {
   stop_and_resume(SIGTERM, 143, "ckpt_sigterm");
 }
 
-TEST_CASE("SIGINT mid-run saves and exits 130; the printed command resumes exactly", "[integration][checkpoint]") {
+TEST_CASE("SIGINT mid-run saves and exits 130 and the printed command resumes exactly", "[integration][checkpoint]") {
   stop_and_resume(SIGINT, 130, "ckpt_sigint");
+}
+
+TEST_CASE("EarlyStopping's patience counter survives a resume", "[integration][checkpoint]") {
+  // threshold 1e9: only the first evaluation counts as an improvement, so the counter after the
+  // evaluation at step k is k-1 and patience 7 stops training at step 8 (of 14). A resume from step 5
+  // (counter 4) must stop at step 8 too; with the counter lost it would run to step 12.
+  const std::string spec = exact_spec(
+      "  eval_strategy: steps\n  eval_steps: 1\n") + "callbacks: [{type: early_stopping, early_stopping_patience: 7, "
+      "early_stopping_threshold: 1.0e9}]\n";
+  const std::string full = scratch_dir("ckpt_early_full");
+  write_text(full + "/spec.yaml", spec);
+  CliResult a = run_with_fault("", "train spec.yaml", full);
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  CHECK(read_json(full + "/out/trainer_state.json")["global_step"] == 8);
+  const json saved = read_json(full + "/out/checkpoint-5/trainer_state.json");
+  CHECK(saved["stateful_callbacks"]["EarlyStoppingCallback"]["attributes"]["early_stopping_patience_counter"] == 4);
+
+  const std::string dir = scratch_dir("ckpt_early_resumed");
+  write_text(dir + "/spec.yaml", spec);
+  copy_tree(full + "/out/checkpoint-5", dir + "/out/checkpoint-5");
+  CliResult b = run_with_fault("", "train spec.yaml --resume", dir);
+  INFO(b.output);
+  REQUIRE(b.exit_code == 0);
+  const json state = read_json(dir + "/out/trainer_state.json");
+  CHECK(state["global_step"] == 8);
+  CHECK(state["best_global_step"] == read_json(full + "/out/trainer_state.json")["best_global_step"]);
+  require_same_logs(read_json(full + "/out/trainer_state.json"), state, 1, 8);
 }
