@@ -114,6 +114,7 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   state_.global_step = saved.global_step;
   state_.epoch = saved.epoch;
   state_.total_flos = saved.total_flos;
+  state_.num_input_tokens_seen = saved.num_input_tokens_seen;
   state_.log_history = saved.log_history;
   state_.best_metric = saved.best_metric;
   state_.best_global_step = saved.best_global_step;

@@ -241,3 +241,31 @@ TEST_CASE("EarlyStopping's patience counter survives a resume", "[integration][c
   CHECK(state["best_global_step"] == read_json(full + "/out/trainer_state.json")["best_global_step"]);
   require_same_logs(read_json(full + "/out/trainer_state.json"), state, 1, 8);
 }
+
+TEST_CASE("a stateful schedule (reduce_lr_on_plateau) resumes with its state", "[integration][checkpoint]") {
+  // mode max with an absolute threshold of 1e9: only the first evaluation improves, so from the
+  // second one on every evaluation halves the learning rate (patience 0). By step 5 the rate is no
+  // longer the base one: a resume that lost the schedule's state would log different rates.
+  std::string spec = exact_spec("  eval_strategy: steps\n  eval_steps: 1\n  include_num_input_tokens_seen: true\n") +
+                     "scheduler: {type: reduce_lr_on_plateau, mode: max, factor: 0.5, patience: 0, threshold: 1.0e9, "
+                     "threshold_mode: abs}\n";
+  spec.replace(spec.find("  warmup_steps: 2\n"), 17, "");
+  const std::string full = scratch_dir("ckpt_plateau_full");
+  write_text(full + "/spec.yaml", spec);
+  CliResult a = run_with_fault("", "train spec.yaml", full);
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  const json sched = read_json(full + "/out/checkpoint-5/scheduler.json");
+  CHECK(sched["type"] == "reduce_lr_on_plateau");
+  CHECK(sched["last_lr"].get<double>() < 0.003);
+
+  const std::string dir = scratch_dir("ckpt_plateau_resumed");
+  write_text(dir + "/spec.yaml", spec);
+  copy_tree(full + "/out/checkpoint-5", dir + "/out/checkpoint-5");
+  CliResult b = run_with_fault("", "train spec.yaml --resume", dir);
+  INFO(b.output);
+  REQUIRE(b.exit_code == 0);
+  // Learning rates, losses and num_input_tokens_seen of every step match the uninterrupted run.
+  require_same_logs(read_json(full + "/out/trainer_state.json"), read_json(dir + "/out/trainer_state.json"), 1, 14);
+  CHECK(file_bytes(full + "/out/model.safetensors") == file_bytes(dir + "/out/model.safetensors"));
+}
