@@ -269,3 +269,20 @@ TEST_CASE("a stateful schedule (reduce_lr_on_plateau) resumes with its state", "
   require_same_logs(read_json(full + "/out/trainer_state.json"), read_json(dir + "/out/trainer_state.json"), 1, 14);
   CHECK(file_bytes(full + "/out/model.safetensors") == file_bytes(dir + "/out/model.safetensors"));
 }
+
+TEST_CASE("save_only_model checkpoints hold the model only and resuming from one is refused", "[integration][checkpoint]") {
+  const std::string dir = scratch_dir("ckpt_model_only");
+  write_text(dir + "/spec.yaml", exact_spec("  save_only_model: true\n"));
+  CliResult r = run_with_fault("", "train spec.yaml --set training.max_steps=5", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const hftrain::Manifest m = hftrain::read_manifest(dir + "/out/checkpoint-5");
+  CHECK(m.save_only_model);
+  std::vector<std::string> names;
+  for (const auto& f : m.files) names.push_back(f.name);
+  CHECK(names == std::vector<std::string>{"model.safetensors", "config.json", "trainer_state.json", "run_spec.yaml"});
+  CliResult resumed = run_with_fault("", "train spec.yaml --set training.max_steps=10 --resume out/checkpoint-5", dir);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 1);
+  CHECK_THAT(resumed.output, Catch::Contains("out/checkpoint-5") && Catch::Contains("save_only_model"));
+}
