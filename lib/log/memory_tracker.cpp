@@ -13,7 +13,10 @@
 namespace hftrain {
 namespace {
 
+// Sampling period of the peak: every millisecond, or every 10 when the kernel's high-water mark
+// already catches short peaks (fewer wake-ups competing with the compute threads).
 constexpr auto kSampleInterval = std::chrono::milliseconds(1);
+constexpr auto kSampleIntervalWithKernelPeak = std::chrono::milliseconds(10);
 
 // Resets the kernel's peak-RSS mark (VmHWM) to the current RSS; false where not permitted.
 bool reset_kernel_peak() {
@@ -63,12 +66,13 @@ void MemoryTracker::start(const std::string& stage) {
     std::lock_guard<std::mutex> lock(mutex_);
     sampling_ = true;
   }
-  sampler_ = std::thread([this] {
+  const auto interval = kernel_peak_reset_ ? kSampleIntervalWithKernelPeak : kSampleInterval;
+  sampler_ = std::thread([this, interval] {
     std::unique_lock<std::mutex> lock(mutex_);
     while (sampling_) {
       const int64_t rss = current_rss();
       if (rss > sampled_peak_) sampled_peak_ = rss;
-      wake_.wait_for(lock, kSampleInterval, [this] { return !sampling_; });
+      wake_.wait_for(lock, interval, [this] { return !sampling_; });
     }
   });
 }

@@ -4,9 +4,11 @@
 //   <stage>_mem_cpu_peaked_delta = max(0, peak RSS during the stage - RSS at end)
 // in bytes. The init figures (and before_init_mem_cpu, the RSS when init began) are added to the
 // metrics of the first stage reported after init, as HF does. A stage started while another runs
-// (evaluation inside training) is ignored. RSS comes from /proc/self/statm; the peak is sampled every
-// millisecond by a background thread and, where the kernel allows resetting it, also read from
-// VmHWM (/proc/self/status), which catches peaks shorter than the sampling interval.
+// (evaluation inside training) is ignored. RSS comes from /proc/self/statm; the peak is sampled by a
+// background thread (every millisecond) and, where the kernel lets the process reset its high-water
+// mark (/proc/self/clear_refs), also read from VmHWM (/proc/self/status), which catches peaks shorter
+// than the sampling interval (the thread then samples every 10 ms). Resetting VmHWM is process-wide:
+// code that wants the peak of the whole process should sample it itself.
 #pragma once
 
 #include <atomic>

@@ -21,6 +21,10 @@
 
 namespace hftrain_test {
 
+// A fresh scratch directory private to this process (test runs in other build directories may run
+// the same test at the same time).
+inline std::string dist_dir(const std::string& name) { return fresh_dir(name + "_" + std::to_string(::getpid())); }
+
 // gpt on digit_reversal; 240 examples divide evenly over 1, 2 and 3 workers (as the
 // single-process batch of 6 does over 6/W per worker).
 inline std::string dist_spec(int64_t max_steps, const std::string& extra_training = "") {

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 TEST_CASE("stages 0-2 on 1, 2 and 3 workers follow the single-process trajectory", "[integration][dist]") {
-  const std::string dir = fresh_dir("dist_equivalence");
+  const std::string dir = dist_dir("dist_equivalence");
   write_text(dir + "/spec.yaml", dist_spec(30));
   // Reference: one process, per-device batch 6 = the global batch (x2 accumulation).
   CliResult ref = run_hftrain("train spec.yaml --set training.output_dir=ref", dir);
@@ -54,7 +54,7 @@ TEST_CASE("stages 0-2 on 1, 2 and 3 workers follow the single-process trajectory
 
 TEST_CASE("ZeRO stages 1-2 keep 1/N of the optimizer state (and stage 2 of the gradients) per rank",
           "[integration][dist]") {
-  const std::string dir = fresh_dir("dist_memory");
+  const std::string dir = dist_dir("dist_memory");
   write_text(dir + "/spec.yaml", dist_spec(2));
   for (int stage : {1, 2}) {
     const int world = 3;
@@ -96,7 +96,7 @@ TEST_CASE("ZeRO stages 1-2 keep 1/N of the optimizer state (and stage 2 of the g
 
 TEST_CASE("a worker killed by SIGKILL mid-run ends the job within 10 s, naming its rank and the signal",
           "[integration][dist]") {
-  const std::string dir = fresh_dir("dist_sigkill");
+  const std::string dir = dist_dir("dist_sigkill");
   write_text(dir + "/spec.yaml", dist_spec(400));
   Child c = spawn_hftrain({"train", "spec.yaml", "--nproc-per-node", "2", "--set", "zero.stage=1", "--set",
                            "training.per_device_train_batch_size=3"},
@@ -120,7 +120,7 @@ TEST_CASE("a worker killed by SIGKILL mid-run ends the job within 10 s, naming i
 }
 
 TEST_CASE("a worker that throws ends the job, naming its rank, exit code and last output", "[integration][dist]") {
-  const std::string dir = fresh_dir("dist_throw");
+  const std::string dir = dist_dir("dist_throw");
   // Rank 0 fails at its first checkpoint write (a full disk); rank 1 is left waiting for it.
   write_text(dir + "/spec.yaml", dist_spec(20, "  save_strategy: steps\n  save_steps: 3\n"));
   Child c = spawn_hftrain({"train", "spec.yaml", "--nproc-per-node", "2", "--set", "training.per_device_train_batch_size=3"},

@@ -245,7 +245,7 @@ TEST_CASE("report_to none, log_level warning, skip_memory_metrics, include_token
   CHECK_THAT(typo.output, Catch::Contains("did you mean 'tensorboard'?"));
 }
 
-TEST_CASE("on a terminal the progress bar is drawn; disable_tqdm turns it off", "[integration]") {
+TEST_CASE("on a terminal the progress bar is drawn, disable_tqdm turns it off", "[integration]") {
   std::string dir = fresh_dir("reporting_tty");
   write_text(dir + "/spec.yaml", kSpec);
   // `script` runs the command on a pseudo-terminal (util-linux, essential in Debian).

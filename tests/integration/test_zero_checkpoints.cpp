@@ -25,7 +25,7 @@ std::string bytes_of(const std::string& path) {
 
 // A ZeRO run with checkpoints at steps 6 and 12.
 std::string train_with_checkpoints(const std::string& name, int stage, int world) {
-  const std::string dir = fresh_dir(name);
+  const std::string dir = dist_dir(name);
   write_text(dir + "/spec.yaml", dist_spec(12, "  save_strategy: steps\n  save_steps: 6\n"));
   CliResult r = run_hftrain("train spec.yaml --nproc-per-node " + std::to_string(world) + " --set zero.stage=" +
                                 std::to_string(stage) + " --set training.per_device_train_batch_size=" +
@@ -173,7 +173,7 @@ TEST_CASE("zero-to-fp32 names the file at fault", "[integration][zero]") {
 TEST_CASE("zero-to-fp32 streams: peak memory stays under 1.2x the output size", "[integration][zero]") {
   // A synthetic 3-rank stage-2 checkpoint of ~192 MiB, laid out by the documented partition rule, with
   // values the test knows; the conversion's peak RSS is measured by the kernel (wait4).
-  const std::string dir = fresh_dir("zero_fp32_rss");
+  const std::string dir = dist_dir("zero_fp32_rss");
   // Fork the converter now, before this process grows: the kernel's peak RSS of a child includes the
   // image it was forked from. It waits on a pipe until the checkpoint exists.
   const std::string out = dir + "/fp32";

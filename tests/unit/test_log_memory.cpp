@@ -55,7 +55,7 @@ TEST_CASE("memory kept at the end of a stage is allocation, not peak", "[unit][l
   CHECK(m["eval_mem_cpu_peaked_delta"].get<int64_t>() < 16 * kMiB);
 }
 
-TEST_CASE("init figures go with the first reported stage; nested stages are ignored", "[unit][log]") {
+TEST_CASE("init figures go with the first reported stage, nested stages are ignored", "[unit][log]") {
   MemoryTracker tracker;
   tracker.start("init");
   tracker.stop("init");
