@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizers/tokenizer.h"
+
 namespace hftrain {
 
 // One example. Language-model examples fill input_ids/labels (labels -100 = not scored, e.g. the
@@ -25,14 +27,6 @@ class Dataset {
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   virtual Example get(int64_t index) const = 0;
-};
-
-class Tokenizer {
- public:
-  virtual ~Tokenizer() = default;
-  virtual int64_t vocab_size() const = 0;
-  virtual std::vector<int64_t> encode(const std::string& text) const = 0;
-  virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
 };
 
 enum class TaskKind { kCausalLm, kClassification };
@@ -54,26 +48,6 @@ class DataSource {
   virtual std::vector<std::string> default_metrics() const = 0;
   // nullptr for sources without text (feature classification).
   virtual const Tokenizer* tokenizer() const { return nullptr; }
-};
-
-// Characters <-> ids by position in a fixed alphabet.
-class CharTokenizer : public Tokenizer {
- public:
-  explicit CharTokenizer(std::string alphabet) : alphabet_(std::move(alphabet)) {}
-  int64_t vocab_size() const override { return static_cast<int64_t>(alphabet_.size()); }
-  std::vector<int64_t> encode(const std::string& text) const override;
-  std::string decode(const std::vector<int64_t>& ids) const override;
-
- private:
-  std::string alphabet_;
-};
-
-// Raw bytes: id = byte value, vocab 256.
-class ByteTokenizer : public Tokenizer {
- public:
-  int64_t vocab_size() const override { return 256; }
-  std::vector<int64_t> encode(const std::string& text) const override;
-  std::string decode(const std::vector<int64_t>& ids) const override;
 };
 
 }  // namespace hftrain

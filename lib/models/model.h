@@ -13,6 +13,7 @@ namespace hftrain {
 struct Batch {
   torch::Tensor input_ids;       // [B, T] int64
   torch::Tensor attention_mask;  // [B, T] int64 (1 = token, 0 = padding)
+  torch::Tensor token_type_ids;  // [B, T] int64 segment ids (BERT); undefined = all 0
   torch::Tensor labels;          // [B, T] int64 for LMs (-100 = ignored), [B] for classifiers
   torch::Tensor features;        // [B, D] float32 for feature classifiers
   int64_t size() const { return labels.defined() ? labels.size(0) : input_ids.size(0); }

@@ -1,9 +1,22 @@
-// Built-in character and byte tokenizers (see dataset.h).
-#include "data/dataset.h"
+// The Tokenizer default encode_for_model and the built-in character and byte tokenizers (see tokenizer.h).
+#include "tokenizers/tokenizer.h"
 
 #include "util/error.h"
 
 namespace hftrain {
+
+Encoding Tokenizer::encode_for_model(const std::string& text, const std::string* text_pair, int64_t max_length) const {
+  std::vector<int64_t> a = encode(text), b = text_pair ? encode(*text_pair) : std::vector<int64_t>{};
+  // HF longest_first: drop one token at a time from the longer sequence.
+  while (max_length > 0 && static_cast<int64_t>(a.size() + b.size()) > max_length) (a.size() >= b.size() ? a : b).pop_back();
+  Encoding e;
+  e.input_ids = a;
+  e.input_ids.insert(e.input_ids.end(), b.begin(), b.end());
+  e.token_type_ids.assign(a.size(), 0);
+  e.token_type_ids.insert(e.token_type_ids.end(), b.size(), 1);
+  e.special_tokens_mask.assign(e.input_ids.size(), 0);
+  return e;
+}
 
 std::vector<int64_t> CharTokenizer::encode(const std::string& text) const {
   std::vector<int64_t> ids;
