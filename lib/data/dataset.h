@@ -20,6 +20,16 @@ struct Example {
   std::vector<float> features;
   int64_t label = -100;
   int64_t prompt_length = 0;  // LM: tokens given as the prompt by `hftrain predict`
+  std::vector<int64_t> token_type_ids;       // segment ids (text 0, text_pair 1); empty = none
+  std::vector<int64_t> special_tokens_mask;  // 1 = special token (never MLM-masked); empty = none
+};
+
+// How examples of a dataset are padded and (for masked LMs) masked when batched.
+struct CollateOptions {
+  int64_t pad_id = 0;               // input_ids padding (tokenizer pad, else eos, else 0)
+  double mlm_probability = 0.15;    // masked_lm: share of non-special tokens selected
+  int64_t mask_id = -1;             // masked_lm: the tokenizer's mask token
+  int64_t vocab_size = 0;           // masked_lm: random replacements are drawn from [0, vocab_size)
 };
 
 class Dataset {
@@ -27,15 +37,21 @@ class Dataset {
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   virtual Example get(int64_t index) const = 0;
+  virtual CollateOptions collate_options() const { return {}; }
+  // Lengths for group_by_length: the integer column `column` when the dataset has one, otherwise the
+  // token count of each example (HF's fallback). Tokenized file datasets expose "length" = token count.
+  virtual std::vector<int64_t> lengths(const std::string& column) const;
 };
 
-enum class TaskKind { kCausalLm, kClassification };
+// kMaskedLm: labels per token like kCausalLm, but made by masking in the collator and not shifted.
+enum class TaskKind { kCausalLm, kClassification, kMaskedLm };
 
 struct DataShape {
   int64_t vocab_size = 0;
   int64_t max_length = 0;
   int64_t num_labels = 0;
   int64_t num_features = 0;
+  std::vector<std::string> label_names;  // id2label for classification (index = label id); may be empty
 };
 
 class DataSource {

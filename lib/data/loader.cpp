@@ -7,7 +7,16 @@
 
 namespace hftrain {
 
-Batch collate(const std::vector<Example>& examples, TaskKind task) {
+std::vector<int64_t> Dataset::lengths(const std::string& /*column*/) const {
+  std::vector<int64_t> out(static_cast<std::size_t>(size()));
+  for (int64_t i = 0; i < size(); ++i) {
+    Example e = get(i);
+    out[static_cast<std::size_t>(i)] = static_cast<int64_t>(e.input_ids.empty() ? e.features.size() : e.input_ids.size());
+  }
+  return out;
+}
+
+Batch collate(const std::vector<Example>& examples, TaskKind task, const CollateOptions& options, uint64_t mlm_seed) {
   Batch b;
   const auto B = static_cast<int64_t>(examples.size());
   if (B == 0) return b;
@@ -21,30 +30,103 @@ Batch collate(const std::vector<Example>& examples, TaskKind task) {
       for (int64_t j = 0; j < D; ++j) f[i][j] = examples[i].features[j];
     }
   }
+  torch::Tensor special;
   if (!examples[0].input_ids.empty()) {
     int64_t T = 0;
-    for (const auto& e : examples) T = std::max<int64_t>(T, static_cast<int64_t>(e.input_ids.size()));
-    b.input_ids = torch::zeros({B, T}, torch::kLong);
+    bool has_types = false;
+    for (const auto& e : examples) {
+      T = std::max<int64_t>(T, static_cast<int64_t>(e.input_ids.size()));
+      has_types = has_types || !e.token_type_ids.empty();
+    }
+    b.input_ids = torch::full({B, T}, options.pad_id, torch::kLong);
     b.attention_mask = torch::zeros({B, T}, torch::kLong);
     auto ids = b.input_ids.accessor<int64_t, 2>();
     auto mask = b.attention_mask.accessor<int64_t, 2>();
     for (int64_t i = 0; i < B; ++i)
       for (std::size_t t = 0; t < examples[i].input_ids.size(); ++t) {
-        ids[i][t] = examples[i].input_ids[t];
-        mask[i][t] = 1;
+        ids[i][static_cast<int64_t>(t)] = examples[i].input_ids[t];
+        mask[i][static_cast<int64_t>(t)] = 1;
       }
+    if (has_types) {
+      b.token_type_ids = torch::zeros({B, T}, torch::kLong);
+      auto tt = b.token_type_ids.accessor<int64_t, 2>();
+      for (int64_t i = 0; i < B; ++i)
+        for (std::size_t t = 0; t < examples[i].token_type_ids.size(); ++t)
+          tt[i][static_cast<int64_t>(t)] = examples[i].token_type_ids[t];
+    }
     if (task == TaskKind::kCausalLm) {
       b.labels = torch::full({B, T}, -100, torch::kLong);
       auto lab = b.labels.accessor<int64_t, 2>();
       for (int64_t i = 0; i < B; ++i)
-        for (std::size_t t = 0; t < examples[i].labels.size(); ++t) lab[i][t] = examples[i].labels[t];
+        for (std::size_t t = 0; t < examples[i].labels.size() && t < examples[i].input_ids.size(); ++t)
+          lab[i][static_cast<int64_t>(t)] = examples[i].labels[t];
+    }
+    if (task == TaskKind::kMaskedLm) {
+      special = torch::zeros({B, T}, torch::kLong);
+      auto sp = special.accessor<int64_t, 2>();
+      for (int64_t i = 0; i < B; ++i)
+        for (std::size_t t = 0; t < examples[i].special_tokens_mask.size(); ++t)
+          sp[i][static_cast<int64_t>(t)] = examples[i].special_tokens_mask[t];
     }
   }
   if (task == TaskKind::kClassification) {
     b.labels = torch::empty({B}, torch::kLong);
     for (int64_t i = 0; i < B; ++i) b.labels[i] = examples[i].label;
   }
+  if (task == TaskKind::kMaskedLm && b.input_ids.defined()) mask_tokens(b, special, options, mlm_seed);
   return b;
+}
+
+void mask_tokens(Batch& batch, const torch::Tensor& special_mask, const CollateOptions& options, uint64_t seed) {
+  if (options.mask_id < 0 || options.vocab_size <= 0)
+    throw RuntimeFailure("masked_lm collation needs a mask token id and a vocabulary size");
+  auto gen = at::detail::createCPUGenerator(seed);
+  torch::Tensor inputs = batch.input_ids;
+  torch::Tensor labels = inputs.clone();
+  torch::Tensor probability = torch::full(labels.sizes(), options.mlm_probability, torch::kFloat64);
+  torch::Tensor never = batch.attention_mask.eq(0);
+  if (special_mask.defined()) never = never.logical_or(special_mask.ne(0));
+  probability.masked_fill_(never, 0.0);
+  torch::Tensor masked = torch::bernoulli(probability, gen).to(torch::kBool);
+  labels.masked_fill_(masked.logical_not(), -100);
+  torch::Tensor replaced = torch::bernoulli(torch::full(labels.sizes(), 0.8, torch::kFloat64), gen).to(torch::kBool) & masked;
+  inputs.masked_fill_(replaced, options.mask_id);
+  torch::Tensor random = torch::bernoulli(torch::full(labels.sizes(), 0.5, torch::kFloat64), gen).to(torch::kBool) &
+                         masked & replaced.logical_not();
+  torch::Tensor words = torch::randint(options.vocab_size, labels.sizes(), gen, torch::TensorOptions().dtype(torch::kLong));
+  batch.input_ids = torch::where(random, words, inputs);
+  batch.labels = labels;
+}
+
+uint64_t batch_mask_seed(int64_t seed, int64_t epoch, int64_t batch_index) {
+  // SplitMix64 finaliser over the three numbers: distinct, well-spread seeds per batch.
+  uint64_t z = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(epoch) * 0xBF58476D1CE4E5B9ull ^
+               static_cast<uint64_t>(batch_index) * 0x94D049BB133111EBull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFFull;
+}
+
+std::vector<int64_t> length_grouped_indices(const std::vector<int64_t>& lengths, int64_t batch_size,
+                                            const std::vector<int64_t>& perm) {
+  const auto n = static_cast<int64_t>(perm.size());
+  if (n == 0) return {};
+  int64_t mult = std::min<int64_t>(n / (batch_size * 4), 50);
+  if (mult == 0) mult = 1;
+  const int64_t megabatch = mult * batch_size;
+  auto len = [&](int64_t i) { return lengths[static_cast<std::size_t>(i)]; };
+  std::vector<int64_t> out(perm);
+  std::vector<int64_t> starts;
+  for (int64_t s = 0; s < n; s += megabatch) {
+    starts.push_back(s);
+    auto first = out.begin() + s, last = out.begin() + std::min(n, s + megabatch);
+    std::stable_sort(first, last, [&](int64_t a, int64_t b) { return len(a) > len(b); });
+  }
+  std::size_t best = 0;  // first megabatch with the greatest maximum (torch.argmax: first of equals)
+  for (std::size_t m = 1; m < starts.size(); ++m)
+    if (len(out[static_cast<std::size_t>(starts[m])]) > len(out[static_cast<std::size_t>(starts[best])])) best = m;
+  std::swap(out[0], out[static_cast<std::size_t>(starts[best])]);
+  return out;
 }
 
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, int64_t seed, int64_t epoch) {
@@ -84,7 +166,17 @@ std::vector<int64_t> distributed_shard(const std::vector<int64_t>& order, int64_
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, TaskKind task, int64_t batch_size, bool shuffle,
                        int64_t seed, bool drop_last, int64_t num_replicas, int64_t rank)
     : dataset_(std::move(dataset)), task_(task), batch_size_(batch_size), shuffle_(shuffle), seed_(seed),
-      drop_last_(drop_last), num_replicas_(num_replicas), rank_(rank) {}
+      drop_last_(drop_last), num_replicas_(num_replicas), rank_(rank),
+      collate_options_(dataset_->collate_options()) {}
+
+void DataLoader::group_by_length(int64_t group_batch_size, const std::string& length_column_name) {
+  if (group_batch_size < 1) throw RuntimeFailure("group_by_length: batch size must be >= 1");
+  lengths_ = dataset_->lengths(length_column_name);
+  if (static_cast<int64_t>(lengths_.size()) != dataset_->size())
+    throw RuntimeFailure("group_by_length: column '" + length_column_name + "' has " + std::to_string(lengths_.size()) +
+                         " values for " + std::to_string(dataset_->size()) + " examples");
+  group_batch_size_ = group_batch_size;
+}
 
 int64_t DataLoader::examples_per_replica() const {
   const int64_t n = dataset_->size();
@@ -97,7 +189,9 @@ int64_t DataLoader::batches_per_epoch() const {
 }
 
 void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
+  epoch_ = epoch;
   order_ = epoch_order(dataset_->size(), shuffle_, seed_, epoch);
+  if (group_batch_size_ > 0) order_ = length_grouped_indices(lengths_, group_batch_size_, order_);
   if (num_replicas_ > 1) order_ = distributed_shard(order_, num_replicas_, rank_, /*drop_last=*/false);
   position_ = std::min<int64_t>(skip_batches * batch_size_, static_cast<int64_t>(order_.size()));
 }
@@ -113,9 +207,10 @@ std::vector<Example> DataLoader::next_examples() {
 }
 
 bool DataLoader::next(Batch& batch) {
+  const int64_t batch_index = position_ / batch_size_;
   auto examples = next_examples();
   if (examples.empty()) return false;
-  batch = collate(examples, task_);
+  batch = collate(examples, task_, collate_options_, batch_mask_seed(seed_, epoch_, batch_index));
   return true;
 }
 

@@ -10,9 +10,30 @@
 
 namespace hftrain {
 
-// Stacks examples into a Batch, padding token sequences to the longest (pad id 0, labels -100,
-// attention_mask 0).
-Batch collate(const std::vector<Example>& examples, TaskKind task);
+// Stacks examples into a Batch with dynamic padding (HF DataCollatorWithPadding): token sequences are
+// padded to the longest in the batch with options.pad_id, attention_mask 0 and labels -100 there;
+// token_type_ids are collated (padded with 0) when the examples carry them. For kMaskedLm the labels are
+// made by mask_tokens with a generator seeded with `mlm_seed`.
+Batch collate(const std::vector<Example>& examples, TaskKind task, const CollateOptions& options = {},
+              uint64_t mlm_seed = 0);
+
+// HF DataCollatorForLanguageModeling.torch_mask_tokens on a padded batch: each position that is not
+// special (special_mask 1) and not padding (attention_mask 0) is selected with probability
+// options.mlm_probability; labels keep the original id at selected positions and -100 elsewhere; of the
+// selected, 80% become mask_id, half of the rest a random id in [0, vocab_size), the rest stay. The
+// same draws as HF (bernoulli, bernoulli 0.8, bernoulli 0.5, randint) from one generator.
+void mask_tokens(Batch& batch, const torch::Tensor& special_mask, const CollateOptions& options, uint64_t seed);
+
+// The seed of the MLM masking of one batch: a function of (data seed, epoch, batch index), so a resumed
+// run masks every batch exactly as the uninterrupted run.
+uint64_t batch_mask_seed(int64_t seed, int64_t epoch, int64_t batch_index);
+
+// HF get_length_grouped_indices over a given permutation `perm` of 0..n-1: megabatches of
+// mega_batch_mult * batch_size consecutive entries of perm (mega_batch_mult = min(n / (4 * batch_size), 50),
+// at least 1), each sorted by length descending (stable), then the longest example overall is swapped
+// to the very first position (so an out-of-memory shows at once).
+std::vector<int64_t> length_grouped_indices(const std::vector<int64_t>& lengths, int64_t batch_size,
+                                            const std::vector<int64_t>& perm);
 
 // Epoch order of `n` examples: a seeded permutation when shuffling, 0..n-1 otherwise.
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, int64_t seed, int64_t epoch);
@@ -34,6 +55,10 @@ class DataLoader {
   int64_t num_examples() const { return dataset_->size(); }
   // Examples this rank sees per epoch (num_examples() with one replica).
   int64_t examples_per_replica() const;
+  // HF group_by_length: every epoch's order becomes length_grouped_indices over that epoch's seeded
+  // permutation; `group_batch_size` is HF's per-device batch size x gradient_accumulation_steps;
+  // lengths come from dataset->lengths(length_column_name). Sharded afterwards when distributed.
+  void group_by_length(int64_t group_batch_size, const std::string& length_column_name);
   // Starts `epoch`, skipping its first `skip_batches` batches (resume).
   void start_epoch(int64_t epoch, int64_t skip_batches = 0);
   // Fills `batch` with the next batch of the current epoch; false at the end of the epoch.
@@ -50,6 +75,10 @@ class DataLoader {
   bool drop_last_;
   int64_t num_replicas_ = 1;
   int64_t rank_ = 0;
+  CollateOptions collate_options_;
+  int64_t epoch_ = 0;
+  int64_t group_batch_size_ = 0;  // > 0: group_by_length
+  std::vector<int64_t> lengths_;
   std::vector<int64_t> order_;
   int64_t position_ = 0;
 };

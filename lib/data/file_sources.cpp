@@ -1,0 +1,523 @@
+// File data sources: tokenized jsonl / csv / tsv / text with column mapping, labels, packing and the
+// dataset cache; memory-mapped pre-tokenized token files (see file_sources.h and docs/design.md).
+#include "data/file_sources.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "data/dataset_cache.h"
+#include "dist/env.h"
+#include "log/logger.h"
+#include "tokenizers/load_tokenizer.h"
+#include "util/error.h"
+
+namespace hftrain {
+namespace {
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+const char* format_name(RowFormat f) {
+  switch (f) {
+    case RowFormat::kJsonl: return "jsonl";
+    case RowFormat::kCsv: return "csv";
+    case RowFormat::kTsv: return "tsv";
+    case RowFormat::kText: return "text";
+  }
+  return "?";
+}
+
+class ExamplesDataset : public Dataset {
+ public:
+  ExamplesDataset(std::shared_ptr<const std::vector<Example>> examples, CollateOptions collate)
+      : examples_(std::move(examples)), collate_(collate) {}
+  int64_t size() const override { return static_cast<int64_t>(examples_->size()); }
+  Example get(int64_t index) const override {
+    if (index < 0 || index >= size()) throw RuntimeFailure("dataset index " + std::to_string(index) + " out of range");
+    return (*examples_)[static_cast<std::size_t>(index)];
+  }
+  CollateOptions collate_options() const override { return collate_; }
+  std::vector<int64_t> lengths(const std::string& /*column*/) const override {
+    std::vector<int64_t> out;
+    out.reserve(examples_->size());
+    for (const auto& e : *examples_) out.push_back(static_cast<int64_t>(e.input_ids.size()));
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const std::vector<Example>> examples_;
+  CollateOptions collate_;
+};
+
+bool parse_integer(const std::string& s, int64_t& out) {
+  if (s.empty()) return false;
+  std::size_t i = s[0] == '-' ? 1 : 0;
+  if (i == s.size()) return false;
+  for (std::size_t k = i; k < s.size(); ++k)
+    if (s[k] < '0' || s[k] > '9') return false;
+  try {
+    out = std::stoll(s);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+// HF run_glue: the sorted unique labels of the training split (numeric order when all are integers).
+std::vector<std::string> sorted_labels(const std::set<std::string>& values) {
+  std::vector<std::string> labels(values.begin(), values.end());
+  bool all_int = !labels.empty();
+  for (const auto& l : labels) {
+    int64_t v = 0;
+    all_int = all_int && parse_integer(l, v);
+  }
+  if (all_int) std::stable_sort(labels.begin(), labels.end(), [](const std::string& a, const std::string& b) {
+    return std::stoll(a) < std::stoll(b);
+  });
+  return labels;
+}
+
+// Identity of a tokenizer for the cache key: the spec value, the contents of the files it names and
+// what it makes of a probe text (so a changed tokenizer behind the same value is a miss).
+std::string tokenizer_identity(const std::string& value, const Tokenizer& tok) {
+  CacheKey id;
+  id.add(value);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(value, ec)) {
+    id.add(static_cast<int64_t>(hash_file_contents(value)));
+  } else if (fs::is_directory(value, ec)) {
+    for (const char* f : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"})
+      if (fs::is_regular_file(fs::path(value) / f, ec)) id.add(f).add(static_cast<int64_t>(hash_file_contents((fs::path(value) / f).string())));
+  }
+  id.add(tok.vocab_size());
+  try {
+    const std::string pair = "a second segment";
+    Encoding e = tok.encode_for_model("Hello world, 123 tokens.", &pair, 0);
+    for (auto v : e.input_ids) id.add(v);
+    for (auto v : e.special_tokens_mask) id.add(v);
+  } catch (const Error&) {
+    id.add("no-probe");
+  }
+  return id.hex();
+}
+
+}  // namespace
+
+// ---- jsonl / csv / tsv / text --------------------------------------------------------------------
+void FileDataSource::Options::declare(Schema<Options>& s) {
+  s.add("train_file", &Options::train_file, "Training data file (HF train_file).").required();
+  s.add("validation_file", &Options::validation_file, "Evaluation data file; \"\" = none or a ratio split.");
+  s.add("test_file", &Options::test_file, "Prediction data file; \"\" = the evaluation split.");
+  s.add("validation_split_percentage", &Options::validation_split_percentage,
+        "Without validation_file: percent of training rows (ceil, seeded by split_seed) held out for evaluation.")
+      .min(0)
+      .max(99);
+  s.add("split_seed", &Options::split_seed, "Seed of the ratio split.").min(0);
+  s.add("task", &Options::task, "causal_lm, sequence_classification or masked_lm.")
+      .choices({"causal_lm", "sequence_classification", "masked_lm"});
+  s.add("text_column", &Options::text_column, "Column holding the text (text files: always 'text').");
+  s.add("text_pair_column", &Options::text_pair_column, "Column holding the second text of a pair; \"\" = none.");
+  s.add("label_column", &Options::label_column, "sequence_classification: column holding the label.");
+  s.add("label_names", &Options::label_names,
+        "sequence_classification: the label set in id order; [] = the sorted unique labels of the training split.");
+  s.add("tokenizer", &Options::tokenizer, "bytes, or a path to tokenizer.json / tokenizer.model (or their directory).");
+  s.add("max_length", &Options::max_length, "Truncate each row to this many tokens (0 = no truncation).").min(0);
+  s.add("block_size", &Options::block_size,
+        "LM packing as HF group_texts: concatenate all rows and cut into blocks of this size, dropping the remainder (0 = one example per row).")
+      .min(0);
+  s.add("mlm_probability", &Options::mlm_probability, "masked_lm: share of tokens selected for masking.").min(0).max(1);
+  s.add("on_bad_row", &Options::on_bad_row, "A malformed row: 'error' (stop, naming file:line and column) or 'skip' (count and warn).")
+      .choices({"error", "skip"});
+  s.add("cache_dir", &Options::cache_dir, "Tokenized-dataset cache directory; \"\" = $HFTRAIN_CACHE or ~/.cache/hftrain.");
+  s.add("overwrite_cache", &Options::overwrite_cache, "Tokenize again even when the cache holds this dataset.");
+  s.add("cache_wait_seconds", &Options::cache_wait_seconds,
+        "Multi-process runs: how long ranks > 0 wait for rank 0 to write the cache.")
+      .min(1);
+}
+
+FileDataSource::FileDataSource(const Options& options, RowFormat format, std::shared_ptr<const Tokenizer> tokenizer,
+                               const std::string& identity)
+    : options_(options), format_(format), tokenizer_(std::move(tokenizer)) {
+  if (options_.task == "sequence_classification") task_ = TaskKind::kClassification;
+  else if (options_.task == "masked_lm") task_ = TaskKind::kMaskedLm;
+  else task_ = TaskKind::kCausalLm;
+  if (format_ == RowFormat::kText) {
+    options_.text_column = "text";
+    if (task_ == TaskKind::kClassification)
+      throw ConfigError("data.task: sequence_classification needs a label column; text files have only 'text' (use jsonl, csv or tsv)");
+    if (!options_.text_pair_column.empty()) throw ConfigError("data.text_pair_column: text files have only the column 'text'");
+  }
+  if (task_ == TaskKind::kClassification && options_.block_size > 0)
+    throw ConfigError("data.block_size: packing applies to causal_lm and masked_lm, not sequence_classification");
+  const bool injected = tokenizer_ != nullptr;
+  if (!injected) tokenizer_ = load_tokenizer(options_.tokenizer, "data.tokenizer");
+  const SpecialTokenIds special = tokenizer_->special_tokens();
+  if (task_ == TaskKind::kMaskedLm && !special.mask)
+    throw ConfigError("data.task: masked_lm needs a tokenizer with a mask token; '" + options_.tokenizer + "' has none");
+
+  // Cache key: contents of the input files, tokenizer identity, every setting that shapes the examples.
+  CacheKey key;
+  key.add("hftrain-dataset-1").add(format_name(format_)).add(options_.task);
+  for (const std::string* f : {&options_.train_file, &options_.validation_file, &options_.test_file})
+    key.add(f->empty() ? std::string("-") : std::to_string(hash_file_contents(*f)));
+  key.add(injected ? identity : tokenizer_identity(options_.tokenizer, *tokenizer_));
+  key.add(options_.text_column).add(options_.text_pair_column).add(options_.label_column);
+  key.add(static_cast<int64_t>(options_.label_names.size()));
+  for (const auto& l : options_.label_names) key.add(l);
+  key.add(options_.max_length).add(options_.block_size).add(options_.on_bad_row);
+  key.add(options_.validation_split_percentage).add(options_.split_seed);
+  const std::string dir = options_.cache_dir.empty() ? default_cache_dir() : options_.cache_dir;
+  cache_file_ = (std::filesystem::path(dir) / "datasets" / (key.hex() + ".bin")).string();
+
+  const DistEnv env = detect_dist_env();
+  if (env.world_size > 1 && env.rank != 0) {
+    if (!wait_for_file(cache_file_, options_.cache_wait_seconds))
+      throw RuntimeFailure("data: rank " + std::to_string(env.rank) + " waited " + std::to_string(options_.cache_wait_seconds) +
+                           " s for rank 0 to write the tokenized dataset '" + cache_file_ + "' (cache_dir must be shared by all ranks)");
+    if (!load_tokenized(cache_file_, splits_))
+      throw RuntimeFailure("data: the tokenized dataset '" + cache_file_ + "' written by rank 0 cannot be read");
+    loaded_from_cache_ = true;
+  } else if (!options_.overwrite_cache && load_tokenized(cache_file_, splits_)) {
+    loaded_from_cache_ = true;
+  } else {
+    splits_ = build();
+    try {
+      save_tokenized(cache_file_, splits_);
+    } catch (const std::exception& e) {
+      log_warning(std::string("data: could not write the dataset cache: ") + e.what());
+    }
+  }
+  if (splits_.skipped_rows > 0)
+    log_warning("data: skipped " + std::to_string(splits_.skipped_rows) + " bad rows (on_bad_row: skip)");
+  if (splits_.train.empty()) throw ConfigError("data.train_file: '" + options_.train_file + "' yields no training examples");
+
+  shape_.vocab_size = tokenizer_->vocab_size();
+  shape_.num_labels = static_cast<int64_t>(splits_.label_names.size());
+  shape_.label_names = splits_.label_names;
+  if (options_.block_size > 0) {
+    shape_.max_length = options_.block_size;
+  } else {
+    for (const auto* v : {&splits_.train, &splits_.eval, &splits_.test})
+      for (const auto& e : *v) shape_.max_length = std::max<int64_t>(shape_.max_length, static_cast<int64_t>(e.input_ids.size()));
+  }
+  collate_.pad_id = special.pad ? *special.pad : special.eos ? *special.eos : 0;
+  collate_.mlm_probability = options_.mlm_probability;
+  collate_.mask_id = special.mask ? *special.mask : -1;
+  collate_.vocab_size = tokenizer_->vocab_size();
+}
+
+TokenizedSplits FileDataSource::build() {
+  TokenizedSplits out;
+  const bool skip = options_.on_bad_row == "skip";
+  const bool classify = task_ == TaskKind::kClassification;
+  auto bad = [&](const std::string& file, const Row& row, const std::string& column, const std::string& reason) {
+    if (!skip)
+      throw ConfigError(file + ":" + std::to_string(row.line) + ": " + (column.empty() ? "" : "column '" + column + "': ") +
+                        reason + " (on_bad_row: skip skips such rows)");
+    ++out.skipped_rows;
+  };
+  // A text field of a row, or nullopt after reporting the row.
+  auto text_of = [&](const std::string& file, const Row& row, const std::string& column) -> std::optional<std::string> {
+    auto it = row.fields.find(column);
+    if (it == row.fields.end()) {
+      bad(file, row, column, "missing column");
+      return std::nullopt;
+    }
+    if (!it->second) {
+      bad(file, row, column, "value is null");
+      return std::nullopt;
+    }
+    auto st = row.is_string.find(column);
+    if (st != row.is_string.end() && !st->second) {
+      bad(file, row, column, "expected a string, got " + *it->second);
+      return std::nullopt;
+    }
+    return it->second;
+  };
+
+  std::vector<Row> train_rows = read_rows(options_.train_file, format_), eval_rows, test_rows;
+  std::string eval_file = options_.validation_file.empty() ? options_.train_file : options_.validation_file;
+  if (!options_.validation_file.empty()) {
+    eval_rows = read_rows(options_.validation_file, format_);
+    out.has_eval = true;
+  } else if (options_.validation_split_percentage > 0) {
+    // Seeded Fisher-Yates over the training rows; the first ceil(p% * n) positions are held out.
+    const auto n = static_cast<int64_t>(train_rows.size());
+    std::vector<int64_t> perm(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) perm[static_cast<std::size_t>(i)] = i;
+    uint64_t state = static_cast<uint64_t>(options_.split_seed) ^ 0x5EEDull;
+    for (int64_t i = n - 1; i > 0; --i) {
+      state += 0x9E3779B97F4A7C15ull;
+      const auto j = static_cast<int64_t>(mix64(state) % static_cast<uint64_t>(i + 1));
+      std::swap(perm[static_cast<std::size_t>(i)], perm[static_cast<std::size_t>(j)]);
+    }
+    const int64_t n_eval = (n * options_.validation_split_percentage + 99) / 100;
+    if (n_eval >= n)
+      throw ConfigError("data.validation_split_percentage: " + std::to_string(options_.validation_split_percentage) +
+                        "% of " + std::to_string(n) + " rows leaves no training rows");
+    std::vector<bool> held(static_cast<std::size_t>(n), false);
+    for (int64_t k = 0; k < n_eval; ++k) held[static_cast<std::size_t>(perm[static_cast<std::size_t>(k)])] = true;
+    std::vector<Row> kept;
+    for (int64_t i = 0; i < n; ++i) (held[static_cast<std::size_t>(i)] ? eval_rows : kept).push_back(std::move(train_rows[static_cast<std::size_t>(i)]));
+    train_rows = std::move(kept);
+    out.has_eval = true;
+  }
+  if (!options_.test_file.empty()) {
+    test_rows = read_rows(options_.test_file, format_);
+    out.has_test = true;
+  }
+
+  // Label set: given, or the sorted unique labels of the (well-formed) training rows.
+  std::map<std::string, int64_t> label_id;
+  if (classify) {
+    out.label_names = options_.label_names;
+    if (out.label_names.empty()) {
+      std::set<std::string> seen;
+      for (const auto& r : train_rows) {
+        auto it = r.fields.find(options_.label_column);
+        if (r.problem.empty() && it != r.fields.end() && it->second) seen.insert(*it->second);
+      }
+      out.label_names = sorted_labels(seen);
+    }
+    for (std::size_t i = 0; i < out.label_names.size(); ++i) label_id[out.label_names[i]] = static_cast<int64_t>(i);
+    if (out.label_names.empty())
+      throw ConfigError(options_.train_file + ": no row has the label column '" + options_.label_column + "'");
+  }
+
+  const bool pack = options_.block_size > 0;
+  auto convert = [&](const std::string& file, const std::vector<Row>& rows, bool labels_optional) {
+    std::vector<Example> examples;
+    Encoding packed;
+    for (const Row& row : rows) {
+      if (!row.problem.empty()) {
+        bad(file, row, row.problem_column, row.problem);
+        continue;
+      }
+      auto text = text_of(file, row, options_.text_column);
+      if (!text) continue;
+      std::optional<std::string> pair;
+      if (!options_.text_pair_column.empty()) {
+        pair = text_of(file, row, options_.text_pair_column);
+        if (!pair) continue;
+      }
+      int64_t label = -100;
+      if (classify) {
+        auto it = row.fields.find(options_.label_column);
+        if (it == row.fields.end() || !it->second) {
+          if (!labels_optional) {
+            bad(file, row, options_.label_column, it == row.fields.end() ? "missing column" : "value is null");
+            continue;
+          }
+        } else {
+          auto id = label_id.find(*it->second);
+          if (id == label_id.end()) {
+            std::string set;
+            for (const auto& n : out.label_names) set += (set.empty() ? "" : ", ") + n;
+            bad(file, row, options_.label_column, "label '" + *it->second + "' is not in the label set [" + set + "]");
+            continue;
+          }
+          label = id->second;
+        }
+      }
+      Encoding enc = tokenizer_->encode_for_model(*text, pair ? &*pair : nullptr, pack ? 0 : options_.max_length);
+      ++tokenized_rows_;
+      if (pack) {
+        packed.input_ids.insert(packed.input_ids.end(), enc.input_ids.begin(), enc.input_ids.end());
+        packed.token_type_ids.insert(packed.token_type_ids.end(), enc.token_type_ids.begin(), enc.token_type_ids.end());
+        packed.special_tokens_mask.insert(packed.special_tokens_mask.end(), enc.special_tokens_mask.begin(),
+                                          enc.special_tokens_mask.end());
+        continue;
+      }
+      if (enc.input_ids.empty() && !classify) continue;  // as run_mlm line_by_line: empty lines give no example
+      Example ex;
+      ex.input_ids = enc.input_ids;
+      ex.token_type_ids = enc.token_type_ids;
+      if (task_ == TaskKind::kMaskedLm) ex.special_tokens_mask = enc.special_tokens_mask;
+      if (task_ == TaskKind::kCausalLm) {
+        ex.labels = ex.input_ids;
+        ex.prompt_length = static_cast<int64_t>(ex.input_ids.size()) / 2;
+      }
+      ex.label = label;
+      examples.push_back(std::move(ex));
+    }
+    if (pack) {  // HF group_texts: total_length = (total_length // block_size) * block_size
+      const int64_t block = options_.block_size;
+      const auto total = static_cast<int64_t>(packed.input_ids.size()) / block * block;
+      auto slice = [&](const std::vector<int64_t>& v, int64_t at) {
+        if (static_cast<int64_t>(v.size()) < at + block) return std::vector<int64_t>{};
+        return std::vector<int64_t>(v.begin() + at, v.begin() + at + block);
+      };
+      for (int64_t at = 0; at < total; at += block) {
+        Example ex;
+        ex.input_ids = slice(packed.input_ids, at);
+        ex.token_type_ids = slice(packed.token_type_ids, at);
+        if (task_ == TaskKind::kMaskedLm) ex.special_tokens_mask = slice(packed.special_tokens_mask, at);
+        if (task_ == TaskKind::kCausalLm) {
+          ex.labels = ex.input_ids;
+          ex.prompt_length = block / 2;
+        }
+        examples.push_back(std::move(ex));
+      }
+    }
+    return examples;
+  };
+  out.train = convert(options_.train_file, train_rows, false);
+  if (out.has_eval) out.eval = convert(eval_file, eval_rows, false);
+  if (out.has_test) out.test = convert(options_.test_file, test_rows, true);
+  return out;
+}
+
+std::shared_ptr<const Dataset> FileDataSource::split(const std::string& name) const {
+  const std::vector<Example>* v = nullptr;
+  if (name == "train") v = &splits_.train;
+  else if (name == "eval") v = splits_.has_eval ? &splits_.eval : nullptr;
+  else if (name == "test") v = splits_.has_test ? &splits_.test : splits_.has_eval ? &splits_.eval : nullptr;
+  else throw RuntimeFailure("unknown data split '" + name + "' (valid: train, eval, test)");
+  if (!v) return nullptr;
+  return std::make_shared<ExamplesDataset>(std::make_shared<const std::vector<Example>>(*v), collate_);
+}
+
+std::vector<std::string> FileDataSource::default_metrics() const {
+  if (task_ == TaskKind::kClassification) return {"accuracy"};
+  return {"perplexity"};
+}
+
+// ---- token_files ---------------------------------------------------------------------------------
+namespace {
+
+// A read-only memory mapping of a token file.
+class MappedTokens {
+ public:
+  MappedTokens(const std::string& path, int width, const std::string& key) : path_(path), width_(width) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw ConfigError(key + ": cannot read token file '" + path + "'");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || st.st_size == 0) {
+      ::close(fd);
+      throw ConfigError(key + ": token file '" + path + "' is empty");
+    }
+    bytes_ = static_cast<std::size_t>(st.st_size);
+    if (bytes_ % static_cast<std::size_t>(width) != 0) {
+      ::close(fd);
+      throw ConfigError(key + ": token file '" + path + "' has " + std::to_string(bytes_) + " bytes, not a multiple of " +
+                        std::to_string(width) + " (dtype uint" + std::to_string(8 * width) + ")");
+    }
+    addr_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (addr_ == MAP_FAILED) throw RuntimeFailure("cannot memory-map token file '" + path + "'");
+  }
+  ~MappedTokens() { ::munmap(addr_, bytes_); }
+  MappedTokens(const MappedTokens&) = delete;
+  MappedTokens& operator=(const MappedTokens&) = delete;
+  int64_t count() const { return static_cast<int64_t>(bytes_ / static_cast<std::size_t>(width_)); }
+  int64_t at(int64_t i) const {  // little-endian, whatever the host order
+    const auto* p = static_cast<const unsigned char*>(addr_) + i * width_;
+    uint64_t v = 0;
+    for (int k = width_ - 1; k >= 0; --k) v = (v << 8) | p[k];
+    return static_cast<int64_t>(v);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int width_;
+  void* addr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class TokenWindowDataset : public Dataset {
+ public:
+  TokenWindowDataset(std::shared_ptr<const MappedTokens> tokens, int64_t block, int64_t vocab, bool random,
+                     int64_t num_random, uint64_t seed)
+      : tokens_(std::move(tokens)), block_(block), vocab_(vocab), random_(random), seed_(seed) {
+    size_ = random_ ? (num_random > 0 ? num_random : tokens_->count() / block_) : tokens_->count() / block_;
+  }
+  int64_t size() const override { return size_; }
+  Example get(int64_t index) const override {
+    if (index < 0 || index >= size_) throw RuntimeFailure("dataset index " + std::to_string(index) + " out of range");
+    int64_t start = index * block_;
+    if (random_) {
+      const auto positions = static_cast<uint64_t>(tokens_->count() - block_ + 1);
+      start = static_cast<int64_t>(mix64(seed_ + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull) % positions);
+    }
+    Example ex;
+    ex.input_ids.resize(static_cast<std::size_t>(block_));
+    for (int64_t t = 0; t < block_; ++t) {
+      const int64_t id = tokens_->at(start + t);
+      if (id >= vocab_)
+        throw RuntimeFailure("token file '" + tokens_->path() + "': token " + std::to_string(start + t) + " is " +
+                             std::to_string(id) + ", not below vocab_size " + std::to_string(vocab_));
+      ex.input_ids[static_cast<std::size_t>(t)] = id;
+    }
+    ex.labels = ex.input_ids;
+    ex.prompt_length = block_ / 2;
+    return ex;
+  }
+
+ private:
+  std::shared_ptr<const MappedTokens> tokens_;
+  int64_t block_, vocab_, size_ = 0;
+  bool random_;
+  uint64_t seed_;
+};
+
+}  // namespace
+
+void TokenFileSource::Options::declare(Schema<Options>& s) {
+  s.add("train_file", &Options::train_file, "Training tokens (e.g. nanoGPT train.bin): raw little-endian ids, no header.")
+      .required();
+  s.add("validation_file", &Options::validation_file, "Evaluation tokens (e.g. val.bin); \"\" = none.");
+  s.add("test_file", &Options::test_file, "Prediction tokens; \"\" = the evaluation file.");
+  s.add("dtype", &Options::dtype, "Width of each token id.").choices({"uint16", "uint32"});
+  s.add("vocab_size", &Options::vocab_size, "Vocabulary size (ids must be below it).").required().min(1);
+  s.add("block_size", &Options::block_size, "Tokens per example.").min(2);
+  s.add("sampling", &Options::sampling,
+        "Training examples: sequential (consecutive blocks, remainder dropped) or random (windows at seeded random offsets). Evaluation is always sequential.")
+      .choices({"sequential", "random"});
+  s.add("num_random_blocks", &Options::num_random_blocks, "sampling random: examples per epoch (0 = tokens / block_size).").min(0);
+  s.add("seed", &Options::seed, "sampling random: seed of the window offsets.").min(0);
+  s.add("tokenizer", &Options::tokenizer, "Tokenizer to decode predictions (bytes or a path); \"\" = none.");
+}
+
+TokenFileSource::TokenFileSource(const Options& options) : options_(options) {
+  const int width = options_.dtype == "uint32" ? 4 : 2;
+  if (!options_.tokenizer.empty()) tokenizer_ = load_tokenizer(options_.tokenizer, "data.tokenizer");
+  auto open = [&](const std::string& path, const std::string& key, bool random, uint64_t salt) -> std::shared_ptr<const Dataset> {
+    auto tokens = std::make_shared<const MappedTokens>(path, width, key);
+    if (tokens->count() < options_.block_size)
+      throw ConfigError(key + ": token file '" + path + "' has " + std::to_string(tokens->count()) +
+                        " tokens, fewer than block_size " + std::to_string(options_.block_size));
+    return std::make_shared<TokenWindowDataset>(tokens, options_.block_size, options_.vocab_size, random,
+                                                options_.num_random_blocks, mix64(static_cast<uint64_t>(options_.seed) ^ salt));
+  };
+  train_ = open(options_.train_file, "data.train_file", options_.sampling == "random", 1);
+  if (!options_.validation_file.empty()) eval_ = open(options_.validation_file, "data.validation_file", false, 2);
+  test_ = options_.test_file.empty() ? eval_ : open(options_.test_file, "data.test_file", false, 3);
+}
+
+DataShape TokenFileSource::shape() const {
+  DataShape s;
+  s.vocab_size = options_.vocab_size;
+  s.max_length = options_.block_size;
+  return s;
+}
+
+std::shared_ptr<const Dataset> TokenFileSource::split(const std::string& name) const {
+  if (name == "train") return train_;
+  if (name == "eval") return eval_;
+  if (name == "test") return test_;
+  throw RuntimeFailure("unknown data split '" + name + "' (valid: train, eval, test)");
+}
+
+}  // namespace hftrain

@@ -1,0 +1,117 @@
+// Data components over user files: `jsonl`, `csv`, `tsv` and `text` (tabular text, tokenized, with an
+// HF-style column mapping, label set and optional run_clm-style packing, cached by content hash) and
+// `token_files` (nanoGPT-style pre-tokenized binary files, memory-mapped). See docs/design.md "Datasets".
+#pragma once
+
+#include <memory>
+
+#include "config/schema.h"
+#include "data/dataset.h"
+#include "data/text_rows.h"
+
+namespace hftrain {
+
+// Tokenized examples held in memory (what the cache stores).
+struct TokenizedSplits {
+  std::vector<Example> train, eval, test;
+  bool has_eval = false, has_test = false;
+  std::vector<std::string> label_names;
+  int64_t skipped_rows = 0;
+};
+
+class FileDataSource : public DataSource {
+ public:
+  struct Options {
+    std::string train_file;
+    std::string validation_file;
+    std::string test_file;
+    int64_t validation_split_percentage = 0;
+    int64_t split_seed = 42;
+    std::string task = "causal_lm";
+    std::string text_column = "text";
+    std::string text_pair_column;
+    std::string label_column = "label";
+    std::vector<std::string> label_names;
+    std::string tokenizer = "bytes";
+    int64_t max_length = 0;
+    int64_t block_size = 0;
+    double mlm_probability = 0.15;
+    std::string on_bad_row = "error";
+    std::string cache_dir;
+    bool overwrite_cache = false;
+    int64_t cache_wait_seconds = 1800;
+    static void declare(Schema<Options>& s);
+  };
+  // `tokenizer` replaces options.tokenizer (tests); `tokenizer_identity` then names it in the cache key.
+  FileDataSource(const Options& options, RowFormat format, std::shared_ptr<const Tokenizer> tokenizer = nullptr,
+                 const std::string& tokenizer_identity = "");
+
+  std::shared_ptr<const Dataset> split(const std::string& name) const override;
+  TaskKind task() const override { return task_; }
+  DataShape shape() const override { return shape_; }
+  std::vector<std::string> default_metrics() const override;
+  const Tokenizer* tokenizer() const override { return tokenizer_.get(); }
+
+  // Diagnostics: rows tokenized by this instance (0 when the cache was used), the cache file, rows skipped.
+  int64_t tokenized_rows() const { return tokenized_rows_; }
+  const std::string& cache_file() const { return cache_file_; }
+  bool loaded_from_cache() const { return loaded_from_cache_; }
+  int64_t skipped_rows() const { return splits_.skipped_rows; }
+
+ private:
+  TokenizedSplits build() ;
+  Options options_;
+  RowFormat format_;
+  TaskKind task_ = TaskKind::kCausalLm;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  TokenizedSplits splits_;
+  DataShape shape_;
+  CollateOptions collate_;
+  std::string cache_file_;
+  bool loaded_from_cache_ = false;
+  int64_t tokenized_rows_ = 0;
+};
+
+template <RowFormat F>
+class FormatSource : public FileDataSource {
+ public:
+  using Options = FileDataSource::Options;
+  explicit FormatSource(const Options& options) : FileDataSource(options, F) {}
+};
+using JsonlSource = FormatSource<RowFormat::kJsonl>;
+using CsvSource = FormatSource<RowFormat::kCsv>;
+using TsvSource = FormatSource<RowFormat::kTsv>;
+using TextLinesSource = FormatSource<RowFormat::kText>;
+
+// `token_files`: raw little-endian uint16/uint32 token ids, no header (nanoGPT train.bin / val.bin),
+// memory-mapped. `sequential`: example k = tokens [k*block_size, (k+1)*block_size), the remainder dropped;
+// `random`: example k = the window of block_size tokens starting at a position drawn from (seed, split, k).
+class TokenFileSource : public DataSource {
+ public:
+  struct Options {
+    std::string train_file;
+    std::string validation_file;
+    std::string test_file;
+    std::string dtype = "uint16";
+    int64_t vocab_size = 0;
+    int64_t block_size = 256;
+    std::string sampling = "sequential";
+    int64_t num_random_blocks = 0;
+    int64_t seed = 1234;
+    std::string tokenizer;
+    static void declare(Schema<Options>& s);
+  };
+  explicit TokenFileSource(const Options& options);
+  std::shared_ptr<const Dataset> split(const std::string& name) const override;
+  TaskKind task() const override { return TaskKind::kCausalLm; }
+  DataShape shape() const override;
+  std::vector<std::string> default_metrics() const override { return {"perplexity"}; }
+  const Tokenizer* tokenizer() const override { return tokenizer_.get(); }
+
+ private:
+  Options options_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::shared_ptr<const Dataset> train_, eval_, test_;
+};
+
+}  // namespace hftrain
