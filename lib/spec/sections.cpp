@@ -72,6 +72,11 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("seed", &TrainingArgs::seed, "Random seed for initialisation, dropout and shuffling.").min(0);
   s.add("data_seed", &TrainingArgs::data_seed, "Seed for data shuffling; -1 = use seed.").min(-1);
   s.add("dataloader_drop_last", &TrainingArgs::dataloader_drop_last, "Drop the last incomplete training batch.");
+  s.add("group_by_length", &TrainingArgs::group_by_length,
+        "Group training examples of similar length into batches (HF LengthGroupedSampler: megabatches of 50 x "
+        "batch x gradient_accumulation_steps, sorted by length, longest first).");
+  s.add("length_column_name", &TrainingArgs::length_column_name,
+        "group_by_length: the dataset column with precomputed lengths; token counts when the dataset has none.");
   s.add("label_smoothing_factor", &TrainingArgs::label_smoothing_factor,
         "Label smoothing epsilon (HF LabelSmoother; -100 labels ignored, causal LMs shifted).").min(0).max(1);
   s.add("gradient_checkpointing", &TrainingArgs::gradient_checkpointing,
@@ -134,6 +139,12 @@ void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {
 
 void GenerationArgs::declare(Schema<GenerationArgs>& s) {
   s.add("max_new_tokens", &GenerationArgs::max_new_tokens, "Tokens generated per prompt by `hftrain predict`.").min(1);
+  s.add("do_sample", &GenerationArgs::do_sample, "Sample the next token (true) or take the most likely one (false).");
+  s.add("temperature", &GenerationArgs::temperature, "Sampling temperature (logits divided by it).").greater_than(0);
+  s.add("top_k", &GenerationArgs::top_k, "Sample among the k most likely tokens; 0 = no limit.").min(0);
+  s.add("top_p", &GenerationArgs::top_p, "Nucleus sampling: smallest set of tokens with this total probability.").greater_than(0).max(1);
+  s.add("seed", &GenerationArgs::seed, "Seed of the sampling generator; null = training.seed.");
+  s.add("eos_token_id", &GenerationArgs::eos_token_id, "Stop after this token; null = the tokenizer's eos token (if any).");
 }
 
 }  // namespace hftrain

@@ -67,6 +67,8 @@ struct TrainingArgs {
   int64_t seed = 42;
   int64_t data_seed = -1;  // -1 = use seed (HF: None)
   bool dataloader_drop_last = false;
+  bool group_by_length = false;              // HF LengthGroupedSampler for the training set
+  std::string length_column_name = "length";
   double label_smoothing_factor = 0.0;
   bool gradient_checkpointing = false;
   double neftune_noise_alpha = 0.0;  // 0 = off (HF: None)
@@ -121,6 +123,12 @@ struct PrecisionArgs {
 // Options of `hftrain predict` for language models.
 struct GenerationArgs {
   int64_t max_new_tokens = 16;
+  bool do_sample = false;                // false = greedy
+  double temperature = 1.0;
+  int64_t top_k = 50;                    // 0 = off (HF default 50, used only when sampling)
+  double top_p = 1.0;                    // 1 = off
+  std::optional<int64_t> seed;           // null = training.seed
+  std::optional<int64_t> eos_token_id;   // null = the tokenizer's eos token, if it has one
 
   static void declare(Schema<GenerationArgs>& s);
 };

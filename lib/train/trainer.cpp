@@ -83,6 +83,8 @@ nlohmann::json Trainer::train() {
   DataLoader loader(pipeline_.data->split("train"), pipeline_.data->task(), args.per_device_train_batch_size,
                     /*shuffle=*/true, args.data_seed >= 0 ? args.data_seed : args.seed, args.dataloader_drop_last,
                     world_size, world().rank());
+  if (args.group_by_length)  // HF LengthGroupedSampler(train_batch_size * gradient_accumulation_steps)
+    loader.group_by_length(args.per_device_train_batch_size * args.gradient_accumulation_steps, args.length_column_name);
   const int64_t ga = args.gradient_accumulation_steps;
   const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), world_size);
   const ParameterCounts parameters = count_parameters(model);
