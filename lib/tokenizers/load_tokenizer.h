@@ -12,7 +12,8 @@
 
 namespace hftrain {
 
-// Throws ConfigError naming `where` (e.g. "data.tokenizer") and the path when the value is not a tokenizer.
+// Throws ConfigError naming `where` (e.g. "data.tokenizer") and the path when the value is not a tokenizer
+// (missing file, malformed JSON with its position, unsupported component type).
 std::shared_ptr<const Tokenizer> load_tokenizer(const std::string& value, const std::string& where);
 
 }  // namespace hftrain

@@ -1,0 +1,187 @@
+// UTF-8 / Unicode helpers backed by utf8proc and PCRE2 (see unicode_text.h).
+#include "tokenizers/unicode_text.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <utf8proc.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace hftrain::unicode {
+
+int utf8_length(unsigned char lead) {
+  if (lead < 0x80) return 1;
+  if ((lead & 0xE0) == 0xC0) return 2;
+  if ((lead & 0xF0) == 0xE0) return 3;
+  if ((lead & 0xF8) == 0xF0) return 4;
+  return 1;
+}
+
+void append_utf8(std::string& out, char32_t cp) {
+  utf8proc_uint8_t buf[4];
+  auto n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buf);
+  out.append(reinterpret_cast<const char*>(buf), static_cast<std::size_t>(n));
+}
+
+std::string to_utf8(char32_t cp) {
+  std::string s;
+  append_utf8(s, cp);
+  return s;
+}
+
+std::string sanitize_utf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (p[i] < 0x80) {
+      out.push_back(static_cast<char>(p[i]));
+      ++i;
+      continue;
+    }
+    utf8proc_int32_t cp;
+    auto n = utf8proc_iterate(p + i, static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
+    if (n <= 0) {
+      append_utf8(out, 0xFFFD);
+      ++i;
+    } else {
+      out.append(s, i, static_cast<std::size_t>(n));
+      i += static_cast<std::size_t>(n);
+    }
+  }
+  return out;
+}
+
+std::vector<char32_t> code_points(const std::string& s) {
+  std::vector<char32_t> cps;
+  cps.reserve(s.size());
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    utf8proc_int32_t cp;
+    auto n = utf8proc_iterate(p + i, static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
+    if (n <= 0) {
+      cps.push_back(0xFFFD);
+      ++i;
+    } else {
+      cps.push_back(static_cast<char32_t>(cp));
+      i += static_cast<std::size_t>(n);
+    }
+  }
+  return cps;
+}
+
+static utf8proc_category_t category(char32_t cp) { return utf8proc_category(static_cast<utf8proc_int32_t>(cp)); }
+
+bool is_whitespace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+bool is_letter(char32_t c) {
+  auto k = category(c);
+  return k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO;
+}
+bool is_number(char32_t c) {
+  auto k = category(c);
+  return k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO;
+}
+bool is_punctuation(char32_t c) {
+  auto k = category(c);
+  return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
+}
+bool is_other(char32_t c) {
+  auto k = category(c);
+  return k == UTF8PROC_CATEGORY_CN || (k >= UTF8PROC_CATEGORY_CC && k <= UTF8PROC_CATEGORY_CO);
+}
+bool is_nonspacing_mark(char32_t c) { return category(c) == UTF8PROC_CATEGORY_MN; }
+bool is_alphanumeric(char32_t c) { return is_letter(c) || is_number(c); }
+char32_t to_lower(char32_t c) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); }
+
+std::string lowercase(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : code_points(s)) append_utf8(out, to_lower(c));
+  return out;
+}
+
+std::string normalize(const std::string& s, const std::string& form) {
+  int options = UTF8PROC_STABLE;
+  if (form == "NFD") options |= UTF8PROC_DECOMPOSE;
+  else if (form == "NFC") options |= UTF8PROC_COMPOSE;
+  else if (form == "NFKD") options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+  else if (form == "NFKC") options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+  else throw std::invalid_argument("unknown normalization form " + form);
+  utf8proc_uint8_t* out = nullptr;
+  auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
+                        &out, static_cast<utf8proc_option_t>(options));
+  if (n < 0) return s;  // malformed input: callers pass sanitized text, so this is not expected
+  std::string result(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
+  std::free(out);
+  return result;
+}
+
+const std::vector<char32_t>& bytes_to_chars() {
+  static const std::vector<char32_t> table = [] {
+    std::vector<char32_t> t(256, 0);
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      t[static_cast<std::size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
+    }
+    return t;
+  }();
+  return table;
+}
+
+int char_to_byte(char32_t cp) {
+  static const std::vector<int> inverse = [] {
+    std::vector<int> inv(512, -1);
+    const auto& t = bytes_to_chars();
+    for (int b = 0; b < 256; ++b) inv[t[static_cast<std::size_t>(b)]] = b;
+    return inv;
+  }();
+  return cp < inverse.size() ? inverse[cp] : -1;
+}
+
+Regex::Regex(const std::string& pattern) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &error,
+                             &offset, nullptr);
+  if (!code) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error, message, sizeof(message));
+    throw std::runtime_error("regex '" + pattern + "' does not compile at offset " + std::to_string(offset) + ": " +
+                             reinterpret_cast<const char*>(message));
+  }
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional speed-up; the interpreter is used if JIT is unavailable
+  code_ = code;
+}
+
+Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+
+std::vector<std::pair<std::size_t, std::size_t>> Regex::find_all(const std::string& text) const {
+  auto* code = static_cast<pcre2_code*>(code_);
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc < 0) break;
+    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    std::size_t b = ov[0], e = ov[1];
+    if (e == b) {  // empty match: not a token; step over one character
+      if (b >= text.size()) break;
+      start = b + static_cast<std::size_t>(utf8_length(static_cast<unsigned char>(text[b])));
+      continue;
+    }
+    out.emplace_back(b, e);
+    start = e;
+  }
+  pcre2_match_data_free(md);
+  return out;
+}
+
+}  // namespace hftrain::unicode

@@ -1,0 +1,56 @@
+// UTF-8 and Unicode helpers for the tokenizers: code point iteration, categories (utf8proc), NFD/NFC/NFKD/NFKC,
+// lower-casing, the byte-level BPE byte<->character table, and a PCRE2 (UTF + Unicode properties) regex wrapper.
+// Limits: case mapping is utf8proc's simple one-to-one mapping (no 'ß' -> "ss"); White_Space is a fixed table.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hftrain::unicode {
+
+// Valid UTF-8: every malformed byte becomes U+FFFD.
+std::string sanitize_utf8(const std::string& s);
+// Code points of valid UTF-8 text (see sanitize_utf8).
+std::vector<char32_t> code_points(const std::string& s);
+void append_utf8(std::string& out, char32_t cp);
+std::string to_utf8(char32_t cp);
+// Byte length of the UTF-8 sequence starting with `lead` (1 for malformed lead bytes).
+int utf8_length(unsigned char lead);
+
+bool is_whitespace(char32_t cp);    // Unicode White_Space (Rust char::is_whitespace)
+bool is_letter(char32_t cp);        // L*
+bool is_number(char32_t cp);        // N*
+bool is_punctuation(char32_t cp);   // P*
+bool is_other(char32_t cp);         // C* (Cc, Cf, Cs, Co, Cn)
+bool is_nonspacing_mark(char32_t cp);  // Mn
+bool is_alphanumeric(char32_t cp);  // L* or N*
+char32_t to_lower(char32_t cp);
+
+std::string lowercase(const std::string& s);
+// form: "NFD", "NFC", "NFKD", "NFKC".
+std::string normalize(const std::string& s, const std::string& form);
+
+// GPT-2's byte -> printable character table (byte-level BPE) and its inverse.
+const std::vector<char32_t>& bytes_to_chars();
+// -1 where the character is not one of the 256 table characters.
+int char_to_byte(char32_t cp);
+
+// A compiled PCRE2 pattern (UTF, Unicode properties). Thread-safe for matching.
+class Regex {
+ public:
+  // Throws std::runtime_error with PCRE2's message and offset when the pattern does not compile.
+  explicit Regex(const std::string& pattern);
+  ~Regex();
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+  // Byte ranges [begin, end) of all non-overlapping matches in valid UTF-8 `text`, left to right.
+  std::vector<std::pair<std::size_t, std::size_t>> find_all(const std::string& text) const;
+
+ private:
+  void* code_ = nullptr;
+};
+
+}  // namespace hftrain::unicode
