@@ -267,13 +267,14 @@ void split_by(const std::string& s, const std::vector<std::pair<std::size_t, std
 
 struct PreTokenizer {
   virtual ~PreTokenizer() = default;
-  virtual void apply(std::vector<std::string>& splits) const = 0;
+  // at_start: the first split begins at the start of the input (Metaspace's prepend_scheme "first").
+  virtual void apply(std::vector<std::string>& splits, bool at_start) const = 0;
 };
 
 struct ByteLevelPreTokenizer : PreTokenizer {
   bool add_prefix_space = true, use_regex = true;
   std::shared_ptr<uni::Regex> regex;
-  void apply(std::vector<std::string>& splits) const override {
+  void apply(std::vector<std::string>& splits, bool at_start) const override {
     const auto& table = uni::bytes_to_chars();
     std::vector<std::string> out;
     for (auto& s : splits) {
@@ -295,7 +296,7 @@ struct SplitPreTokenizer : PreTokenizer {
   Pattern pattern;
   Behavior behavior = Behavior::Isolated;
   bool invert = false;
-  void apply(std::vector<std::string>& splits) const override {
+  void apply(std::vector<std::string>& splits, bool at_start) const override {
     std::vector<std::string> out;
     for (const auto& s : splits) split_by(s, pattern.find_all(s), behavior, invert, out);
     splits = std::move(out);
@@ -327,7 +328,7 @@ struct CharClassPreTokenizer : PreTokenizer {
   Behavior behavior;
   bool runs;
   CharClassPreTokenizer(std::function<bool(char32_t)> p, Behavior b, bool r) : pred(std::move(p)), behavior(b), runs(r) {}
-  void apply(std::vector<std::string>& splits) const override {
+  void apply(std::vector<std::string>& splits, bool at_start) const override {
     std::vector<std::string> out;
     for (const auto& s : splits) split_by(s, char_matches(s, pred, runs), behavior, false, out);
     splits = std::move(out);
@@ -338,12 +339,12 @@ struct MetaspacePreTokenizer : PreTokenizer {
   std::string replacement = "\xE2\x96\x81";
   std::string prepend_scheme = "always";
   bool split = true;
-  void apply(std::vector<std::string>& splits) const override {
+  void apply(std::vector<std::string>& splits, bool at_start) const override {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < splits.size(); ++i) {
       std::string s = splits[i];
       replace_all(s, " ", replacement);
-      bool prepend = prepend_scheme == "always" || (prepend_scheme == "first" && i == 0);
+      bool prepend = prepend_scheme == "always" || (prepend_scheme == "first" && i == 0 && at_start);
       if (prepend && s.compare(0, replacement.size(), replacement) != 0) s = replacement + s;
       if (!split) {
         out.push_back(s);
@@ -359,8 +360,8 @@ struct MetaspacePreTokenizer : PreTokenizer {
 
 struct SequencePreTokenizer : PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> steps;
-  void apply(std::vector<std::string>& splits) const override {
-    for (const auto& p : steps) p->apply(splits);
+  void apply(std::vector<std::string>& splits, bool at_start) const override {
+    for (const auto& p : steps) p->apply(splits, at_start);
   }
 };
 
@@ -983,9 +984,11 @@ struct HfTokenizer::Impl {
     std::string text = uni::sanitize_utf8(input);
     std::vector<Segment> raw;
     split_added(text, raw_matcher, raw);
+    bool at_start = true;  // the segment begins the input
     for (const auto& seg : raw) {
       if (seg.id >= 0) {
         ids.push_back(seg.id);
+        at_start = false;
         continue;
       }
       std::string normalized = normalizer ? normalizer->apply(seg.text) : seg.text;
@@ -994,10 +997,12 @@ struct HfTokenizer::Impl {
       for (const auto& part : parts) {
         if (part.id >= 0) {
           ids.push_back(part.id);
+          at_start = false;
           continue;
         }
         std::vector<std::string> words{part.text};
-        if (pre_tokenizer) pre_tokenizer->apply(words);
+        if (pre_tokenizer) pre_tokenizer->apply(words, at_start);
+        at_start = false;
         for (const auto& w : words)
           if (!w.empty()) model->tokenize(w, ids);
       }
@@ -1121,7 +1126,13 @@ int64_t HfTokenizer::vocab_size() const { return impl_->size; }
 
 std::vector<int64_t> HfTokenizer::encode(const std::string& text) const {
   std::vector<int64_t> ids;
-  impl_->encode_into(text, ids);
+  try {
+    impl_->encode_into(text, ids);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw RuntimeFailure(std::string("tokenizer: ") + e.what());
+  }
   return ids;
 }
 

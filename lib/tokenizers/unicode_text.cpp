@@ -169,7 +169,17 @@ std::vector<std::pair<std::size_t, std::size_t>> Regex::find_all(const std::stri
   std::size_t start = 0;
   while (start <= text.size()) {
     int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
-    if (rc < 0) break;
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // the JIT's small stack: the interpreter (heap-backed) handles it
+      rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start,
+                       PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(md);
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof(message));
+      throw std::runtime_error("regex match failed at byte " + std::to_string(start) + ": " +
+                               reinterpret_cast<const char*>(message));
+    }
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     std::size_t b = ov[0], e = ov[1];
     if (e == b) {  // empty match: not a token; step over one character

@@ -312,3 +312,63 @@ TEST_CASE("load_tokenizer selects by value and reports bad files as ConfigError"
   auto tok = load_tokenizer((dir / "bert").string(), "data.tokenizer");
   CHECK(tok->encode("the cafe") == Ids{5, 6});
 }
+
+namespace {
+
+// Llama-2 style BPE on sentencepiece pieces: U+2581 ("\u2581") marks spaces, byte_fallback <0xXX> tokens.
+std::string llama2_json(const std::string& normalizer, const std::string& pre_tokenizer) {
+  return std::string(R"({"added_tokens": [
+    {"id": 0, "content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+    {"id": 1, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+    {"id": 2, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+  "normalizer": )") + normalizer + R"(, "pre_tokenizer": )" + pre_tokenizer + R"(,
+  "post_processor": {"type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+    "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+             {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+    "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+  "decoder": {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"},
+    {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+  "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null,
+    "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true,
+    "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x0A>": 3, "<0xC3>": 4, "<0xA9>": 5, "\u2581": 6, "h": 7, "i": 8,
+              "\u2581h": 9, "\u2581hi": 10, "t": 11, "\u2581t": 12, "e": 13},
+    "merges": ["\u2581 h", "\u2581h i", "\u2581 t"]}})";
+}
+
+const char* kLegacyNormalizer = R"({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+  {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]})";
+const char* kMetaspaceFirst = R"({"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": false})";
+
+}  // namespace
+
+TEST_CASE("BPE with byte_fallback, fuse_unk and the sentencepiece-style decoders", "[unit][tokenizers]") {
+  auto tok = load_json("llama2", llama2_json(kLegacyNormalizer, "null"));
+  // "▁hi▁hi": ▁+h (rank 0) at both places (leftmost first), then ▁h+i (1) twice.
+  CHECK(tok->encode("hi hi") == Ids{10, 10});
+  // é has no piece: its UTF-8 bytes C3 A9 as <0xC3> <0xA9>; "\n" -> <0x0A>.
+  CHECK(tok->encode("h\xC3\xA9\n") == Ids{9, 4, 5, 3});
+  // 'z' has neither a piece nor a byte token: <unk>, and fuse_unk makes "zz" one <unk>.
+  CHECK(tok->encode("hzz") == Ids{9, 0});
+  // Replace ▁ -> ' ', bytes -> text, fuse, strip the one leading space.
+  CHECK(tok->decode(Ids{9, 4, 5, 3}) == "h\xC3\xA9\n");
+  CHECK(tok->decode(Ids{10, 10}) == "hi hi");
+  // The legacy Prepend normalizer runs on every segment, also after an added token.
+  CHECK(tok->encode("hi</s>hi") == Ids{10, 2, 10});
+  std::string b = "hi";
+  Encoding e = tok->encode_for_model("hi", &b, 0);
+  CHECK(e.input_ids == Ids{1, 10, 1, 10});
+  CHECK(e.token_type_ids == Ids{0, 0, 1, 1});
+  auto sp = tok->special_tokens();
+  CHECK(sp.bos == 1);
+  CHECK(sp.eos == 2);
+  CHECK(sp.unk == 0);
+}
+
+TEST_CASE("Metaspace prepend_scheme first prefixes only the start of the input", "[unit][tokenizers]") {
+  auto tok = load_json("metaspace", llama2_json("null", kMetaspaceFirst));
+  // "hi" -> "▁hi" = [10]; after </s> the second "hi" gets no ▁: [h, i].
+  CHECK(tok->encode("hi</s>hi") == Ids{10, 2, 7, 8});
+  CHECK(tok->encode("hi hi") == Ids{10, 10});
+}
