@@ -1,13 +1,92 @@
 // Model weights I/O (see model_io.h).
 #include "checkpoint/model_io.h"
 
+#include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "checkpoint/safetensors.h"
+#include "log/logger.h"
+#include "spec/model_families.h"
 #include "util/error.h"
 #include "util/fs.h"
 
 namespace hftrain {
+namespace {
+
+const char* kIndexFile = "model.safetensors.index.json";
+
+std::string shard_name(std::size_t i, std::size_t n) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", i, n);
+  return buf;
+}
+
+// The tensors of an HF model directory: one file or the shards of the index, each tensor with the file
+// it came from.
+struct DirTensors {
+  std::map<std::string, torch::Tensor> tensors;
+  std::map<std::string, std::string> source;  // tensor name -> file path
+};
+
+DirTensors read_model_dir(const std::string& dir, bool strict_config_error) {
+  auto fail = [&](const std::string& message) -> void {
+    if (strict_config_error) throw ConfigError(message);
+    throw RuntimeFailure(message);
+  };
+  DirTensors out;
+  const std::string single = dir + "/model.safetensors";
+  const std::string index_path = dir + "/" + kIndexFile;
+  if (std::filesystem::exists(single)) {
+    for (auto& kv : load_safetensors(single).tensors) {
+      out.source[kv.first] = single;
+      out.tensors.emplace(kv.first, std::move(kv.second));
+    }
+    return out;
+  }
+  if (!std::filesystem::exists(index_path)) fail("'" + dir + "': no model.safetensors and no " + kIndexFile);
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(read_text_file(index_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("'" + index_path + "': not valid JSON: " + e.what());
+  }
+  if (!index.contains("weight_map") || !index["weight_map"].is_object())
+    fail("'" + index_path + "': no \"weight_map\" object");
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (const auto& kv : index["weight_map"].items()) {
+    if (!kv.value().is_string()) fail("'" + index_path + "': weight_map[\"" + kv.key() + "\"] is not a file name");
+    by_file[kv.value().get<std::string>()].push_back(kv.key());
+  }
+  for (const auto& fk : by_file) {
+    const std::string path = dir + "/" + fk.first;
+    if (fk.first.find('/') != std::string::npos || fk.first.find("..") != std::string::npos)
+      fail("'" + index_path + "': shard name '" + fk.first + "' is not a plain file name");
+    if (!std::filesystem::exists(path)) fail("'" + index_path + "': shard '" + fk.first + "' does not exist");
+    auto file = load_safetensors(path);
+    for (const auto& name : fk.second) {
+      auto it = file.tensors.find(name);
+      if (it == file.tensors.end())
+        fail("'" + path + "': tensor '" + name + "' listed in " + kIndexFile + " is not in this shard");
+      out.source[name] = path;
+      out.tensors.emplace(name, std::move(it->second));
+      file.tensors.erase(it);
+    }
+    for (const auto& kv : file.tensors)
+      fail("'" + path + "': tensor '" + kv.first + "' is not listed in " + kIndexFile);
+  }
+  return out;
+}
+
+bool matches(const std::string& name, const std::string& pattern) {
+  if (!pattern.empty() && pattern[0] == '.')
+    return name.size() >= pattern.size() && name.compare(name.size() - pattern.size(), pattern.size(), pattern) == 0;
+  return name.compare(0, pattern.size(), pattern) == 0;
+}
+
+std::string shape_text(const torch::Tensor& t) { return c10::str(t.sizes()); }
+
+}  // namespace
 
 NamedTensors model_tensors(Model& model) {
   NamedTensors tensors;
@@ -16,13 +95,57 @@ NamedTensors model_tensors(Model& model) {
   return tensors;
 }
 
-void save_model_dir(const std::string& dir, Model& model) {
+void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes) {
   std::filesystem::create_directories(dir);
-  save_safetensors(dir + "/model.safetensors", model_tensors(model));
+  NamedTensors tensors = model_tensors(model);
+  // Greedy packing in parameter order, as HF's shard splitting does.
+  std::vector<NamedTensors> shards(1);
+  uint64_t current = 0, total = 0;
+  for (auto& t : tensors) {
+    const uint64_t bytes = static_cast<uint64_t>(t.second.numel()) * t.second.element_size();
+    if (!shards.back().empty() && current + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      current = 0;
+    }
+    shards.back().push_back(t);
+    current += bytes;
+    total += bytes;
+  }
+  // Remove weight files of an earlier save in another layout so the directory holds exactly one.
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name == kIndexFile || name == "model.safetensors" ||
+        (name.rfind("model-", 0) == 0 && name.find("-of-") != std::string::npos &&
+         name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0))
+      std::filesystem::remove(entry.path());
+  }
+  if (shards.size() == 1) {
+    save_safetensors(dir + "/model.safetensors", shards[0]);
+  } else {
+    nlohmann::json index;
+    index["metadata"] = {{"total_size", total}};
+    index["weight_map"] = nlohmann::json::object();
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      const std::string name = shard_name(i + 1, shards.size());
+      save_safetensors(dir + "/" + name, shards[i]);
+      for (const auto& t : shards[i]) index["weight_map"][t.first] = name;
+    }
+    write_file_atomic(dir + "/" + kIndexFile, index.dump(2) + "\n");
+  }
   write_file_atomic(dir + "/config.json", model.config_json().dump(2) + "\n");
 }
 
-void load_model_weights(const std::string& path, Model& model) { load_model_weights(load_safetensors(path), path, model); }
+void load_model_weights(const std::string& path, Model& model) {
+  const std::filesystem::path p(path);
+  if (!std::filesystem::exists(p) && std::filesystem::exists(p.parent_path() / kIndexFile)) {
+    DirTensors dir = read_model_dir(p.parent_path().string(), /*strict_config_error=*/false);
+    SafetensorsFile file;
+    file.tensors = std::move(dir.tensors);
+    load_model_weights(std::move(file), (p.parent_path() / kIndexFile).string(), model);
+    return;
+  }
+  load_model_weights(load_safetensors(path), path, model);
+}
 
 void load_model_weights(SafetensorsFile file, const std::string& path, Model& model) {
   torch::NoGradGuard no_grad;
@@ -52,6 +175,62 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
     for (const auto& kv : file.tensors) list += (list.empty() ? "" : ", ") + kv.first;
     throw RuntimeFailure("'" + path + "': unexpected tensors not in the model: " + list);
   }
+}
+
+void load_pretrained_dir(const std::string& dir, Model& model) {
+  torch::NoGradGuard no_grad;
+  DirTensors files = read_model_dir(dir, /*strict_config_error=*/true);
+  const LoadRules rules = load_rules_for(hftrain_type_of(model.config_json()));
+  std::map<std::string, torch::Tensor> targets;
+  for (auto& np : model.named_parameters()) targets.emplace(np.key(), np.value());
+  for (auto& nb : model.named_buffers()) targets.emplace(nb.key(), nb.value());
+  const std::string where = std::filesystem::exists(dir + "/model.safetensors") ? dir + "/model.safetensors"
+                                                                                  : dir + "/" + kIndexFile;
+
+  // File name -> model name: HF's renames (LayerNorm gamma/beta) and the base-model prefix.
+  auto model_name = [&](std::string name) {
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
+                                   std::pair<std::string, std::string>{"LayerNorm.beta", "LayerNorm.bias"}})
+      if (matches(name, "." + from)) name = name.substr(0, name.size() - from.size()) + to;
+    if (!targets.count(name) && !rules.base_prefix.empty() && targets.count(rules.base_prefix + name))
+      name = rules.base_prefix + name;
+    return name;
+  };
+  std::vector<std::string> unexpected;
+  for (auto& kv : files.tensors) {
+    const std::string name = model_name(kv.first);
+    auto it = targets.find(name);
+    if (it == targets.end()) {
+      bool ignored = false;
+      for (const auto& pattern : rules.ignored_unexpected) ignored = ignored || matches(name, pattern) || matches(kv.first, pattern);
+      if (!ignored) unexpected.push_back(kv.first);
+      continue;
+    }
+    const auto& src = kv.second;
+    if (!src.sizes().equals(it->second.sizes()))
+      throw ConfigError("'" + files.source[kv.first] + "': tensor '" + kv.first + "' has shape " + shape_text(src) +
+                        " but the model (" + dir + "/config.json) expects " + shape_text(it->second));
+    if (!src.is_floating_point() && it->second.is_floating_point())
+      throw ConfigError("'" + files.source[kv.first] + "': tensor '" + kv.first + "' has a non-floating dtype");
+    it->second.copy_(src);
+    targets.erase(it);
+  }
+  if (!unexpected.empty()) {
+    std::string list;
+    for (const auto& n : unexpected) list += (list.empty() ? "" : ", ") + n + " (in " + files.source[n] + ")";
+    throw ConfigError("'" + where + "': unexpected tensors not in the model: " + list);
+  }
+  std::string missing, fresh;
+  for (const auto& kv : targets) {
+    bool initialised = false;
+    for (const auto& pattern : rules.initialised_if_missing) initialised = initialised || matches(kv.first, pattern);
+    std::string& list = initialised ? fresh : missing;
+    list += (list.empty() ? "" : ", ") + kv.first + " " + shape_text(kv.second);
+  }
+  if (!missing.empty()) throw ConfigError("'" + where + "': missing tensors: " + missing);
+  if (!fresh.empty())
+    log_warning("Some weights of the model were not in " + where + " and are newly initialized: " + fresh +
+                " (train the model on a down-stream task before using it for predictions)");
 }
 
 }  // namespace hftrain

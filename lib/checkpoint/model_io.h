@@ -1,6 +1,8 @@
-// Model weights on disk: model.safetensors (HF parameter names) + config.json in a directory.
+// Model weights on disk: model.safetensors (HF parameter names) + config.json in a directory, or HF's
+// sharded layout model-0000x-of-0000y.safetensors + model.safetensors.index.json.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "checkpoint/safetensors.h"
@@ -8,16 +10,30 @@
 
 namespace hftrain {
 
-// Writes <dir>/model.safetensors and <dir>/config.json.
-void save_model_dir(const std::string& dir, Model& model);
+// HF save_pretrained's default max_shard_size ("5GB").
+constexpr uint64_t kDefaultMaxShardBytes = 5ull * 1000 * 1000 * 1000;
+
+// Writes <dir>/config.json and the weights: model.safetensors when they fit in `max_shard_bytes`, else
+// shards model-0000x-of-0000y.safetensors (each at most max_shard_bytes unless one tensor is larger)
+// plus model.safetensors.index.json {"metadata": {"total_size"}, "weight_map"}. Weight files are
+// written with metadata {"format": "pt"}; tied weights are stored once (they are one parameter).
+void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
 // The tensors model.safetensors holds: parameters then buffers, under their HF names.
 NamedTensors model_tensors(Model& model);
 
-// Loads model.safetensors from `path` into `model`, in place. Missing, unexpected or wrongly shaped
-// tensors raise RuntimeFailure naming the file and tensor.
+// Loads model.safetensors from `path` into `model`, in place. When `path` does not exist but its
+// directory holds model.safetensors.index.json, the shards are loaded. Missing, unexpected or wrongly
+// shaped tensors raise RuntimeFailure naming the file and tensor.
 void load_model_weights(const std::string& path, Model& model);
 // Same, from an already parsed file; `path` names it in error messages.
 void load_model_weights(SafetensorsFile file, const std::string& path, Model& model);
+
+// Loads an HF model directory (model.safetensors or the sharded index) with HF's loading rules for
+// the model's family (see spec/model_families.h): base-model prefix added, LayerNorm gamma/beta
+// renamed, tensors HF ignores skipped, head tensors HF initialises fresh kept (with a warning).
+// A missing, unexpected or wrongly shaped tensor raises ConfigError naming the tensor, the file and
+// both shapes.
+void load_pretrained_dir(const std::string& dir, Model& model);
 
 }  // namespace hftrain

@@ -1,5 +1,8 @@
 // Registers the built-in models components (called from register_builtins()).
+#include "models/bert.h"
 #include "models/gpt.h"
+#include "models/gpt2.h"
+#include "models/llama.h"
 #include "models/mlp.h"
 #include "registry/registry.h"
 
@@ -8,6 +11,11 @@ namespace hftrain {
 void register_models(Registry<Model, const ModelContext&>& models) {
   models.add<Gpt>("gpt", "Decoder-only transformer shaped like GPT-2/nanoGPT, weight-tied LM head.");
   models.add<MlpClassifier>("mlp", "Feed-forward classifier over dense feature vectors.");
+  models.add<Gpt2>("gpt2", "HF GPT2LMHeadModel (Conv1D layout, gelu_new, tied LM head); GPT2Config option names.");
+  models.add<BertForSequenceClassification>(
+      "bert", "HF BertForSequenceClassification (pooler + classifier; regression when num_labels is 1).");
+  models.add<BertForMaskedLM>("bert_mlm", "HF BertForMaskedLM (MLM head tied to the word embeddings).");
+  models.add<Llama>("llama", "HF LlamaForCausalLM (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention).");
 }
 
 }  // namespace hftrain

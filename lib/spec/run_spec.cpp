@@ -1,8 +1,11 @@
 // Loading, overriding, validating and dumping run specs (see run_spec.h).
 #include "spec/run_spec.h"
 
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
+#include "spec/model_families.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -104,6 +107,66 @@ ComponentChoice parse_component(const YAML::Node& root, const std::string& secti
   return choice;
 }
 
+// A config.json value as the YAML scalar a spec would hold (null, arrays and objects: undefined).
+YAML::Node json_to_yaml_scalar(const nlohmann::json& v) {
+  if (v.is_string()) return YAML::Node(v.get<std::string>());
+  if (v.is_boolean()) return YAML::Node(v.get<bool>() ? "true" : "false");
+  if (v.is_number()) return YAML::Node(v.dump());
+  return YAML::Node();
+}
+
+// The model section. With `from_pretrained: DIR` and DIR/config.json present (an HF model directory),
+// the model type comes from config.json (model_type / architectures); `type` may be omitted and must
+// agree when given. The options start from config.json's keys that are options of that type (HF names;
+// num_labels from id2label when absent) and the spec's own keys override them. Without config.json
+// the type is required and the options are the spec's.
+void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog, Issues& issues, ModelChoice& out) {
+  YAML::Node node = lookup(root, "model");
+  YAML::Node fp = lookup(node, "from_pretrained");
+  if (fp.IsDefined()) {
+    if (!fp.IsScalar() || fp.Scalar().empty())
+      issues.add("model.from_pretrained", fp, "expected a directory holding model.safetensors");
+    else
+      out.from_pretrained = fp.Scalar();
+  }
+  const std::string config_path = out.from_pretrained + "/config.json";
+  if (out.from_pretrained.empty() || !std::filesystem::exists(config_path) || !node.IsMap()) {
+    static_cast<ComponentChoice&>(out) = parse_component(root, "model", catalog.models, "", issues, {"from_pretrained"});
+    return;
+  }
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_text_file(config_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(config_path + ": not valid JSON: " + e.what());
+  }
+  const std::string type = model_type_from_config(config, config_path);
+  if (YAML::Node t = lookup(node, "type"); t.IsDefined() && (!t.IsScalar() || t.Scalar() != type)) {
+    issues.add("model.type", t, "'" + (t.IsScalar() ? t.Scalar() : std::string("?")) + "' disagrees with " + config_path +
+                                    " (model_type '" + config.value("model_type", std::string()) + "' is hftrain type '" +
+                                    type + "')");
+    return;
+  }
+  if (!catalog.models.contains(type)) {
+    issues.add("model.from_pretrained", fp, config_path + " describes model type '" + type + "', which is not registered");
+    return;
+  }
+  YAML::Node merged(YAML::NodeType::Map);
+  for (const auto& option : catalog.models.options(type)) {
+    if (config.contains(option.name)) {
+      YAML::Node v = json_to_yaml_scalar(config[option.name]);
+      if (v.IsDefined()) merged[option.name] = v;
+    } else if (option.name == "num_labels" && config.contains("id2label") && config["id2label"].is_object()) {
+      merged[option.name] = std::to_string(config["id2label"].size());
+    }
+  }
+  for (const auto& kv : node) merged[kv.first.Scalar()] = kv.second;
+  merged["type"] = type;
+  YAML::Node wrapper(YAML::NodeType::Map);
+  wrapper["model"] = merged;
+  static_cast<ComponentChoice&>(out) = parse_component(wrapper, "model", catalog.models, "", issues, {"from_pretrained"});
+}
+
 template <class S>
 void parse_section(const YAML::Node& root, const std::string& section, S& out, Issues& issues) {
   schema_of<S>().parse(lookup(root, section), section, out, issues);
@@ -128,13 +191,7 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
 
   RunSpec spec;
   spec.source = path;
-  static_cast<ComponentChoice&>(spec.model) = parse_component(root, "model", catalog.models, "", issues, {"from_pretrained"});
-  if (YAML::Node fp = lookup(lookup(root, "model"), "from_pretrained"); fp.IsDefined()) {
-    if (!fp.IsScalar() || fp.Scalar().empty())
-      issues.add("model.from_pretrained", fp, "expected a directory holding model.safetensors");
-    else
-      spec.model.from_pretrained = fp.Scalar();
-  }
+  parse_model_section(root, catalog, issues, spec.model);
   spec.data = parse_component(root, "data", catalog.data, "", issues);
   spec.optimizer = parse_component(root, "optimizer", catalog.optimizers, "adamw", issues);
   spec.scheduler = parse_component(root, "scheduler", catalog.schedulers, "linear", issues);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "data/loader.h"
+#include "generate/generate.h"
 #include "train/training_loss.h"
 #include "util/error.h"
 
@@ -62,23 +63,31 @@ nlohmann::json evaluate(Pipeline& p, const Components& components, const std::st
   return result;
 }
 
-std::vector<int64_t> greedy_generate(Model& model, std::vector<int64_t> tokens, int64_t max_new_tokens,
+std::vector<int64_t> greedy_generate(Model& model, std::vector<int64_t> prompt, int64_t max_new_tokens,
                                      int64_t max_context) {
-  torch::NoGradGuard no_grad;
-  const std::size_t prompt_length = tokens.size();
-  for (int64_t i = 0; i < max_new_tokens; ++i) {
-    const auto n = static_cast<int64_t>(tokens.size());
-    const int64_t begin = max_context > 0 && n > max_context ? n - max_context : 0;
-    Batch b;
-    b.input_ids = torch::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.end()), torch::kLong).unsqueeze(0);
-    auto logits = model.forward(b).logits;
-    tokens.push_back(logits.select(1, logits.size(1) - 1).argmax(-1).item<int64_t>());
-  }
-  return std::vector<int64_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt_length), tokens.end());
+  GenerationConfig config;
+  config.max_new_tokens = max_new_tokens;
+  config.max_context = max_context;
+  at::Generator unused = make_generator(0);
+  return generate(model, prompt, config, unused);
+}
+
+GenerationConfig generation_config(const Pipeline& p, const GenerationArgs& args) {
+  GenerationConfig config;
+  config.max_new_tokens = args.max_new_tokens;
+  config.do_sample = args.do_sample;
+  config.temperature = args.temperature;
+  config.top_k = args.top_k;
+  config.top_p = args.top_p;
+  config.eos_token_id = args.eos_token_id;
+  if (!config.eos_token_id && p.data->tokenizer()) config.eos_token_id = p.data->tokenizer()->special_tokens().eos;
+  config.max_context = model_max_context(*p.model);
+  if (config.max_context == 0) config.max_context = p.data->shape().max_length;
+  return config;
 }
 
 nlohmann::json predict(Pipeline& p, const Components& components, const std::string& split, int64_t batch_size,
-                       int64_t max_new_tokens, const std::string& path) {
+                       const GenerationArgs& generation, const std::string& path) {
   auto dataset = p.data->split(split);
   if (!dataset || dataset->size() == 0)
     throw RuntimeFailure("cannot predict: the data source has no '" + split + "' examples");
@@ -89,30 +98,52 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
   DataLoader loader(dataset, p.data->task(), batch_size, false, 0, false);
   loader.start_epoch(0);
   const Tokenizer* tok = p.data->tokenizer();
-  const int64_t context = p.data->shape().max_length;
+  const GenerationConfig config = generation_config(p, generation);
+  // One generator for the whole split, seeded once (HF: set_seed, then generate over the batches).
+  at::Generator generator = make_generator(static_cast<uint64_t>(generation.seed.value_or(p.seed)));
   bool has_labels = false;
   for (auto examples = loader.next_examples(); !examples.empty(); examples = loader.next_examples()) {
     if (p.data->task() == TaskKind::kClassification) {
       Batch b = collate(examples, TaskKind::kClassification);
-      auto probs = torch::softmax(p.model->forward(b).logits, -1);
+      auto logits = p.model->forward(b).logits.contiguous();
+      const bool regression = logits.size(-1) == 1;  // HF problem_type regression: the value is the prediction
+      auto probs = torch::softmax(logits, -1);
       for (std::size_t i = 0; i < examples.size(); ++i) {
-        auto row = probs[static_cast<int64_t>(i)];
+        auto row = probs[static_cast<int64_t>(i)].contiguous();
         nlohmann::json line;
-        line["label"] = row.argmax().item<int64_t>();
-        line["probabilities"] = std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+        if (regression) {
+          line["prediction"] = logits[static_cast<int64_t>(i)][0].item<double>();
+        } else {
+          line["label"] = row.argmax().item<int64_t>();
+          line["probabilities"] = std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+        }
         if (examples[i].label != -100) {
           line["true_label"] = examples[i].label;
           has_labels = true;
         }
         out << line.dump() << "\n";
       }
+    } else if (!p.model->is_causal_lm()) {  // e.g. a masked LM: the most likely token at each position
+      Batch b = collate(examples, p.data->task());
+      auto ids = p.model->forward(b).logits.argmax(-1).contiguous();
+      for (std::size_t i = 0; i < examples.size(); ++i) {
+        auto row = ids[static_cast<int64_t>(i)];
+        std::vector<int64_t> predicted(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
+        nlohmann::json line;
+        line["predicted_ids"] = predicted;
+        if (tok) line["predicted"] = tok->decode(predicted);
+        out << line.dump() << "\n";
+      }
+      has_labels = has_labels || examples.front().labels.size() > 0;
     } else {
       for (const auto& ex : examples) {
         std::vector<int64_t> prompt(ex.input_ids.begin(), ex.input_ids.begin() + ex.prompt_length);
-        std::vector<int64_t> generated = greedy_generate(*p.model, prompt, max_new_tokens, context);
+        std::vector<int64_t> generated = generate(*p.model, prompt, config, generator);
+        std::vector<int64_t> text_ids = generated;  // the text leaves out the final eos, as skip_special_tokens
+        if (config.eos_token_id && !text_ids.empty() && text_ids.back() == *config.eos_token_id) text_ids.pop_back();
         nlohmann::json line;
         line["prompt"] = tok ? tok->decode(prompt) : "";
-        line["generated"] = tok ? tok->decode(generated) : "";
+        line["generated"] = tok ? tok->decode(text_ids) : "";
         line["generated_ids"] = generated;
         std::vector<int64_t> reference;
         for (std::size_t t = static_cast<std::size_t>(ex.prompt_length); t < ex.labels.size(); ++t)

@@ -1,9 +1,21 @@
 // Pipeline construction (see pipeline.h).
 #include "train/pipeline.h"
 
+#include <filesystem>
+
 #include "checkpoint/model_io.h"
 
 namespace hftrain {
+
+void load_pretrained(const std::string& dir, Model& model) {
+  if (!std::filesystem::is_directory(dir))
+    throw ConfigError("model.from_pretrained: '" + dir + "' is not a directory");
+  if (std::filesystem::exists(dir + "/config.json")) {
+    load_pretrained_dir(dir, model);  // an HF model directory: HF's loading rules
+  } else {
+    load_model_weights(dir + "/model.safetensors", model);  // bare weights written for this exact model
+  }
+}
 
 Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
   Pipeline p;
@@ -14,10 +26,10 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
   p.model = components.models.build(spec.model.type, spec.model.options, context);
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
   if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);
-  if (!spec.model.from_pretrained.empty())
-    load_model_weights(spec.model.from_pretrained + "/model.safetensors", *p.model);
+  if (!spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);
   p.label_smoothing_factor = spec.training.label_smoothing_factor;
   p.prediction_loss_only = spec.training.prediction_loss_only;
+  p.seed = spec.training.seed;
   p.metrics = spec.metrics;
   if (p.metrics.empty()) {
     for (const auto& name : p.data->default_metrics()) {

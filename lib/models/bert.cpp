@@ -1,0 +1,284 @@
+// BERT models (see bert.h). Numerics follow HF's eager BertSelfAttention: scores / sqrt(head_dim) +
+// extended attention mask ((1 - mask) * float min), softmax, dropout; post-LayerNorm residual blocks.
+#include "models/bert.h"
+
+#include <cmath>
+
+#include "models/checkpointing.h"
+#include "models/hf_layers.h"
+#include "util/error.h"
+
+namespace hftrain {
+
+namespace {
+
+// The encoder options, declared for either head's options struct (members of the BertConfig base).
+template <class O>
+void declare_encoder(Schema<O>& s) {
+  s.template add<int64_t>("vocab_size", &O::vocab_size, "Vocabulary size; 0 = from the data's tokenizer.").min(0);
+  s.template add<int64_t>("hidden_size", &O::hidden_size, "Hidden size (divisible by num_attention_heads).").min(1);
+  s.template add<int64_t>("num_hidden_layers", &O::num_hidden_layers, "Number of encoder layers.").min(1);
+  s.template add<int64_t>("num_attention_heads", &O::num_attention_heads, "Attention heads per layer.").min(1);
+  s.template add<int64_t>("intermediate_size", &O::intermediate_size, "Feed-forward inner size.").min(1);
+  s.template add<std::string>("hidden_act", &O::hidden_act, "Feed-forward activation (HF name, e.g. gelu).");
+  s.template add<double>("hidden_dropout_prob", &O::hidden_dropout_prob, "Dropout on embeddings and residual branches.").min(0).max(1);
+  s.template add<double>("attention_probs_dropout_prob", &O::attention_probs_dropout_prob, "Dropout on attention probabilities.").min(0).max(1);
+  s.template add<int64_t>("max_position_embeddings", &O::max_position_embeddings, "Maximum sequence length; 0 = from the data.").min(0);
+  s.template add<int64_t>("type_vocab_size", &O::type_vocab_size, "Number of token types (segments).").min(1);
+  s.template add<double>("initializer_range", &O::initializer_range, "Std of the normal initialisation.").greater_than(0);
+  s.template add<double>("layer_norm_eps", &O::layer_norm_eps, "LayerNorm epsilon.").greater_than(0);
+  s.template add<int64_t>("pad_token_id", &O::pad_token_id, "Padding token id (its embedding row starts at zero).").min(0);
+  s.template add<std::string>("position_embedding_type", &O::position_embedding_type, "Only 'absolute' is supported.");
+}
+
+}  // namespace
+
+void BertOptions::declare(Schema<BertOptions>& s) {
+  declare_encoder(s);
+  s.template add<int64_t>("num_labels", &BertOptions::num_labels,
+                          "Number of classes (1 = regression); 0 = from the data or config.json id2label.").min(0);
+  s.template add<std::string>("problem_type", &BertOptions::problem_type,
+                              "HF problem_type: regression or single_label_classification; empty = from num_labels.");
+  s.template add<std::optional<double>>("classifier_dropout", &BertOptions::classifier_dropout,
+                                        "Dropout before the classifier; null = hidden_dropout_prob.");
+}
+
+void BertMlmOptions::declare(Schema<BertMlmOptions>& s) { declare_encoder(s); }
+
+namespace {
+
+torch::nn::LayerNorm layer_norm(const BertConfig& o) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.hidden_size}).eps(o.layer_norm_eps));
+}
+
+void validate(BertConfig& o, const ModelContext& context) {
+  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
+  if (o.max_position_embeddings == 0) o.max_position_embeddings = context.max_length;
+  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
+  if (o.max_position_embeddings <= 0)
+    throw ConfigError("model.max_position_embeddings: the data gives no sequence length; set it");
+  if (context.max_length > o.max_position_embeddings)
+    throw ConfigError("model.max_position_embeddings (" + std::to_string(o.max_position_embeddings) +
+                      ") is shorter than the data's sequences (" + std::to_string(context.max_length) + ")");
+  if (o.hidden_size % o.num_attention_heads != 0)
+    throw ConfigError("model: hidden_size (" + std::to_string(o.hidden_size) + ") must be divisible by num_attention_heads (" +
+                      std::to_string(o.num_attention_heads) + ")");
+  if (o.position_embedding_type != "absolute")
+    throw ConfigError("model.position_embedding_type: '" + o.position_embedding_type + "' is not supported (absolute)");
+  if (o.pad_token_id >= o.vocab_size)
+    throw ConfigError("model.pad_token_id (" + std::to_string(o.pad_token_id) + ") is outside the vocabulary");
+  check_activation(o.hidden_act, "model.hidden_act");
+}
+
+nlohmann::json encoder_config(const BertConfig& o) {
+  return {{"model_type", "bert"},
+          {"vocab_size", o.vocab_size},
+          {"hidden_size", o.hidden_size},
+          {"num_hidden_layers", o.num_hidden_layers},
+          {"num_attention_heads", o.num_attention_heads},
+          {"intermediate_size", o.intermediate_size},
+          {"hidden_act", o.hidden_act},
+          {"hidden_dropout_prob", o.hidden_dropout_prob},
+          {"attention_probs_dropout_prob", o.attention_probs_dropout_prob},
+          {"max_position_embeddings", o.max_position_embeddings},
+          {"type_vocab_size", o.type_vocab_size},
+          {"initializer_range", o.initializer_range},
+          {"layer_norm_eps", o.layer_norm_eps},
+          {"pad_token_id", o.pad_token_id},
+          {"position_embedding_type", o.position_embedding_type},
+          {"torch_dtype", "float32"}};
+}
+
+}  // namespace
+
+// bert.embeddings + bert.encoder (+ bert.pooler when `pooler`), registered under the caller's "bert".
+class BertEncoder : public torch::nn::Module {
+ public:
+  BertEncoder(const BertConfig& o, bool pooler) : o_(o) {
+    auto emb = register_module("embeddings", std::make_shared<torch::nn::Module>());
+    word_ = emb->register_module("word_embeddings", torch::nn::Embedding(o.vocab_size, o.hidden_size));
+    position_ = emb->register_module("position_embeddings", torch::nn::Embedding(o.max_position_embeddings, o.hidden_size));
+    token_type_ = emb->register_module("token_type_embeddings", torch::nn::Embedding(o.type_vocab_size, o.hidden_size));
+    emb_norm_ = emb->register_module("LayerNorm", layer_norm(o));
+    auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
+    auto layers = encoder->register_module("layer", std::make_shared<torch::nn::Module>());
+    for (int64_t i = 0; i < o.num_hidden_layers; ++i)
+      layers_.push_back(layers->register_module(std::to_string(i), std::make_shared<Layer>(o)));
+    if (pooler) {
+      auto p = register_module("pooler", std::make_shared<torch::nn::Module>());
+      pooler_ = p->register_module("dense", torch::nn::Linear(o.hidden_size, o.hidden_size));
+    }
+  }
+
+  // Returns the last hidden states [B, T, H]; `pooled` gets tanh(dense(h[:, 0])) when there is a pooler.
+  torch::Tensor forward(const Batch& batch, torch::Tensor* pooled) {
+    const auto& ids = batch.input_ids;
+    const auto T = ids.size(1);
+    if (T > o_.max_position_embeddings)
+      throw RuntimeFailure("bert: sequence length " + std::to_string(T) + " exceeds max_position_embeddings " +
+                           std::to_string(o_.max_position_embeddings));
+    auto pos = torch::arange(T, ids.options().dtype(torch::kLong));
+    auto types = batch.token_type_ids.defined() ? batch.token_type_ids : torch::zeros_like(ids);
+    auto words = word_(ids);
+    if (neftune_noise_alpha > 0 && is_training()) {
+      const double magnitude = neftune_noise_alpha / std::sqrt(static_cast<double>(T * o_.hidden_size));
+      words = words + torch::empty_like(words).uniform_(-magnitude, magnitude);
+    }
+    auto x = emb_norm_(words + token_type_(types) + position_(pos));
+    x = torch::dropout(x, o_.hidden_dropout_prob, is_training());
+    auto bias = padding_bias(batch.attention_mask, x.scalar_type());
+    for (auto& layer : layers_) {
+      if (gradient_checkpointing && is_training()) {
+        Layer* l = layer.get();
+        x = checkpointed([l, &bias](const torch::Tensor& in) { return l->forward(in, bias); }, x);
+      } else {
+        x = layer->forward(x, bias);
+      }
+    }
+    if (pooled && pooler_) *pooled = torch::tanh(pooler_(x.select(1, 0)));
+    return x;
+  }
+
+  torch::nn::Embedding word_{nullptr};
+  bool gradient_checkpointing = false;
+  double neftune_noise_alpha = 0.0;
+
+ private:
+  struct Layer : torch::nn::Module {
+    explicit Layer(const BertConfig& o) : o(o) {
+      auto attention = register_module("attention", std::make_shared<torch::nn::Module>());
+      auto self = attention->register_module("self", std::make_shared<torch::nn::Module>());
+      query = self->register_module("query", torch::nn::Linear(o.hidden_size, o.hidden_size));
+      key = self->register_module("key", torch::nn::Linear(o.hidden_size, o.hidden_size));
+      value = self->register_module("value", torch::nn::Linear(o.hidden_size, o.hidden_size));
+      auto attn_out = attention->register_module("output", std::make_shared<torch::nn::Module>());
+      attn_dense = attn_out->register_module("dense", torch::nn::Linear(o.hidden_size, o.hidden_size));
+      attn_norm = attn_out->register_module("LayerNorm", layer_norm(o));
+      auto inter = register_module("intermediate", std::make_shared<torch::nn::Module>());
+      inter_dense = inter->register_module("dense", torch::nn::Linear(o.hidden_size, o.intermediate_size));
+      auto out = register_module("output", std::make_shared<torch::nn::Module>());
+      out_dense = out->register_module("dense", torch::nn::Linear(o.intermediate_size, o.hidden_size));
+      out_norm = out->register_module("LayerNorm", layer_norm(o));
+    }
+
+    torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) {
+      const auto B = x.size(0), T = x.size(1), H = o.hidden_size, nh = o.num_attention_heads;
+      auto heads = [&](const torch::Tensor& t) { return t.view({B, T, nh, H / nh}).transpose(1, 2); };
+      auto ctx = attend(heads(query(x)), heads(key(x)), heads(value(x)), bias, /*causal=*/false,
+                        is_training() ? o.attention_probs_dropout_prob : 0.0);
+      ctx = ctx.transpose(1, 2).contiguous().view({B, T, H});
+      const bool train = is_training();
+      auto a = attn_norm(torch::dropout(attn_dense(ctx), o.hidden_dropout_prob, train) + x);
+      auto i = apply_activation(o.hidden_act, inter_dense(a));
+      return out_norm(torch::dropout(out_dense(i), o.hidden_dropout_prob, train) + a);
+    }
+
+    BertConfig o;
+    torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attn_dense{nullptr}, inter_dense{nullptr},
+        out_dense{nullptr};
+    torch::nn::LayerNorm attn_norm{nullptr}, out_norm{nullptr};
+  };
+
+  BertConfig o_;
+  torch::nn::Embedding position_{nullptr}, token_type_{nullptr};
+  torch::nn::LayerNorm emb_norm_{nullptr};
+  std::vector<std::shared_ptr<Layer>> layers_;
+  torch::nn::Linear pooler_{nullptr};
+};
+
+namespace {
+
+// HF BertPreTrainedModel._init_weights over a whole model; the pad token's embedding row is zeroed.
+void init_bert(torch::nn::Module& model, BertEncoder& encoder, const BertConfig& o) {
+  hf_init_parameters(model, o.initializer_range, {"LayerNorm"});
+  torch::NoGradGuard no_grad;
+  encoder.word_->weight[o.pad_token_id].zero_();
+}
+
+}  // namespace
+
+BertForSequenceClassification::BertForSequenceClassification(const Options& options, const ModelContext& context)
+    : options_(options) {
+  auto& o = options_;
+  validate(o, context);
+  if (o.num_labels == 0) o.num_labels = context.num_labels;
+  if (o.num_labels <= 0) throw ConfigError("model.num_labels: the data gives no number of labels; set it");
+  if (o.problem_type.empty()) o.problem_type = o.num_labels == 1 ? "regression" : "single_label_classification";
+  if (o.problem_type != "regression" && o.problem_type != "single_label_classification")
+    throw ConfigError("model.problem_type: '" + o.problem_type +
+                      "' is not supported (regression, single_label_classification)");
+  bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/true));
+  classifier_ = register_module("classifier", torch::nn::Linear(o.hidden_size, o.num_labels));
+  init_bert(*this, *bert_, o);
+}
+
+ModelOutput BertForSequenceClassification::forward(const Batch& batch) {
+  torch::Tensor pooled;
+  bert_->forward(batch, &pooled);
+  const double p = options_.classifier_dropout.value_or(options_.hidden_dropout_prob);
+  ModelOutput out;
+  out.logits = classifier_(torch::dropout(pooled, p, is_training()));
+  if (batch.labels.defined()) {
+    if (options_.problem_type == "regression")
+      out.loss = torch::mse_loss(out.logits.squeeze(-1), batch.labels.to(out.logits.scalar_type()).view({-1}));
+    else
+      out.loss = torch::nn::functional::cross_entropy(
+          out.logits.view({-1, options_.num_labels}), batch.labels.view({-1}),
+          torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  }
+  return out;
+}
+
+nlohmann::json BertForSequenceClassification::config_json() const {
+  auto j = encoder_config(options_);
+  j["architectures"] = {"BertForSequenceClassification"};
+  j["problem_type"] = options_.problem_type;
+  j["classifier_dropout"] = options_.classifier_dropout ? nlohmann::json(*options_.classifier_dropout) : nlohmann::json();
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (int64_t i = 0; i < options_.num_labels; ++i) {
+    id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+    label2id["LABEL_" + std::to_string(i)] = i;
+  }
+  j["id2label"] = id2label;
+  j["label2id"] = label2id;
+  return j;
+}
+
+void BertForSequenceClassification::enable_gradient_checkpointing() { bert_->gradient_checkpointing = true; }
+void BertForSequenceClassification::set_neftune_noise_alpha(double alpha) { bert_->neftune_noise_alpha = alpha; }
+
+BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& context) : options_(options) {
+  validate(options_, context);
+  const auto& o = options_;
+  bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/false));
+  auto cls = register_module("cls", std::make_shared<torch::nn::Module>());
+  auto predictions = cls->register_module("predictions", std::make_shared<torch::nn::Module>());
+  auto transform = predictions->register_module("transform", std::make_shared<torch::nn::Module>());
+  transform_dense_ = transform->register_module("dense", torch::nn::Linear(o.hidden_size, o.hidden_size));
+  transform_norm_ = transform->register_module("LayerNorm", layer_norm(o));
+  decoder_bias_ = predictions->register_parameter("bias", torch::zeros({o.vocab_size}));
+  init_bert(*this, *bert_, o);
+}
+
+ModelOutput BertForMaskedLM::forward(const Batch& batch) {
+  auto h = bert_->forward(batch, nullptr);
+  h = transform_norm_(apply_activation(options_.hidden_act, transform_dense_(h)));
+  ModelOutput out;
+  out.logits = torch::nn::functional::linear(h, bert_->word_->weight, decoder_bias_);  // decoder tied to embeddings
+  if (batch.labels.defined())
+    out.loss = torch::nn::functional::cross_entropy(out.logits.view({-1, options_.vocab_size}), batch.labels.view({-1}),
+                                                    torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  return out;
+}
+
+nlohmann::json BertForMaskedLM::config_json() const {
+  auto j = encoder_config(options_);
+  j["architectures"] = {"BertForMaskedLM"};
+  j["tie_word_embeddings"] = true;
+  return j;
+}
+
+void BertForMaskedLM::enable_gradient_checkpointing() { bert_->gradient_checkpointing = true; }
+void BertForMaskedLM::set_neftune_noise_alpha(double alpha) { bert_->neftune_noise_alpha = alpha; }
+
+}  // namespace hftrain

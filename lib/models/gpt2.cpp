@@ -1,0 +1,153 @@
+// `gpt2` model (see gpt2.h). Numerics follow HF GPT2Attention's eager path: scores scaled by
+// 1/sqrt(head_dim), causal mask, additive padding mask, softmax, dropout; GPT-2 init with the
+// residual projections (c_proj) drawn with std initializer_range / sqrt(2 * n_layer).
+#include "models/gpt2.h"
+
+#include <cmath>
+
+#include "models/checkpointing.h"
+#include "models/hf_layers.h"
+#include "util/error.h"
+
+namespace hftrain {
+
+void Gpt2::Options::declare(Schema<Options>& s) {
+  s.add("vocab_size", &Options::vocab_size, "Vocabulary size; 0 = from the data's tokenizer.").min(0);
+  s.add("n_positions", &Options::n_positions, "Maximum sequence length (position embeddings); 0 = from the data.").min(0);
+  s.add("n_ctx", &Options::n_ctx, "Legacy GPT-2 config key; used as n_positions when that is 0.").min(0);
+  s.add("n_embd", &Options::n_embd, "Hidden size (divisible by n_head).").min(1);
+  s.add("n_layer", &Options::n_layer, "Number of transformer blocks.").min(1);
+  s.add("n_head", &Options::n_head, "Attention heads per block.").min(1);
+  s.add("n_inner", &Options::n_inner, "MLP inner size; null = 4 * n_embd.");
+  s.add("activation_function", &Options::activation_function, "MLP activation (HF name, e.g. gelu_new).");
+  s.add("resid_pdrop", &Options::resid_pdrop, "Dropout on residual branches.").min(0).max(1);
+  s.add("embd_pdrop", &Options::embd_pdrop, "Dropout on the embeddings.").min(0).max(1);
+  s.add("attn_pdrop", &Options::attn_pdrop, "Dropout on attention probabilities.").min(0).max(1);
+  s.add("layer_norm_epsilon", &Options::layer_norm_epsilon, "LayerNorm epsilon.").greater_than(0);
+  s.add("initializer_range", &Options::initializer_range, "Std of the normal initialisation.").greater_than(0);
+  s.add("scale_attn_weights", &Options::scale_attn_weights, "Scale attention scores by 1/sqrt(head_dim).");
+  s.add("tie_word_embeddings", &Options::tie_word_embeddings, "LM head shares the token embedding matrix.");
+}
+
+struct Gpt2::Block : torch::nn::Module {
+  Block(const Options& o, int64_t inner) : o(o) {
+    ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.n_embd}).eps(o.layer_norm_epsilon)));
+    auto attn = register_module("attn", std::make_shared<torch::nn::Module>());
+    c_attn = attn->register_module("c_attn", std::make_shared<Conv1D>(o.n_embd, 3 * o.n_embd));
+    attn_proj = attn->register_module("c_proj", std::make_shared<Conv1D>(o.n_embd, o.n_embd));
+    ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.n_embd}).eps(o.layer_norm_epsilon)));
+    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+    c_fc = mlp->register_module("c_fc", std::make_shared<Conv1D>(o.n_embd, inner));
+    mlp_proj = mlp->register_module("c_proj", std::make_shared<Conv1D>(inner, o.n_embd));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) {
+    const auto B = x.size(0), T = x.size(1), C = x.size(2);
+    auto qkv = c_attn->forward(ln_1(x)).split(C, 2);
+    auto heads = [&](const torch::Tensor& t) { return t.view({B, T, o.n_head, C / o.n_head}).transpose(1, 2); };
+    auto q = heads(qkv[0]);
+    // HF divides the scores by sqrt(head_dim) only when scale_attn_weights; attend() always scales.
+    if (!o.scale_attn_weights) q = q * std::sqrt(static_cast<double>(C / o.n_head));
+    auto y = attend(q, heads(qkv[1]), heads(qkv[2]), bias, /*causal=*/true, is_training() ? o.attn_pdrop : 0.0);
+    y = y.transpose(1, 2).contiguous().view({B, T, C});
+    auto h = x + torch::dropout(attn_proj->forward(y), o.resid_pdrop, is_training());
+    auto m = mlp_proj->forward(apply_activation(o.activation_function, c_fc->forward(ln_2(h))));
+    return h + torch::dropout(m, o.resid_pdrop, is_training());
+  }
+
+  Options o;
+  torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  std::shared_ptr<Conv1D> c_attn, attn_proj, c_fc, mlp_proj;
+};
+
+Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(options) {
+  auto& o = options_;
+  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
+  if (o.n_positions == 0) o.n_positions = o.n_ctx;
+  if (o.n_positions == 0) o.n_positions = context.max_length;
+  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
+  if (o.n_positions <= 0) throw ConfigError("model.n_positions: the data gives no sequence length; set it");
+  if (o.n_embd % o.n_head != 0)
+    throw ConfigError("model: n_embd (" + std::to_string(o.n_embd) + ") must be divisible by n_head (" +
+                      std::to_string(o.n_head) + ")");
+  if (context.max_length > o.n_positions)
+    throw ConfigError("model.n_positions (" + std::to_string(o.n_positions) + ") is shorter than the data's sequences (" +
+                      std::to_string(context.max_length) + ")");
+  check_activation(o.activation_function, "model.activation_function");
+  const int64_t inner = o.n_inner.value_or(4 * o.n_embd);
+
+  transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
+  wte_ = transformer_->register_module("wte", torch::nn::Embedding(o.vocab_size, o.n_embd));
+  wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(o.n_positions, o.n_embd));
+  auto h = transformer_->register_module("h", std::make_shared<torch::nn::Module>());
+  for (int64_t i = 0; i < o.n_layer; ++i)
+    blocks_.push_back(h->register_module(std::to_string(i), std::make_shared<Block>(o, inner)));
+  ln_f_ = transformer_->register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.n_embd}).eps(o.layer_norm_epsilon)));
+  if (!o.tie_word_embeddings) {
+    auto head = register_module("lm_head", std::make_shared<torch::nn::Module>());
+    lm_head_ = head->register_parameter("weight", torch::empty({o.vocab_size, o.n_embd}));
+  }
+
+  hf_init_parameters(*this, o.initializer_range, {"ln_"});
+  torch::NoGradGuard no_grad;
+  const double residual_std = o.initializer_range / std::sqrt(2.0 * static_cast<double>(o.n_layer));
+  for (auto& block : blocks_) {
+    block->attn_proj->weight.normal_(0.0, residual_std);
+    block->mlp_proj->weight.normal_(0.0, residual_std);
+  }
+}
+
+ModelOutput Gpt2::forward(const Batch& batch) {
+  const auto& idx = batch.input_ids;
+  const auto T = idx.size(1);
+  if (T > options_.n_positions)
+    throw RuntimeFailure("gpt2: sequence length " + std::to_string(T) + " exceeds n_positions " +
+                         std::to_string(options_.n_positions));
+  auto pos = torch::arange(T, idx.options().dtype(torch::kLong));
+  auto tokens = wte_(idx);
+  if (neftune_noise_alpha_ > 0 && is_training()) {
+    const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
+    tokens = tokens + torch::empty_like(tokens).uniform_(-magnitude, magnitude);
+  }
+  auto x = torch::dropout(tokens + wpe_(pos), options_.embd_pdrop, is_training());
+  auto bias = padding_bias(batch.attention_mask, x.scalar_type());
+  for (auto& block : blocks_) {
+    if (gradient_checkpointing_ && is_training()) {
+      Block* b = block.get();
+      x = checkpointed([b, &bias](const torch::Tensor& in) { return b->forward(in, bias); }, x);
+    } else {
+      x = block->forward(x, bias);
+    }
+  }
+  x = ln_f_(x);
+  ModelOutput out;
+  out.logits = torch::nn::functional::linear(x, options_.tie_word_embeddings ? wte_->weight : lm_head_);
+  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
+  return out;
+}
+
+nlohmann::json Gpt2::config_json() const {
+  const auto& o = options_;
+  nlohmann::json j = {{"model_type", "gpt2"},
+                      {"architectures", {"GPT2LMHeadModel"}},
+                      {"vocab_size", o.vocab_size},
+                      {"n_positions", o.n_positions},
+                      {"n_ctx", o.n_positions},
+                      {"n_embd", o.n_embd},
+                      {"n_layer", o.n_layer},
+                      {"n_head", o.n_head},
+                      {"n_inner", nullptr},
+                      {"activation_function", o.activation_function},
+                      {"resid_pdrop", o.resid_pdrop},
+                      {"embd_pdrop", o.embd_pdrop},
+                      {"attn_pdrop", o.attn_pdrop},
+                      {"layer_norm_epsilon", o.layer_norm_epsilon},
+                      {"initializer_range", o.initializer_range},
+                      {"scale_attn_weights", o.scale_attn_weights},
+                      {"tie_word_embeddings", o.tie_word_embeddings},
+                      {"torch_dtype", "float32"}};
+  if (o.n_inner) j["n_inner"] = *o.n_inner;
+  return j;
+}
+
+}  // namespace hftrain

@@ -1,0 +1,95 @@
+// Shared HF building blocks (see hf_layers.h).
+#include "models/hf_layers.h"
+
+#include <cmath>
+#include <limits>
+
+#include "util/error.h"
+
+namespace hftrain {
+
+void check_activation(const std::string& name, const std::string& option) {
+  if (name == "gelu" || name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "relu" || name == "silu" ||
+      name == "swish")
+    return;
+  throw ConfigError(option + ": activation '" + name +
+                    "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu, swish)");
+}
+
+torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x) {
+  if (name == "gelu") return torch::gelu(x);
+  if (name == "gelu_new") {  // HF NewGELUActivation, written out as HF does
+    const double c = std::sqrt(2.0 / M_PI);
+    return 0.5 * x * (1.0 + torch::tanh(c * (x + 0.044715 * torch::pow(x, 3.0))));
+  }
+  if (name == "gelu_pytorch_tanh") return torch::gelu(x, "tanh");
+  if (name == "relu") return torch::relu(x);
+  if (name == "silu" || name == "swish") return torch::silu(x);
+  throw ConfigError("activation '" + name + "' is not supported");
+}
+
+torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarType dtype) {
+  if (!attention_mask.defined()) return {};
+  auto keep = attention_mask.to(dtype).unsqueeze(1).unsqueeze(2);  // [B, 1, 1, T]
+  const double lowest = dtype == torch::kDouble ? std::numeric_limits<double>::lowest()
+                                                : static_cast<double>(std::numeric_limits<float>::lowest());
+  return (1.0 - keep) * lowest;
+}
+
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
+                     bool causal, double dropout_p) {
+  const auto Tq = q.size(2), Tk = k.size(2);
+  torch::Tensor full_bias = bias;
+  if (causal) {
+    auto allowed = torch::ones({Tq, Tk}, q.options().dtype(torch::kBool)).tril(Tk - Tq);
+    auto causal_bias = torch::zeros({Tq, Tk}, q.options())
+                           .masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+    full_bias = full_bias.defined() ? full_bias + causal_bias : causal_bias;
+  }
+#if HFTRAIN_HAS_SDPA
+  return at::scaled_dot_product_attention(q, k, v, full_bias, dropout_p, /*is_causal=*/false);
+#else
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  if (full_bias.defined()) scores = scores + full_bias;
+  auto probs = torch::softmax(scores, -1);
+  if (dropout_p > 0) probs = torch::dropout(probs, dropout_p, /*train=*/true);
+  return torch::matmul(probs, v);
+#endif
+}
+
+void hf_init_parameters(torch::nn::Module& module, double std, const std::vector<std::string>& norm_markers) {
+  torch::NoGradGuard no_grad;
+  for (auto& np : module.named_parameters()) {
+    const std::string& name = np.key();
+    auto& p = np.value();
+    bool is_norm = false;
+    for (const auto& m : norm_markers) is_norm = is_norm || name.find(m) != std::string::npos;
+    const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+    if (is_norm)
+      is_bias ? p.zero_() : p.fill_(1.0);
+    else if (is_bias)
+      p.zero_();
+    else
+      p.normal_(0.0, std);
+  }
+}
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  auto h = x.to(torch::kFloat);
+  auto variance = h.pow(2).mean(-1, /*keepdim=*/true);
+  h = h * torch::rsqrt(variance + eps);
+  return weight * h.to(x.scalar_type());
+}
+
+Conv1D::Conv1D(int64_t in, int64_t out) {
+  weight = register_parameter("weight", torch::empty({in, out}));
+  bias = register_parameter("bias", torch::zeros({out}));
+}
+
+torch::Tensor Conv1D::forward(const torch::Tensor& x) {
+  auto sizes = x.sizes().vec();
+  sizes.back() = weight.size(1);
+  return torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
+}
+
+}  // namespace hftrain

@@ -1,0 +1,184 @@
+// `llama` model (see llama.h). Follows HF's eager LlamaAttention: q/k rotated with cos/sin of
+// position * inv_freq (inv_freq = 1 / rope_theta^(2i/d), halves duplicated, rotate_half), k/v heads
+// repeated num_attention_heads / num_key_value_heads times, causal + padding mask, softmax in float32.
+#include "models/llama.h"
+
+#include <cmath>
+
+#include "models/checkpointing.h"
+#include "models/hf_layers.h"
+#include "util/error.h"
+
+namespace hftrain {
+
+void Llama::Options::declare(Schema<Options>& s) {
+  s.add("vocab_size", &Options::vocab_size, "Vocabulary size; 0 = from the data's tokenizer.").min(0);
+  s.add("hidden_size", &Options::hidden_size, "Hidden size.").min(1);
+  s.add("intermediate_size", &Options::intermediate_size, "SwiGLU inner size.").min(1);
+  s.add("num_hidden_layers", &Options::num_hidden_layers, "Number of decoder layers.").min(1);
+  s.add("num_attention_heads", &Options::num_attention_heads, "Query heads per layer.").min(1);
+  s.add("num_key_value_heads", &Options::num_key_value_heads,
+        "Key/value heads (grouped-query attention; divides num_attention_heads); null = num_attention_heads.");
+  s.add("head_dim", &Options::head_dim, "Per-head size; null = hidden_size / num_attention_heads.");
+  s.add("hidden_act", &Options::hidden_act, "Gate activation of the SwiGLU MLP (HF name, e.g. silu).");
+  s.add("max_position_embeddings", &Options::max_position_embeddings, "Maximum sequence length; 0 = from the data.").min(0);
+  s.add("initializer_range", &Options::initializer_range, "Std of the normal initialisation.").greater_than(0);
+  s.add("rms_norm_eps", &Options::rms_norm_eps, "RMSNorm epsilon.").greater_than(0);
+  s.add("rope_theta", &Options::rope_theta, "Rotary embedding base.").greater_than(0);
+  s.add("tie_word_embeddings", &Options::tie_word_embeddings, "LM head shares the token embedding matrix.");
+  s.add("attention_bias", &Options::attention_bias, "Biases on q/k/v/o projections.");
+  s.add("mlp_bias", &Options::mlp_bias, "Biases on gate/up/down projections.");
+  s.add("attention_dropout", &Options::attention_dropout, "Dropout on attention probabilities.").min(0).max(1);
+}
+
+namespace {
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const auto half = x.size(-1) / 2;
+  return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
+torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+}  // namespace
+
+struct Llama::Layer : torch::nn::Module {
+  Layer(const Options& o, int64_t kv_heads, int64_t head_dim) : o(o), kv_heads(kv_heads), head_dim(head_dim) {
+    input_norm = register_module("input_layernorm", std::make_shared<torch::nn::Module>())
+                     ->register_parameter("weight", torch::ones({o.hidden_size}));
+    auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
+    q_proj = attn->register_module("q_proj", linear(o.hidden_size, o.num_attention_heads * head_dim, o.attention_bias));
+    k_proj = attn->register_module("k_proj", linear(o.hidden_size, kv_heads * head_dim, o.attention_bias));
+    v_proj = attn->register_module("v_proj", linear(o.hidden_size, kv_heads * head_dim, o.attention_bias));
+    o_proj = attn->register_module("o_proj", linear(o.num_attention_heads * head_dim, o.hidden_size, o.attention_bias));
+    post_norm = register_module("post_attention_layernorm", std::make_shared<torch::nn::Module>())
+                    ->register_parameter("weight", torch::ones({o.hidden_size}));
+    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+    gate_proj = mlp->register_module("gate_proj", linear(o.hidden_size, o.intermediate_size, o.mlp_bias));
+    up_proj = mlp->register_module("up_proj", linear(o.hidden_size, o.intermediate_size, o.mlp_bias));
+    down_proj = mlp->register_module("down_proj", linear(o.intermediate_size, o.hidden_size, o.mlp_bias));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& bias) {
+    const auto B = x.size(0), T = x.size(1);
+    auto h = rms_norm(x, input_norm, o.rms_norm_eps);
+    auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, T, n, head_dim}).transpose(1, 2); };
+    auto q = heads(q_proj(h), o.num_attention_heads);
+    auto k = heads(k_proj(h), kv_heads);
+    auto v = heads(v_proj(h), kv_heads);
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+    const int64_t groups = o.num_attention_heads / kv_heads;
+    if (groups > 1) {
+      k = k.repeat_interleave(groups, 1);
+      v = v.repeat_interleave(groups, 1);
+    }
+    auto y = attend(q, k, v, bias, /*causal=*/true, is_training() ? o.attention_dropout : 0.0);
+    y = y.transpose(1, 2).contiguous().view({B, T, o.num_attention_heads * head_dim});
+    auto r = x + o_proj(y);
+    auto m = rms_norm(r, post_norm, o.rms_norm_eps);
+    return r + down_proj(apply_activation(o.hidden_act, gate_proj(m)) * up_proj(m));
+  }
+
+  Options o;
+  int64_t kv_heads, head_dim;
+  torch::Tensor input_norm, post_norm;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr}, gate_proj{nullptr},
+      up_proj{nullptr}, down_proj{nullptr};
+};
+
+Llama::Llama(const Options& options, const ModelContext& context) : options_(options) {
+  auto& o = options_;
+  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
+  if (o.max_position_embeddings == 0) o.max_position_embeddings = context.max_length;
+  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
+  if (o.max_position_embeddings <= 0)
+    throw ConfigError("model.max_position_embeddings: the data gives no sequence length; set it");
+  kv_heads_ = o.num_key_value_heads.value_or(o.num_attention_heads);
+  if (kv_heads_ <= 0 || o.num_attention_heads % kv_heads_ != 0)
+    throw ConfigError("model.num_key_value_heads (" + std::to_string(kv_heads_) + ") must divide num_attention_heads (" +
+                      std::to_string(o.num_attention_heads) + ")");
+  if (!o.head_dim && o.hidden_size % o.num_attention_heads != 0)
+    throw ConfigError("model: hidden_size (" + std::to_string(o.hidden_size) + ") must be divisible by num_attention_heads (" +
+                      std::to_string(o.num_attention_heads) + ")");
+  head_dim_ = o.head_dim.value_or(o.hidden_size / o.num_attention_heads);
+  if (head_dim_ <= 0 || head_dim_ % 2 != 0)
+    throw ConfigError("model.head_dim (" + std::to_string(head_dim_) + ") must be a positive even number (rotary halves)");
+  check_activation(o.hidden_act, "model.hidden_act");
+
+  auto model = register_module("model", std::make_shared<torch::nn::Module>());
+  embed_tokens_ = model->register_module("embed_tokens", torch::nn::Embedding(o.vocab_size, o.hidden_size));
+  auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i)
+    layers_.push_back(layers->register_module(std::to_string(i), std::make_shared<Layer>(o, kv_heads_, head_dim_)));
+  norm_weight_ = model->register_module("norm", std::make_shared<torch::nn::Module>())
+                     ->register_parameter("weight", torch::ones({o.hidden_size}));
+  if (!o.tie_word_embeddings)
+    lm_head_ = register_module("lm_head", std::make_shared<torch::nn::Module>())
+                   ->register_parameter("weight", torch::empty({o.vocab_size, o.hidden_size}));
+  hf_init_parameters(*this, o.initializer_range, {"norm"});
+}
+
+ModelOutput Llama::forward(const Batch& batch) {
+  const auto& ids = batch.input_ids;
+  const auto T = ids.size(1);
+  if (T > options_.max_position_embeddings)
+    throw RuntimeFailure("llama: sequence length " + std::to_string(T) + " exceeds max_position_embeddings " +
+                         std::to_string(options_.max_position_embeddings));
+  auto x = embed_tokens_(ids);
+  if (neftune_noise_alpha_ > 0 && is_training()) {
+    const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.hidden_size));
+    x = x + torch::empty_like(x).uniform_(-magnitude, magnitude);
+  }
+  // Rotary tables as HF computes them: inv_freq in float32, positions x inv_freq, halves duplicated.
+  auto fopts = torch::TensorOptions().dtype(torch::kFloat);
+  auto inv_freq = 1.0 / torch::pow(options_.rope_theta,
+                                   torch::arange(0, head_dim_, 2, torch::TensorOptions().dtype(torch::kLong)).to(torch::kFloat) /
+                                       static_cast<double>(head_dim_));
+  auto freqs = torch::outer(torch::arange(T, fopts), inv_freq);
+  auto emb = torch::cat({freqs, freqs}, -1);
+  auto cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
+  auto bias = padding_bias(batch.attention_mask, x.scalar_type());
+  for (auto& layer : layers_) {
+    if (gradient_checkpointing_ && is_training()) {
+      Layer* l = layer.get();
+      x = checkpointed([l, &cos, &sin, &bias](const torch::Tensor& in) { return l->forward(in, cos, sin, bias); }, x);
+    } else {
+      x = layer->forward(x, cos, sin, bias);
+    }
+  }
+  x = rms_norm(x, norm_weight_, options_.rms_norm_eps);
+  ModelOutput out;
+  out.logits = torch::nn::functional::linear(x, options_.tie_word_embeddings ? embed_tokens_->weight : lm_head_);
+  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
+  return out;
+}
+
+nlohmann::json Llama::config_json() const {
+  const auto& o = options_;
+  return {{"model_type", "llama"},
+          {"architectures", {"LlamaForCausalLM"}},
+          {"vocab_size", o.vocab_size},
+          {"hidden_size", o.hidden_size},
+          {"intermediate_size", o.intermediate_size},
+          {"num_hidden_layers", o.num_hidden_layers},
+          {"num_attention_heads", o.num_attention_heads},
+          {"num_key_value_heads", kv_heads_},
+          {"head_dim", head_dim_},
+          {"hidden_act", o.hidden_act},
+          {"max_position_embeddings", o.max_position_embeddings},
+          {"initializer_range", o.initializer_range},
+          {"rms_norm_eps", o.rms_norm_eps},
+          {"rope_theta", o.rope_theta},
+          {"rope_scaling", nullptr},
+          {"tie_word_embeddings", o.tie_word_embeddings},
+          {"attention_bias", o.attention_bias},
+          {"mlp_bias", o.mlp_bias},
+          {"attention_dropout", o.attention_dropout},
+          {"torch_dtype", "float32"}};
+}
+
+}  // namespace hftrain

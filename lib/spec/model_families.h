@@ -1,0 +1,40 @@
+// HF model families hftrain knows, keyed by config.json model_type: which hftrain model type each HF
+// architecture maps to, and the HF checkpoint naming rules the weight loader applies (base-model
+// prefix, tensors HF itself ignores when loading, head tensors HF initialises when absent). Plain data,
+// no LibTorch: used by run-spec parsing (model.from_pretrained) and by checkpoint/model_io.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace hftrain {
+
+struct ModelFamily {
+  std::string model_type;                              // config.json "model_type"
+  std::string default_type;                            // hftrain model type when no architecture matches
+  std::map<std::string, std::string> architectures;    // HF class name -> hftrain model type
+  std::vector<std::string> refused_config_keys;        // non-null values hftrain cannot honour (ConfigError)
+};
+
+// Per hftrain model type: how HF checkpoints of it are named.
+struct LoadRules {
+  std::string base_prefix;                     // "transformer." etc.: files saved from the base model lack it
+  std::vector<std::string> ignored_unexpected; // name prefixes or ".suffix"es of file tensors to skip
+  std::vector<std::string> initialised_if_missing;  // name prefixes of head tensors HF initialises fresh
+};
+
+// nullptr when `model_type` is not a known family.
+const ModelFamily* find_model_family(const std::string& model_type);
+// "gpt, gpt2, bert, llama" for messages.
+std::string known_model_types();
+// Loading rules for an hftrain model type (empty rules for types without HF checkpoints).
+LoadRules load_rules_for(const std::string& hftrain_type);
+// The hftrain model type a config.json describes; throws ConfigError naming `config_path` when the
+// model_type is missing or unknown, or a refused key is set.
+std::string model_type_from_config(const nlohmann::json& config, const std::string& config_path);
+// The hftrain model type whose config_json() has this model_type/architectures ("" when unknown).
+std::string hftrain_type_of(const nlohmann::json& config);
+
+}  // namespace hftrain
