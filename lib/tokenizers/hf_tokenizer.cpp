@@ -424,8 +424,26 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& j) {
 struct Model {
   std::unordered_map<std::string, int64_t> vocab;
   std::vector<std::string> tokens;  // by id ("" where the id is unused)
+  mutable std::mutex cache_mutex;
+  mutable std::unordered_map<std::string, std::vector<int64_t>> cache;  // word -> ids (corpora repeat words)
+
   virtual ~Model() = default;
-  virtual void tokenize(const std::string& word, std::vector<int64_t>& ids) const = 0;
+  virtual std::vector<int64_t> tokenize_word(const std::string& word) const = 0;
+  void tokenize(const std::string& word, std::vector<int64_t>& ids) const {
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex);
+      auto it = cache.find(word);
+      if (it != cache.end()) {
+        ids.insert(ids.end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    std::vector<int64_t> out = tokenize_word(word);
+    ids.insert(ids.end(), out.begin(), out.end());
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (cache.size() > 200000) cache.clear();
+    cache.emplace(word, std::move(out));
+  }
   std::optional<int64_t> find(const std::string& token) const {
     auto it = vocab.find(token);
     if (it == vocab.end()) return std::nullopt;
@@ -448,28 +466,10 @@ struct BpeModel : Model {
   std::optional<int64_t> unk;
   std::string prefix, suffix;
   bool fuse_unk = false, byte_fallback = false, ignore_merges = false;
-  mutable std::mutex cache_mutex;
-  mutable std::unordered_map<std::string, std::vector<int64_t>> cache;
 
   static uint64_t key(int64_t a, int64_t b) { return (static_cast<uint64_t>(a) << 32) | static_cast<uint64_t>(b); }
 
-  void tokenize(const std::string& word, std::vector<int64_t>& ids) const override {
-    {
-      std::lock_guard<std::mutex> lock(cache_mutex);
-      auto it = cache.find(word);
-      if (it != cache.end()) {
-        ids.insert(ids.end(), it->second.begin(), it->second.end());
-        return;
-      }
-    }
-    std::vector<int64_t> out = merge_word(word);
-    ids.insert(ids.end(), out.begin(), out.end());
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    if (cache.size() > 200000) cache.clear();
-    cache.emplace(word, std::move(out));
-  }
-
-  std::vector<int64_t> merge_word(const std::string& word) const {
+  std::vector<int64_t> tokenize_word(const std::string& word) const override {
     if (ignore_merges)
       if (auto id = find(word)) return {*id};
     std::vector<int64_t> sym;
@@ -531,7 +531,7 @@ struct BpeModel : Model {
 struct WordPieceModel : Model {
   std::string unk_token = "[UNK]", prefix = "##";
   std::size_t max_chars = 100;
-  void tokenize(const std::string& word, std::vector<int64_t>& ids) const override {
+  std::vector<int64_t> tokenize_word(const std::string& word) const override {
     auto cps = uni::code_points(word);
     std::vector<int64_t> out;
     bool bad = cps.size() > max_chars;
@@ -555,19 +555,18 @@ struct WordPieceModel : Model {
     if (bad) {
       auto unk = find(unk_token);
       if (!unk) throw RuntimeFailure("WordPiece: the unk_token \"" + unk_token + "\" is not in the vocabulary");
-      ids.push_back(*unk);
-      return;
+      return {*unk};
     }
-    ids.insert(ids.end(), out.begin(), out.end());
+    return out;
   }
 };
 
 struct WordLevelModel : Model {
   std::string unk_token = "<unk>";
-  void tokenize(const std::string& word, std::vector<int64_t>& ids) const override {
-    if (auto id = find(word)) ids.push_back(*id);
-    else if (auto unk = find(unk_token)) ids.push_back(*unk);
-    else throw RuntimeFailure("WordLevel: \"" + word + "\" and the unk_token \"" + unk_token + "\" are not in the vocabulary");
+  std::vector<int64_t> tokenize_word(const std::string& word) const override {
+    if (auto id = find(word)) return {*id};
+    if (auto unk = find(unk_token)) return {*unk};
+    throw RuntimeFailure("WordLevel: \"" + word + "\" and the unk_token \"" + unk_token + "\" are not in the vocabulary");
   }
 };
 

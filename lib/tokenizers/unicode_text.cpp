@@ -99,7 +99,19 @@ bool is_nonspacing_mark(char32_t c) { return category(c) == UTF8PROC_CATEGORY_MN
 bool is_alphanumeric(char32_t c) { return is_letter(c) || is_number(c); }
 char32_t to_lower(char32_t c) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); }
 
+static bool is_ascii(const std::string& s) {
+  for (unsigned char c : s)
+    if (c >= 0x80) return false;
+  return true;
+}
+
 std::string lowercase(const std::string& s) {
+  if (is_ascii(s)) {
+    std::string out = s;
+    for (auto& c : out)
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return out;
+  }
   std::string out;
   out.reserve(s.size());
   for (char32_t c : code_points(s)) append_utf8(out, to_lower(c));
@@ -113,6 +125,7 @@ std::string normalize(const std::string& s, const std::string& form) {
   else if (form == "NFKD") options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
   else if (form == "NFKC") options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
   else throw std::invalid_argument("unknown normalization form " + form);
+  if (is_ascii(s)) return s;  // ASCII is invariant under all four forms
   utf8proc_uint8_t* out = nullptr;
   auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
                         &out, static_cast<utf8proc_option_t>(options));

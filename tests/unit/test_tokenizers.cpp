@@ -21,12 +21,20 @@ using Ids = std::vector<int64_t>;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("hftrain_tok_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+// A per-process scratch directory, removed when the test ends.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name)
+      : dir(fs::temp_directory_path() / ("hftrain_tok_" + std::to_string(getpid()) + "_" + name)) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  fs::path operator/(const std::string& name) const { return dir / name; }
+};
 
 void write(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -69,7 +77,7 @@ std::string bpe_json(const std::string& merges, const std::string& pre_tokenizer
 }
 
 std::shared_ptr<const HfTokenizer> load_json(const std::string& name, const std::string& json) {
-  fs::path dir = scratch(name);
+  Scratch dir(name);
   write(dir / "tokenizer.json", json);
   return HfTokenizer::from_file((dir / "tokenizer.json").string(), "data.tokenizer");
 }
@@ -172,13 +180,13 @@ TEST_CASE("byte-level BPE added tokens: special, lstrip and single_word", "[unit
 }
 
 TEST_CASE("special token ids from tokenizer_config.json and special_tokens_map.json", "[unit][tokenizers]") {
-  fs::path dir = scratch("bpe_config");
+  Scratch dir("bpe_config");
   write(dir / "tokenizer.json", bpe_json(kBpeMergesStrings, kGpt2PreTokenizer));
   write(dir / "tokenizer_config.json",
         R"({"bos_token": null, "eos_token": {"content": "<mask>", "lstrip": true}, "pad_token": "<|endoftext|>",
             "unk_token": "hello", "model_max_length": 1024})");
   write(dir / "special_tokens_map.json", R"({"unk_token": "lo"})");
-  auto tok = load_tokenizer(dir.string(), "data.tokenizer");
+  auto tok = load_tokenizer(dir.dir.string(), "data.tokenizer");
   auto sp = tok->special_tokens();
   CHECK(!sp.bos);
   CHECK(sp.eos == 23);
@@ -186,7 +194,7 @@ TEST_CASE("special token ids from tokenizer_config.json and special_tokens_map.j
   CHECK(sp.unk == 19);  // special_tokens_map.json wins over tokenizer_config.json
   write(dir / "special_tokens_map.json", R"({"pad_token": "<nope>"})");
   try {
-    load_tokenizer(dir.string(), "data.tokenizer");
+    load_tokenizer(dir.dir.string(), "data.tokenizer");
     FAIL("expected a ConfigError");
   } catch (const ConfigError& e) {
     CHECK_THAT(e.what(), Catch::Contains("special_tokens_map.json") && Catch::Contains("pad_token") &&
@@ -283,7 +291,7 @@ TEST_CASE("WordPiece decoder joins ## pieces and cleans up spaces before punctua
 
 TEST_CASE("load_tokenizer selects by value and reports bad files as ConfigError", "[unit][tokenizers]") {
   CHECK(load_tokenizer("bytes", "data.tokenizer")->vocab_size() == 256);
-  fs::path dir = scratch("load");
+  Scratch dir("load");
   auto error_of = [](const std::string& value) -> std::string {
     try {
       load_tokenizer(value, "data.tokenizer");

@@ -21,10 +21,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Removes a scratch directory when it goes out of scope (for the trained model: at process exit).
+struct RemoveOnExit {
+  fs::path dir;
+  ~RemoveOnExit() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
 // Trains (once per process) a small BPE sentencepiece model; returns the directory holding tokenizer.model.
 fs::path trained_model_dir() {
+  static RemoveOnExit scratch{fs::temp_directory_path() / ("hftrain_tok_" + std::to_string(getpid()) + "_spm")};
   static fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("hftrain_tok_" + std::to_string(getpid()) + "_spm");
+    fs::path d = scratch.dir;
     fs::remove_all(d);
     fs::create_directories(d);
     {
@@ -120,7 +130,8 @@ TEST_CASE("sentencepiece encode_for_model adds bos (and eos per tokenizer_config
 }
 
 TEST_CASE("sentencepiece load errors name the file", "[unit][tokenizers]") {
-  fs::path dir = fs::temp_directory_path() / ("hftrain_tok_" + std::to_string(getpid()) + "_spm_bad");
+  RemoveOnExit scratch{fs::temp_directory_path() / ("hftrain_tok_" + std::to_string(getpid()) + "_spm_bad")};
+  fs::path dir = scratch.dir;
   fs::create_directories(dir);
   std::ofstream(dir / "broken.model") << "not a protobuf";
   try {
