@@ -902,8 +902,6 @@ struct AddedMatcher {
   }
 };
 
-bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-
 bool is_word_char(char32_t c) { return uni::is_alphanumeric(c) || c == '_'; }
 
 // A segment of the input: text still to tokenize (id < 0) or an added token's id.
@@ -944,10 +942,21 @@ void split_added(const std::string& text, const AddedMatcher& m, std::vector<Seg
       continue;
     }
     std::size_t start = i, end = i + hit->match.size();
-    if (hit->lstrip)
-      while (start > last && is_ascii_space(text[start - 1])) --start;
+    if (hit->lstrip)  // whitespace before the token, not before the end of the previous match
+      while (start > last) {
+        std::size_t k = start - 1;
+        while (k > last && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80) --k;
+        auto cps = uni::code_points(text.substr(k, start - k));
+        if (cps.size() != 1 || !uni::is_whitespace(cps[0])) break;
+        start = k;
+      }
     if (hit->rstrip)
-      while (end < text.size() && is_ascii_space(text[end])) ++end;
+      while (end < text.size()) {
+        std::size_t n = static_cast<std::size_t>(uni::utf8_length(static_cast<unsigned char>(text[end])));
+        auto cps = uni::code_points(text.substr(end, n));
+        if (cps.size() != 1 || !uni::is_whitespace(cps[0])) break;
+        end += n;
+      }
     if (start > last) out.push_back({text.substr(last, start - last), -1});
     out.push_back({"", hit->id});
     last = i = end;

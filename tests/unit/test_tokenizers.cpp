@@ -42,11 +42,12 @@ void write(const fs::path& path, const std::string& text) {
 }
 
 // Byte-level BPE vocabulary (GPT-2 style). "\u0120" is 'Ġ' (the byte-level character of a space), "\u010a" is
-// 'Ċ' (newline).
+// 'Ċ' (newline). A no-break space (UTF-8 C2 A0) is "\u00c2" (printable byte C2) + "\u0142": byte A0 is the
+// 67th non-printable byte (after 0x00-0x20 and 0x7F-0x9F), so it maps to 256 + 66 = U+0142.
 const char* kBpeVocab = R"({"h": 0, "e": 1, "l": 2, "o": 3, "w": 4, "r": 5, "d": 6, "\u0120": 7, "!": 8, "\u010a": 9,
   "ll": 10, "\u0120w": 11, "ell": 12, "hell": 13, "hello": 14, "or": 15, "\u0120wor": 16, "\u0120worl": 17,
   "\u0120world": 18, "lo": 19, "low": 20, "wor": 22,
-  "1": 25, "2": 26, "3": 27, "4": 28, "5": 29, "12": 30, "34": 31, "45": 32, "123": 33})";
+  "1": 25, "2": 26, "3": 27, "4": 28, "5": 29, "12": 30, "34": 31, "45": 32, "123": 33, "\u00c2": 34, "\u0142": 35})";
 
 // Ranks by order: "l l" is rank 0, so "hello" merges ll before lo (rank 9).
 const char* kBpeMergesStrings = R"(["l l", "\u0120 w", "e ll", "h ell", "hell o", "o r", "\u0120w or", "\u0120wor l",
@@ -115,7 +116,7 @@ std::string bert_json(const std::string& strip_accents = "null") {
 
 TEST_CASE("byte-level BPE applies merges by rank after GPT-2 pre-tokenization", "[unit][tokenizers]") {
   auto tok = load_json("bpe_gpt2", bpe_json(kBpeMergesStrings, kGpt2PreTokenizer));
-  CHECK(tok->vocab_size() == 34);
+  CHECK(tok->vocab_size() == 36);
   // Pieces "hello", " world", "!" -> "hello", "Ġworld", "!".
   // hello: ll (rank 0) -> e+ll (2) -> h+ell (3) -> hell+o (4) = [14].
   // Ġworld: Ġ+w (1) -> o+r (5) -> Ġw+or (6) -> +l (7) -> +d (8) = [18].
@@ -160,6 +161,10 @@ TEST_CASE("byte-level BPE added tokens: special, lstrip and single_word", "[unit
   CHECK(tok->encode("hello world!<|endoftext|>") == Ids{14, 18, 8, 21});
   // <mask> has lstrip: the space before it is swallowed, so "hello" is not followed by a 'Ġ' piece.
   CHECK(tok->encode("hello <mask>!") == Ids{14, 23, 8});
+  // A no-break space is whitespace too: swallowed by lstrip; without <mask> it is the piece [Â, ł].
+  CHECK(tok->encode("hello\xC2\xA0<mask>!") == Ids{14, 23, 8});
+  CHECK(tok->encode("hello\xC2\xA0") == Ids{14, 34, 35});
+  CHECK(tok->decode(Ids{34, 35}) == "\xC2\xA0");
   // "ell" is single_word: not inside "hello", but alone after a space ("hello " -> "hello", "Ġ").
   CHECK(tok->encode("hello ell") == Ids{14, 7, 24});
   // Decoding passes added tokens through as their text.
