@@ -33,6 +33,10 @@ const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p
 struct FormatError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A component type this reader does not implement.
+struct UnsupportedError : FormatError {
+  using FormatError::FormatError;
+};
 
 bool get_bool(const Json& j, const char* key, bool fallback) {
   auto it = j.find(key);
@@ -203,7 +207,7 @@ std::unique_ptr<Normalizer> parse_normalizer(const Json& j) {
     std::string prefix = j.at("prepend").get<std::string>();
     return std::make_unique<FunctionNormalizer>([prefix](const std::string& s) { return s.empty() ? s : prefix + s; });
   }
-  throw FormatError("unsupported normalizer type \"" + type + "\"");
+  throw UnsupportedError("unsupported normalizer type \"" + type + "\"");
 }
 
 // ---------------------------------------------------------------- pre-tokenizers
@@ -416,7 +420,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& j) {
       if (auto step = parse_pre_tokenizer(s)) p->steps.push_back(std::move(step));
     return p;
   }
-  throw FormatError("unsupported pre_tokenizer type \"" + type + "\"");
+  throw UnsupportedError("unsupported pre_tokenizer type \"" + type + "\"");
 }
 
 // ---------------------------------------------------------------- models
@@ -632,7 +636,7 @@ std::unique_ptr<Model> parse_model(const Json& j) {
     m->unk_token = get_string(j, "unk_token", m->unk_token);
     return m;
   }
-  throw FormatError("unsupported model type \"" + type + "\" (supported: BPE, WordPiece, WordLevel)");
+  throw UnsupportedError("unsupported model type \"" + type + "\" (supported: BPE, WordPiece, WordLevel)");
 }
 
 // ---------------------------------------------------------------- post-processor
@@ -714,7 +718,7 @@ bool parse_post_processor(const Json& j, PostProcessor& pp) {
           throw FormatError("post_processor: special token \"" + p.name + "\" is not in special_tokens");
     return true;
   }
-  throw FormatError("unsupported post_processor type \"" + type + "\"");
+  throw UnsupportedError("unsupported post_processor type \"" + type + "\"");
 }
 
 // ---------------------------------------------------------------- decoders
@@ -878,7 +882,7 @@ std::unique_ptr<Decoder> parse_decoder(const Json& j) {
       return ts;
     });
   }
-  throw FormatError("unsupported decoder type \"" + type + "\"");
+  throw UnsupportedError("unsupported decoder type \"" + type + "\"");
 }
 
 // ---------------------------------------------------------------- added tokens
@@ -1072,6 +1076,8 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_file(const std::string& pat
       for (const auto& [name, ids] : impl->post.special_ids)
         for (auto id : ids)
           if (id < 0) throw FormatError("post_processor: special token \"" + name + "\" has a negative id");
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedTokenizerError(prefix + e.what());
   } catch (const FormatError& e) {
     throw ConfigError(prefix + e.what());
   } catch (const Json::exception& e) {

@@ -11,7 +11,16 @@
 
 #include "tokenizers/tokenizer.h"
 
+#include "util/error.h"
+
 namespace hftrain {
+
+// The file is a valid tokenizer.json but uses a component this reader does not implement (e.g. a Unigram
+// model); load_tokenizer then falls back to a sentencepiece model in the same directory when there is one.
+class UnsupportedTokenizerError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
 
 class HfTokenizer : public Tokenizer {
  public:

@@ -15,8 +15,18 @@ std::shared_ptr<const Tokenizer> load_tokenizer(const std::string& value, const 
   fs::path p(value);
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
-    if (fs::is_regular_file(p / "tokenizer.json", ec)) return HfTokenizer::from_file((p / "tokenizer.json").string(), where);
-    if (fs::is_regular_file(p / "tokenizer.model", ec)) return SentencePieceTokenizer::from_file((p / "tokenizer.model").string(), where);
+    // The sentencepiece file names HF model repositories use (Llama, T5, XLM-R).
+    fs::path spm;
+    for (const char* name : {"tokenizer.model", "spiece.model", "sentencepiece.bpe.model"})
+      if (spm.empty() && fs::is_regular_file(p / name, ec)) spm = p / name;
+    if (fs::is_regular_file(p / "tokenizer.json", ec)) {
+      try {
+        return HfTokenizer::from_file((p / "tokenizer.json").string(), where);
+      } catch (const UnsupportedTokenizerError&) {
+        if (spm.empty()) throw;  // e.g. a Unigram tokenizer.json: its sentencepiece model serves instead
+      }
+    }
+    if (!spm.empty()) return SentencePieceTokenizer::from_file(spm.string(), where);
     throw ConfigError(where + ": directory '" + value + "' holds neither tokenizer.json nor tokenizer.model");
   }
   std::string ext = p.extension().string();

@@ -142,3 +142,14 @@ TEST_CASE("sentencepiece load errors name the file", "[unit][tokenizers]") {
   }
   CHECK_THROWS_AS(load_tokenizer((dir / "missing.model").string(), "data.tokenizer"), ConfigError);
 }
+
+TEST_CASE("a directory whose tokenizer.json is Unigram falls back to its spiece.model", "[unit][tokenizers]") {
+  fs::path dir = trained_model_dir() / "t5_like";
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0]]}})";
+  CHECK_THROWS_AS(load_tokenizer((dir / "tokenizer.json").string(), "data.tokenizer"), ConfigError);
+  fs::copy_file(trained_model_dir() / "tokenizer.model", dir / "spiece.model", fs::copy_options::overwrite_existing);
+  auto tok = std::dynamic_pointer_cast<const SentencePieceTokenizer>(load_tokenizer(dir.string(), "data.tokenizer"));
+  REQUIRE(tok);
+  CHECK(tok->decode(tok->encode("hello world")) == "hello world");
+}
