@@ -404,7 +404,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& j) {
     return std::make_unique<CharClassPreTokenizer>(is_bert_punctuation, parse_behavior(get_string(j, "behavior", "Isolated")), false);
   if (type == "Digits") {
     bool individual = get_bool(j, "individual_digits", false);
-    return std::make_unique<CharClassPreTokenizer>([](char32_t c) { return c >= '0' && c <= '9'; }, Behavior::Isolated, !individual);
+    return std::make_unique<CharClassPreTokenizer>(uni::is_number, Behavior::Isolated, !individual);
   }
   if (type == "Metaspace") {
     auto p = std::make_unique<MetaspacePreTokenizer>();
@@ -846,8 +846,15 @@ std::unique_ptr<Decoder> parse_decoder(const Json& j) {
     return std::make_unique<FunctionDecoder>([](std::vector<std::string> ts) {
       std::vector<std::string> out;
       std::string pending;  // consecutive <0xXX> bytes
-      auto flush = [&] {
-        if (!pending.empty()) out.push_back(lossy(pending));
+      auto flush = [&] {  // a run of bytes that is not valid UTF-8 becomes one U+FFFD per byte (as HF)
+        if (!pending.empty()) {
+          std::string text = lossy(pending);
+          if (text != pending) {
+            text.clear();
+            for (std::size_t k = 0; k < pending.size(); ++k) text += "\xEF\xBF\xBD";
+          }
+          out.push_back(text);
+        }
         pending.clear();
       };
       for (const auto& t : ts) {

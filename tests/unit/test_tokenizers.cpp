@@ -367,6 +367,8 @@ TEST_CASE("BPE with byte_fallback, fuse_unk and the sentencepiece-style decoders
   // Replace ▁ -> ' ', bytes -> text, fuse, strip the one leading space.
   CHECK(tok->decode(Ids{9, 4, 5, 3}) == "h\xC3\xA9\n");
   CHECK(tok->decode(Ids{10, 10}) == "hi hi");
+  // Bytes C3 0A are not UTF-8: one U+FFFD per byte token.
+  CHECK(tok->decode(Ids{9, 4, 3}) == "h\xEF\xBF\xBD\xEF\xBF\xBD");
   // The legacy Prepend normalizer runs on every segment, also after an added token.
   CHECK(tok->encode("hi</s>hi") == Ids{10, 2, 10});
   std::string b = "hi";
