@@ -83,15 +83,15 @@ void mask_tokens(Batch& batch, const torch::Tensor& special_mask, const CollateO
   auto gen = at::detail::createCPUGenerator(seed);
   torch::Tensor inputs = batch.input_ids;
   torch::Tensor labels = inputs.clone();
-  torch::Tensor probability = torch::full(labels.sizes(), options.mlm_probability, torch::kFloat64);
+  torch::Tensor probability = torch::full(labels.sizes(), options.mlm_probability, torch::kFloat32);
   torch::Tensor never = batch.attention_mask.eq(0);
   if (special_mask.defined()) never = never.logical_or(special_mask.ne(0));
   probability.masked_fill_(never, 0.0);
   torch::Tensor masked = torch::bernoulli(probability, gen).to(torch::kBool);
   labels.masked_fill_(masked.logical_not(), -100);
-  torch::Tensor replaced = torch::bernoulli(torch::full(labels.sizes(), 0.8, torch::kFloat64), gen).to(torch::kBool) & masked;
+  torch::Tensor replaced = torch::bernoulli(torch::full(labels.sizes(), 0.8, torch::kFloat32), gen).to(torch::kBool) & masked;
   inputs.masked_fill_(replaced, options.mask_id);
-  torch::Tensor random = torch::bernoulli(torch::full(labels.sizes(), 0.5, torch::kFloat64), gen).to(torch::kBool) &
+  torch::Tensor random = torch::bernoulli(torch::full(labels.sizes(), 0.5, torch::kFloat32), gen).to(torch::kBool) &
                          masked & replaced.logical_not();
   torch::Tensor words = torch::randint(options.vocab_size, labels.sizes(), gen, torch::TensorOptions().dtype(torch::kLong));
   batch.input_ids = torch::where(random, words, inputs);
