@@ -130,7 +130,9 @@ class BertEncoder : public torch::nn::Module {
     for (auto& layer : layers_) {
       if (gradient_checkpointing && is_training()) {
         Layer* l = layer.get();
-        x = checkpointed([l, &bias](const torch::Tensor& in) { return l->forward(in, bias); }, x);
+        x = checkpointed(checkpoint_fns_.hold([l, bias](const torch::Tensor& in) { return l->forward(in, bias); },
+                                              4 * layers_.size()),
+                         x);
       } else {
         x = layer->forward(x, bias);
       }
@@ -184,6 +186,7 @@ class BertEncoder : public torch::nn::Module {
   torch::nn::LayerNorm emb_norm_{nullptr};
   std::vector<std::shared_ptr<Layer>> layers_;
   torch::nn::Linear pooler_{nullptr};
+  CheckpointFunctions checkpoint_fns_;
 };
 
 namespace {

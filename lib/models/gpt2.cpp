@@ -75,6 +75,7 @@ Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(optio
                       std::to_string(context.max_length) + ")");
   check_activation(o.activation_function, "model.activation_function");
   const int64_t inner = o.n_inner.value_or(4 * o.n_embd);
+  checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 
   transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
   wte_ = transformer_->register_module("wte", torch::nn::Embedding(o.vocab_size, o.n_embd));
@@ -114,7 +115,9 @@ ModelOutput Gpt2::forward(const Batch& batch) {
   for (auto& block : blocks_) {
     if (gradient_checkpointing_ && is_training()) {
       Block* b = block.get();
-      x = checkpointed([b, &bias](const torch::Tensor& in) { return b->forward(in, bias); }, x);
+      x = checkpointed(checkpoint_fns_->hold([b, bias](const torch::Tensor& in) { return b->forward(in, bias); },
+                                                   4 * blocks_.size()),
+                       x);
     } else {
       x = block->forward(x, bias);
     }

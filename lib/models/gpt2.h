@@ -9,6 +9,8 @@
 
 namespace hftrain {
 
+class CheckpointFunctions;
+
 class Gpt2 : public Model {
  public:
   struct Options {
@@ -45,6 +47,7 @@ class Gpt2 : public Model {
   torch::Tensor lm_head_;  // defined only when tie_word_embeddings is false
   bool gradient_checkpointing_ = false;
   double neftune_noise_alpha_ = 0.0;
+  std::shared_ptr<CheckpointFunctions> checkpoint_fns_;
 };
 
 }  // namespace hftrain

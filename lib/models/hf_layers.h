@@ -3,6 +3,8 @@
 // additive padding mask, and base-model-prefix handling for HF checkpoints.
 #pragma once
 
+#include <deque>
+#include <functional>
 #include <string>
 
 #include "util/torch_compat.h"
@@ -35,6 +37,21 @@ struct Conv1D : torch::nn::Module {
   Conv1D(int64_t in, int64_t out);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight, bias;
+};
+
+// Owns the per-forward block functions handed to checkpointed(), which keeps only their address until
+// backward: the functions of the last `keep` blocks run stay alive (deque: stable references).
+class CheckpointFunctions {
+ public:
+  using Fn = std::function<torch::Tensor(const torch::Tensor&)>;
+  const Fn& hold(Fn fn, std::size_t keep) {
+    fns_.push_back(std::move(fn));
+    while (fns_.size() > keep) fns_.pop_front();
+    return fns_.back();
+  }
+
+ private:
+  std::deque<Fn> fns_;
 };
 
 }  // namespace hftrain

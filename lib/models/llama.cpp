@@ -108,6 +108,7 @@ Llama::Llama(const Options& options, const ModelContext& context) : options_(opt
   if (head_dim_ <= 0 || head_dim_ % 2 != 0)
     throw ConfigError("model.head_dim (" + std::to_string(head_dim_) + ") must be a positive even number (rotary halves)");
   check_activation(o.hidden_act, "model.hidden_act");
+  checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens_ = model->register_module("embed_tokens", torch::nn::Embedding(o.vocab_size, o.hidden_size));
@@ -145,7 +146,9 @@ ModelOutput Llama::forward(const Batch& batch) {
   for (auto& layer : layers_) {
     if (gradient_checkpointing_ && is_training()) {
       Layer* l = layer.get();
-      x = checkpointed([l, &cos, &sin, &bias](const torch::Tensor& in) { return l->forward(in, cos, sin, bias); }, x);
+      x = checkpointed(checkpoint_fns_->hold([l, cos, sin, bias](const torch::Tensor& in) { return l->forward(in, cos, sin, bias); },
+                                             4 * layers_.size()),
+                       x);
     } else {
       x = layer->forward(x, cos, sin, bias);
     }

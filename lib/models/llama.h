@@ -8,6 +8,8 @@
 
 namespace hftrain {
 
+class CheckpointFunctions;
+
 class Llama : public Model {
  public:
   struct Options {
@@ -46,6 +48,7 @@ class Llama : public Model {
   torch::Tensor norm_weight_, lm_head_;  // lm_head_ undefined when tied
   bool gradient_checkpointing_ = false;
   double neftune_noise_alpha_ = 0.0;
+  std::shared_ptr<CheckpointFunctions> checkpoint_fns_;
 };
 
 }  // namespace hftrain

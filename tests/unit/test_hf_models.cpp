@@ -178,7 +178,8 @@ TEST_CASE("HF directories: save then load is bitwise, sharded with an index, tie
     save_model_dir(one, *saved);
     CHECK(fs::exists(one + "/model.safetensors"));
     CHECK_FALSE(fs::exists(one + "/model.safetensors.index.json"));
-    CHECK(load_safetensors(one + "/model.safetensors").metadata == std::map<std::string, std::string>{{"format", "pt"}});
+    const std::map<std::string, std::string> pt_format = {{"format", "pt"}};
+    CHECK(load_safetensors(one + "/model.safetensors").metadata == pt_format);
     auto config = nlohmann::json::parse(read_text_file(one + "/config.json"));
     CHECK(config["torch_dtype"] == "float32");
     CHECK(config["architectures"].size() == 1);
@@ -392,4 +393,29 @@ TEST_CASE("generation: top-k 1 equals greedy, seeded sampling repeats, eos stops
   auto s = generate(*m, prompt, stop, gen2);
   const auto first_eos = std::find(g.begin(), g.end(), g[2]) - g.begin();
   CHECK(s == std::vector<int64_t>(g.begin(), g.begin() + first_eos + 1));  // eos kept, nothing after it
+}
+
+TEST_CASE("gradient checkpointing with a padding mask gives the same gradients", "[unit][hfmodels]") {
+  for (auto [type, options] : std::vector<std::pair<std::string, std::string>>{
+           {"gpt2", kGpt2}, {"bert_mlm", kBertMlm}, {"llama", kLlama}}) {
+    INFO(type);
+    Batch batch;
+    batch.input_ids = torch::tensor({{5, 6, 7, 8, 9, 10}, {11, 12, 13, 1, 1, 1}}, torch::kLong);
+    batch.attention_mask = torch::tensor({{1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}}, torch::kLong);
+    batch.labels = torch::tensor({{5, 6, 7, 8, 9, 10}, {11, 12, 13, -100, -100, -100}}, torch::kLong);
+    auto grads = [&](bool checkpointing) {
+      auto m = make_model(type, options, 3);
+      if (checkpointing) m->enable_gradient_checkpointing();
+      m->train();
+      m->forward(batch).loss.backward();
+      std::map<std::string, torch::Tensor> g;
+      for (auto& np : m->named_parameters()) g[np.key()] = np.value().grad().clone();
+      return g;
+    };
+    auto plain = grads(false), checkpointed = grads(true);
+    for (auto& kv : plain) {
+      INFO(kv.first);
+      CHECK(torch::allclose(kv.second, checkpointed.at(kv.first), 1e-5, 1e-7));
+    }
+  }
 }
