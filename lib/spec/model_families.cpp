@@ -8,7 +8,8 @@ namespace {
 
 const std::vector<ModelFamily>& families() {
   static const std::vector<ModelFamily> table = {
-      {"gpt", "gpt", {{"GptLMHeadModel", "gpt"}}, {}},
+      {"gpt", "gpt", {{"GptLMHeadModel", "gpt"}}, {}},  // hftrain's own families (not HF classes)
+      {"mlp", "mlp", {{"MlpForClassification", "mlp"}}, {}},
       {"gpt2", "gpt2", {{"GPT2LMHeadModel", "gpt2"}, {"GPT2Model", "gpt2"}}, {}},
       {"bert",
        "bert_mlm",

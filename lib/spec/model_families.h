@@ -27,7 +27,7 @@ struct LoadRules {
 
 // nullptr when `model_type` is not a known family.
 const ModelFamily* find_model_family(const std::string& model_type);
-// "gpt, gpt2, bert, llama" for messages.
+// "gpt, mlp, gpt2, bert, llama" for messages.
 std::string known_model_types();
 // Loading rules for an hftrain model type (empty rules for types without HF checkpoints).
 LoadRules load_rules_for(const std::string& hftrain_type);
