@@ -1,0 +1,564 @@
+// File datasets (jsonl / csv / tsv / text, token files), the tokenized-dataset cache and the
+// collators, against hand-computed values: byte-tokenizer ids, group_texts packing boundaries, HF label
+// ordering, bad rows named by file:line and column, cache hits and invalidation, dynamic padding, MLM
+// masking statistics and reproducibility, and a hand-worked group_by_length order.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+
+#include "data/dataset_cache.h"
+#include "data/file_sources.h"
+#include "data/loader.h"
+#include "data/text_rows.h"
+#include "util/error.h"
+
+using namespace hftrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string scratch(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("hftrain_datasets_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::vector<int64_t> bytes_of(const std::string& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+
+// Letters a-z are ids 4..29; [PAD] 0, [CLS] 1, [SEP] 2, [MASK] 3. encode_for_model adds BERT's
+// [CLS] A [SEP] (B [SEP]) with token types and a special-tokens mask; counts its calls.
+class TinyTokenizer : public Tokenizer {
+ public:
+  mutable std::atomic<int64_t> calls{0};
+  int64_t vocab_size() const override { return 30; }
+  std::vector<int64_t> encode(const std::string& text) const override {
+    std::vector<int64_t> ids;
+    for (char c : text)
+      if (c >= 'a' && c <= 'z') ids.push_back(c - 'a' + 4);
+    return ids;
+  }
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::string s;
+    for (auto id : ids) s += id >= 4 ? static_cast<char>('a' + id - 4) : '#';
+    return s;
+  }
+  Encoding encode_for_model(const std::string& text, const std::string* pair, int64_t max_length) const override {
+    ++calls;
+    std::vector<int64_t> a = encode(text), b = pair ? encode(*pair) : std::vector<int64_t>{};
+    const std::size_t specials = pair ? 3 : 2;
+    while (max_length > 0 && a.size() + b.size() + specials > static_cast<std::size_t>(max_length))
+      (a.size() >= b.size() ? a : b).pop_back();
+    Encoding e;
+    auto push = [&](int64_t id, int64_t type, int64_t special) {
+      e.input_ids.push_back(id);
+      e.token_type_ids.push_back(type);
+      e.special_tokens_mask.push_back(special);
+    };
+    push(1, 0, 1);
+    for (auto id : a) push(id, 0, 0);
+    push(2, 0, 1);
+    if (pair) {
+      for (auto id : b) push(id, 1, 0);
+      push(2, 1, 1);
+    }
+    return e;
+  }
+  SpecialTokenIds special_tokens() const override {
+    SpecialTokenIds s;
+    s.pad = 0;
+    s.cls = 1;
+    s.sep = 2;
+    s.mask = 3;
+    return s;
+  }
+};
+
+FileDataSource::Options base_options(const std::string& dir, const std::string& train) {
+  FileDataSource::Options o;
+  o.train_file = dir + "/" + train;
+  o.cache_dir = dir + "/cache";
+  return o;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "<no ConfigError>";
+}
+
+}  // namespace
+
+TEST_CASE("jsonl causal_lm rows become byte ids with labels equal to the inputs", "[unit][datasets]") {
+  const std::string dir = scratch("jsonl_ids");
+  write(dir + "/train.jsonl", "{\"text\": \"ab\"}\n\n{\"text\": \"c\\u00e9\", \"other\": 1}\n");
+  FileDataSource src(base_options(dir, "train.jsonl"), RowFormat::kJsonl);
+  auto train = src.split("train");
+  REQUIRE(train->size() == 2);
+  CHECK(train->get(0).input_ids == std::vector<int64_t>{97, 98});
+  CHECK(train->get(1).input_ids == std::vector<int64_t>{99, 0xC3, 0xA9});  // U+00E9 as UTF-8 bytes
+  CHECK(train->get(1).labels == train->get(1).input_ids);
+  CHECK(src.split("eval") == nullptr);
+  CHECK(src.shape().vocab_size == 256);
+  CHECK(src.shape().max_length == 3);
+  CHECK(src.task() == TaskKind::kCausalLm);
+}
+
+TEST_CASE("packing cuts the concatenated rows into block_size blocks and drops the remainder as group_texts", "[unit][datasets]") {
+  const std::string dir = scratch("packing");
+  write(dir + "/train.jsonl", "{\"text\": \"abc\"}\n{\"text\": \"de\"}\n{\"text\": \"fghij\"}\n");
+  write(dir + "/val.jsonl", "{\"text\": \"xyz\"}\n{\"text\": \"w\"}\n");
+  auto o = base_options(dir, "train.jsonl");
+  o.validation_file = dir + "/val.jsonl";
+  o.block_size = 4;
+  FileDataSource src(o, RowFormat::kJsonl);
+  // "abcdefghij" (10 tokens) -> [abcd] [efgh]; "ij" dropped. "xyzw" -> one block.
+  auto train = src.split("train");
+  REQUIRE(train->size() == 2);
+  CHECK(train->get(0).input_ids == bytes_of("abcd"));
+  CHECK(train->get(1).input_ids == bytes_of("efgh"));
+  CHECK(train->get(1).labels == bytes_of("efgh"));
+  auto eval = src.split("eval");
+  REQUIRE(eval->size() == 1);
+  CHECK(eval->get(0).input_ids == bytes_of("xyzw"));
+  CHECK(src.split("test")->size() == 1);  // no test_file: the evaluation split
+  CHECK(src.shape().max_length == 4);
+}
+
+TEST_CASE("masked_lm packing keeps the special-tokens mask aligned with the ids", "[unit][datasets]") {
+  const std::string dir = scratch("mlm_pack");
+  write(dir + "/train.txt", "ab\nc\n");
+  auto o = base_options(dir, "train.txt");
+  o.task = "masked_lm";
+  o.block_size = 3;
+  auto tok = std::make_shared<TinyTokenizer>();
+  FileDataSource src(o, RowFormat::kText, tok, "tiny");
+  // [CLS] a b [SEP] [CLS] c [SEP] = 1 4 5 2 1 6 2 -> [1 4 5] [2 1 6], remainder [2] dropped.
+  auto train = src.split("train");
+  REQUIRE(train->size() == 2);
+  CHECK(train->get(0).input_ids == std::vector<int64_t>{1, 4, 5});
+  CHECK(train->get(0).special_tokens_mask == std::vector<int64_t>{1, 0, 0});
+  CHECK(train->get(1).input_ids == std::vector<int64_t>{2, 1, 6});
+  CHECK(train->get(1).special_tokens_mask == std::vector<int64_t>{1, 1, 0});
+  CHECK(train->get(0).labels.empty());  // made by the collator
+  CHECK(src.task() == TaskKind::kMaskedLm);
+  CHECK(train->collate_options().mask_id == 3);
+  CHECK(train->collate_options().pad_id == 0);
+}
+
+TEST_CASE("masked_lm refuses a tokenizer without a mask token", "[unit][datasets]") {
+  const std::string dir = scratch("mlm_bytes");
+  write(dir + "/train.txt", "abc\n");
+  auto o = base_options(dir, "train.txt");
+  o.task = "masked_lm";
+  CHECK_THAT(error_of([&] { FileDataSource{o, RowFormat::kText}; }), Catch::Contains("mask token"));
+}
+
+TEST_CASE("classification labels are the sorted unique training labels, numeric when all are integers", "[unit][datasets]") {
+  const std::string dir = scratch("labels");
+  write(dir + "/train.csv", "sentence,label\nab,pos\nc,neg\n\"d, \"\"e\"\"\",neutral\nf,pos\n");
+  auto o = base_options(dir, "train.csv");
+  o.text_column = "sentence";
+  o.task = "sequence_classification";
+  o.max_length = 3;
+  FileDataSource src(o, RowFormat::kCsv);
+  CHECK(src.shape().label_names == std::vector<std::string>{"neg", "neutral", "pos"});
+  CHECK(src.shape().num_labels == 3);
+  auto train = src.split("train");
+  REQUIRE(train->size() == 4);
+  CHECK(train->get(0).label == 2);
+  CHECK(train->get(1).label == 0);
+  CHECK(train->get(2).label == 1);
+  CHECK(train->get(2).input_ids == bytes_of("d, "));  // quoted field, truncated to max_length 3
+  CHECK(src.default_metrics() == std::vector<std::string>{"accuracy"});
+
+  write(dir + "/num.tsv", "text\tlabel\na\t10\nb\t2\nc\t1\n");
+  auto n = base_options(dir, "num.tsv");
+  n.task = "sequence_classification";
+  FileDataSource num(n, RowFormat::kTsv);
+  CHECK(num.shape().label_names == std::vector<std::string>{"1", "2", "10"});
+  CHECK(num.split("train")->get(0).label == 2);
+}
+
+TEST_CASE("text pairs get token_type_ids and a given label set fixes the ids", "[unit][datasets]") {
+  const std::string dir = scratch("pairs");
+  write(dir + "/train.jsonl", "{\"q\": \"ab\", \"p\": \"c\", \"y\": 1}\n{\"q\": \"d\", \"p\": \"ef\", \"y\": 0}\n");
+  auto o = base_options(dir, "train.jsonl");
+  o.task = "sequence_classification";
+  o.text_column = "q";
+  o.text_pair_column = "p";
+  o.label_column = "y";
+  o.label_names = {"1", "0"};
+  auto tok = std::make_shared<TinyTokenizer>();
+  FileDataSource src(o, RowFormat::kJsonl, tok, "tiny");
+  auto e = src.split("train")->get(0);
+  CHECK(e.input_ids == std::vector<int64_t>{1, 4, 5, 2, 6, 2});
+  CHECK(e.token_type_ids == std::vector<int64_t>{0, 0, 0, 0, 1, 1});
+  CHECK(e.label == 0);
+  CHECK(src.split("train")->get(1).label == 1);
+}
+
+TEST_CASE("bad rows are errors naming file, line and column, or are skipped and counted", "[unit][datasets]") {
+  const std::string dir = scratch("bad_rows");
+  auto o = base_options(dir, "train.jsonl");
+  o.task = "sequence_classification";
+  o.validation_file = dir + "/val.jsonl";
+  write(dir + "/train.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\", \"label\": \"y\"}\n");
+
+  write(dir + "/val.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n\n{\"text\": \"b\", \"label\": \"z\"}\n");
+  std::string msg = error_of([&] { FileDataSource{o, RowFormat::kJsonl}; });
+  CHECK_THAT(msg, Catch::Contains("val.jsonl:3") && Catch::Contains("column 'label'") && Catch::Contains("'z'"));
+
+  write(dir + "/val.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\", \"label\": \"y\"\n");
+  msg = error_of([&] { FileDataSource{o, RowFormat::kJsonl}; });
+  CHECK_THAT(msg, Catch::Contains("val.jsonl:2") && Catch::Contains("malformed JSON"));
+
+  write(dir + "/val.jsonl", "{\"label\": \"x\"}\n");
+  msg = error_of([&] { FileDataSource{o, RowFormat::kJsonl}; });
+  CHECK_THAT(msg, Catch::Contains("val.jsonl:1") && Catch::Contains("column 'text'") && Catch::Contains("missing"));
+
+  write(dir + "/val.jsonl", "{\"text\": \"ok\", \"label\": \"x\"}\n{\"text\": \"a\xff\", \"label\": \"x\"}\n");
+  msg = error_of([&] { FileDataSource{o, RowFormat::kJsonl}; });
+  CHECK_THAT(msg, Catch::Contains("val.jsonl:2") && Catch::Contains("UTF-8"));
+
+  write(dir + "/val.jsonl", "  \n");
+  msg = error_of([&] { FileDataSource{o, RowFormat::kJsonl}; });
+  CHECK_THAT(msg, Catch::Contains("val.jsonl") && Catch::Contains("empty"));
+
+  // csv: invalid UTF-8 is named by its column
+  write(dir + "/t.csv", "text,label\na,x\n\"b\xc3\",y\n");
+  auto c = base_options(dir, "t.csv");
+  c.task = "sequence_classification";
+  msg = error_of([&] { FileDataSource{c, RowFormat::kCsv}; });
+  CHECK_THAT(msg, Catch::Contains("t.csv:3") && Catch::Contains("column 'text'") && Catch::Contains("UTF-8"));
+
+  // skip: four bad rows of five are counted, the good one stays
+  write(dir + "/val.jsonl",
+        "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\", \"label\": \"z\"}\nnot json\n{\"label\": \"x\"}\n"
+        "{\"text\": 5, \"label\": \"x\"}\n");
+  o.on_bad_row = "skip";
+  FileDataSource skipped(o, RowFormat::kJsonl);
+  CHECK(skipped.skipped_rows() == 4);
+  CHECK(skipped.split("eval")->size() == 1);
+}
+
+TEST_CASE("text files are one row per line and csv quoting spans lines", "[unit][datasets]") {
+  CHECK(is_valid_utf8("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  CHECK_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong '/'
+  CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
+  CHECK_FALSE(is_valid_utf8("\xe2\x82"));          // truncated
+  const std::string dir = scratch("rows");
+  write(dir + "/a.txt", "one\r\n\ntwo");
+  auto rows = read_rows(dir + "/a.txt", RowFormat::kText);
+  REQUIRE(rows.size() == 3);
+  CHECK(*rows[0].fields.at("text") == "one");
+  CHECK(*rows[1].fields.at("text") == "");
+  CHECK(rows[2].line == 3);
+  write(dir + "/b.csv", "text,label\n\"multi\nline\",1\nnext,2\n");
+  rows = read_rows(dir + "/b.csv", RowFormat::kCsv);
+  REQUIRE(rows.size() == 2);
+  CHECK(*rows[0].fields.at("text") == "multi\nline");
+  CHECK(rows[0].line == 2);
+  CHECK(rows[1].line == 4);
+  write(dir + "/c.csv", "text,label\na,1,extra\n");
+  rows = read_rows(dir + "/c.csv", RowFormat::kCsv);
+  REQUIRE(rows.size() == 1);
+  CHECK_THAT(rows[0].problem, Catch::Contains("expected 2 fields"));
+}
+
+TEST_CASE("a ratio split holds out ceil(p% of rows), seeded, and no row is lost", "[unit][datasets]") {
+  const std::string dir = scratch("ratio");
+  std::string text;
+  for (char c = 'a'; c < 'a' + 20; ++c) text += std::string(1, c) + "\n";
+  write(dir + "/train.txt", text);
+  auto o = base_options(dir, "train.txt");
+  o.validation_split_percentage = 21;  // ceil(4.2) = 5
+  auto held_out = [&](int64_t seed) {
+    o.split_seed = seed;
+    FileDataSource src(o, RowFormat::kText);
+    std::string all;
+    for (int64_t i = 0; i < src.split("train")->size(); ++i) all += static_cast<char>(src.split("train")->get(i).input_ids[0]);
+    std::string eval;
+    for (int64_t i = 0; i < src.split("eval")->size(); ++i) eval += static_cast<char>(src.split("eval")->get(i).input_ids[0]);
+    std::string sorted = all + eval;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(sorted == "abcdefghijklmnopqrst");
+    CHECK(eval.size() == 5);
+    return eval;
+  };
+  CHECK(held_out(1) == held_out(1));
+  CHECK(held_out(1) != held_out(2));
+}
+
+TEST_CASE("the cache is reused on a second load and invalidated by content or setting changes", "[unit][datasets]") {
+  const std::string dir = scratch("cache");
+  write(dir + "/train.jsonl", "{\"text\": \"abc\"}\n{\"text\": \"de\"}\n");
+  auto o = base_options(dir, "train.jsonl");
+  auto tok = std::make_shared<TinyTokenizer>();
+  {
+    FileDataSource first(o, RowFormat::kJsonl, tok, "tiny");
+    CHECK(first.tokenized_rows() == 2);
+    CHECK_FALSE(first.loaded_from_cache());
+    CHECK(fs::exists(first.cache_file()));
+    CHECK(tok->calls == 2);
+  }
+  {
+    FileDataSource second(o, RowFormat::kJsonl, tok, "tiny");
+    CHECK(second.loaded_from_cache());
+    CHECK(second.tokenized_rows() == 0);
+    CHECK(tok->calls == 2);  // the tokenizer was not called again
+    CHECK(second.split("train")->get(1).input_ids == std::vector<int64_t>{1, 7, 8, 2});
+  }
+  // Same size, different content: a miss.
+  write(dir + "/train.jsonl", "{\"text\": \"abc\"}\n{\"text\": \"dd\"}\n");
+  {
+    FileDataSource changed(o, RowFormat::kJsonl, tok, "tiny");
+    CHECK_FALSE(changed.loaded_from_cache());
+    CHECK(changed.split("train")->get(1).input_ids == std::vector<int64_t>{1, 7, 7, 2});
+  }
+  // A setting that changes the examples: a miss; another tokenizer identity: a miss.
+  o.max_length = 3;
+  CHECK_FALSE(FileDataSource(o, RowFormat::kJsonl, tok, "tiny").loaded_from_cache());
+  CHECK_FALSE(FileDataSource(o, RowFormat::kJsonl, tok, "tiny-v2").loaded_from_cache());
+  CHECK(FileDataSource(o, RowFormat::kJsonl, tok, "tiny-v2").loaded_from_cache());
+  // A damaged cache file reads as a miss and is rebuilt.
+  FileDataSource again(o, RowFormat::kJsonl, tok, "tiny-v2");
+  write(again.cache_file(), "HFTDSC01garbage");
+  FileDataSource rebuilt(o, RowFormat::kJsonl, tok, "tiny-v2");
+  CHECK_FALSE(rebuilt.loaded_from_cache());
+  CHECK(rebuilt.split("train")->get(0).input_ids == std::vector<int64_t>{1, 4, 2});
+}
+
+TEST_CASE("collate pads to the longest with the pad id, masks attention and sets labels -100 on padding", "[unit][datasets]") {
+  Example a, b;
+  a.input_ids = {5, 6, 7};
+  a.labels = {5, 6, 7};
+  a.token_type_ids = {0, 0, 1};
+  b.input_ids = {8};
+  b.labels = {8};
+  b.token_type_ids = {0};
+  CollateOptions opts;
+  opts.pad_id = 9;
+  Batch batch = collate({a, b}, TaskKind::kCausalLm, opts);
+  auto ids = batch.input_ids.accessor<int64_t, 2>();
+  auto mask = batch.attention_mask.accessor<int64_t, 2>();
+  auto lab = batch.labels.accessor<int64_t, 2>();
+  auto tt = batch.token_type_ids.accessor<int64_t, 2>();
+  REQUIRE(batch.input_ids.sizes() == torch::IntArrayRef({2, 3}));
+  CHECK((std::vector<int64_t>{ids[1][0], ids[1][1], ids[1][2]}) == std::vector<int64_t>{8, 9, 9});
+  CHECK((std::vector<int64_t>{mask[1][0], mask[1][1], mask[1][2]}) == std::vector<int64_t>{1, 0, 0});
+  CHECK((std::vector<int64_t>{lab[1][0], lab[1][1], lab[1][2]}) == std::vector<int64_t>{8, -100, -100});
+  CHECK((std::vector<int64_t>{tt[0][0], tt[0][1], tt[0][2]}) == std::vector<int64_t>{0, 0, 1});
+  CHECK((std::vector<int64_t>{mask[0][0], mask[0][1], mask[0][2]}) == std::vector<int64_t>{1, 1, 1});
+
+  a.label = 1;
+  b.label = 0;
+  a.token_type_ids.clear();
+  b.token_type_ids.clear();
+  Batch cls = collate({a, b}, TaskKind::kClassification, opts);
+  CHECK(cls.labels.sizes() == torch::IntArrayRef({2}));
+  CHECK(cls.labels[0].item<int64_t>() == 1);
+  CHECK_FALSE(cls.token_type_ids.defined());
+}
+
+TEST_CASE("MLM masking selects 15% of ordinary tokens, 80/10/10, never special tokens or padding, seeded", "[unit][datasets]") {
+  // 64 examples of 1 special + n ordinary + 1 special tokens, n from 100 to 163 (so padding exists).
+  std::vector<Example> examples;
+  for (int64_t i = 0; i < 64; ++i) {
+    Example e;
+    e.input_ids.push_back(1);
+    e.special_tokens_mask.push_back(1);
+    for (int64_t t = 0; t < 100 + i; ++t) {
+      e.input_ids.push_back(10 + (t * 7 + i) % 900);
+      e.special_tokens_mask.push_back(0);
+    }
+    e.input_ids.push_back(2);
+    e.special_tokens_mask.push_back(1);
+    examples.push_back(e);
+  }
+  CollateOptions opts;
+  opts.pad_id = 0;
+  opts.mask_id = 3;
+  opts.vocab_size = 1000;
+  Batch b = collate(examples, TaskKind::kMaskedLm, opts, 1234);
+  auto ids = b.input_ids.accessor<int64_t, 2>();
+  auto lab = b.labels.accessor<int64_t, 2>();
+  int64_t eligible = 0, selected = 0, as_mask = 0, unchanged = 0, other = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    const auto& e = examples[static_cast<std::size_t>(i)];
+    for (int64_t t = 0; t < b.input_ids.size(1); ++t) {
+      const bool real = t < static_cast<int64_t>(e.input_ids.size());
+      const bool special = real && e.special_tokens_mask[static_cast<std::size_t>(t)] == 1;
+      if (!real || special) {
+        CHECK(lab[i][t] == -100);
+        CHECK(ids[i][t] == (real ? e.input_ids[static_cast<std::size_t>(t)] : 0));
+        continue;
+      }
+      ++eligible;
+      const int64_t original = e.input_ids[static_cast<std::size_t>(t)];
+      if (lab[i][t] == -100) {
+        CHECK(ids[i][t] == original);
+        continue;
+      }
+      CHECK(lab[i][t] == original);
+      ++selected;
+      if (ids[i][t] == 3) ++as_mask;
+      else if (ids[i][t] == original) ++unchanged;
+      else ++other;
+    }
+  }
+  // eligible = sum(100..163) = 8416; binomial sd of the 15% share is about 0.004.
+  REQUIRE(eligible == 8416);
+  const double p = static_cast<double>(selected) / static_cast<double>(eligible);
+  CHECK(p == Approx(0.15).margin(0.015));
+  CHECK(static_cast<double>(as_mask) / static_cast<double>(selected) == Approx(0.8).margin(0.04));
+  CHECK(static_cast<double>(other) / static_cast<double>(selected) == Approx(0.1).margin(0.03));
+  CHECK(static_cast<double>(unchanged) / static_cast<double>(selected) == Approx(0.1).margin(0.03));
+
+  Batch same = collate(examples, TaskKind::kMaskedLm, opts, 1234);
+  CHECK(torch::equal(same.input_ids, b.input_ids));
+  CHECK(torch::equal(same.labels, b.labels));
+  Batch different = collate(examples, TaskKind::kMaskedLm, opts, 1235);
+  CHECK_FALSE(torch::equal(different.labels, b.labels));
+}
+
+TEST_CASE("MLM masks of a resumed epoch equal those of the uninterrupted run", "[unit][datasets]") {
+  const std::string dir = scratch("mlm_resume");
+  std::string text;
+  for (int i = 0; i < 24; ++i) text += std::string(static_cast<std::size_t>(5 + i % 7), static_cast<char>('a' + i % 26)) + "\n";
+  write(dir + "/train.txt", text);
+  auto o = base_options(dir, "train.txt");
+  o.task = "masked_lm";
+  FileDataSource src(o, RowFormat::kText, std::make_shared<TinyTokenizer>(), "tiny");
+  DataLoader full(src.split("train"), TaskKind::kMaskedLm, 4, true, 7, false);
+  full.start_epoch(1);
+  std::vector<Batch> batches;
+  for (Batch b; full.next(b);) batches.push_back(b);
+  REQUIRE(batches.size() == 6);
+  DataLoader resumed(src.split("train"), TaskKind::kMaskedLm, 4, true, 7, false);
+  resumed.start_epoch(1, /*skip_batches=*/3);
+  for (std::size_t k = 3; k < 6; ++k) {
+    Batch b;
+    REQUIRE(resumed.next(b));
+    CHECK(torch::equal(b.input_ids, batches[k].input_ids));
+    CHECK(torch::equal(b.labels, batches[k].labels));
+  }
+  // Different batches of the epoch are masked differently (the seed depends on the batch index).
+  CHECK(batch_mask_seed(7, 1, 0) != batch_mask_seed(7, 1, 1));
+  CHECK(batch_mask_seed(7, 1, 0) != batch_mask_seed(7, 2, 0));
+}
+
+TEST_CASE("group_by_length order for hand-worked cases", "[unit][datasets]") {
+  // n = 8, batch 2: mega_batch_mult = min(8 / 8, 50) = 1, megabatches of 2 over the permutation
+  // [5 0][7 2][4 1][6 3] -> sorted by length desc [5 0][7 2][1 4][3 6]; maxima 6 8 7 9 -> the last
+  // holds the longest (index 3, length 9), which swaps places with 5.
+  const std::vector<int64_t> lengths{3, 7, 1, 9, 4, 6, 2, 8};
+  CHECK(length_grouped_indices(lengths, 2, {5, 0, 7, 2, 4, 1, 6, 3}) == std::vector<int64_t>{3, 0, 7, 2, 1, 4, 5, 6});
+  // n = 16, batch 2: mult = 2, megabatches of 4, ties keep permutation order (Python's stable sort).
+  const std::vector<int64_t> l2{1, 3, 3, 2, 5, 5, 1, 0, 2, 2, 9, 2, 4, 4, 4, 1};
+  std::vector<int64_t> identity(16);
+  for (int64_t i = 0; i < 16; ++i) identity[static_cast<std::size_t>(i)] = i;
+  CHECK(length_grouped_indices(l2, 2, identity) ==
+        std::vector<int64_t>{10, 2, 3, 0, 4, 5, 6, 7, 1, 8, 9, 11, 12, 13, 14, 15});
+  // n = 3 < 4 * batch: one megabatch.
+  CHECK(length_grouped_indices({1, 2, 3}, 4, {0, 1, 2}) == std::vector<int64_t>{2, 1, 0});
+}
+
+TEST_CASE("a group_by_length loader starts with the longest example and covers the epoch", "[unit][datasets]") {
+  const std::string dir = scratch("grouped");
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += std::string(static_cast<std::size_t>(1 + (i * 13) % 37), 'a') + "\n";
+  write(dir + "/train.txt", text);
+  FileDataSource src(base_options(dir, "train.txt"), RowFormat::kText);
+  DataLoader loader(src.split("train"), TaskKind::kCausalLm, 4, true, 3, false);
+  loader.group_by_length(4, "length");
+  loader.start_epoch(0);
+  auto first = loader.next_examples();
+  REQUIRE(first.size() == 4);
+  CHECK(first[0].input_ids.size() == 37);  // the longest line
+  // Within the first megabatch (mult = min(40/16, 50) = 2 -> 8 examples) lengths descend after position 0.
+  auto second = loader.next_examples();
+  CHECK(first[3].input_ids.size() >= second[0].input_ids.size());
+  int64_t count = 8;
+  while (!loader.next_examples().empty()) count += 4;
+  CHECK(count == 40);
+}
+
+TEST_CASE("token files: nanoGPT layout, sequential blocks, random windows, errors", "[unit][datasets]") {
+  const std::string dir = scratch("tokens");
+  {
+    std::ofstream out(dir + "/train.bin", std::ios::binary);
+    for (int v = 0; v < 100; ++v) {
+      const unsigned char le[2] = {static_cast<unsigned char>(v * 3 & 0xff), static_cast<unsigned char>((v * 3) >> 8)};
+      out.write(reinterpret_cast<const char*>(le), 2);
+    }
+    std::ofstream big(dir + "/val.bin", std::ios::binary);
+    for (uint32_t v : {70000u, 1u, 2u, 65536u}) {
+      const unsigned char le[4] = {static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
+                                   static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 24)};
+      big.write(reinterpret_cast<const char*>(le), 4);
+    }
+  }
+  TokenFileSource::Options o;
+  o.train_file = dir + "/train.bin";
+  o.vocab_size = 300;
+  o.block_size = 8;
+  TokenFileSource seq(o);
+  auto train = seq.split("train");
+  REQUIRE(train->size() == 12);  // 100 / 8, remainder of 4 dropped
+  CHECK(train->get(3).input_ids == std::vector<int64_t>{72, 75, 78, 81, 84, 87, 90, 93});
+  CHECK(train->get(3).labels == train->get(3).input_ids);
+  CHECK(seq.shape().max_length == 8);
+  CHECK(seq.split("eval") == nullptr);
+
+  o.sampling = "random";
+  o.num_random_blocks = 50;
+  TokenFileSource rnd(o);
+  auto windows = rnd.split("train");
+  REQUIRE(windows->size() == 50);
+  std::set<int64_t> starts;
+  for (int64_t k = 0; k < 50; ++k) {
+    auto ids = windows->get(k).input_ids;
+    REQUIRE(ids.size() == 8);
+    for (std::size_t t = 1; t < 8; ++t) CHECK(ids[t] == ids[t - 1] + 3);  // a contiguous window
+    CHECK(ids[0] % 3 == 0);
+    CHECK(ids[0] / 3 <= 92);
+    starts.insert(ids[0]);
+  }
+  CHECK(starts.size() > 20);
+  CHECK(TokenFileSource(o).split("train")->get(17).input_ids == windows->get(17).input_ids);
+
+  TokenFileSource::Options w;
+  w.train_file = dir + "/val.bin";
+  w.dtype = "uint32";
+  w.vocab_size = 70001;
+  w.block_size = 2;
+  TokenFileSource wide(w);
+  CHECK(wide.split("train")->get(0).input_ids == std::vector<int64_t>{70000, 1});
+  CHECK(wide.split("train")->get(1).input_ids == std::vector<int64_t>{2, 65536});
+  w.vocab_size = 70000;
+  CHECK_THROWS_WITH(TokenFileSource(w).split("train")->get(0), Catch::Contains("70000") && Catch::Contains("vocab_size"));
+
+  write(dir + "/odd.bin", "abc");
+  TokenFileSource::Options bad = o;
+  bad.train_file = dir + "/odd.bin";
+  CHECK_THAT(error_of([&] { TokenFileSource{bad}; }), Catch::Contains("odd.bin") && Catch::Contains("multiple of 2"));
+  write(dir + "/empty.bin", "");
+  bad.train_file = dir + "/empty.bin";
+  CHECK_THAT(error_of([&] { TokenFileSource{bad}; }), Catch::Contains("empty"));
+}
