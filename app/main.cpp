@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
                        ->footer("Example:\n  hftrain eval runs/quickstart");
   eval_cmd->add_option("target", eval_target, "Run directory or run spec")->required();
   eval_cmd->add_option("--set", eval_overrides, "Override a spec value: dotted.key=value (repeatable)");
+  std::string eval_prefix = "eval";
+  eval_cmd->add_option("--metric-key-prefix", eval_prefix,
+                       "Name metrics <prefix>_loss, ... and save them as <prefix>_results.json (HF metric_key_prefix)")
+      ->capture_default_str();
 
   std::string predict_target;
   std::vector<std::string> predict_overrides;
@@ -86,7 +90,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*train_cmd) return hftrain::run_train(train);
-    if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides);
+    if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides, eval_prefix);
     if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides);
     if (*z_cmd) return hftrain::run_zero_to_fp32(z);
     if (*components_cmd) return hftrain::run_components();

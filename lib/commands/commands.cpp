@@ -212,7 +212,9 @@ int run_train(const TrainRequest& request) {
   return 0;
 }
 
-int run_eval(const std::string& target, const std::vector<std::string>& overrides) {
+int run_eval(const std::string& target, const std::vector<std::string>& overrides, const std::string& metric_key_prefix) {
+  if (metric_key_prefix.empty() || metric_key_prefix.find_first_of("/\\ ") != std::string::npos)
+    throw UsageError("--metric-key-prefix: '" + metric_key_prefix + "' must be a non-empty name without '/', '\\' or spaces");
   std::string model_path;
   RunSpec spec = load_for_inference(target, overrides, model_path);
   configure_logging(spec.training);
@@ -226,11 +228,11 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
   log_info(format_inference_summary("Evaluation", split_size(pipeline, "eval"), spec.training.per_device_eval_batch_size,
                                     describe_compute()));
   memory.start("eval");
-  nlohmann::json metrics = evaluate(pipeline, c, "eval", spec.training.per_device_eval_batch_size, "eval");
+  nlohmann::json metrics = evaluate(pipeline, c, "eval", spec.training.per_device_eval_batch_size, metric_key_prefix);
   memory.stop_and_update_metrics("eval", metrics);
-  print_metrics("eval", metrics);
+  print_metrics(metric_key_prefix, metrics);
   std::cout << metrics.dump(2) << std::endl;  // for scripts: the same metrics as JSON
-  save_metrics(spec.training.output_dir, "eval", metrics);
+  save_metrics(spec.training.output_dir, metric_key_prefix, metrics);
   return 0;
 }
 

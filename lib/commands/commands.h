@@ -21,7 +21,10 @@ struct TrainRequest {
 
 int run_train(const TrainRequest& request);
 // `target` is a run spec file or a finished run directory (holding run_spec.yaml).
-int run_eval(const std::string& target, const std::vector<std::string>& overrides);
+// metric_key_prefix: HF evaluate(metric_key_prefix=...): metrics are named <prefix>_*, printed and saved as
+// <prefix>_results.json.
+int run_eval(const std::string& target, const std::vector<std::string>& overrides,
+             const std::string& metric_key_prefix = "eval");
 int run_predict(const std::string& target, const std::vector<std::string>& overrides);
 int run_components();
 

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tokenizers/load_tokenizer.h"
+#include "tokenizers/text_chars_tokenizer.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -149,7 +151,10 @@ std::shared_ptr<const Dataset> GaussianBlobsSource::split(const std::string& nam
 
 // ---- text_file -----------------------------------------------------------------------------------
 void TextFileSource::Options::declare(Schema<Options>& s) {
-  s.add("path", &Options::path, "Text file to train on (read as bytes).").required();
+  s.add("path", &Options::path, "Text file to train on.").required();
+  s.add("tokenizer", &Options::tokenizer,
+        "'bytes' (vocab 256), 'chars' (the sorted distinct characters of the file, as nanoGPT's "
+        "shakespeare_char), or a tokenizer.json / sentencepiece .model file or a directory holding one.");
   s.add("block_size", &Options::block_size, "Tokens per training example.").min(2);
   s.add("validation_split", &Options::validation_split, "Fraction at the end of the file used for eval/test.")
       .min(0)
@@ -161,19 +166,24 @@ TextFileSource::TextFileSource(const Options& options) : options_(options) {
   if (!in) throw ConfigError("data.path: cannot read text file '" + options_.path + "'");
   std::ostringstream ss;
   ss << in.rdbuf();
-  std::vector<int64_t> tokens = tokenizer_.encode(ss.str());
+  const std::string text = ss.str();
+  if (options_.tokenizer == "chars")
+    tokenizer_ = std::make_shared<TextCharsTokenizer>(text, "data.path '" + options_.path + "'");
+  else
+    tokenizer_ = load_tokenizer(options_.tokenizer, "data.tokenizer");
+  std::vector<int64_t> tokens = tokenizer_->encode(text);
   const auto n = static_cast<int64_t>(tokens.size());
   const auto n_eval = static_cast<int64_t>(static_cast<double>(n) * options_.validation_split);
   if (n - n_eval < options_.block_size)
     throw ConfigError("data.path: '" + options_.path + "' has " + std::to_string(n) +
-                      " bytes, too few for one training block of " + std::to_string(options_.block_size));
+                      " tokens, too few for one training block of " + std::to_string(options_.block_size));
   train_tokens_ = std::make_shared<std::vector<int64_t>>(tokens.begin(), tokens.end() - n_eval);
   eval_tokens_ = std::make_shared<std::vector<int64_t>>(tokens.end() - n_eval, tokens.end());
 }
 
 DataShape TextFileSource::shape() const {
   DataShape s;
-  s.vocab_size = tokenizer_.vocab_size();
+  s.vocab_size = tokenizer_->vocab_size();
   s.max_length = options_.block_size;
   return s;
 }

@@ -56,12 +56,14 @@ class GaussianBlobsSource : public DataSource {
   std::vector<std::vector<float>> centres_;
 };
 
-// `text_file`: a UTF-8/ASCII text file as bytes (vocab 256), cut into consecutive blocks of
-// block_size tokens (HF group_texts style). The last validation_split of the file is eval and test.
+// `text_file`: a UTF-8/ASCII text file tokenized whole (bytes, characters as nanoGPT's shakespeare_char
+// does, or an HF / sentencepiece tokenizer), cut into consecutive blocks of block_size tokens (HF
+// group_texts style). The last validation_split of the tokens is eval and test.
 class TextFileSource : public DataSource {
  public:
   struct Options {
     std::string path;
+    std::string tokenizer = "bytes";
     int64_t block_size = 64;
     double validation_split = 0.1;
     static void declare(Schema<Options>& s);
@@ -71,11 +73,11 @@ class TextFileSource : public DataSource {
   TaskKind task() const override { return TaskKind::kCausalLm; }
   DataShape shape() const override;
   std::vector<std::string> default_metrics() const override { return {"perplexity"}; }
-  const Tokenizer* tokenizer() const override { return &tokenizer_; }
+  const Tokenizer* tokenizer() const override { return tokenizer_.get(); }
 
  private:
   Options options_;
-  ByteTokenizer tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const std::vector<int64_t>> train_tokens_, eval_tokens_;
 };
 

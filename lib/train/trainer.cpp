@@ -93,6 +93,7 @@ nlohmann::json Trainer::train() {
                                     plan.batches_per_epoch, plan.updates_per_epoch, plan.max_steps,
                                     plan.warmup_steps, parameters, describe_compute()}));
   int64_t num_input_tokens = 0;  // input_ids elements (padding included) run through the model here
+  double data_wait_seconds = 0;  // time the loop spent waiting for the next batch
   setup(plan);
   TrainerControl& control = callbacks_.control();
   const ResumePoint resume = prepare_checkpointing(plan);
@@ -117,7 +118,9 @@ nlohmann::json Trainer::train() {
       for (int64_t m = 0; m < window; ++m) {
         if (m == 0) callbacks_.on_step_begin(state_);
         Batch batch;
+        const auto wait_start = std::chrono::steady_clock::now();
         loader.next(batch);
+        data_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
         if (args.include_num_input_tokens_seen && batch.input_ids.defined())
           state_.num_input_tokens_seen += batch.input_ids.numel();
         if (batch.input_ids.defined()) {  // HF floating_point_ops: 6 * tokens * non-embedding params
@@ -158,6 +161,8 @@ nlohmann::json Trainer::train() {
   nlohmann::json metrics = speed_metrics("train", runtime, state_.global_step * plan.global_batch_size, state_.global_step,
                                          count_tokens ? std::optional<int64_t>(num_input_tokens) : std::nullopt);
   metrics["total_flos"] = state_.total_flos;
+  // Not an HF metric: how much of the run the step waited on data (should stay near 0).
+  metrics["train_data_wait_fraction"] = runtime > 0 ? round_to(data_wait_seconds / runtime, 4) : 0.0;
   // HF: the mean over ranks (_nested_gather(tr_loss).mean()).
   const double mean_total_loss =
       world_size == 1 ? total_loss : world().all_reduce_scalar(total_loss, ReduceOp::kSum, "train_loss") / world_size;
