@@ -1,4 +1,5 @@
-// sentencepiece .model files (Llama-2, T5, ...) through libsentencepiece. Special tokens come from the model's
+// sentencepiece .model files (Llama-2, T5, ...) through libsentencepiece, which lives in its own module
+// (libhftrain_sentencepiece.so, see sentencepiece_shim.cpp) loaded on first use. Special tokens come from the model's
 // bos/eos/unk/pad ids; encode_for_model adds bos (and eos) as tokenizer_config.json's add_bos_token /
 // add_eos_token say when that file sits next to the model (default: bos only, as LlamaTokenizer).
 #pragma once
@@ -10,6 +11,10 @@
 #include "tokenizers/tokenizer.h"
 
 namespace hftrain {
+
+// Trains a sentencepiece model (sentencepiece_trainer flags, e.g. "--input=... --model_prefix=..."); throws
+// RuntimeFailure with sentencepiece's message. Used by tests to make small models.
+void train_sentencepiece(const std::string& flags);
 
 class SentencePieceTokenizer : public Tokenizer {
  public:

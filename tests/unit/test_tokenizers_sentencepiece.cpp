@@ -1,10 +1,9 @@
-// sentencepiece .model files: a tiny model is trained here with libsentencepiece's trainer, then loaded through
+// sentencepiece .model files: a tiny model is trained here with libsentencepiece's trainer (through our module), then loaded through
 // load_tokenizer and checked for properties known independently of our code: the special ids we asked the
 // trainer for, lossless round trips, pieces that concatenate to the input with U+2581 for spaces, and
 // bos / eos insertion per tokenizer_config.json.
 #include <catch2/catch.hpp>
 
-#include <sentencepiece_trainer.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -44,11 +43,9 @@ fs::path trained_model_dir() {
       for (int rep = 0; rep < 20; ++rep)
         for (const char* l : lines) corpus << l << "\n";
     }
-    auto status = sentencepiece::SentencePieceTrainer::Train(
-        "--input=" + (d / "corpus.txt").string() + " --model_prefix=" + (d / "tokenizer").string() +
-        " --model_type=bpe --vocab_size=60 --hard_vocab_limit=false --character_coverage=1.0"
-        " --unk_id=0 --bos_id=1 --eos_id=2 --pad_id=3 --num_threads=1 --minloglevel=2");
-    if (!status.ok()) throw std::runtime_error("sentencepiece training failed: " + status.ToString());
+    train_sentencepiece("--input=" + (d / "corpus.txt").string() + " --model_prefix=" + (d / "tokenizer").string() +
+                        " --model_type=bpe --vocab_size=60 --hard_vocab_limit=false --character_coverage=1.0"
+                        " --unk_id=0 --bos_id=1 --eos_id=2 --pad_id=3 --num_threads=1 --minloglevel=2");
     return d;
   }();
   return dir;
