@@ -1,0 +1,152 @@
+// File datasets through the real binary: a tiny gpt trained on a packed jsonl corpus (with evaluation and
+// the tokenized-dataset cache), length-grouped batches, nanoGPT token files, and a malformed row that must
+// exit 2 naming file:line.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+using namespace hftrain_test;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string corpus(int rows, int offset) {
+  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far"};
+  std::string text;
+  for (int r = 0; r < rows; ++r) {
+    std::string line;
+    for (int w = 0; w < 4 + (r + offset) % 5; ++w) line += std::string(w ? " " : "") + words[(r * 3 + w + offset) % 10];
+    text += "{\"text\": \"" + line + ".\", \"id\": " + std::to_string(r) + "}\n";
+  }
+  return text;
+}
+
+int count_files(const std::string& dir) {
+  if (!fs::exists(dir)) return 0;
+  int n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) n += e.is_regular_file() ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("gpt trains on a packed jsonl corpus through the CLI and the dataset cache is reused", "[integration][datasets]") {
+  const std::string dir = fresh_dir("datasets_jsonl");
+  write_text(dir + "/train.jsonl", corpus(120, 0));
+  write_text(dir + "/val.jsonl", corpus(20, 7));
+  write_text(dir + "/spec.yaml", R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}
+data: {type: jsonl, train_file: train.jsonl, validation_file: val.jsonl, block_size: 32, cache_dir: cache}
+training:
+  output_dir: out
+  per_device_train_batch_size: 8
+  max_steps: 8
+  learning_rate: 0.003
+  logging_steps: 4
+  eval_strategy: steps
+  eval_steps: 8
+  save_strategy: "no"
+  report_to: none
+)");
+  CliResult r = run_hftrain("train spec.yaml", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  json state = json::parse(read_text(dir + "/out/trainer_state.json"));
+  CHECK(state["global_step"] == 8);
+  bool evaluated = false;
+  for (const auto& e : state["log_history"])
+    if (e.contains("eval_loss")) {
+      evaluated = true;
+      CHECK(e.contains("eval_perplexity"));
+      CHECK(e["eval_loss"].get<double>() < 5.4);  // below ln(256) = 5.55: the byte model has learnt something
+    }
+  CHECK(evaluated);
+  json config = json::parse(read_text(dir + "/out/config.json"));
+  CHECK(config["vocab_size"] == 256);  // taken from the byte tokenizer
+  CHECK(config["n_positions"] == 32);  // block_size of the packed data
+  CHECK(count_files(dir + "/cache") == 1);
+
+  // Same data again: the cache file is reused (no second file), a changed corpus adds one.
+  CliResult again = run_hftrain("train spec.yaml --set training.output_dir=out2", dir);
+  INFO(again.output);
+  REQUIRE(again.exit_code == 0);
+  CHECK(count_files(dir + "/cache") == 1);
+  write_text(dir + "/train.jsonl", corpus(121, 0));
+  REQUIRE(run_hftrain("train spec.yaml --set training.output_dir=out3", dir).exit_code == 0);
+  CHECK(count_files(dir + "/cache") == 2);
+}
+
+TEST_CASE("group_by_length trains on unpacked rows and token_files trains on nanoGPT bins", "[integration][datasets]") {
+  const std::string dir = fresh_dir("datasets_grouped");
+  write_text(dir + "/train.jsonl", corpus(64, 0));
+  write_text(dir + "/spec.yaml", R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}
+data: {type: jsonl, train_file: train.jsonl, cache_dir: cache}
+training: {output_dir: out, per_device_train_batch_size: 4, max_steps: 4, group_by_length: true, save_strategy: "no", report_to: none}
+)");
+  CliResult r = run_hftrain("train spec.yaml", dir);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+
+  {
+    std::ofstream bin(dir + "/train.bin", std::ios::binary);
+    for (int i = 0; i < 2000; ++i) {
+      const unsigned char le[2] = {static_cast<unsigned char>((i * 7) % 97), 0};
+      bin.write(reinterpret_cast<const char*>(le), 2);
+    }
+  }
+  write_text(dir + "/bins.yaml", R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}
+data: {type: token_files, train_file: train.bin, vocab_size: 97, block_size: 16, sampling: random}
+training: {output_dir: bins_out, per_device_train_batch_size: 4, max_steps: 4, save_strategy: "no", report_to: none}
+)");
+  CliResult b = run_hftrain("train bins.yaml", dir);
+  INFO(b.output);
+  CHECK(b.exit_code == 0);
+  CHECK(fs::exists(dir + "/bins_out/model.safetensors"));
+}
+
+TEST_CASE("a malformed jsonl row exits 2 naming file and line, and skip trains on the rest", "[integration][datasets]") {
+  const std::string dir = fresh_dir("datasets_bad_row");
+  write_text(dir + "/train.jsonl", corpus(10, 0) + "{\"text\": \"broken\"\n" + corpus(10, 3));
+  write_text(dir + "/spec.yaml", R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}
+data: {type: jsonl, train_file: train.jsonl, block_size: 16, cache_dir: cache}
+training: {output_dir: out, per_device_train_batch_size: 4, max_steps: 2, save_strategy: "no", report_to: none}
+)");
+  CliResult r = run_hftrain("train spec.yaml", dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("train.jsonl:11") && Catch::Contains("malformed JSON"));
+  CHECK_FALSE(fs::exists(dir + "/out"));
+  CliResult s = run_hftrain("train spec.yaml --set data.on_bad_row=skip", dir);
+  INFO(s.output);
+  CHECK(s.exit_code == 0);
+  CHECK_THAT(s.output, Catch::Contains("skipped 1 bad rows"));
+}
+
+TEST_CASE("bert classifies csv rows with labels discovered from the training file", "[integration][datasets]") {
+  const std::string dir = fresh_dir("datasets_bert");
+  const char* pos[] = {"good", "great", "fine", "nice", "happy"};
+  const char* neg[] = {"bad", "awful", "sad", "poor", "ugly"};
+  auto rows = [&](int n, int salt) {
+    std::string text = "sentence,label\n";
+    for (int i = 0; i < n; ++i) {
+      const bool p = ((i * 7 + salt) % 3) != 0;
+      std::string line;
+      for (int w = 0; w < 2 + (i + salt) % 5; ++w) line += std::string(w ? " " : "") + (p ? pos : neg)[(i * 3 + w + salt) % 5];
+      text += line + "," + (p ? "pos" : "neg") + "\n";
+    }
+    return text;
+  };
+  write_text(dir + "/train.csv", rows(64, 0));
+  write_text(dir + "/val.csv", rows(16, 1));
+  write_text(dir + "/spec.yaml", R"(model: {type: bert, hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 32}
+data: {type: csv, train_file: train.csv, validation_file: val.csv, task: sequence_classification, text_column: sentence, max_length: 32, cache_dir: cache}
+training: {output_dir: out, per_device_train_batch_size: 8, max_steps: 48, learning_rate: 0.003, eval_strategy: steps, eval_steps: 48, save_strategy: "no", report_to: none, group_by_length: true}
+)");
+  CliResult r = run_hftrain("train spec.yaml", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  json results = json::parse(read_text(dir + "/out/all_results.json"));
+  CHECK(results["eval_accuracy"].get<double>() >= 0.8);  // two labels: chance is about 0.5
+  json config = json::parse(read_text(dir + "/out/config.json"));
+  CHECK(config["id2label"].size() == 2);  // num_labels from the data's label set {neg, pos}
+}
