@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -27,14 +28,19 @@ extern "C" {
 
 // Returns a processor handle, or null with the reason in `error`.
 __attribute__((visibility("default"))) void* hftrain_spm_load(const char* path, char* error, int64_t error_size) {
-  auto* sp = new sentencepiece::SentencePieceProcessor();
-  auto status = sp->Load(path);
-  if (!status.ok()) {
-    put(status.ToString(), error, error_size);
-    delete sp;
+  try {  // no exception may cross into the caller's namespace (it has another libstdc++)
+    auto* sp = new sentencepiece::SentencePieceProcessor();
+    auto status = sp->Load(path);
+    if (!status.ok()) {
+      put(status.ToString(), error, error_size);
+      delete sp;
+      return nullptr;
+    }
+    return sp;
+  } catch (const std::exception& e) {
+    put(e.what(), error, error_size);
     return nullptr;
   }
-  return sp;
 }
 
 __attribute__((visibility("default"))) void hftrain_spm_free(void* handle) {
@@ -59,17 +65,22 @@ __attribute__((visibility("default"))) int hftrain_spm_encode(void* handle, cons
                                                               void (*sink)(void*, int64_t, const char*, int64_t),
                                                               void* ctx, char* error, int64_t error_size) {
   auto* sp = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
-  std::vector<int> ids;
-  auto status = sp->Encode(absl::string_view(text, static_cast<std::size_t>(len)), &ids);
-  if (!status.ok()) {
-    put(status.ToString(), error, error_size);
+  try {
+    std::vector<int> ids;
+    auto status = sp->Encode(absl::string_view(text, static_cast<std::size_t>(len)), &ids);
+    if (!status.ok()) {
+      put(status.ToString(), error, error_size);
+      return -1;
+    }
+    for (int id : ids) {
+      const std::string& piece = sp->IdToPiece(id);
+      sink(ctx, id, piece.data(), static_cast<int64_t>(piece.size()));
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    put(e.what(), error, error_size);
     return -1;
   }
-  for (int id : ids) {
-    const std::string& piece = sp->IdToPiece(id);
-    sink(ctx, id, piece.data(), static_cast<int64_t>(piece.size()));
-  }
-  return 0;
 }
 
 // Decodes ids; the text is handed to `sink(ctx, text, len)`. Returns 0, or -1 with `error`.
@@ -77,15 +88,20 @@ __attribute__((visibility("default"))) int hftrain_spm_decode(void* handle, cons
                                                               void (*sink)(void*, const char*, int64_t), void* ctx,
                                                               char* error, int64_t error_size) {
   auto* sp = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
-  std::vector<int> v(ids, ids + n);
-  std::string out;
-  auto status = sp->Decode(v, &out);
-  if (!status.ok()) {
-    put(status.ToString(), error, error_size);
+  try {
+    std::vector<int> v(ids, ids + n);
+    std::string out;
+    auto status = sp->Decode(v, &out);
+    if (!status.ok()) {
+      put(status.ToString(), error, error_size);
+      return -1;
+    }
+    sink(ctx, out.data(), static_cast<int64_t>(out.size()));
+    return 0;
+  } catch (const std::exception& e) {
+    put(e.what(), error, error_size);
     return -1;
   }
-  sink(ctx, out.data(), static_cast<int64_t>(out.size()));
-  return 0;
 }
 
 __attribute__((visibility("default"))) int64_t hftrain_spm_piece_to_id(void* handle, const char* piece, int64_t len) {
@@ -102,12 +118,17 @@ __attribute__((visibility("default"))) void hftrain_spm_id_to_piece(void* handle
 
 // Trains a model (sentencepiece_trainer flags). Returns 0, or -1 with `error`.
 __attribute__((visibility("default"))) int hftrain_spm_train(const char* args, char* error, int64_t error_size) {
-  auto status = sentencepiece::SentencePieceTrainer::Train(args);
-  if (!status.ok()) {
-    put(status.ToString(), error, error_size);
+  try {
+    auto status = sentencepiece::SentencePieceTrainer::Train(args);
+    if (!status.ok()) {
+      put(status.ToString(), error, error_size);
+      return -1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    put(e.what(), error, error_size);
     return -1;
   }
-  return 0;
 }
 
 }  // extern "C"
