@@ -293,7 +293,7 @@ TEST_CASE("model.from_pretrained takes the type and options from config.json", "
   const std::string dir = scratch("from_pretrained");
   save_model_dir(dir + "/m", *llama);
   auto spec_with = [&](const std::string& model_yaml) {
-    write_file(dir + "/spec.yaml", "model: " + model_yaml + "\ndata: {type: digit_reversal}\n");
+    write_file(dir + "/spec.yaml", "model: " + model_yaml + "\ndata: {type: digit_reversal}\ntraining: {output_dir: " + dir + "/out}\n");
     return load_run_spec(dir + "/spec.yaml", {}, c.catalog());
   };
   SECTION("type omitted: llama from config.json, its keys as options, spec keys override") {

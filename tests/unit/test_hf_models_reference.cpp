@@ -29,7 +29,7 @@ TEST_CASE("HF model directories made outside hftrain load and run (driven by hf_
     INFO(dir);
     {
       std::ofstream spec(dir + "/spec.yaml");
-      spec << "model: {from_pretrained: '" << dir << "/model'}\ndata: {type: digit_reversal}\n";
+      spec << "model: {from_pretrained: '" << dir << "/model'}\ndata: {type: digit_reversal}\ntraining: {output_dir: '" << dir << "/out'}\n";
     }
     RunSpec spec = load_run_spec(dir + "/spec.yaml", {}, c.catalog());
     torch::manual_seed(0);
