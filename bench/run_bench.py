@@ -63,13 +63,10 @@ def run_hftrain(args, workload, workdir):
          "data_wait": results.get("train_data_wait_fraction")}
     if workload == "nanogpt" and args.eval:
         # Validation loss of the final weights, computed by `hftrain eval` (not timed).
-        code, out, _, _ = run([args.hftrain, "eval", spec, "--set", "model.from_pretrained=" + out_dir,
-                               "--set", "data.path=" + os.path.abspath(args.text),
-                               "--set", "training.output_dir=" + out_dir + "-eval",
-                               "--set", "training.report_to=none"], workdir)
+        code, out, _, _ = run([args.hftrain, "eval", out_dir], workdir)
         if code != 0:
             sys.exit("hftrain eval failed (exit %d):\n%s" % (code, out[-3000:]))
-        r["eval_loss"] = json.load(open(os.path.join(out_dir + "-eval", "eval_results.json")))["eval_loss"]
+        r["eval_loss"] = json.load(open(os.path.join(out_dir, "eval_results.json")))["eval_loss"]
     r["tokens_per_step"] = tokens_per_step
     return r
 

@@ -4,7 +4,10 @@
 #include <dlfcn.h>
 #include <sched.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "util/torch_compat.h"
@@ -43,6 +46,13 @@ ThreadPlan choose_threads(int requested, int local_workers) {
     plan.intra_op_threads = std::max(1, available_cores() / std::max(1, local_workers));
   }
   return plan;
+}
+
+void reexec_with_short_openmp_spin(char** argv) {
+  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
+  ::setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: then run with libgomp's defaults
+  ::unsetenv("GOMP_SPINCOUNT");
 }
 
 ThreadPlan configure_threads(int requested, int local_workers) {

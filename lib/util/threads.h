@@ -16,6 +16,15 @@ struct ThreadPlan {
 // `requested` > 0 wins; otherwise the policy above, for `local_workers` workers sharing the cores.
 ThreadPlan choose_threads(int requested, int local_workers);
 
+// OpenMP threads that finish a parallel region spin for GOMP's default 300,000 iterations before they
+// sleep. When the cores are shared (ctest -j, several workers, other jobs) a spinning thread steals the
+// core its partner needs, and small-op workloads ran 10-15x slower (README "Threads and BLAS"). libgomp
+// reads GOMP_SPINCOUNT / OMP_WAIT_POLICY only once, when it is loaded, before main(). So when neither is
+// set, this re-executes the program (same pid, arguments and environment) with GOMP_SPINCOUNT set to
+// kOpenMpSpinCount; with either set by the user it does nothing. Returns only when no re-exec happened.
+inline constexpr const char* kOpenMpSpinCount = "1000";
+void reexec_with_short_openmp_spin(char** argv);
+
 // Applies the plan to LibTorch and returns it.
 ThreadPlan configure_threads(int requested, int local_workers);
 
