@@ -150,3 +150,46 @@ training: {output_dir: out, per_device_train_batch_size: 8, max_steps: 48, learn
   json config = json::parse(read_text(dir + "/out/config.json"));
   CHECK(config["id2label"].size() == 2);  // num_labels from the data's label set {neg, pos}
 }
+
+TEST_CASE("bert_mlm trains on a text file with masked_lm and an HF WordPiece tokenizer.json", "[integration][datasets]") {
+  const std::string dir = fresh_dir("datasets_mlm");
+  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far"};
+  std::string vocab = R"("[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, ".": 5)";
+  for (int i = 0; i < 10; ++i) vocab += ", \"" + std::string(words[i]) + "\": " + std::to_string(6 + i);
+  std::string added;
+  const char* specials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (int i = 0; i < 5; ++i)
+    added += std::string(i ? ", " : "") + "{\"id\": " + std::to_string(i) + ", \"content\": \"" + specials[i] +
+             "\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}";
+  fs::create_directories(dir + "/tok");
+  write_text(dir + "/tok/tokenizer.json", R"({"version": "1.0", "truncation": null, "padding": null, "added_tokens": [)" + added + R"(],
+  "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "strip_accents": null, "lowercase": true},
+  "pre_tokenizer": {"type": "BertPreTokenizer"},
+  "post_processor": {"type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+    "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+             {"Sequence": {"id": "B", "type_id": 1}}, {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+    "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]}, "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}},
+  "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": true},
+  "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+            "vocab": {)" + vocab + "}}}");
+  std::string text;
+  for (int r = 0; r < 80; ++r) {
+    for (int w = 0; w < 4 + r % 5; ++w) text += std::string(w ? " " : "") + words[(r * 3 + w) % 10];
+    text += ".\n";
+  }
+  write_text(dir + "/train.txt", text);
+  write_text(dir + "/spec.yaml", R"(model: {type: bert_mlm, hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 32}
+data: {type: text, train_file: train.txt, task: masked_lm, tokenizer: tok/tokenizer.json, validation_split_percentage: 10, cache_dir: cache}
+training: {output_dir: out, per_device_train_batch_size: 8, max_steps: 8, learning_rate: 0.003, eval_strategy: steps, eval_steps: 8, save_strategy: "no", report_to: none}
+)");
+  CliResult r = run_hftrain("train spec.yaml", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  json results = json::parse(read_text(dir + "/out/all_results.json"));
+  REQUIRE(results.contains("eval_loss"));
+  CHECK(results["eval_loss"].get<double>() > 0.5);  // masked positions exist and are scored
+  CHECK(results["eval_loss"].get<double>() < 3.5);   // ln(16) = 2.77 at chance; not diverged
+  json config = json::parse(read_text(dir + "/out/config.json"));
+  CHECK(config["vocab_size"] == 16);  // from the tokenizer.json
+}
