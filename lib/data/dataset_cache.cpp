@@ -1,5 +1,5 @@
-// Tokenized-dataset cache files (see dataset_cache.h). Layout: "HFTDSC01", then little-endian int64
-// records (label names, skipped rows, three splits of examples), then the xxh64 of everything before it.
+// Tokenized-dataset cache files (see dataset_cache.h). Layout: "HFTDSC02", then little-endian int64
+// records (label names, skipped rows, three splits of examples, integer training columns), then the xxh64 of everything before it.
 #include "data/dataset_cache.h"
 
 #include <xxhash.h>
@@ -17,7 +17,7 @@
 namespace hftrain {
 namespace {
 
-constexpr char kMagic[8] = {'H', 'F', 'T', 'D', 'S', 'C', '0', '1'};
+constexpr char kMagic[8] = {'H', 'F', 'T', 'D', 'S', 'C', '0', '2'};
 
 class Writer {
  public:
@@ -141,6 +141,11 @@ void save_tokenized(const std::string& path, const TokenizedSplits& s) {
   write_examples(w, s.train);
   write_examples(w, s.eval);
   write_examples(w, s.test);
+  w.i64(static_cast<int64_t>(s.train_int_columns.size()));
+  for (const auto& [name, values] : s.train_int_columns) {
+    w.str(name);
+    w.vec(values);
+  }
   const uint64_t h = XXH64(w.bytes().data(), w.bytes().size(), 0);
   w.i64(static_cast<int64_t>(h));
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -172,7 +177,16 @@ bool load_tokenized(const std::string& path, TokenizedSplits& s) {
   if (!r.i64(out.skipped_rows) || !r.i64(has_eval) || !r.i64(has_test)) return false;
   out.has_eval = has_eval != 0;
   out.has_test = has_test != 0;
-  if (!read_examples(r, out.train) || !read_examples(r, out.eval) || !read_examples(r, out.test) || !r.done()) return false;
+  if (!read_examples(r, out.train) || !read_examples(r, out.eval) || !read_examples(r, out.test)) return false;
+  int64_t columns = 0;
+  if (!r.i64(columns) || columns < 0) return false;
+  for (int64_t c = 0; c < columns; ++c) {
+    std::string name;
+    std::vector<int64_t> values;
+    if (!r.str(name) || !r.vec(values) || values.size() != out.train.size()) return false;
+    out.train_int_columns[name] = std::move(values);
+  }
+  if (!r.done()) return false;
   s = std::move(out);
   return true;
 }

@@ -39,15 +39,18 @@ const char* format_name(RowFormat f) {
 
 class ExamplesDataset : public Dataset {
  public:
-  ExamplesDataset(std::shared_ptr<const std::vector<Example>> examples, CollateOptions collate)
-      : examples_(std::move(examples)), collate_(collate) {}
+  ExamplesDataset(std::shared_ptr<const std::vector<Example>> examples, CollateOptions collate,
+                  std::map<std::string, std::vector<int64_t>> int_columns = {})
+      : examples_(std::move(examples)), collate_(collate), int_columns_(std::move(int_columns)) {}
   int64_t size() const override { return static_cast<int64_t>(examples_->size()); }
   Example get(int64_t index) const override {
     if (index < 0 || index >= size()) throw RuntimeFailure("dataset index " + std::to_string(index) + " out of range");
     return (*examples_)[static_cast<std::size_t>(index)];
   }
   CollateOptions collate_options() const override { return collate_; }
-  std::vector<int64_t> lengths(const std::string& /*column*/) const override {
+  std::vector<int64_t> lengths(const std::string& column) const override {
+    auto it = int_columns_.find(column);
+    if (it != int_columns_.end()) return it->second;
     std::vector<int64_t> out;
     out.reserve(examples_->size());
     for (const auto& e : *examples_) out.push_back(static_cast<int64_t>(e.input_ids.size()));
@@ -57,6 +60,7 @@ class ExamplesDataset : public Dataset {
  private:
   std::shared_ptr<const std::vector<Example>> examples_;
   CollateOptions collate_;
+  std::map<std::string, std::vector<int64_t>> int_columns_;
 };
 
 bool parse_integer(const std::string& s, int64_t& out) {
@@ -296,8 +300,10 @@ TokenizedSplits FileDataSource::build() {
   }
 
   const bool pack = options_.block_size > 0;
+  std::vector<const Row*> kept_rows;  // the row of each example of the latest convert (unpacked)
   auto convert = [&](const std::string& file, const std::vector<Row>& rows, bool labels_optional) {
     std::vector<Example> examples;
+    kept_rows.clear();
     Encoding packed;
     for (const Row& row : rows) {
       if (!row.problem.empty()) {
@@ -350,6 +356,7 @@ TokenizedSplits FileDataSource::build() {
       }
       ex.label = label;
       examples.push_back(std::move(ex));
+      kept_rows.push_back(&row);
     }
     if (pack) {  // HF group_texts: total_length = (total_length // block_size) * block_size
       const int64_t block = options_.block_size;
@@ -373,6 +380,19 @@ TokenizedSplits FileDataSource::build() {
     return examples;
   };
   out.train = convert(options_.train_file, train_rows, false);
+  if (!pack && !kept_rows.empty()) {
+    for (const auto& [name, first] : kept_rows[0]->fields) {
+      if (name == options_.text_column || name == options_.text_pair_column) continue;
+      std::vector<int64_t> values;
+      for (const Row* r : kept_rows) {
+        auto it = r->fields.find(name);
+        int64_t v = 0;
+        if (it == r->fields.end() || !it->second || !parse_integer(*it->second, v)) break;
+        values.push_back(v);
+      }
+      if (values.size() == kept_rows.size()) out.train_int_columns[name] = std::move(values);
+    }
+  }
   if (out.has_eval) out.eval = convert(eval_file, eval_rows, false);
   if (out.has_test) out.test = convert(options_.test_file, test_rows, true);
   return out;
@@ -385,7 +405,8 @@ std::shared_ptr<const Dataset> FileDataSource::split(const std::string& name) co
   else if (name == "test") v = splits_.has_test ? &splits_.test : splits_.has_eval ? &splits_.eval : nullptr;
   else throw RuntimeFailure("unknown data split '" + name + "' (valid: train, eval, test)");
   if (!v) return nullptr;
-  return std::make_shared<ExamplesDataset>(std::make_shared<const std::vector<Example>>(*v), collate_);
+  return std::make_shared<ExamplesDataset>(std::make_shared<const std::vector<Example>>(*v), collate_,
+                                           name == "train" ? splits_.train_int_columns : std::map<std::string, std::vector<int64_t>>{});
 }
 
 std::vector<std::string> FileDataSource::default_metrics() const {

@@ -3,6 +3,7 @@
 // `token_files` (nanoGPT-style pre-tokenized binary files, memory-mapped). See docs/design.md "Datasets".
 #pragma once
 
+#include <map>
 #include <memory>
 
 #include "config/schema.h"
@@ -17,6 +18,9 @@ struct TokenizedSplits {
   bool has_eval = false, has_test = false;
   std::vector<std::string> label_names;
   int64_t skipped_rows = 0;
+  // Unpacked training rows: raw columns whose value is an integer in every kept row (e.g. a precomputed
+  // "length" for group_by_length's length_column_name), one value per training example.
+  std::map<std::string, std::vector<int64_t>> train_int_columns;
 };
 
 class FileDataSource : public DataSource {

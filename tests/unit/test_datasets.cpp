@@ -338,7 +338,7 @@ TEST_CASE("the cache is reused on a second load and invalidated by content or se
   CHECK(FileDataSource(o, RowFormat::kJsonl, tok, "tiny-v2").loaded_from_cache());
   // A damaged cache file reads as a miss and is rebuilt.
   FileDataSource again(o, RowFormat::kJsonl, tok, "tiny-v2");
-  write(again.cache_file(), "HFTDSC01garbage");
+  write(again.cache_file(), "HFTDSC02garbage");
   FileDataSource rebuilt(o, RowFormat::kJsonl, tok, "tiny-v2");
   CHECK_FALSE(rebuilt.loaded_from_cache());
   CHECK(rebuilt.split("train")->get(0).input_ids == std::vector<int64_t>{1, 4, 2});
@@ -561,4 +561,19 @@ TEST_CASE("token files: nanoGPT layout, sequential blocks, random windows, error
   write(dir + "/empty.bin", "");
   bad.train_file = dir + "/empty.bin";
   CHECK_THAT(error_of([&] { TokenFileSource{bad}; }), Catch::Contains("empty"));
+}
+
+TEST_CASE("length_column_name reads an integer column of the training rows, else token counts", "[unit][datasets]") {
+  const std::string dir = scratch("length_column");
+  write(dir + "/train.jsonl",
+        "{\"text\": \"abc\", \"n\": 7, \"tag\": \"x\"}\n{\"text\": \"d\", \"n\": 2, \"tag\": \"y\"}\n{\"text\": \"ef\", \"n\": 5, \"tag\": \"z\"}\n");
+  auto o = base_options(dir, "train.jsonl");
+  for (int load = 0; load < 2; ++load) {  // built, then from the cache
+    FileDataSource src(o, RowFormat::kJsonl);
+    CHECK(src.loaded_from_cache() == (load == 1));
+    auto train = src.split("train");
+    CHECK(train->lengths("n") == std::vector<int64_t>{7, 2, 5});
+    CHECK(train->lengths("tag") == std::vector<int64_t>{3, 1, 2});     // not integers: token counts
+    CHECK(train->lengths("length") == std::vector<int64_t>{3, 1, 2});  // absent: token counts
+  }
 }
