@@ -49,7 +49,8 @@ def run_hftrain(args, workload, workdir):
     out_dir = os.path.join(workdir, "hftrain-" + workload)
     cmd = [args.hftrain, "train", spec, "--set", "training.output_dir=" + out_dir,
            "--set", "training.disable_tqdm=true", "--set", "training.report_to=none",
-           "--set", "training.save_strategy=no", "--set", "training.eval_strategy=no"]
+           "--set", "training.save_strategy=no", "--set", "training.eval_strategy=no",
+           "--set", "training.do_eval=false"]
     if workload in ("nanogpt", "gpt2"):
         cmd += ["--set", "data.path=" + os.path.abspath(args.text)]
     if args.steps:
@@ -58,7 +59,7 @@ def run_hftrain(args, workload, workdir):
     if code != 0:
         sys.exit("hftrain failed (exit %d):\n%s" % (code, out[-3000:]))
     results = json.load(open(os.path.join(out_dir, "train_results.json")))
-    steps = int(round(results["train_steps_per_second"] * results["train_runtime"]))
+    steps = json.load(open(os.path.join(out_dir, "trainer_state.json")))["global_step"]
     r = {"steps": steps, "train_seconds": results["train_runtime"], "rss_mib": rss, "wall": wall,
          "data_wait": results.get("train_data_wait_fraction")}
     if workload == "nanogpt" and args.eval:
@@ -77,7 +78,7 @@ def run_python(args, workload, workdir):
         cmd += ["--text", os.path.abspath(args.text)]
     if args.steps:
         cmd += ["--steps", str(args.steps)]
-    if not args.eval:
+    if not args.eval or workload != "nanogpt":
         cmd += ["--no-eval"]
     if args.python_threads:
         cmd += ["--threads", str(args.python_threads)]

@@ -200,7 +200,7 @@ int run_train(const TrainRequest& request) {
   save_metrics(out, "train", train_metrics);
   print_metrics("train", train_metrics);
 
-  if (auto eval_split = pipeline.data->split("eval"); eval_split && eval_split->size() > 0) {
+  if (auto eval_split = pipeline.data->split("eval"); spec.training.do_eval && eval_split && eval_split->size() > 0) {
     memory.start("eval");
     nlohmann::json eval_metrics = evaluate(pipeline, c, "eval", spec.training.per_device_eval_batch_size, "eval");
     memory.stop_and_update_metrics("eval", eval_metrics);

@@ -54,6 +54,9 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("eval_strategy", &TrainingArgs::eval_strategy, "When to evaluate: no, steps or epoch.").choices(kIntervalStrategies);
   s.add("eval_steps", &TrainingArgs::eval_steps, "Evaluate every N steps or ratio (< 1); 0 = logging_steps.").check(steps_rule);
   s.add("eval_delay", &TrainingArgs::eval_delay, "Steps (or epochs) to wait before the first evaluation.").min(0);
+  s.add("do_eval", &TrainingArgs::do_eval,
+        "`hftrain train` evaluates the final model on the eval split (as HF example scripts with --do_eval); "
+        "false skips it. Default true.");
   s.add("save_strategy", &TrainingArgs::save_strategy, "When to save a checkpoint: no, steps, epoch or best.")
       .choices({"no", "steps", "epoch", "best"});
   s.add("save_steps", &TrainingArgs::save_steps, "Save every N steps or ratio (< 1).").check(steps_rule);

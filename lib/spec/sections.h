@@ -56,6 +56,7 @@ struct TrainingArgs {
   std::string eval_strategy = "no";
   double eval_steps = 0;  // 0 = same as logging_steps (HF: None)
   double eval_delay = 0;
+  bool do_eval = true;
   std::string save_strategy = "steps";
   double save_steps = 500;
   int64_t save_total_limit = 0;  // 0 = keep all (HF: None)
