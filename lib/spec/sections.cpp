@@ -75,6 +75,14 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("seed", &TrainingArgs::seed, "Random seed for initialisation, dropout and shuffling.").min(0);
   s.add("data_seed", &TrainingArgs::data_seed, "Seed for data shuffling; -1 = use seed.").min(-1);
   s.add("dataloader_drop_last", &TrainingArgs::dataloader_drop_last, "Drop the last incomplete training batch.");
+  s.add("dataloader_num_workers", &TrainingArgs::dataloader_num_workers,
+        "Background threads preparing training batches: 0 = in the training loop, 1 = one thread (default; C++ "
+        "collation needs no more, so values above 1 are refused).")
+      .min(0)
+      .max(1);
+  s.add("dataloader_prefetch_factor", &TrainingArgs::dataloader_prefetch_factor,
+        "Batches the background thread prepares ahead (with dataloader_num_workers 1).")
+      .min(1);
   s.add("group_by_length", &TrainingArgs::group_by_length,
         "Group training examples of similar length into batches (HF LengthGroupedSampler: megabatches of 50 x "
         "batch x gradient_accumulation_steps, sorted by length, longest first).");

@@ -68,6 +68,8 @@ struct TrainingArgs {
   int64_t seed = 42;
   int64_t data_seed = -1;  // -1 = use seed (HF: None)
   bool dataloader_drop_last = false;
+  int64_t dataloader_num_workers = 1;
+  int64_t dataloader_prefetch_factor = 2;
   bool group_by_length = false;              // HF LengthGroupedSampler for the training set
   std::string length_column_name = "length";
   double label_smoothing_factor = 0.0;

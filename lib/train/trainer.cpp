@@ -9,7 +9,7 @@
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/fault_injection.h"
-#include "data/loader.h"
+#include "data/batch_prefetcher.h"
 #include "dist/comm.h"
 #include "engine/factory.h"
 #include "log/logger.h"
@@ -87,6 +87,7 @@ nlohmann::json Trainer::train() {
     loader.group_by_length(args.per_device_train_batch_size * args.gradient_accumulation_steps, args.length_column_name);
   const int64_t ga = args.gradient_accumulation_steps;
   const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), world_size);
+  BatchPrefetcher batches(loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0);
   const ParameterCounts parameters = count_parameters(model);
   log_info(format_training_summary({loader.num_examples(), plan.num_epochs, world_size,
                                     args.per_device_train_batch_size, ga, plan.global_batch_size,
@@ -107,7 +108,7 @@ nlohmann::json Trainer::train() {
   callbacks_.on_train_begin(state_);
   for (int64_t epoch = resume.epoch; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {
     const int64_t skip = epoch == resume.epoch ? resume.skip_batches : 0;
-    loader.start_epoch(epoch, skip);
+    batches.start_epoch(epoch, skip);
     if (epoch == resume.epoch) restore_rng_state();
     callbacks_.on_epoch_begin(state_);
     int64_t micro_step = skip;
@@ -119,7 +120,7 @@ nlohmann::json Trainer::train() {
         if (m == 0) callbacks_.on_step_begin(state_);
         Batch batch;
         const auto wait_start = std::chrono::steady_clock::now();
-        loader.next(batch);
+        batches.next(batch);
         data_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
         if (args.include_num_input_tokens_seen && batch.input_ids.defined())
           state_.num_input_tokens_seen += batch.input_ids.numel();

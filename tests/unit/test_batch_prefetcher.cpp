@@ -1,0 +1,73 @@
+// The background batch prefetcher yields exactly the loader's batches (order, values, resume skip,
+// every epoch) and passes a data error on after the batches that preceded it.
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+#include "data/batch_prefetcher.h"
+
+using namespace hftrain;
+
+namespace {
+
+// Example i has the single feature i and label i % 3; get(fail_at) throws.
+class CountingDataset : public Dataset {
+ public:
+  CountingDataset(int64_t n, int64_t fail_at = -1) : n_(n), fail_at_(fail_at) {}
+  int64_t size() const override { return n_; }
+  Example get(int64_t index) const override {
+    if (index == fail_at_) throw std::runtime_error("row " + std::to_string(index) + " is broken");
+    Example e;
+    e.features = {static_cast<float>(index)};
+    e.label = index % 3;
+    return e;
+  }
+
+ private:
+  int64_t n_, fail_at_;
+};
+
+std::vector<std::vector<float>> drain(BatchPrefetcher& p) {
+  std::vector<std::vector<float>> out;
+  Batch b;
+  while (p.next(b)) {
+    auto f = b.features.reshape({-1}).contiguous();
+    out.emplace_back(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("prefetched batches equal the synchronous loader's, with resume skips", "[unit][prefetch]") {
+  auto data = std::make_shared<CountingDataset>(50);
+  DataLoader a(data, TaskKind::kClassification, 4, /*shuffle=*/true, 7, false), b(data, TaskKind::kClassification, 4, true, 7, false);
+  BatchPrefetcher sync(a, 0), ahead(b, 2);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    const int64_t skip = epoch == 1 ? 5 : 0;
+    sync.start_epoch(epoch, skip);
+    ahead.start_epoch(epoch, skip);
+    const auto expected = drain(sync), got = drain(ahead);
+    CHECK(expected.size() == static_cast<std::size_t>(13 - skip));  // ceil(50 / 4) batches
+    CHECK(got == expected);
+  }
+  // An epoch abandoned half way (stop at max_steps) and a new one started: no stale batches leak in.
+  ahead.start_epoch(0);
+  Batch first;
+  REQUIRE(ahead.next(first));
+  ahead.start_epoch(4);
+  sync.start_epoch(4);
+  CHECK(drain(ahead) == drain(sync));
+}
+
+TEST_CASE("a data error reaches the training loop after the batches before it", "[unit][prefetch]") {
+  auto data = std::make_shared<CountingDataset>(20, /*fail_at=*/9);
+  DataLoader loader(data, TaskKind::kClassification, 4, /*shuffle=*/false, 0, false);
+  BatchPrefetcher ahead(loader, 3);
+  ahead.start_epoch(0);
+  Batch b;
+  REQUIRE(ahead.next(b));  // rows 0-3
+  REQUIRE(ahead.next(b));  // rows 4-7
+  CHECK(b.features.reshape({-1})[0].item<float>() == 4.0f);
+  CHECK_THROWS_WITH(ahead.next(b), Catch::Contains("row 9 is broken"));
+}
