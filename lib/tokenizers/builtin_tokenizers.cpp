@@ -1,14 +1,34 @@
 // The Tokenizer default encode_for_model and the built-in character and byte tokenizers (see tokenizer.h).
 #include "tokenizers/tokenizer.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace hftrain {
 
+void truncate_longest_first(std::vector<int64_t>& a, std::vector<int64_t>& b, bool is_pair, std::size_t limit) {
+  if (!is_pair) {
+    if (a.size() > limit) a.resize(limit);
+    return;
+  }
+  if (a.size() + b.size() <= limit) return;
+  std::size_t n1 = a.size(), n2 = b.size();
+  const bool swap = n1 > n2;
+  if (swap) std::swap(n1, n2);
+  n2 = n1 > limit ? n1 : std::max(n1, limit - n1);
+  if (n1 + n2 > limit) {
+    n1 = limit / 2;
+    n2 = n1 + limit % 2;
+  }
+  if (swap) std::swap(n1, n2);
+  a.resize(std::min(a.size(), n1));
+  b.resize(std::min(b.size(), n2));
+}
+
 Encoding Tokenizer::encode_for_model(const std::string& text, const std::string* text_pair, int64_t max_length) const {
   std::vector<int64_t> a = encode(text), b = text_pair ? encode(*text_pair) : std::vector<int64_t>{};
-  // HF longest_first: drop one token at a time from the longer sequence.
-  while (max_length > 0 && static_cast<int64_t>(a.size() + b.size()) > max_length) (a.size() >= b.size() ? a : b).pop_back();
+  if (max_length > 0) truncate_longest_first(a, b, text_pair != nullptr, static_cast<std::size_t>(max_length));
   Encoding e;
   e.input_ids = a;
   e.input_ids.insert(e.input_ids.end(), b.begin(), b.end());

@@ -1201,22 +1201,7 @@ Encoding HfTokenizer::encode_for_model(const std::string& text, const std::strin
   if (max_length > 0) {
     int64_t budget = max_length - static_cast<int64_t>(impl_->has_post ? impl_->post.added(is_pair) : 0);
     std::size_t limit = static_cast<std::size_t>(std::max<int64_t>(budget, 0));
-    if (!is_pair) {
-      if (a.size() > limit) a.resize(limit);
-    } else if (a.size() + b.size() > limit) {
-      // HF tokenizers' LongestFirst: the shorter keeps max(its length, half), the longer takes the rest.
-      std::size_t n1 = a.size(), n2 = b.size();
-      bool swap = n1 > n2;
-      if (swap) std::swap(n1, n2);
-      n2 = n1 > limit ? n1 : std::max(n1, limit - n1);
-      if (n1 + n2 > limit) {
-        n1 = limit / 2;
-        n2 = n1 + limit % 2;
-      }
-      if (swap) std::swap(n1, n2);
-      a.resize(std::min(a.size(), n1));
-      b.resize(std::min(b.size(), n2));
-    }
+    truncate_longest_first(a, b, is_pair, limit);
   }
   Encoding e;
   auto push = [&](const std::vector<int64_t>& ids, int64_t type_id, int64_t special) {

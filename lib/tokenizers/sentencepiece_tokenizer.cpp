@@ -194,22 +194,7 @@ Encoding SentencePieceTokenizer::encode_for_model(const std::string& text, const
   if (max_length > 0) {
     int64_t budget = std::max<int64_t>(0, max_length - per_seq * (is_pair ? 2 : 1));
     std::size_t limit = static_cast<std::size_t>(budget);
-    if (!is_pair) {
-      if (a.size() > limit) a.resize(limit);
-    } else if (a.size() + b.size() > limit) {
-      // longest_first, as for tokenizer.json (HF tokenizers' rule).
-      std::size_t n1 = a.size(), n2 = b.size();
-      bool swap = n1 > n2;
-      if (swap) std::swap(n1, n2);
-      n2 = n1 > limit ? n1 : std::max(n1, limit - n1);
-      if (n1 + n2 > limit) {
-        n1 = limit / 2;
-        n2 = n1 + limit % 2;
-      }
-      if (swap) std::swap(n1, n2);
-      a.resize(std::min(a.size(), n1));
-      b.resize(std::min(b.size(), n2));
-    }
+    truncate_longest_first(a, b, is_pair, limit);
   }
   Encoding e;
   auto push_seq = [&](const std::vector<int64_t>& ids, int64_t type_id) {

@@ -22,6 +22,11 @@ struct Encoding {
   std::vector<int64_t> special_tokens_mask;  // 1 where the post-processor inserted a special token
 };
 
+// HF tokenizers' longest_first truncation of a pair to `limit` tokens in total: the shorter sequence keeps
+// max(its length, limit - the other's share), the longer takes the rest (halves when both are long).
+// A single sequence (b empty and !is_pair) is cut to `limit`.
+void truncate_longest_first(std::vector<int64_t>& a, std::vector<int64_t>& b, bool is_pair, std::size_t limit);
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
