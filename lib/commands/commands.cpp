@@ -17,6 +17,7 @@
 #include "log/memory_tracker.h"
 #include "log/metrics_format.h"
 #include "log/run_summary.h"
+#include "log/speed_metrics.h"
 #include "train/evaluation.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -45,9 +46,21 @@ void save_metrics(const std::string& output_dir, const std::string& split, const
   write_file_atomic(all_path, all.dump(4) + "\n");
 }
 
-void setup_threads(const DistributedArgs& d, int local_workers = 1) {
-  ThreadPlan plan = configure_threads(static_cast<int>(d.intra_op_threads), local_workers);
+void setup_threads(const DistributedArgs& d, int local_workers = 1, double step_flops = 0) {
+  ThreadPlan plan = configure_threads(static_cast<int>(d.intra_op_threads), local_workers, step_flops);
   log_debug("threads: " + std::to_string(plan.intra_op_threads) + " intra-op (BLAS: " + plan.blas + ")");
+  if (!plan.reason.empty())
+    log_info("threads: 1 intra-op thread: " + plan.reason + " (distributed.intra_op_threads overrides)");
+}
+
+// Once the model and data are known: the work of one micro-batch, `flops_per_param_token` (6 training,
+// 2 forward only) x parameters x examples x tokens per example (1 for feature rows), for the small-step
+// thread rule (util/threads.h). Tied weights count once; the LM head's matmul is counted with them.
+void fit_threads_to_step(const DistributedArgs& d, int local_workers, const Pipeline& p, int64_t batch_size,
+                         double flops_per_param_token) {
+  if (d.intra_op_threads > 0) return;
+  const double tokens = static_cast<double>(batch_size) * static_cast<double>(std::max<int64_t>(1, p.data->shape().max_length));
+  setup_threads(d, local_workers, flops_per_param_token * static_cast<double>(count_parameters(*p.model).total) * tokens);
 }
 
 // HF log_metrics: the "***** split metrics *****" table on stdout, world process zero only.
@@ -172,6 +185,7 @@ int run_train(const TrainRequest& request) {
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);  // fails on bad data before anything is written
+  fit_threads_to_step(spec.distributed, env.local_world_size, pipeline, spec.training.per_device_train_batch_size, 6);
 
   if (main_rank) {
     std::error_code ec;
@@ -223,6 +237,7 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);
+  fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);
   load_model_weights(model_path, *pipeline.model);
   memory.stop("init");
   log_info(format_inference_summary("Evaluation", split_size(pipeline, "eval"), spec.training.per_device_eval_batch_size,
@@ -245,6 +260,7 @@ int run_predict(const std::string& target, const std::vector<std::string>& overr
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);
+  fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);
   load_model_weights(model_path, *pipeline.model);
   memory.stop("init");
   log_info(format_inference_summary("Prediction", split_size(pipeline, "test"), spec.training.per_device_eval_batch_size,

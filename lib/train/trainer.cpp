@@ -87,7 +87,8 @@ nlohmann::json Trainer::train() {
     loader.group_by_length(args.per_device_train_batch_size * args.gradient_accumulation_steps, args.length_column_name);
   const int64_t ga = args.gradient_accumulation_steps;
   const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), world_size);
-  BatchPrefetcher batches(loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0);
+  BatchPrefetcher batches(loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0,
+                          plan.num_epochs);
   const ParameterCounts parameters = count_parameters(model);
   log_info(format_training_summary({loader.num_examples(), plan.num_epochs, world_size,
                                     args.per_device_train_batch_size, ga, plan.global_batch_size,

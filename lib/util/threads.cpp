@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -35,7 +36,7 @@ std::string blas_kind() {
 
 }  // namespace
 
-ThreadPlan choose_threads(int requested, int local_workers) {
+ThreadPlan choose_threads(int requested, int local_workers, double step_flops) {
   ThreadPlan plan;
   plan.blas = blas_kind();
   if (requested > 0) {
@@ -44,6 +45,14 @@ ThreadPlan choose_threads(int requested, int local_workers) {
     plan.intra_op_threads = 1;
   } else {
     plan.intra_op_threads = std::max(1, available_cores() / std::max(1, local_workers));
+    if (plan.intra_op_threads > 1 && step_flops > 0 && step_flops < kSmallStepFlops) {
+      plan.intra_op_threads = 1;
+      char mflop[32];
+      std::snprintf(mflop, sizeof mflop, "%.1f", step_flops / 1e6);
+      plan.reason = std::string("a micro-batch is ~") + mflop + " MFLOP, under the " +
+                    std::to_string(static_cast<int>(kSmallStepFlops / 1e6)) +
+                    " MFLOP where one thread measured faster than several";
+    }
   }
   return plan;
 }
@@ -55,8 +64,8 @@ void reexec_with_short_openmp_spin(char** argv) {
   ::unsetenv("GOMP_SPINCOUNT");
 }
 
-ThreadPlan configure_threads(int requested, int local_workers) {
-  ThreadPlan plan = choose_threads(requested, local_workers);
+ThreadPlan configure_threads(int requested, int local_workers, double step_flops) {
+  ThreadPlan plan = choose_threads(requested, local_workers, step_flops);
   at::set_num_threads(plan.intra_op_threads);
   return plan;
 }

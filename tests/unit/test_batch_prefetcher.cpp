@@ -1,8 +1,11 @@
 // The background batch prefetcher yields exactly the loader's batches (order, values, resume skip,
-// every epoch) and passes a data error on after the batches that preceded it.
+// every epoch, epochs the worker ran on into, slow and fast consumers) and passes a data error on after
+// the batches that preceded it.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "data/batch_prefetcher.h"
 
@@ -27,10 +30,11 @@ class CountingDataset : public Dataset {
   int64_t n_, fail_at_;
 };
 
-std::vector<std::vector<float>> drain(BatchPrefetcher& p) {
+std::vector<std::vector<float>> drain(BatchPrefetcher& p, std::chrono::microseconds pause = {}) {
   std::vector<std::vector<float>> out;
   Batch b;
   while (p.next(b)) {
+    if (pause.count() > 0) std::this_thread::sleep_for(pause);  // a step that takes a while
     auto f = b.features.reshape({-1}).contiguous();
     out.emplace_back(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
   }
@@ -42,7 +46,7 @@ std::vector<std::vector<float>> drain(BatchPrefetcher& p) {
 TEST_CASE("prefetched batches equal the synchronous loader's, with resume skips", "[unit][prefetch]") {
   auto data = std::make_shared<CountingDataset>(50);
   DataLoader a(data, TaskKind::kClassification, 4, /*shuffle=*/true, 7, false), b(data, TaskKind::kClassification, 4, true, 7, false);
-  BatchPrefetcher sync(a, 0), ahead(b, 2);
+  BatchPrefetcher sync(a, 0, 5), ahead(b, 2, 5);
   for (int64_t epoch = 0; epoch < 3; ++epoch) {
     const int64_t skip = epoch == 1 ? 5 : 0;
     sync.start_epoch(epoch, skip);
@@ -60,10 +64,33 @@ TEST_CASE("prefetched batches equal the synchronous loader's, with resume skips"
   CHECK(drain(ahead) == drain(sync));
 }
 
+TEST_CASE("the worker runs on into the next epochs with the loader's batches, then stops", "[unit][prefetch]") {
+  auto data = std::make_shared<CountingDataset>(23);
+  DataLoader a(data, TaskKind::kClassification, 3, /*shuffle=*/true, 11, /*drop_last=*/true),
+      b(data, TaskKind::kClassification, 3, true, 11, true);
+  const int64_t epochs = 4;
+  BatchPrefetcher sync(a, 0, epochs), ahead(b, 1, epochs);
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+    sync.start_epoch(epoch);
+    ahead.start_epoch(epoch);
+    // Alternate a slow consumer (the worker waits on a full queue) and a fast one (it runs dry).
+    const auto pause = std::chrono::microseconds(epoch % 2 == 0 ? 2000 : 0);
+    const auto expected = drain(sync), got = drain(ahead, pause);
+    CHECK(expected.size() == 7u);  // floor(23 / 3) with drop_last
+    CHECK(got == expected);
+  }
+  Batch extra;
+  CHECK_FALSE(ahead.next(extra));  // the last epoch is over and stays over
+  // An epoch past the planned ones is still served (the worker is started afresh for it).
+  sync.start_epoch(epochs);
+  ahead.start_epoch(epochs);
+  CHECK(drain(ahead) == drain(sync));
+}
+
 TEST_CASE("a data error reaches the training loop after the batches before it", "[unit][prefetch]") {
   auto data = std::make_shared<CountingDataset>(20, /*fail_at=*/9);
   DataLoader loader(data, TaskKind::kClassification, 4, /*shuffle=*/false, 0, false);
-  BatchPrefetcher ahead(loader, 3);
+  BatchPrefetcher ahead(loader, 3, 1);
   ahead.start_epoch(0);
   Batch b;
   REQUIRE(ahead.next(b));  // rows 0-3
