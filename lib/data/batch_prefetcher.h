@@ -1,7 +1,7 @@
 // Background batch preparation: while the model runs a step, one thread fills the next batches from a
 // DataLoader (sampling, example generation or lookup, collation, MLM masking), up to `depth` batches
-// ahead, and runs on into the next epoch, so the training step does not wait on data (the
-// train_data_wait_fraction metric shows it). Batches come out in exactly the order and with exactly the
+// ahead (more when steps are under 1 ms: see target_depth), and runs on into the next epoch, so the
+// training step does not wait on data (the train_data_wait_fraction metric shows it). Batches come out in exactly the order and with exactly the
 // values the loader gives synchronously: the loader is only touched by the worker while it runs, and its
 // per-batch randomness (MLM masking) is seeded by (seed, epoch, batch index), not by the calling thread.
 //
@@ -46,7 +46,9 @@ class BatchPrefetcher {
   void stop_worker();
   void work(int64_t epoch);
   std::chrono::nanoseconds poll_interval() const;  // under mutex_
+  int target_depth() const;                        // under mutex_
 
+  static constexpr int kMaxDepth = 32;  // the most batches queued however short the steps
   DataLoader& loader_;
   const int depth_;
   const int64_t num_epochs_;
