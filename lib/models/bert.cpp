@@ -210,6 +210,7 @@ BertForSequenceClassification::BertForSequenceClassification(const Options& opti
   if (o.problem_type != "regression" && o.problem_type != "single_label_classification")
     throw ConfigError("model.problem_type: '" + o.problem_type +
                       "' is not supported (regression, single_label_classification)");
+  if (static_cast<int64_t>(context.label_names.size()) == o.num_labels) label_names_ = context.label_names;
   bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/true));
   classifier_ = register_module("classifier", torch::nn::Linear(o.hidden_size, o.num_labels));
   init_bert(*this, *bert_, o);
@@ -238,9 +239,11 @@ nlohmann::json BertForSequenceClassification::config_json() const {
   j["problem_type"] = options_.problem_type;
   j["classifier_dropout"] = options_.classifier_dropout ? nlohmann::json(*options_.classifier_dropout) : nlohmann::json();
   nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
-  for (int64_t i = 0; i < options_.num_labels; ++i) {
-    id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
-    label2id["LABEL_" + std::to_string(i)] = i;
+  for (int64_t i = 0; i < options_.num_labels; ++i) {  // the data's class names, else HF's LABEL_i
+    const std::string name =
+        label_names_.empty() ? "LABEL_" + std::to_string(i) : label_names_[static_cast<std::size_t>(i)];
+    id2label[std::to_string(i)] = name;
+    label2id[name] = i;
   }
   j["id2label"] = id2label;
   j["label2id"] = label2id;

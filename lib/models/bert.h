@@ -52,6 +52,7 @@ class BertForSequenceClassification : public Model {
 
  private:
   BertConfig options_;
+  std::vector<std::string> label_names_;  // id2label from the data; empty = LABEL_i
   std::shared_ptr<BertEncoder> bert_;
   torch::nn::Linear classifier_{nullptr};
 };

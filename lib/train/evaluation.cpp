@@ -102,6 +102,7 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
   // One generator for the whole split, seeded once (HF: set_seed, then generate over the batches).
   at::Generator generator = make_generator(static_cast<uint64_t>(generation.seed.value_or(p.seed)));
   bool has_labels = false;
+  const std::vector<std::string> label_names = p.data->shape().label_names;  // by label id; may be empty
   for (auto examples = loader.next_examples(); !examples.empty(); examples = loader.next_examples()) {
     if (p.data->task() == TaskKind::kClassification) {
       Batch b = collate(examples, TaskKind::kClassification);
@@ -114,7 +115,9 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
         if (regression) {
           line["prediction"] = logits[static_cast<int64_t>(i)][0].item<double>();
         } else {
-          line["label"] = row.argmax().item<int64_t>();
+          const int64_t label = row.argmax().item<int64_t>();
+          line["label"] = label;
+          if (label < static_cast<int64_t>(label_names.size())) line["label_name"] = label_names[static_cast<std::size_t>(label)];
           line["probabilities"] = std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
         }
         if (examples[i].label != -100) {

@@ -21,7 +21,7 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
   Pipeline p;
   p.data = components.data.build(spec.data.type, spec.data.options);
   DataShape shape = p.data->shape();
-  ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features};
+  ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
   torch::manual_seed(static_cast<uint64_t>(spec.training.seed));
   p.model = components.models.build(spec.model.type, spec.model.options, context);
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();

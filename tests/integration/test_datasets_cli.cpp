@@ -2,6 +2,7 @@
 // the tokenized-dataset cache), length-grouped batches, nanoGPT token files, and a malformed row that must
 // exit 2 naming file:line.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
@@ -148,7 +149,20 @@ training: {output_dir: out, per_device_train_batch_size: 8, max_steps: 48, learn
   json results = json::parse(read_text(dir + "/out/all_results.json"));
   CHECK(results["eval_accuracy"].get<double>() >= 0.8);  // two labels: chance is about 0.5
   json config = json::parse(read_text(dir + "/out/config.json"));
-  CHECK(config["id2label"].size() == 2);  // num_labels from the data's label set {neg, pos}
+  // num_labels and the class names from the data's label set, sorted as run_glue does
+  CHECK(config["id2label"] == json({{"0", "neg"}, {"1", "pos"}}));
+  CHECK(config["label2id"] == json({{"neg", 0}, {"pos", 1}}));
+
+  CliResult p = run_hftrain("predict out", dir);  // the test split defaults to the validation file
+  INFO(p.output);
+  REQUIRE(p.exit_code == 0);
+  std::ifstream lines(dir + "/out/predictions.jsonl");
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    json j = json::parse(line);
+    CHECK(j["label_name"] == config["id2label"][std::to_string(j["label"].get<int64_t>())]);
+  }
+  CHECK(n == 16);
 }
 
 TEST_CASE("bert_mlm trains on a text file with masked_lm and an HF WordPiece tokenizer.json", "[integration][datasets]") {
@@ -192,4 +206,29 @@ training: {output_dir: out, per_device_train_batch_size: 8, max_steps: 8, learni
   CHECK(results["eval_loss"].get<double>() < 3.5);   // ln(16) = 2.77 at chance; not diverged
   json config = json::parse(read_text(dir + "/out/config.json"));
   CHECK(config["vocab_size"] == 16);  // from the tokenizer.json
+}
+
+TEST_CASE("two ranks share the dataset cache: rank 0 tokenizes, rank 1 waits for its file", "[integration][datasets][dist]") {
+  const std::string dir = fresh_dir("datasets_two_ranks");
+  write_text(dir + "/train.jsonl", corpus(80, 0));
+  write_text(dir + "/spec.yaml", R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}
+data: {type: jsonl, train_file: train.jsonl, block_size: 16, cache_dir: cache, cache_wait_seconds: 3}
+training: {output_dir: out, per_device_train_batch_size: 4, max_steps: 3, save_strategy: "no", report_to: none}
+)");
+  CliResult r = run_hftrain("train spec.yaml --nproc-per-node 2", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(json::parse(read_text(dir + "/out/trainer_state.json"))["global_step"] == 3);
+  CHECK(count_files(dir + "/cache") == 1);  // written once, by rank 0
+
+  // rank 0 cannot write the cache (its directory would have to be created under a regular file): it
+  // trains on its in-memory copy with a warning, and rank 1 gives up after cache_wait_seconds, naming
+  // itself and the file; the job fails.
+  write_text(dir + "/blocker", "not a directory\n");
+  CliResult f = run_hftrain("train spec.yaml --nproc-per-node 2 --set data.cache_dir=blocker/cache --set training.output_dir=out2", dir);
+  INFO(f.output);
+  CHECK(f.exit_code != 0);
+  CHECK_THAT(f.output, Catch::Contains("could not write the dataset cache") &&
+                           Catch::Contains("rank 1 waited 3 s for rank 0 to write the tokenized dataset") &&
+                           Catch::Contains("blocker/cache"));
 }
