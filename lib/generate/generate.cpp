@@ -46,12 +46,19 @@ std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, 
   torch::NoGradGuard no_grad;
   std::vector<int64_t> tokens = prompt;
   std::vector<int64_t> generated;
+  KvCache cache;
   for (int64_t i = 0; i < config.max_new_tokens; ++i) {
     const auto n = static_cast<int64_t>(tokens.size());
     const int64_t begin = config.max_context > 0 && n > config.max_context ? n - config.max_context : 0;
-    Batch b;
-    b.input_ids = torch::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.end()), torch::kLong).unsqueeze(0);
-    auto logits = model.forward(b).logits;
+    torch::Tensor logits;
+    if (model.supports_kv_cache() && begin == 0) {  // feed only the tokens the cache has not seen
+      auto fresh = std::vector<int64_t>(tokens.begin() + cache.length, tokens.end());
+      logits = model.forward_cached(torch::tensor(fresh, torch::kLong).unsqueeze(0), cache);
+    } else {  // no cache, or the window slides (every position moves): rerun the cropped context
+      Batch b;
+      b.input_ids = torch::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.end()), torch::kLong).unsqueeze(0);
+      logits = model.forward(b).logits;
+    }
     const int64_t token = next_token(logits[0][logits.size(1) - 1], config, generator);
     tokens.push_back(token);
     generated.push_back(token);

@@ -1,6 +1,8 @@
 // Text generation for causal LMs, as HF generate() does it for one prompt: greedy decoding, or
 // sampling after HF's logits warpers (temperature, then top-k, then top-p) with a seeded generator;
-// up to max_new_tokens, stopping after the eos token. No KV cache: each step reruns the context.
+// up to max_new_tokens, stopping after the eos token. Models with a KV cache (gpt, gpt2, llama) run the
+// prompt once and then one token per step; once the context outgrows max_context the window slides and
+// each step reruns it (positions move), as models without a cache always do.
 #pragma once
 
 #include <cstdint>

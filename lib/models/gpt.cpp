@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "models/checkpointing.h"
+#include "models/hf_layers.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -45,12 +46,16 @@ struct Gpt::Block : torch::nn::Module {
     resid_dropout = register_module("resid_dropout", torch::nn::Dropout(o.dropout));
   }
 
-  torch::Tensor attention(const torch::Tensor& x) {
+  torch::Tensor attention(const torch::Tensor& x, KvCache* cache, std::size_t layer) {
     const auto B = x.size(0), T = x.size(1), C = x.size(2);
     auto qkv = c_attn(x).split(C, 2);
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, C / n_head}).transpose(1, 2); };
     auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
     torch::Tensor y;
+    if (cache) {  // generation: the new tokens attend to every cached one and causally among themselves
+      auto kv = cache->append(layer, k, v);
+      y = attend(q, kv.first, kv.second, {}, /*causal=*/true, 0.0);
+    } else {
 #if HFTRAIN_HAS_SDPA
     y = at::scaled_dot_product_attention(q, k, v, {}, is_training() ? dropout : 0.0, /*is_causal=*/true);
 #else
@@ -60,12 +65,13 @@ struct Gpt::Block : torch::nn::Module {
     att = attn_dropout(torch::softmax(att, -1));
     y = torch::matmul(att, v);
 #endif
+    }
     y = y.transpose(1, 2).contiguous().view({B, T, C});
     return resid_dropout(attn_proj(y));
   }
 
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto h = x + attention(ln_1(x));
+  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, std::size_t layer = 0) {
+    auto h = x + attention(ln_1(x), cache, layer);
     return h + resid_dropout(mlp_proj(torch::gelu(c_fc(ln_2(h)))));
   }
 
@@ -118,13 +124,13 @@ Gpt::Gpt(const Options& options, const ModelContext& context) : options_(options
   }
 }
 
-ModelOutput Gpt::forward(const Batch& batch) {
-  const auto& idx = batch.input_ids;
+torch::Tensor Gpt::hidden_states(const torch::Tensor& idx, KvCache* cache) {
   const auto T = idx.size(1);
-  if (T > options_.block_size)
-    throw RuntimeFailure("gpt: sequence length " + std::to_string(T) + " exceeds block_size " +
+  const int64_t past = cache ? cache->length : 0;
+  if (past + T > options_.block_size)
+    throw RuntimeFailure("gpt: sequence length " + std::to_string(past + T) + " exceeds block_size " +
                          std::to_string(options_.block_size));
-  auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  auto pos = torch::arange(past, past + T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
   auto tokens = wte_(idx);
   if (neftune_noise_alpha_ > 0 && is_training()) {  // NEFTune: U(-1, 1) * alpha / sqrt(T * C)
     const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
@@ -132,12 +138,20 @@ ModelOutput Gpt::forward(const Batch& batch) {
   }
   auto x = drop_(tokens + wpe_(pos));
   for (std::size_t i = 0; i < blocks_.size(); ++i)
-    x = gradient_checkpointing_ && is_training() ? checkpointed(block_fns_[i], x) : blocks_[i]->forward(x);
-  x = ln_f_(x);
+    x = gradient_checkpointing_ && is_training() ? checkpointed(block_fns_[i], x) : blocks_[i]->forward(x, cache, i);
+  if (cache) cache->length += T;
+  return ln_f_(x);
+}
+
+ModelOutput Gpt::forward(const Batch& batch) {
   ModelOutput out;
-  out.logits = torch::nn::functional::linear(x, wte_->weight);  // tied LM head
+  out.logits = torch::nn::functional::linear(hidden_states(batch.input_ids, nullptr), wte_->weight);  // tied LM head
   if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
   return out;
+}
+
+torch::Tensor Gpt::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
+  return torch::nn::functional::linear(hidden_states(input_ids, &cache), wte_->weight);
 }
 
 nlohmann::json Gpt::config_json() const {

@@ -4,6 +4,7 @@
 #include "models/gpt2.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "models/checkpointing.h"
 #include "models/hf_layers.h"
@@ -41,14 +42,16 @@ struct Gpt2::Block : torch::nn::Module {
     mlp_proj = mlp->register_module("c_proj", std::make_shared<Conv1D>(inner, o.n_embd));
   }
 
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias) {
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias, KvCache* cache = nullptr, std::size_t layer = 0) {
     const auto B = x.size(0), T = x.size(1), C = x.size(2);
     auto qkv = c_attn->forward(ln_1(x)).split(C, 2);
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, o.n_head, C / o.n_head}).transpose(1, 2); };
     auto q = heads(qkv[0]);
     // HF divides the scores by sqrt(head_dim) only when scale_attn_weights; attend() always scales.
     if (!o.scale_attn_weights) q = q * std::sqrt(static_cast<double>(C / o.n_head));
-    auto y = attend(q, heads(qkv[1]), heads(qkv[2]), bias, /*causal=*/true, is_training() ? o.attn_pdrop : 0.0);
+    auto k = heads(qkv[1]), v = heads(qkv[2]);
+    if (cache) std::tie(k, v) = cache->append(layer, k, v);  // generation: attend to every cached token too
+    auto y = attend(q, k, v, bias, /*causal=*/true, is_training() ? o.attn_pdrop : 0.0);
     y = y.transpose(1, 2).contiguous().view({B, T, C});
     auto h = x + torch::dropout(attn_proj->forward(y), o.resid_pdrop, is_training());
     auto m = mlp_proj->forward(apply_activation(o.activation_function, c_fc->forward(ln_2(h))));
@@ -98,13 +101,14 @@ Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(optio
   }
 }
 
-ModelOutput Gpt2::forward(const Batch& batch) {
+torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {
   const auto& idx = batch.input_ids;
   const auto T = idx.size(1);
-  if (T > options_.n_positions)
-    throw RuntimeFailure("gpt2: sequence length " + std::to_string(T) + " exceeds n_positions " +
+  const int64_t past = cache ? cache->length : 0;
+  if (past + T > options_.n_positions)
+    throw RuntimeFailure("gpt2: sequence length " + std::to_string(past + T) + " exceeds n_positions " +
                          std::to_string(options_.n_positions));
-  auto pos = torch::arange(T, idx.options().dtype(torch::kLong));
+  auto pos = torch::arange(past, past + T, idx.options().dtype(torch::kLong));
   auto tokens = wte_(idx);
   if (neftune_noise_alpha_ > 0 && is_training()) {
     const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
@@ -112,21 +116,35 @@ ModelOutput Gpt2::forward(const Batch& batch) {
   }
   auto x = torch::dropout(tokens + wpe_(pos), options_.embd_pdrop, is_training());
   auto bias = padding_bias(batch.attention_mask, x.scalar_type());
-  for (auto& block : blocks_) {
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    Block* b = blocks_[i].get();
     if (gradient_checkpointing_ && is_training()) {
-      Block* b = block.get();
       x = checkpointed(checkpoint_fns_->hold([b, bias](const torch::Tensor& in) { return b->forward(in, bias); },
                                                    4 * blocks_.size()),
                        x);
     } else {
-      x = block->forward(x, bias);
+      x = b->forward(x, bias, cache, i);
     }
   }
-  x = ln_f_(x);
+  if (cache) cache->length += T;
+  return ln_f_(x);
+}
+
+torch::Tensor Gpt2::lm_logits(const torch::Tensor& hidden) {
+  return torch::nn::functional::linear(hidden, options_.tie_word_embeddings ? wte_->weight : lm_head_);
+}
+
+ModelOutput Gpt2::forward(const Batch& batch) {
   ModelOutput out;
-  out.logits = torch::nn::functional::linear(x, options_.tie_word_embeddings ? wte_->weight : lm_head_);
+  out.logits = lm_logits(hidden_states(batch, nullptr));
   if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
   return out;
+}
+
+torch::Tensor Gpt2::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
+  Batch batch;
+  batch.input_ids = input_ids;
+  return lm_logits(hidden_states(batch, &cache));
 }
 
 nlohmann::json Gpt2::config_json() const {

@@ -36,9 +36,13 @@ class Gpt2 : public Model {
   nlohmann::json config_json() const override;
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
+  bool supports_kv_cache() const override { return true; }
+  torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache) override;
 
  private:
   struct Block;
+  torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after ln_f
+  torch::Tensor lm_logits(const torch::Tensor& hidden);
   Options options_;
   std::shared_ptr<torch::nn::Module> transformer_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};

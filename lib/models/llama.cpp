@@ -4,6 +4,7 @@
 #include "models/llama.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "models/checkpointing.h"
 #include "models/hf_layers.h"
@@ -62,7 +63,7 @@ struct Llama::Layer : torch::nn::Module {
   }
 
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& bias) {
+                        const torch::Tensor& bias, KvCache* cache = nullptr, std::size_t layer = 0) {
     const auto B = x.size(0), T = x.size(1);
     auto h = rms_norm(x, input_norm, o.rms_norm_eps);
     auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, T, n, head_dim}).transpose(1, 2); };
@@ -71,6 +72,7 @@ struct Llama::Layer : torch::nn::Module {
     auto v = heads(v_proj(h), kv_heads);
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
+    if (cache) std::tie(k, v) = cache->append(layer, k, v);  // cached with kv_heads heads, rotated
     const int64_t groups = o.num_attention_heads / kv_heads;
     if (groups > 1) {
       k = k.repeat_interleave(groups, 1);
@@ -123,11 +125,12 @@ Llama::Llama(const Options& options, const ModelContext& context) : options_(opt
   hf_init_parameters(*this, o.initializer_range, {"norm"});
 }
 
-ModelOutput Llama::forward(const Batch& batch) {
+torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {
   const auto& ids = batch.input_ids;
   const auto T = ids.size(1);
-  if (T > options_.max_position_embeddings)
-    throw RuntimeFailure("llama: sequence length " + std::to_string(T) + " exceeds max_position_embeddings " +
+  const int64_t past = cache ? cache->length : 0;
+  if (past + T > options_.max_position_embeddings)
+    throw RuntimeFailure("llama: sequence length " + std::to_string(past + T) + " exceeds max_position_embeddings " +
                          std::to_string(options_.max_position_embeddings));
   auto x = embed_tokens_(ids);
   if (neftune_noise_alpha_ > 0 && is_training()) {
@@ -139,25 +142,39 @@ ModelOutput Llama::forward(const Batch& batch) {
   auto inv_freq = 1.0 / torch::pow(options_.rope_theta,
                                    torch::arange(0, head_dim_, 2, torch::TensorOptions().dtype(torch::kLong)).to(torch::kFloat) /
                                        static_cast<double>(head_dim_));
-  auto freqs = torch::outer(torch::arange(T, fopts), inv_freq);
+  auto freqs = torch::outer(torch::arange(past, past + T, fopts), inv_freq);
   auto emb = torch::cat({freqs, freqs}, -1);
   auto cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
   auto bias = padding_bias(batch.attention_mask, x.scalar_type());
-  for (auto& layer : layers_) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Layer* l = layers_[i].get();
     if (gradient_checkpointing_ && is_training()) {
-      Layer* l = layer.get();
       x = checkpointed(checkpoint_fns_->hold([l, cos, sin, bias](const torch::Tensor& in) { return l->forward(in, cos, sin, bias); },
                                              4 * layers_.size()),
                        x);
     } else {
-      x = layer->forward(x, cos, sin, bias);
+      x = l->forward(x, cos, sin, bias, cache, i);
     }
   }
-  x = rms_norm(x, norm_weight_, options_.rms_norm_eps);
+  if (cache) cache->length += T;
+  return rms_norm(x, norm_weight_, options_.rms_norm_eps);
+}
+
+torch::Tensor Llama::lm_logits(const torch::Tensor& hidden) {
+  return torch::nn::functional::linear(hidden, options_.tie_word_embeddings ? embed_tokens_->weight : lm_head_);
+}
+
+ModelOutput Llama::forward(const Batch& batch) {
   ModelOutput out;
-  out.logits = torch::nn::functional::linear(x, options_.tie_word_embeddings ? embed_tokens_->weight : lm_head_);
+  out.logits = lm_logits(hidden_states(batch, nullptr));
   if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
   return out;
+}
+
+torch::Tensor Llama::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
+  Batch batch;
+  batch.input_ids = input_ids;
+  return lm_logits(hidden_states(batch, &cache));
 }
 
 nlohmann::json Llama::config_json() const {

@@ -39,8 +39,13 @@ class Llama : public Model {
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
 
+  bool supports_kv_cache() const override { return true; }
+  torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache) override;
+
  private:
   struct Layer;
+  torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after the final norm
+  torch::Tensor lm_logits(const torch::Tensor& hidden);
   Options options_;
   int64_t kv_heads_ = 0, head_dim_ = 0;
   torch::nn::Embedding embed_tokens_{nullptr};

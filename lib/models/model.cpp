@@ -13,6 +13,20 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
       torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
 }
 
+std::pair<torch::Tensor, torch::Tensor> KvCache::append(std::size_t layer, const torch::Tensor& k, const torch::Tensor& v) {
+  if (keys.size() <= layer) {
+    keys.resize(layer + 1);
+    values.resize(layer + 1);
+  }
+  keys[layer] = keys[layer].defined() ? torch::cat({keys[layer], k}, 2) : k;
+  values[layer] = values[layer].defined() ? torch::cat({values[layer], v}, 2) : v;
+  return {keys[layer], values[layer]};
+}
+
+torch::Tensor Model::forward_cached(const torch::Tensor&, KvCache&) {
+  throw RuntimeFailure("model type '" + config_json().value("model_type", std::string("?")) + "' keeps no KV cache");
+}
+
 void Model::enable_gradient_checkpointing() {
   throw ConfigError("training.gradient_checkpointing: model type '" + config_json().value("model_type", std::string("?")) +
                     "' has no blocks to checkpoint");

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "util/torch_compat.h"
 
@@ -30,6 +31,17 @@ struct ModelContext {
   int64_t max_length = 0;
   int64_t num_labels = 0;
   int64_t num_features = 0;
+  std::vector<std::string> label_names;  // class names by label id (config.json id2label); may be empty
+};
+
+// Keys and values of every attention layer for the tokens run so far, so that generation feeds each new
+// token alone (HF use_cache / past_key_values). A model appends to it on each forward_cached call.
+struct KvCache {
+  std::vector<torch::Tensor> keys, values;  // per layer: [B, kv heads, tokens, head dim]
+  int64_t length = 0;                       // tokens cached (the position of the next token)
+  // Appends this forward's k, v [B, H, T, D] to `layer`'s entries; returns the layer's keys and values
+  // for every token so far. The model advances `length` once all layers have run.
+  std::pair<torch::Tensor, torch::Tensor> append(std::size_t layer, const torch::Tensor& k, const torch::Tensor& v);
 };
 
 class Model : public torch::nn::Module {
@@ -44,6 +56,11 @@ class Model : public torch::nn::Module {
   // HF neftune_noise_alpha: uniform noise on the input embeddings while training (NEFTune,
   // arXiv:2310.05914: scale alpha / sqrt(seq_len * hidden)). Models without token embeddings refuse.
   virtual void set_neftune_noise_alpha(double alpha);
+  // Causal LMs that keep a KvCache: logits [B, T, V] for `input_ids` [B, T] that continue the cached
+  // tokens (positions cache.length ...), and the cache extended by them. Models without one return
+  // false and generation reruns the context each step.
+  virtual bool supports_kv_cache() const { return false; }
+  virtual torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache);
 };
 
 // HF LabelSmoother: (1 - eps) * NLL + eps * mean over classes of -log p, ignoring labels -100; for causal

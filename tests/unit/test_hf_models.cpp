@@ -419,3 +419,49 @@ TEST_CASE("gradient checkpointing with a padding mask gives the same gradients",
     }
   }
 }
+
+TEST_CASE("KV cache: cached logits equal full-context logits; generation is the same with and without it", "[unit][hfmodels]") {
+  for (auto [type, options] : std::vector<std::pair<std::string, std::string>>{
+           {"gpt", "{vocab_size: 29, block_size: 12, n_embd: 32, n_layer: 2, n_head: 4}"},
+           {"gpt2", "{vocab_size: 29, n_positions: 12, n_embd: 32, n_layer: 2, n_head: 4, initializer_range: 0.5}"},
+           {"llama", "{vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+                     "num_key_value_heads: 2, max_position_embeddings: 12, rope_theta: 500000, tie_word_embeddings: false}"}}) {
+    INFO(type);
+    auto m = make_model(type, options, 5);
+    m->eval();
+    REQUIRE(m->supports_kv_cache());
+    torch::NoGradGuard no_grad;
+    const auto ids = torch::tensor(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}, torch::kLong).unsqueeze(0);
+    Batch full;
+    full.input_ids = ids;
+    const auto expected = m->forward(full).logits;
+    // The prompt in one piece, then one token at a time, then two at once.
+    KvCache cache;
+    std::vector<torch::Tensor> parts = {m->forward_cached(ids.slice(1, 0, 4), cache)};
+    for (int64_t t = 4; t < 8; ++t) parts.push_back(m->forward_cached(ids.slice(1, t, t + 1), cache));
+    parts.push_back(m->forward_cached(ids.slice(1, 8, 10), cache));
+    CHECK(cache.length == 10);
+    CHECK(torch::allclose(torch::cat(parts, 1), expected, 1e-5, 1e-5));
+    // Past the model's positions: a clear error, not a wrong position.
+    CHECK_THROWS_WITH(m->forward_cached(ids.slice(1, 0, 3), cache), Catch::Contains("exceeds"));
+
+    // Generation crosses max_context (12), where the window starts to slide: the tokens match the
+    // cache-free path (the uncached forward is the one held to HF by the reference test).
+    struct NoCache : Model {
+      explicit NoCache(Model& inner) : inner(inner) {}
+      ModelOutput forward(const Batch& b) override { return inner.forward(b); }
+      bool is_causal_lm() const override { return true; }
+      nlohmann::json config_json() const override { return inner.config_json(); }
+      Model& inner;
+    } uncached(*m);
+    for (const bool sample : {false, true}) {
+      GenerationConfig g;
+      g.max_new_tokens = 12;
+      g.max_context = model_max_context(*m);
+      g.do_sample = sample;
+      g.temperature = 1.5;
+      at::Generator a = make_generator(3), b = make_generator(3);
+      CHECK(generate(*m, {7, 2, 8}, g, a) == generate(uncached, {7, 2, 8}, g, b));
+    }
+  }
+}
