@@ -17,14 +17,19 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
-inline CliResult run_hftrain(const std::string& args, const std::string& cwd) {
-  std::string cmd = "cd '" + cwd + "' && '" + std::string(HFTRAIN_BINARY) + "' " + args + " 2>&1";
+// Runs a shell command line; exit code (128 + signal when killed) and its stdout.
+inline CliResult run_shell(const std::string& cmd) {
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf{};
   while (pipe && fgets(buf.data(), buf.size(), pipe)) out += buf.data();
   int status = pipe ? pclose(pipe) : -1;
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// Runs `hftrain <args>` in `cwd`, stdout and stderr together.
+inline CliResult run_hftrain(const std::string& args, const std::string& cwd) {
+  return run_shell("cd '" + cwd + "' && '" + std::string(HFTRAIN_BINARY) + "' " + args + " 2>&1");
 }
 
 // A fresh, empty directory under the system temp dir.

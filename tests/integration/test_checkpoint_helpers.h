@@ -39,13 +39,7 @@ inline std::string scratch_dir(const std::string& name) {
 // Runs `hftrain <args>` in `cwd` with HFTRAIN_FAULT_INJECT=<fault> (unset when empty).
 inline CliResult run_with_fault(const std::string& fault, const std::string& args, const std::string& cwd) {
   const std::string env = fault.empty() ? "env -u HFTRAIN_FAULT_INJECT " : "env HFTRAIN_FAULT_INJECT='" + fault + "' ";
-  std::string cmd = "cd '" + cwd + "' && " + env + "'" + std::string(HFTRAIN_BINARY) + "' " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (pipe && fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  int status = pipe ? pclose(pipe) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+  return run_shell("cd '" + cwd + "' && " + env + "'" + std::string(HFTRAIN_BINARY) + "' " + args + " 2>&1");
 }
 
 inline std::string file_bytes(const std::string& path) {

@@ -33,16 +33,6 @@ training:
   save_strategy: "no"
 )";
 
-// Runs a shell command; returns exit code and stdout only.
-CliResult run_shell(const std::string& cmd) {
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (pipe && fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  int status = pipe ? pclose(pipe) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
 std::string reader_script() { return std::string(HFTRAIN_SOURCE_DIR) + "/tests/reference/tensorboard_reader.py"; }
 
 std::vector<fs::path> event_files(const fs::path& dir) {
