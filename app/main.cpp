@@ -12,11 +12,13 @@
 #include "commands/report.h"
 #include "log/logger.h"
 #include "util/error.h"
+#include "util/malloc_policy.h"
 #include "util/threads.h"
 #include "util/version.h"
 
 int main(int argc, char** argv) {
   hftrain::reexec_with_short_openmp_spin(argv);  // see util/threads.h
+  hftrain::keep_freed_memory_for_reuse();         // see util/malloc_policy.h
   CLI::App app{"hftrain: HF Trainer + DeepSpeed ZeRO style training from a YAML/JSON run spec"};
   app.set_version_flag("--version", hftrain::version_text());
   app.require_subcommand(1);
