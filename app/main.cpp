@@ -18,7 +18,7 @@
 
 int main(int argc, char** argv) {
   hftrain::reexec_with_short_openmp_spin(argv);  // see util/threads.h
-  hftrain::keep_freed_memory_for_reuse();         // see util/malloc_policy.h
+  hftrain::keep_freed_memory_for_reuse();        // see util/malloc_policy.h
   CLI::App app{"hftrain: HF Trainer + DeepSpeed ZeRO style training from a YAML/JSON run spec"};
   app.set_version_flag("--version", hftrain::version_text());
   app.require_subcommand(1);

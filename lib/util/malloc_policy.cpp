@@ -3,28 +3,28 @@
 
 #include <malloc.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
 extern char** environ;
 
 namespace hftrain {
-namespace {
 
-bool user_tunes_malloc() {
-  if (const char* t = std::getenv("GLIBC_TUNABLES"); t && std::strstr(t, "glibc.malloc.")) return true;
-  for (char** e = environ; e && *e; ++e)
-    if (std::strncmp(*e, "MALLOC_", 7) == 0 && std::strchr(*e, '=') && std::strchr(*e, '=')[-1] == '_') return true;
+bool user_tunes_malloc(const char* const* env) {
+  for (; env && *env; ++env) {
+    const char* eq = std::strchr(*env, '=');
+    if (!eq) continue;
+    if (std::strncmp(*env, "GLIBC_TUNABLES=", 15) == 0 && std::strstr(eq, "glibc.malloc.")) return true;
+    if (std::strncmp(*env, "MALLOC_", 7) == 0 && eq[-1] == '_') return true;  // MALLOC_TOP_PAD_=... etc.
+  }
   return false;
 }
 
-}  // namespace
-
-void keep_freed_memory_for_reuse() {
-  if (user_tunes_malloc()) return;
-  mallopt(M_MMAP_MAX, 0);                                // large blocks from the heap, reused after free
+bool keep_freed_memory_for_reuse() {
+  if (user_tunes_malloc(environ)) return false;
+  mallopt(M_MMAP_MAX, 0);                                      // large blocks from the heap, reused after free
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());  // never give the heap's top back
+  return true;
 }
 
 }  // namespace hftrain

@@ -8,8 +8,12 @@
 
 namespace hftrain {
 
-// mallopt(M_MMAP_MAX, 0) and mallopt(M_TRIM_THRESHOLD, max), unless the user tunes malloc already
-// (GLIBC_TUNABLES with a glibc.malloc key, or a MALLOC_*_ variable). Call first thing in main().
-void keep_freed_memory_for_reuse();
+// True when `environ`-style `env` tunes malloc: GLIBC_TUNABLES with a glibc.malloc key, or a
+// MALLOC_*_ variable (glibc spells them with a trailing underscore, e.g. MALLOC_TOP_PAD_).
+bool user_tunes_malloc(const char* const* env);
+
+// mallopt(M_MMAP_MAX, 0) and mallopt(M_TRIM_THRESHOLD, max), unless the process environment tunes
+// malloc already. Returns whether the policy was applied. Call first thing in main().
+bool keep_freed_memory_for_reuse();
 
 }  // namespace hftrain
