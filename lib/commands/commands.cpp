@@ -46,11 +46,9 @@ void save_metrics(const std::string& output_dir, const std::string& split, const
   write_file_atomic(all_path, all.dump(4) + "\n");
 }
 
-void setup_threads(const DistributedArgs& d, int local_workers = 1, double step_flops = 0) {
-  ThreadPlan plan = configure_threads(static_cast<int>(d.intra_op_threads), local_workers, step_flops);
+void setup_threads(const DistributedArgs& d, int local_workers = 1) {
+  ThreadPlan plan = configure_threads(static_cast<int>(d.intra_op_threads), local_workers);
   log_debug("threads: " + std::to_string(plan.intra_op_threads) + " intra-op (BLAS: " + plan.blas + ")");
-  if (!plan.reason.empty())
-    log_info("threads: 1 intra-op thread: " + plan.reason + " (distributed.intra_op_threads overrides)");
 }
 
 // Once the model and data are known: the work of one micro-batch, `flops_per_param_token` (6 training,
@@ -58,9 +56,13 @@ void setup_threads(const DistributedArgs& d, int local_workers = 1, double step_
 // thread rule (util/threads.h). Tied weights count once; the LM head's matmul is counted with them.
 void fit_threads_to_step(const DistributedArgs& d, int local_workers, const Pipeline& p, int64_t batch_size,
                          double flops_per_param_token) {
-  if (d.intra_op_threads > 0) return;
+  if (d.intra_op_threads > 0) return;  // the user's count, set at start, stands
   const double tokens = static_cast<double>(batch_size) * static_cast<double>(std::max<int64_t>(1, p.data->shape().max_length));
-  setup_threads(d, local_workers, flops_per_param_token * static_cast<double>(count_parameters(*p.model).total) * tokens);
+  const double step_flops = flops_per_param_token * static_cast<double>(count_parameters(*p.model).total) * tokens;
+  const ThreadPlan plan = choose_threads(0, local_workers, step_flops);
+  if (plan.reason.empty()) return;  // not a small step: the count set at start stands
+  apply_thread_plan(plan);
+  log_info("threads: 1 intra-op thread: " + plan.reason + " (distributed.intra_op_threads overrides)");
 }
 
 // HF log_metrics: the "***** split metrics *****" table on stdout, world process zero only.

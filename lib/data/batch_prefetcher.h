@@ -1,9 +1,10 @@
 // Background batch preparation: while the model runs a step, one thread fills the next batches from a
 // DataLoader (sampling, example generation or lookup, collation, MLM masking), up to `depth` batches
 // ahead (more when steps are under 1 ms: see target_depth), and runs on into the next epoch, so the
-// training step does not wait on data (the train_data_wait_fraction metric shows it). Batches come out in exactly the order and with exactly the
-// values the loader gives synchronously: the loader is only touched by the worker while it runs, and its
-// per-batch randomness (MLM masking) is seeded by (seed, epoch, batch index), not by the calling thread.
+// training step does not wait on data (the train_data_wait_fraction metric shows it). Batches come out
+// in exactly the order and with exactly the values the loader gives synchronously: the loader is only
+// touched by the worker while it runs, and its per-batch randomness (MLM masking) is seeded by
+// (seed, epoch, batch index), not by the calling thread.
 //
 // Hand-over cost: taking a batch never wakes the worker. Waking a sleeping thread costs the waker a
 // futex syscall and, on a VM, an inter-processor interrupt: measured 12-15 us per notify on the 2-core

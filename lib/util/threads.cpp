@@ -64,9 +64,11 @@ void reexec_with_short_openmp_spin(char** argv) {
   ::unsetenv("GOMP_SPINCOUNT");
 }
 
+void apply_thread_plan(const ThreadPlan& plan) { at::set_num_threads(plan.intra_op_threads); }
+
 ThreadPlan configure_threads(int requested, int local_workers, double step_flops) {
   ThreadPlan plan = choose_threads(requested, local_workers, step_flops);
-  at::set_num_threads(plan.intra_op_threads);
+  apply_thread_plan(plan);
   return plan;
 }
 

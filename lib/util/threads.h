@@ -35,7 +35,10 @@ ThreadPlan choose_threads(int requested, int local_workers, double step_flops = 
 inline constexpr const char* kOpenMpSpinCount = "1000";
 void reexec_with_short_openmp_spin(char** argv);
 
-// Applies the plan to LibTorch and returns it.
+// Sets LibTorch's intra-op thread count to the plan's.
+void apply_thread_plan(const ThreadPlan& plan);
+
+// choose_threads, then apply_thread_plan; returns the plan.
 ThreadPlan configure_threads(int requested, int local_workers, double step_flops = 0);
 
 }  // namespace hftrain

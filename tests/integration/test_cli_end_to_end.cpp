@@ -2,6 +2,7 @@
 // HF users expect, bitwise reproducibility, and bad input that must exit 2 without writing anything.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli_runner.h"
 
@@ -119,6 +120,10 @@ training: {output_dir: out, per_device_train_batch_size: 32, max_steps: 60, lear
   REQUIRE(r.exit_code == 0);
   json eval = json::parse(read_text(dir + "/out/eval_results.json"));
   CHECK(eval["eval_accuracy"].get<double>() > 0.9);
+  // The small-step thread rule: a ~0.1 MFLOP step runs on 1 intra-op thread, and the log says why.
+  CHECK_THAT(r.output, Catch::Contains("Device = cpu, 1 intra-op thread "));
+  if (std::thread::hardware_concurrency() > 1)
+    CHECK_THAT(r.output, Catch::Contains("threads: 1 intra-op thread: a micro-batch is ~0.1 MFLOP"));
   REQUIRE(run_hftrain("predict out", dir).exit_code == 0);
   std::ifstream lines(dir + "/out/predictions.jsonl");
   std::string line;
