@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +26,8 @@ struct Plan {
   bool trace = false;
   bool skip_rng = false;
   long long steps = 0;      // write steps seen so far
+  std::set<long long> overflow_at;  // overflow:<k> (may repeat)
+  long long optimizer_steps = 0;    // mixed-precision optimizer steps seen so far
 };
 
 long long parse_count(const std::string& item, const std::string& value) {
@@ -51,9 +54,11 @@ Plan parse(const char* text) {
     else if (key == "step_delay_ms") p.delay_ms = parse_count(item, value);
     else if (key == "trace") p.trace = true;
     else if (key == "skip_rng_restore") p.skip_rng = true;
+    else if (key == "overflow") p.overflow_at.insert(parse_count(item, value));
     else
       throw ConfigError("HFTRAIN_FAULT_INJECT: unknown item '" + item +
-                        "' (known: save:<k>, enospc:<k>, eacces:<k>, trace, step_delay_ms:<m>, skip_rng_restore)");
+                        "' (known: save:<k>, enospc:<k>, eacces:<k>, trace, step_delay_ms:<m>, skip_rng_restore, "
+                        "overflow:<k>)");
   }
   return p;
 }
@@ -87,6 +92,14 @@ void after_optimizer_step() {
 }
 
 bool skip_rng_restore() { return plan().skip_rng; }
+
+bool forced_overflow() {
+  Plan& p = plan();
+  const long long n = ++p.optimizer_steps;
+  if (!p.overflow_at.count(n)) return false;
+  std::cerr << "fault-inject: gradient overflow forced at optimizer step " << n << std::endl;
+  return true;
+}
 
 }  // namespace fault
 }  // namespace hftrain

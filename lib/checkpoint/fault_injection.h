@@ -6,6 +6,8 @@
 //   trace             print each write step to stderr: "fault-inject: write step <n>: <what>"
 //   step_delay_ms:<m> sleep m milliseconds after every optimizer step (lets a test signal a run mid-way)
 //   skip_rng_restore  resume does not restore the RNG streams (a negative control for exactness tests)
+//   overflow:<k>      mixed precision: rank 0's gradients hold an inf at the k-th optimizer step this
+//                     process takes (1-based; may be given several times), so the step must be skipped
 // A "write step" is one durable action of a save: writing part of a file, an fsync, a rename, a delete.
 #pragma once
 
@@ -23,6 +25,9 @@ void after_optimizer_step();
 
 // True when "skip_rng_restore" is set.
 bool skip_rng_restore();
+
+// Called once per mixed-precision optimizer step: true when overflow:<k> names this step.
+bool forced_overflow();
 
 }  // namespace fault
 }  // namespace hftrain

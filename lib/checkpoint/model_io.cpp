@@ -88,16 +88,22 @@ std::string shape_text(const torch::Tensor& t) { return c10::str(t.sizes()); }
 
 }  // namespace
 
-NamedTensors model_tensors(Model& model) {
+NamedTensors model_tensors(Model& model, const SavedWeights& weights) {
   NamedTensors tensors;
-  for (const auto& np : model.named_parameters()) tensors.emplace_back(np.key(), np.value());
-  for (const auto& nb : model.named_buffers()) tensors.emplace_back(nb.key(), nb.value());
+  auto add = [&](const std::string& name, const torch::Tensor& own) {
+    auto it = weights.replacements.find(name);
+    torch::Tensor t = it == weights.replacements.end() ? own : it->second;
+    if (t.is_floating_point() && t.scalar_type() != weights.dtype) t = t.to(weights.dtype);
+    tensors.emplace_back(name, t);
+  };
+  for (const auto& np : model.named_parameters()) add(np.key(), np.value());
+  for (const auto& nb : model.named_buffers()) add(nb.key(), nb.value());
   return tensors;
 }
 
-void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes) {
+void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes, const SavedWeights& weights) {
   std::filesystem::create_directories(dir);
-  NamedTensors tensors = model_tensors(model);
+  NamedTensors tensors = model_tensors(model, weights);
   // Greedy packing in parameter order, as HF's shard splitting does.
   std::vector<NamedTensors> shards(1);
   uint64_t current = 0, total = 0;
@@ -132,7 +138,10 @@ void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_byt
     }
     write_file_atomic(dir + "/" + kIndexFile, index.dump(2) + "\n");
   }
-  write_file_atomic(dir + "/config.json", model.config_json().dump(2) + "\n");
+  nlohmann::json config = model.config_json();
+  if (config.contains("torch_dtype") || weights.dtype != torch::kFloat)
+    config["torch_dtype"] = weights.dtype == torch::kBFloat16 ? "bfloat16" : weights.dtype == torch::kHalf ? "float16" : "float32";
+  write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
 }
 
 void load_model_weights(const std::string& path, Model& model) {

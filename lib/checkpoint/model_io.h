@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "checkpoint/safetensors.h"
@@ -13,14 +14,23 @@ namespace hftrain {
 // HF save_pretrained's default max_shard_size ("5GB").
 constexpr uint64_t kDefaultMaxShardBytes = 5ull * 1000 * 1000 * 1000;
 
+// What saved weights are made of: `replacements` (name -> tensor) stand in for the model's own tensors
+// (mixed precision: the fp32 master weights instead of the 16-bit parameters), and floating-point
+// tensors are written as `dtype` (precision.save_dtype); config.json's torch_dtype says which.
+struct SavedWeights {
+  std::map<std::string, torch::Tensor> replacements;
+  torch::ScalarType dtype = torch::kFloat;
+};
+
 // Writes <dir>/config.json and the weights: model.safetensors when they fit in `max_shard_bytes`, else
 // shards model-0000x-of-0000y.safetensors (each at most max_shard_bytes unless one tensor is larger)
 // plus model.safetensors.index.json {"metadata": {"total_size"}, "weight_map"}. Weight files are
 // written with metadata {"format": "pt"}; tied weights are stored once (they are one parameter).
-void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes = kDefaultMaxShardBytes);
+void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes = kDefaultMaxShardBytes,
+                    const SavedWeights& weights = {});
 
 // The tensors model.safetensors holds: parameters then buffers, under their HF names.
-NamedTensors model_tensors(Model& model);
+NamedTensors model_tensors(Model& model, const SavedWeights& weights = {});
 
 // Loads model.safetensors from `path` into `model`, in place. When `path` does not exist but its
 // directory holds model.safetensors.index.json, the shards are loaded. Missing, unexpected or wrongly

@@ -206,12 +206,13 @@ int run_train(const TrainRequest& request) {
     throw StoppedBySignal(std::string(stop.what()) + "\nresume with:\n  " + resume_command(request, stop.checkpoint_dir()),
                           stop.signal(), stop.checkpoint_dir());
   }
+  const SavedWeights weights = trainer.weights_to_save();  // collective: mixed precision gathers the fp32 masters
   if (env.world_size > 1) {  // all ranks are done; only rank 0 writes the results
     world().barrier("end of training");
     set_world(std::make_unique<LocalComm>());
     if (!main_rank) return 0;
   }
-  save_model_dir(out, *pipeline.model);
+  save_model_dir(out, *pipeline.model, kDefaultMaxShardBytes, weights);
   write_file_atomic(out + "/trainer_state.json", trainer.state().to_json_text());
   save_metrics(out, "train", train_metrics);
   print_metrics("train", train_metrics);
@@ -241,6 +242,7 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
   Pipeline pipeline = build_pipeline(spec, c);
   fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);
   load_model_weights(model_path, *pipeline.model);
+  apply_inference_precision(pipeline, spec);
   memory.stop("init");
   log_info(format_inference_summary("Evaluation", split_size(pipeline, "eval"), spec.training.per_device_eval_batch_size,
                                     describe_compute()));
@@ -264,6 +266,7 @@ int run_predict(const std::string& target, const std::vector<std::string>& overr
   Pipeline pipeline = build_pipeline(spec, c);
   fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);
   load_model_weights(model_path, *pipeline.model);
+  apply_inference_precision(pipeline, spec);
   memory.stop("init");
   log_info(format_inference_summary("Prediction", split_size(pipeline, "test"), spec.training.per_device_eval_batch_size,
                                     describe_compute()));

@@ -84,6 +84,21 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
 
+// Gloo in LibTorch 1.13 refuses bfloat16. Data movement (all-to-all, all-gather, broadcast) is dtype
+// blind, so a bf16 tensor travels as the int16 view of its bits; sums are then taken locally in fp32.
+bool gloo_lacks(const torch::Tensor& t) { return t.scalar_type() == torch::kBFloat16; }
+torch::Tensor as_gloo_bits(const torch::Tensor& t) { return gloo_lacks(t) ? t.view(torch::kInt16) : t; }
+
+// Sum of the `size` consecutive segments of `received` in rank order into `output` (16-bit inputs are
+// accumulated in fp32 and rounded once).
+void sum_segments(const torch::Tensor& received, int64_t size, int64_t n, torch::Tensor& output) {
+  auto parts = received.view({size, n});
+  const bool widen = parts.scalar_type() == torch::kBFloat16 || parts.scalar_type() == torch::kHalf;
+  auto acc = widen ? parts[0].to(torch::kFloat) : parts[0].clone();
+  for (int64_t r = 1; r < size; ++r) acc.add_(parts[r]);
+  output.copy_(acc);
+}
+
 void require_cpu_contiguous(const torch::Tensor& t, const std::string& op, const std::string& what) {
   if (!t.defined() || !t.is_contiguous() || !t.device().is_cpu())
     throw RuntimeFailure(op + " (" + what + "): tensors must be defined, contiguous and on the CPU");
@@ -129,6 +144,7 @@ class GlooComm : public Comm {
 
   std::unique_ptr<PendingOp> all_reduce_async(torch::Tensor t, ReduceOp op, const std::string& what) override {
     require_cpu_contiguous(t, "all_reduce", what);
+    if (gloo_lacks(t)) return all_reduce_by_gather(t, op, what);
     const uint64_t bytes = t.nbytes();
     // Gloo's ring all-reduce: a reduce-scatter then an all-gather, each sending (N-1)/N of the buffer.
     const uint64_t sent = 2 * bytes * static_cast<uint64_t>(size_ - 1) / static_cast<uint64_t>(size_);
@@ -156,16 +172,13 @@ class GlooComm : public Comm {
     count("reduce_scatter", static_cast<uint64_t>(total - mine) * input.element_size());
     auto finish = [received, output, mine, size = size_]() mutable {
       torch::NoGradGuard no_grad;
-      if (mine == 0) return;
-      auto parts = received.view({size, mine});
-      auto acc = parts[0].clone();
-      for (int64_t r = 1; r < size; ++r) acc.add_(parts[r]);
-      output.copy_(acc);
+      if (mine > 0) sum_segments(received, size, mine, output);
     };
     c10d::AllToAllOptions o;
     o.timeout = timeout_;
-    return launch([&] { return pg_->alltoall_base(received, input, out_counts, in_counts, o); }, "reduce_scatter", what,
-                  input.nbytes(), finish);
+    auto received_bits = as_gloo_bits(received), input_bits = as_gloo_bits(input);
+    return launch([&] { return pg_->alltoall_base(received_bits, input_bits, out_counts, in_counts, o); }, "reduce_scatter",
+                  what, input.nbytes(), finish);
   }
 
   std::unique_ptr<PendingOp> all_gather_async(torch::Tensor input, torch::Tensor output, const std::string& what) override {
@@ -176,9 +189,9 @@ class GlooComm : public Comm {
     count("all_gather", static_cast<uint64_t>(size_ - 1) * input.nbytes());
     // Fallback for _allgather_base: the list form, whose outputs are views of the flat output.
     std::vector<std::vector<at::Tensor>> outputs(1);
-    auto flat = output.view({-1});
+    auto flat = as_gloo_bits(output.view({-1}));
     for (int r = 0; r < size_; ++r) outputs[0].push_back(flat.narrow(0, r * n, n));
-    std::vector<at::Tensor> inputs{input.view({-1})};
+    std::vector<at::Tensor> inputs{as_gloo_bits(input.view({-1}))};
     c10d::AllgatherOptions o;
     o.timeout = timeout_;
     return launch([&] { return pg_->allgather(outputs, inputs, o); }, "all_gather", what, output.nbytes(), nullptr);
@@ -188,7 +201,7 @@ class GlooComm : public Comm {
     require_cpu_contiguous(t, "broadcast", what);
     // Upper bound: the root sends the buffer once to every other rank.
     count("broadcast", rank_ == root ? t.nbytes() * static_cast<uint64_t>(size_ - 1) : 0);
-    std::vector<at::Tensor> tensors{t};
+    std::vector<at::Tensor> tensors{as_gloo_bits(t)};
     c10d::BroadcastOptions o;
     o.rootRank = root;
     o.timeout = timeout_;
@@ -205,6 +218,27 @@ class GlooComm : public Comm {
   }
 
  private:
+  // bf16 all-reduce (sum): every rank gathers every rank's tensor and sums them in rank order in fp32,
+  // so every rank gets bitwise the same result; a rank sends (N-1) x the tensor.
+  std::unique_ptr<PendingOp> all_reduce_by_gather(torch::Tensor t, ReduceOp op, const std::string& what) {
+    if (op != ReduceOp::kSum) throw RuntimeFailure("all_reduce (" + what + "): only sums are supported for bfloat16");
+    const int64_t n = t.numel();
+    auto gathered = torch::empty({n * size_}, t.options());
+    count("all_reduce", static_cast<uint64_t>(size_ - 1) * t.nbytes());
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    auto bits = gathered.view(torch::kInt16);
+    for (int r = 0; r < size_; ++r) outputs[0].push_back(bits.narrow(0, r * n, n));
+    std::vector<at::Tensor> inputs{t.view({-1}).view(torch::kInt16)};
+    c10d::AllgatherOptions o;
+    o.timeout = timeout_;
+    auto finish = [gathered, t, n, size = size_]() mutable {
+      torch::NoGradGuard no_grad;
+      auto flat = t.view({-1});
+      if (n > 0) sum_segments(gathered, size, n, flat);
+    };
+    return launch([&] { return pg_->allgather(outputs, inputs, o); }, "all_reduce", what, gathered.nbytes(), finish);
+  }
+
   template <class F>
   std::unique_ptr<PendingOp> launch(F&& start, const std::string& op, const std::string& what, uint64_t bytes,
                                     std::function<void()> finish) {

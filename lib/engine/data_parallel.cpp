@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <unordered_set>
 
+#include "checkpoint/fault_injection.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -32,7 +34,9 @@ std::map<std::string, uint64_t> bytes_since(const CommStats& now, const CommStat
 DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
                                        const OptimizerFactory& build_optimizer, const DataParallelOptions& options,
                                        Comm& comm)
-    : comm_(comm), stage_(options.stage), rank_(comm.rank()), world_(comm.world_size()), options_(options) {
+    : comm_(comm), stage_(options.stage), rank_(comm.rank()), world_(comm.world_size()), options_(options),
+      dtype_(options.precision.param_dtype), reduce_dtype_(options.precision.reduce_dtype),
+      mixed_(options.precision.enabled()), scaler_(options.precision.scaler) {
   if (stage_ < 0 || stage_ > 2)
     throw ConfigError("zero.stage: the data-parallel engine implements stages 0, 1 and 2 (got " + std::to_string(stage_) + ")");
   torch::NoGradGuard no_grad;
@@ -58,49 +62,66 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
   }
   map_ = PartitionMap::build(inputs, world_);
 
-  // Flat parameter buffers; the model's parameters become views of them. Rank 0's values win (DDP).
+  // Flat parameter buffers; the model's parameters become views of them. Rank 0's fp32 values win (DDP);
+  // with mixed precision they become the masters and the 16-bit buffer holds them rounded.
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const FlatGroupInfo& info = map_.groups[g];
-    auto flat = torch::zeros({info.padded_numel}, torch::kFloat32);
+    auto full32 = torch::zeros({info.padded_numel}, torch::kFloat32);
+    for (std::size_t i = 0; i < info.params.size(); ++i)
+      full32.narrow(0, info.params[i].offset, info.params[i].numel).copy_(groups[g].params[i].detach().reshape({-1}));
+    if (world_ > 1 && info.padded_numel > 0) comm_.broadcast(full32, 0, "initial parameters of group " + std::to_string(g));
+    auto flat = mixed_ ? full32.to(dtype_) : full32;
     std::vector<torch::Tensor> ps;
     for (std::size_t i = 0; i < info.params.size(); ++i) {
       auto& p = groups[g].params[i];
-      auto view = flat.narrow(0, info.params[i].offset, info.params[i].numel).view(p.sizes());
-      view.copy_(p.detach());
-      p.set_data(view);
+      p.set_data(flat.narrow(0, info.params[i].offset, info.params[i].numel).view(p.sizes()));
       ps.push_back(p);
     }
-    if (world_ > 1 && info.padded_numel > 0) comm_.broadcast(flat, 0, "initial parameters of group " + std::to_string(g));
     flat_params_.push_back(flat);
     params_.push_back(std::move(ps));
+    if (mixed_)
+      master_.push_back(stage_ == 0 ? full32 : full32.narrow(0, info.partition_begin(rank_), info.partition_size).clone());
+    else if (stage_ >= 1)
+      master_.push_back(flat.narrow(0, info.partition_begin(rank_), info.partition_size));
   }
 
   std::vector<ParamGroup> optimizer_groups;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const FlatGroupInfo& info = map_.groups[g];
     if (stage_ <= 1) {
-      auto grads = torch::zeros({info.padded_numel}, torch::kFloat32);
+      auto grads = torch::zeros({info.padded_numel}, dtype_);
       for (std::size_t i = 0; i < info.params.size(); ++i)
         params_[g][i].mutable_grad() = grads.narrow(0, info.params[i].offset, info.params[i].numel).view(params_[g][i].sizes());
       flat_grads_.push_back(grads);
     }
+    if (stage_ == 0 && mixed_) {
+      // The optimizer steps per-parameter fp32 views, under the parameters' names (as fp32 stage 0 does).
+      std::vector<torch::Tensor> views;
+      ParamGroup pg;
+      pg.weight_decay = info.weight_decay;
+      for (std::size_t i = 0; i < info.params.size(); ++i) {
+        views.push_back(master_[g].narrow(0, info.params[i].offset, info.params[i].numel).view(params_[g][i].sizes()));
+        pg.names.push_back(info.params[i].name);
+        pg.params.push_back(views.back());
+      }
+      master_views_.push_back(std::move(views));
+      if (!pg.params.empty()) optimizer_groups.push_back(pg);
+    }
     if (stage_ >= 1) {
-      auto master = flat_params_[g].narrow(0, info.partition_begin(rank_), info.partition_size);
       auto grad = stage_ == 1 ? flat_grads_[g].narrow(0, info.partition_begin(rank_), info.partition_size)
-                              : torch::zeros({info.partition_size}, torch::kFloat32);
-      master.mutable_grad() = grad;
-      master_.push_back(master);
+                              : torch::zeros({info.partition_size}, dtype_);
+      if (!mixed_) master_[g].mutable_grad() = grad;  // mixed: an fp32 copy is attached at the step
       partition_grads_.push_back(grad);
       if (info.numel > 0) {
         ParamGroup pg;
         pg.names = {group_key(g)};
-        pg.params = {master};
+        pg.params = {master_[g]};
         pg.weight_decay = info.weight_decay;
         optimizer_groups.push_back(pg);
       }
     }
   }
-  optimizer_ = build_optimizer(stage_ == 0 ? groups : optimizer_groups);
+  optimizer_ = build_optimizer(stage_ == 0 && !mixed_ ? groups : optimizer_groups);
   build_buckets(static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024));
   install_hooks();
 }
@@ -112,7 +133,7 @@ DataParallelEngine::~DataParallelEngine() {
 }
 
 void DataParallelEngine::build_buckets(int64_t cap_bytes) {
-  const int64_t cap = std::max<int64_t>(cap_bytes / 4, 1);
+  const int64_t cap = std::max<int64_t>(cap_bytes / dtype_bytes(dtype_), 1);
   bucket_of_.assign(map_.groups.size(), {});
   std::vector<Bucket> all;
   std::vector<int64_t> ready_key;  // smallest model index in the bucket: the last of its members backward reaches
@@ -179,7 +200,8 @@ void DataParallelEngine::backward(const torch::Tensor& loss, bool is_last_micro_
   sync_ = stage_ == 2 || is_last_micro_step;
   for (auto& b : buckets_) b.pending = static_cast<int>(b.members.size());
   next_launch_ = 0;
-  loss.backward();
+  const double scale = scaler_.scale();
+  (scale == 1.0 ? loss : loss * scale).backward();
   if (sync_) finish_pass();
 }
 
@@ -190,7 +212,7 @@ void DataParallelEngine::on_gradient(int group, int index) {
   if (stage_ == 2) {
     torch::NoGradGuard no_grad;
     if (!b.staging.defined()) {
-      b.staging = torch::zeros({b.end - b.begin}, torch::kFloat32);
+      b.staging = torch::zeros({b.end - b.begin}, dtype_);
       transient_bytes_ += tensor_bytes(b.staging);
     }
     auto& p = params_[static_cast<std::size_t>(group)][static_cast<std::size_t>(index)];
@@ -212,24 +234,29 @@ void DataParallelEngine::launch(std::size_t k) {
   Bucket& b = buckets_[k];
   const FlatGroupInfo& info = map_.groups[static_cast<std::size_t>(b.group)];
   const int64_t len = b.end - b.begin;
-  if (stage_ == 0) {
-    b.op = comm_.all_reduce_async(flat_grads_[static_cast<std::size_t>(b.group)].narrow(0, b.begin, len), ReduceOp::kSum,
-                                  bucket_name(k));
+  torch::Tensor input;
+  if (stage_ <= 1) {
+    input = flat_grads_[static_cast<std::size_t>(b.group)].narrow(0, b.begin, len);
   } else {
-    torch::Tensor input;
-    if (stage_ == 1) {
-      input = flat_grads_[static_cast<std::size_t>(b.group)].narrow(0, b.begin, len);
-    } else {
-      if (!b.staging.defined()) {
-        b.staging = torch::zeros({len}, torch::kFloat32);
-        transient_bytes_ += tensor_bytes(b.staging);
-      }
-      input = b.staging;
+    if (!b.staging.defined()) {
+      b.staging = torch::zeros({len}, dtype_);
+      transient_bytes_ += tensor_bytes(b.staging);
     }
+    input = b.staging;
+  }
+  if (reduce_dtype_ != dtype_) {  // zero.reduce_dtype: a transient copy in the reduction dtype
+    torch::NoGradGuard no_grad;
+    b.wire = input.to(reduce_dtype_);
+    transient_bytes_ += tensor_bytes(b.wire);
+    input = b.wire;
+  }
+  if (stage_ == 0) {
+    b.op = comm_.all_reduce_async(input, ReduceOp::kSum, bucket_name(k));
+  } else {
     std::vector<int64_t> counts;
     for (int r = 0; r < world_; ++r)
       counts.push_back(overlap(b.begin, b.end, info.partition_begin(r), info.partition_begin(r) + info.partition_size));
-    b.received = torch::empty({counts[static_cast<std::size_t>(rank_)]}, torch::kFloat32);
+    b.received = torch::empty({counts[static_cast<std::size_t>(rank_)]}, reduce_dtype_);
     transient_bytes_ += tensor_bytes(b.received);
     b.op = comm_.reduce_scatter_async(input, counts, b.received, bucket_name(k));
   }
@@ -250,18 +277,23 @@ void DataParallelEngine::complete(std::size_t k) {
   const auto g = static_cast<std::size_t>(b.group);
   const FlatGroupInfo& info = map_.groups[g];
   if (stage_ == 0) {
-    flat_grads_[g].narrow(0, b.begin, b.end - b.begin).div_(world_);
+    auto grads = flat_grads_[g].narrow(0, b.begin, b.end - b.begin);
+    if (b.wire.defined()) grads.copy_(b.wire.div_(world_));
+    else grads.div_(world_);
+    transient_bytes_ -= tensor_bytes(b.wire);
+    b.wire = torch::Tensor();
     return;
   }
   const int64_t part_begin = info.partition_begin(rank_);
   const int64_t lo = std::max(b.begin, part_begin), n = b.received.numel();
   if (n > 0) {
-    if (stage_ == 1) partition_grads_[g].narrow(0, lo - part_begin, n).copy_(b.received).div_(world_);
+    if (stage_ == 1) partition_grads_[g].narrow(0, lo - part_begin, n).copy_(b.received.div_(world_));
     else partition_grads_[g].narrow(0, lo - part_begin, n).add_(b.received.div(world_));
   }
-  transient_bytes_ -= tensor_bytes(b.received) + tensor_bytes(b.staging);
+  transient_bytes_ -= tensor_bytes(b.received) + tensor_bytes(b.staging) + tensor_bytes(b.wire);
   b.received = torch::Tensor();
   b.staging = torch::Tensor();
+  b.wire = torch::Tensor();
 }
 
 void DataParallelEngine::finish_pass() {
@@ -283,6 +315,16 @@ void DataParallelEngine::zero_gradients() {
 
 StepResult DataParallelEngine::step(double lr) {
   torch::NoGradGuard no_grad;
+  StepResult r = mixed_ ? step_mixed(lr) : step_fp32(lr);
+  zero_gradients();
+  ++steps_;
+  last_step_bytes_ = bytes_since(comm_.stats(), stats_at_window_start_);
+  window_open_ = false;
+  if (steps_ == 1 && options_.report_memory) report_first_step();
+  return r;
+}
+
+StepResult DataParallelEngine::step_fp32(double lr) {
   StepResult r;
   if (stage_ == 0) {
     // Every rank holds the same averaged gradients: the same norm and verdict everywhere.
@@ -295,37 +337,150 @@ StepResult DataParallelEngine::step(double lr) {
       else if (options_.max_grad_norm > 0) clip_grad_norm(all, options_.max_grad_norm);
     }
     if (!r.skipped) optimizer_->step(lr);
-  } else {
-    // Global norm over the partitions: every rank adds its squared partition norm. Padding is zero.
-    double local = 0;
-    for (const auto& g : partition_grads_) {
-      if (g.numel() == 0) continue;
-      const double n = torch::linalg::vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
-      local += n * n;
-    }
-    const double total_sq = comm_.all_reduce_scalar(local, ReduceOp::kSum, "gradient norm");
-    auto total = torch::tensor(static_cast<float>(std::sqrt(total_sq)), torch::kFloat32);
-    r.grad_norm = total.item<double>();
-    if (options_.skip_nonfinite_steps && !std::isfinite(r.grad_norm)) {
-      r.skipped = true;
+    return r;
+  }
+  // Global norm over the partitions: every rank adds its squared partition norm. Padding is zero.
+  double local = 0;
+  for (const auto& g : partition_grads_) {
+    if (g.numel() == 0) continue;
+    const double n = torch::linalg::vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
+    local += n * n;
+  }
+  const double total_sq = comm_.all_reduce_scalar(local, ReduceOp::kSum, "gradient norm");
+  auto total = torch::tensor(static_cast<float>(std::sqrt(total_sq)), torch::kFloat32);
+  r.grad_norm = total.item<double>();
+  if (options_.skip_nonfinite_steps && !std::isfinite(r.grad_norm)) {
+    r.skipped = true;
+    return r;
+  }
+  if (options_.max_grad_norm > 0) {
+    // torch.nn.utils.clip_grad_norm_ (1.13) rounding: reciprocal first, then scale, clamp at 1.
+    auto coef = torch::clamp((total + 1e-6).reciprocal() * options_.max_grad_norm, c10::nullopt, 1.0);
+    for (auto& g : partition_grads_) g.mul_(coef);
+  }
+  optimizer_->step(lr);
+  for (std::size_t g = 0; g < master_.size(); ++g)
+    if (flat_params_[g].numel() > 0)
+      comm_.all_gather(master_[g], flat_params_[g], "parameters of group " + std::to_string(g));
+  return r;
+}
+
+StepResult DataParallelEngine::step_mixed(double lr) {
+  StepResult r;
+  // fp32 copies of the gradients this rank updates (whole groups at stage 0, the partition at 1-2),
+  // divided by the loss scale.
+  const double scale = scaler_.scale();
+  std::vector<torch::Tensor> grads32;
+  int64_t grad32_bytes = 0;
+  for (std::size_t g = 0; g < master_.size(); ++g) {
+    auto g32 = (stage_ == 0 ? flat_grads_[g] : partition_grads_[g]).to(torch::kFloat);
+    if (scale != 1.0) g32.mul_(1.0 / scale);
+    grad32_bytes += tensor_bytes(g32);
+    grads32.push_back(g32);
+  }
+  transient_peak_ = std::max(transient_peak_, transient_bytes_ + grad32_bytes);
+  if (fault::forced_overflow() && rank_ == 0 && !grads32.empty() && grads32[0].numel() > 0)
+    grads32[0][0] = std::numeric_limits<float>::infinity();  // test hook: this rank's gradients overflow
+
+  // Norm over what this rank holds; stages 1-2 add the partitions of every rank (a non-finite partition
+  // makes the sum non-finite everywhere), stage 0 votes on the verdict so that every rank agrees.
+  double local = 0;
+  for (const auto& g : grads32) {
+    if (g.numel() == 0) continue;
+    const double n = torch::linalg::vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
+    local += n * n;
+  }
+  double total_sq = local;
+  bool overflow = !std::isfinite(local);
+  if (world_ > 1) {
+    if (stage_ >= 1) {
+      total_sq = comm_.all_reduce_scalar(local, ReduceOp::kSum, "gradient norm");
+      overflow = !std::isfinite(total_sq);
     } else {
-      if (options_.max_grad_norm > 0) {
-        // torch.nn.utils.clip_grad_norm_ (1.13) rounding: reciprocal first, then scale, clamp at 1.
-        auto coef = torch::clamp((total + 1e-6).reciprocal() * options_.max_grad_norm, c10::nullopt, 1.0);
-        for (auto& g : partition_grads_) g.mul_(coef);
-      }
-      optimizer_->step(lr);
-      for (std::size_t g = 0; g < master_.size(); ++g)
-        if (flat_params_[g].numel() > 0)
-          comm_.all_gather(master_[g], flat_params_[g], "parameters of group " + std::to_string(g));
+      overflow = comm_.all_reduce_scalar(overflow ? 1.0 : 0.0, ReduceOp::kMax, "gradient overflow vote") > 0;
     }
   }
-  zero_gradients();
-  ++steps_;
-  last_step_bytes_ = bytes_since(comm_.stats(), stats_at_window_start_);
-  window_open_ = false;
-  if (steps_ == 1 && options_.report_memory) report_first_step();
+  auto total = torch::tensor(static_cast<float>(std::sqrt(total_sq)), torch::kFloat32);
+  r.grad_norm = overflow && std::isfinite(total_sq) ? std::numeric_limits<double>::infinity() : total.item<double>();
+  r.prev_loss_scale = scale;
+  scaler_.update(overflow);
+  if (scaler_.dynamic() || scale != 1.0) r.loss_scale = scaler_.scale();
+  if (overflow) {
+    r.skipped = true;
+    return r;
+  }
+  if (options_.max_grad_norm > 0) {
+    auto coef = torch::clamp((total + 1e-6).reciprocal() * options_.max_grad_norm, c10::nullopt, 1.0);
+    for (auto& g : grads32) g.mul_(coef);
+  }
+  set_master_grads(grads32);
+  optimizer_->step(lr);
+  set_master_grads({});
+  write_back_masters();
   return r;
+}
+
+void DataParallelEngine::set_master_grads(const std::vector<torch::Tensor>& grads32) {
+  for (std::size_t g = 0; g < master_.size(); ++g) {
+    const bool attach = !grads32.empty();
+    if (stage_ >= 1) {
+      master_[g].mutable_grad() = attach ? grads32[g] : torch::Tensor();
+      continue;
+    }
+    const FlatGroupInfo& info = map_.groups[g];
+    for (std::size_t i = 0; i < master_views_[g].size(); ++i)
+      master_views_[g][i].mutable_grad() =
+          attach ? grads32[g].narrow(0, info.params[i].offset, info.params[i].numel).view(master_views_[g][i].sizes())
+                 : torch::Tensor();
+  }
+}
+
+torch::Tensor DataParallelEngine::own_flat_params(std::size_t g) const {
+  const FlatGroupInfo& info = map_.groups[g];
+  return stage_ == 0 ? flat_params_[g] : flat_params_[g].narrow(0, info.partition_begin(rank_), info.partition_size);
+}
+
+void DataParallelEngine::write_back_masters() {
+  // Rounded to nearest even by the conversion; stages 1-2 then share their partitions.
+  for (std::size_t g = 0; g < master_.size(); ++g) {
+    if (flat_params_[g].numel() == 0) continue;
+    auto own = own_flat_params(g);
+    own.copy_(master_[g]);
+    if (stage_ >= 1) comm_.all_gather(own, flat_params_[g], "parameters of group " + std::to_string(g));
+  }
+}
+
+std::map<std::string, torch::Tensor> DataParallelEngine::master_weights() {
+  std::map<std::string, torch::Tensor> out;
+  if (!mixed_) return out;
+  torch::NoGradGuard no_grad;
+  for (std::size_t g = 0; g < master_.size(); ++g) {
+    const FlatGroupInfo& info = map_.groups[g];
+    torch::Tensor full = master_[g];
+    if (stage_ >= 1) {
+      full = torch::empty({info.padded_numel}, torch::kFloat32);
+      if (info.padded_numel > 0) comm_.all_gather(master_[g], full, "fp32 master weights of group " + std::to_string(g));
+    }
+    for (const auto& p : info.params) out[p.name] = full.narrow(0, p.offset, p.numel).view(p.shape);
+  }
+  return out;
+}
+
+void DataParallelEngine::load_master_weights(const std::map<std::string, torch::Tensor>& weights, const std::string& source) {
+  if (!mixed_) return;
+  torch::NoGradGuard no_grad;
+  for (std::size_t g = 0; g < master_.size(); ++g) {
+    const FlatGroupInfo& info = map_.groups[g];
+    auto full = torch::zeros({info.padded_numel}, torch::kFloat32);
+    for (const auto& p : info.params) {
+      auto it = weights.find(p.name);
+      if (it == weights.end() || it->second.numel() != p.numel)
+        throw RuntimeFailure("'" + source + "': tensor '" + p.name + "' is missing or has the wrong size");
+      full.narrow(0, p.offset, p.numel).copy_(it->second.reshape({-1}));
+    }
+    master_[g].copy_(stage_ == 0 ? full : full.narrow(0, info.partition_begin(rank_), info.partition_size));
+  }
+  write_back_masters();
 }
 
 EngineMemory DataParallelEngine::memory() const {
@@ -372,6 +527,12 @@ std::string DataParallelEngine::describe() const {
                   std::to_string(map_.groups.size()) + " flat groups (padded to " + std::to_string(map_.total_padded()) +
                   "), " + std::to_string(buckets_.size()) + " gradient buckets";
   if (stage_ >= 1) s += ", partition of " + std::to_string(map_.partition_numel()) + " elements per rank";
+  if (mixed_) {
+    s += "; " + precision_name(dtype_) + " parameters and gradients, fp32 master weights" +
+         (stage_ >= 1 ? " of the partition" : "") + ", gradients reduced in " + precision_name(reduce_dtype_);
+    s += scaler_.dynamic() ? ", dynamic loss scale from " + std::to_string(static_cast<int64_t>(scaler_.scale()))
+                           : (scaler_.scale() != 1.0 ? ", static loss scale " + std::to_string(scaler_.scale()) : "");
+  }
   return s;
 }
 
@@ -383,9 +544,12 @@ EngineShard DataParallelEngine::export_shard() const {
     shard.tensors.emplace_back("fp32_flat_group_" + std::to_string(g), master_[g].narrow(0, 0, real).clone());
   }
   for (const auto& [k, v] : optimizer_->state()) shard.tensors.emplace_back("optimizer_state." + k, v);
+  if (scaler_.dynamic())
+    for (const auto& [k, v] : scaler_.state()) shard.tensors.emplace_back(k, v);
   shard.metadata = {{"format", "hftrain-zero-shard"},
                     {"version", "1"},
                     {"zero_stage", std::to_string(stage_)},
+                    {"precision", precision_name(dtype_)},
                     {"rank", std::to_string(rank_)},
                     {"world_size", std::to_string(world_)},
                     {"partition", map_.to_json().dump()}};
@@ -407,6 +571,10 @@ void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>
                          "`hftrain zero-to-fp32` and start a new run from them)");
   if (std::stoi(meta("rank")) != rank_)
     throw RuntimeFailure("'" + source + "': shard of rank " + meta("rank") + " offered to rank " + std::to_string(rank_));
+  const auto saved_precision = metadata.count("precision") ? metadata.at("precision") : std::string("fp32");
+  if (saved_precision != precision_name(dtype_) && rank_ == 0)
+    std::cerr << "resuming a checkpoint trained in " << saved_precision << " as " << precision_name(dtype_)
+              << ": training continues from its fp32 master weights and optimizer state" << std::endl;
   PartitionMap saved = PartitionMap::from_json(nlohmann::json::parse(meta("partition")), source);
   if (saved.to_json() != map_.to_json())
     throw RuntimeFailure("'" + source + "': the checkpoint's parameter layout differs from this model's (different "
@@ -424,9 +592,35 @@ void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>
     master_[g].narrow(0, 0, real).copy_(it->second);
   }
   optimizer_->load_state(optim);
+  load_scaler_state(tensors, source);
   // The partitions are authoritative: rebuild the full parameters from them.
+  if (mixed_) {
+    write_back_masters();
+    return;
+  }
   for (std::size_t g = 0; g < master_.size(); ++g)
     if (flat_params_[g].numel() > 0) comm_.all_gather(master_[g], flat_params_[g], "restored parameters of group " + std::to_string(g));
+}
+
+std::map<std::string, torch::Tensor> DataParallelEngine::optimizer_state() const {
+  auto state = optimizer_->state();
+  if (scaler_.dynamic())
+    for (const auto& [k, v] : scaler_.state()) state[k] = v;
+  return state;
+}
+
+void DataParallelEngine::load_optimizer_state(const std::map<std::string, torch::Tensor>& state) {
+  std::map<std::string, torch::Tensor> optim;
+  for (const auto& [k, v] : state)
+    if (k.rfind("loss_scaler.", 0) != 0) optim[k] = v;
+  optimizer_->load_state(optim);
+  load_scaler_state(state, "optimizer state");
+}
+
+void DataParallelEngine::load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source) {
+  if (!scaler_.load_state(state, source))
+    std::cerr << "warning: '" << source << "' holds no loss-scaler state (saved without fp16 loss scaling); the "
+              << "dynamic loss scale starts again at " << scaler_.scale() << std::endl;
 }
 
 }  // namespace hftrain

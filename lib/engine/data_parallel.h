@@ -7,8 +7,14 @@
 //   stage 2  as stage 1, and gradients too are kept only for the partition: each bucket is
 //            reduce-scattered as soon as backward has filled it and then freed, on every micro-step
 //            (as DeepSpeed does; gradient accumulation happens in the partition).
-// The trainable parameters of each optimizer group live in one flat, padded fp32 buffer (the model's
-// parameters become views of it; layout in engine/partition.h). Reductions are started from
+// The trainable parameters of each optimizer group live in one flat, padded buffer (the model's
+// parameters become views of it; layout in engine/partition.h).
+// Mixed precision (engine/precision.h): the flat parameter and gradient buffers are 16-bit and the
+// optimizer updates separate fp32 master weights -- the whole group at stage 0, only this rank's
+// partition at stages 1-2 -- then writes them back rounded to 16 bits and (stages 1-2) all-gathers the
+// 16-bit partitions. At the step the 16-bit gradients of what this rank updates become a transient fp32
+// copy, divided by the loss scale; the norm, clipping and the overflow verdict are computed on it. An
+// overflow (inf/nan in any rank's gradients) skips the update on every rank and updates the loss scaler. Reductions are started from
 // post-accumulation autograd hooks in a fixed bucket order, so they overlap the rest of backward; with
 // stages 0 and 1 nothing is communicated during accumulation micro-steps. Clipping uses the global norm
 // over all partitions; a non-finite norm is therefore the same verdict on every rank.
@@ -20,6 +26,7 @@
 #include "dist/comm.h"
 #include "engine/engine.h"
 #include "engine/partition.h"
+#include "engine/precision.h"
 
 namespace torch::autograd {
 struct Node;
@@ -33,6 +40,7 @@ struct DataParallelOptions {
   double bucket_cap_mb = 25;          // distributed.ddp_bucket_cap_mb
   bool skip_nonfinite_steps = false;  // skip the update when the global gradient norm is inf/nan
   bool report_memory = true;          // rank 0 prints every rank's memory and traffic after the first step
+  MixedPrecision precision;           // fp32 by default; 16-bit parameters and gradients with fp32 masters
 };
 
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;
@@ -47,8 +55,8 @@ class DataParallelEngine : public Engine {
 
   void backward(const torch::Tensor& loss, bool is_last_micro_step) override;
   StepResult step(double lr) override;
-  std::map<std::string, torch::Tensor> optimizer_state() const override { return optimizer_->state(); }
-  void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override { optimizer_->load_state(state); }
+  std::map<std::string, torch::Tensor> optimizer_state() const override;  // with the loss scaler's state
+  void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override;
 
   bool sharded() const override { return stage_ >= 1; }
   EngineShard export_shard() const override;
@@ -56,6 +64,8 @@ class DataParallelEngine : public Engine {
                     const std::string& source) override;
   EngineMemory memory() const override;
   std::string describe() const override;
+  std::map<std::string, torch::Tensor> master_weights() override;
+  void load_master_weights(const std::map<std::string, torch::Tensor>& weights, const std::string& source) override;
 
   const PartitionMap& partition() const { return map_; }
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
@@ -69,7 +79,8 @@ class DataParallelEngine : public Engine {
     std::vector<int> members;     // parameter indices in the group
     int pending = 0;              // members whose gradient has not arrived in this pass
     torch::Tensor staging;        // stage 2: the bucket's gradients for this micro-step
-    torch::Tensor received;       // stages 1-2: this rank's reduced part
+    torch::Tensor received;       // stages 1-2: this rank's reduced part (in the reduction dtype)
+    torch::Tensor wire;           // the bucket converted to zero.reduce_dtype, when that differs
     std::unique_ptr<PendingOp> op;
   };
 
@@ -82,6 +93,12 @@ class DataParallelEngine : public Engine {
   void finish_pass();
   void zero_gradients();
   void report_first_step();
+  StepResult step_fp32(double lr);
+  StepResult step_mixed(double lr);
+  torch::Tensor own_flat_params(std::size_t g) const;  // the 16-bit range of group g the masters update
+  void set_master_grads(const std::vector<torch::Tensor>& grads32);
+  void write_back_masters();
+  void load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source);
   std::string bucket_name(std::size_t k) const;
 
   Comm& comm_;
@@ -90,11 +107,18 @@ class DataParallelEngine : public Engine {
   DataParallelOptions options_;
   PartitionMap map_;
   std::vector<std::vector<torch::Tensor>> params_;  // per group, the model's parameters (views of flat_params_)
-  std::vector<torch::Tensor> flat_params_;          // per group, padded
+  std::vector<torch::Tensor> flat_params_;          // per group, padded, in the parameter dtype
   std::vector<torch::Tensor> flat_grads_;           // stages 0-1: per group, padded (param.grad are views)
-  std::vector<torch::Tensor> master_;               // stages 1-2: this rank's partition of flat_params_
+  // fp32 master weights per group: fp32 stages 1-2: this rank's partition of flat_params_ (a view);
+  // mixed: a separate fp32 tensor of the whole group (stage 0) or of this rank's partition (stages 1-2).
+  std::vector<torch::Tensor> master_;
+  std::vector<std::vector<torch::Tensor>> master_views_;  // mixed stage 0: per-parameter views of master_
   std::vector<torch::Tensor> partition_grads_;      // stages 1-2: averaged gradients of the partition
   std::unique_ptr<Optimizer> optimizer_;
+  torch::ScalarType dtype_ = torch::kFloat;         // parameters and gradients
+  torch::ScalarType reduce_dtype_ = torch::kFloat;  // what gradient reductions send
+  bool mixed_ = false;
+  LossScaler scaler_;
 
   std::vector<Bucket> buckets_;                     // in launch order
   std::vector<std::vector<std::size_t>> bucket_of_;  // [group][param index] -> bucket

@@ -32,6 +32,8 @@ struct EngineShard {
 struct StepResult {
   double grad_norm = 0;  // global L2 norm of the gradients before clipping
   bool skipped = false;  // the step was skipped (e.g. fp16 overflow); the schedule must not advance
+  double loss_scale = 0;       // fp16 loss scaling: the scale after this step (0 = no loss scaling)
+  double prev_loss_scale = 0;  // the scale this step's gradients were computed with
 };
 
 class Engine {
@@ -54,6 +56,12 @@ class Engine {
   virtual void import_shard(const std::map<std::string, torch::Tensor>& tensors,
                             const std::map<std::string, std::string>& metadata, const std::string& source) {}
   virtual EngineMemory memory() const { return {}; }
+  // Mixed precision: the fp32 master weights of the trainable parameters by name (collective: sharded
+  // engines gather them), for saving; empty when the model's parameters are themselves fp32.
+  virtual std::map<std::string, torch::Tensor> master_weights() { return {}; }
+  // Sets the master weights (and the 16-bit parameters) from full fp32 tensors, e.g. a checkpoint's
+  // model.safetensors; no-op for fp32 engines, whose parameters were loaded directly. Collective.
+  virtual void load_master_weights(const std::map<std::string, torch::Tensor>& /*weights*/, const std::string& /*source*/) {}
   // One line for the log: stage, world size, layout.
   virtual std::string describe() const { return "stage 0, 1 process"; }
 };

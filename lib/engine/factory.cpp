@@ -24,18 +24,24 @@ std::vector<std::string> trainable_names(const EngineInputs& in) {
   return names;
 }
 
+DataParallelOptions data_parallel_options(const EngineConfig& config) {
+  DataParallelOptions o;
+  o.stage = config.stage;
+  o.max_grad_norm = config.max_grad_norm;
+  o.bucket_cap_mb = config.bucket_cap_mb;
+  o.precision = config.precision;
+  return o;
+}
+
 std::unique_ptr<Engine> make_stage0(const EngineInputs& in) {
-  if (in.comm.world_size() == 1) {
+  if (in.comm.world_size() == 1 && !in.config.precision.enabled()) {
     // One process: the plain engine, bitwise the single-process reference.
     std::vector<torch::Tensor> params;
     for (const auto& np : in.named_params) params.push_back(np.second);
     return std::make_unique<LocalEngine>(params, in.build_optimizer(std::move(in.groups)), in.config.max_grad_norm);
   }
-  DataParallelOptions o;
-  o.stage = 0;
-  o.max_grad_norm = in.config.max_grad_norm;
-  o.bucket_cap_mb = in.config.bucket_cap_mb;
-  return std::make_unique<DataParallelEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer, o, in.comm);
+  return std::make_unique<DataParallelEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
+                                              data_parallel_options(in.config), in.comm);
 }
 
 std::unique_ptr<Engine> make_partitioned(const EngineInputs& in) {
@@ -43,11 +49,8 @@ std::unique_ptr<Engine> make_partitioned(const EngineInputs& in) {
     throw ConfigError("zero.stage " + std::to_string(in.config.stage) + ": optimizer '" + in.config.optimizer_type +
                       "' does not update element by element, so it cannot step a flat partition of the parameters; "
                       "use zero.stage 0 or one of adamw, adam, sgd, lion");
-  DataParallelOptions o;
-  o.stage = in.config.stage;
-  o.max_grad_norm = in.config.max_grad_norm;
-  o.bucket_cap_mb = in.config.bucket_cap_mb;
-  return std::make_unique<DataParallelEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer, o, in.comm);
+  return std::make_unique<DataParallelEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
+                                              data_parallel_options(in.config), in.comm);
 }
 
 const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>>& makers() {
@@ -68,6 +71,13 @@ std::unique_ptr<Engine> make_engine(const EngineConfig& config,
   auto it = makers().find(config.stage);
   if (it == makers().end())
     throw ConfigError("zero.stage " + std::to_string(config.stage) + " is not available in this version (stages 0, 1, 2)");
+  if (config.precision.enabled()) {
+    torch::NoGradGuard no_grad;
+    for (const auto& named : named_params) {
+      torch::Tensor p = named.second;  // a handle on the model's parameter
+      if (!p.requires_grad() && p.is_floating_point()) p.set_data(p.to(config.precision.param_dtype));
+    }
+  }
   EngineInputs in{config, named_params, groups, build_optimizer, comm};
   return it->second(in);
 }

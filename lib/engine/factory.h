@@ -1,6 +1,8 @@
 // Engine construction keyed by zero.stage: the trainer asks for "the engine of this run" and gets the
-// single-process engine (stage 0, one worker) or the data-parallel / ZeRO engine (stages 0-2 over the
-// world's ranks). Stage 3 and offload are refused by the run spec before anything starts.
+// single-process engine (stage 0, one worker, fp32) or the data-parallel / ZeRO engine (stages 0-2 over
+// the world's ranks, and every mixed-precision run: it owns the 16-bit buffers and fp32 masters).
+// Mixed precision also turns the frozen floating-point parameters into the 16-bit dtype here, so the
+// whole model computes in it. Stage 3 and offload are refused by the run spec before anything starts.
 #pragma once
 
 #include <memory>
@@ -18,6 +20,7 @@ struct EngineConfig {
   double max_grad_norm = 0;
   double bucket_cap_mb = 25;
   std::string optimizer_type;  // the registry name, to refuse optimizers that cannot step a flat shard
+  MixedPrecision precision;    // fp32 by default
 };
 
 // `named_params` in the model's order (all of them; frozen ones are skipped), `groups` the optimizer

@@ -59,7 +59,7 @@ std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, 
       b.input_ids = torch::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.end()), torch::kLong).unsqueeze(0);
       logits = model.forward(b).logits;
     }
-    const int64_t token = next_token(logits[0][logits.size(1) - 1], config, generator);
+    const int64_t token = next_token(logits[0][logits.size(1) - 1].to(torch::kFloat), config, generator);
     tokens.push_back(token);
     generated.push_back(token);
     if (config.eos_token_id && token == *config.eos_token_id) break;

@@ -224,10 +224,10 @@ ModelOutput BertForSequenceClassification::forward(const Batch& batch) {
   out.logits = classifier_(torch::dropout(pooled, p, is_training()));
   if (batch.labels.defined()) {
     if (options_.problem_type == "regression")
-      out.loss = torch::mse_loss(out.logits.squeeze(-1), batch.labels.to(out.logits.scalar_type()).view({-1}));
+      out.loss = torch::mse_loss(out.logits.to(torch::kFloat).squeeze(-1), batch.labels.to(torch::kFloat).view({-1}));
     else
       out.loss = torch::nn::functional::cross_entropy(
-          out.logits.view({-1, options_.num_labels}), batch.labels.view({-1}),
+          out.logits.to(torch::kFloat).view({-1, options_.num_labels}), batch.labels.view({-1}),
           torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
   }
   return out;
@@ -272,7 +272,7 @@ ModelOutput BertForMaskedLM::forward(const Batch& batch) {
   ModelOutput out;
   out.logits = torch::nn::functional::linear(h, bert_->word_->weight, decoder_bias_);  // decoder tied to embeddings
   if (batch.labels.defined())
-    out.loss = torch::nn::functional::cross_entropy(out.logits.view({-1, options_.vocab_size}), batch.labels.view({-1}),
+    out.loss = torch::nn::functional::cross_entropy(out.logits.to(torch::kFloat).view({-1, options_.vocab_size}), batch.labels.view({-1}),
                                                     torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
   return out;
 }

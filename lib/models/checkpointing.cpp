@@ -3,6 +3,8 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "util/autocast.h"
+
 namespace hftrain {
 namespace {
 
@@ -13,6 +15,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t block_address) {
     ctx->saved_data["block"] = block_address;
     ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
+    ctx->saved_data["autocast"] = static_cast<int64_t>(current_autocast_dtype());  // recompute under the same mode
     ctx->save_for_backward({x});
     torch::NoGradGuard no_grad;
     return (*reinterpret_cast<const BlockFn*>(block_address))(x);
@@ -28,6 +31,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     torch::Tensor y;
     {
       torch::AutoGradMode enable(true);
+      AutocastScope autocast(static_cast<torch::ScalarType>(ctx->saved_data["autocast"].toInt()));
       y = (*block)(x);
     }
     generator.set_state(rng_now);

@@ -38,7 +38,7 @@ ModelOutput MlpClassifier::forward(const Batch& batch) {
   for (std::size_t i = 0; i + 1 < layers_.size(); ++i) x = dropout_(torch::gelu(layers_[i](x)));
   ModelOutput out;
   out.logits = layers_.back()(x);
-  if (batch.labels.defined()) out.loss = torch::nn::functional::cross_entropy(out.logits, batch.labels);
+  if (batch.labels.defined()) out.loss = torch::nn::functional::cross_entropy(out.logits.to(torch::kFloat), batch.labels);
   return out;
 }
 

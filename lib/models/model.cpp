@@ -5,7 +5,8 @@
 
 namespace hftrain {
 
-torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+torch::Tensor causal_lm_loss(const torch::Tensor& logits_in, const torch::Tensor& labels) {
+  const auto logits = logits_in.to(torch::kFloat);  // the loss is always computed in fp32
   auto shift_logits = logits.slice(1, 0, logits.size(1) - 1);
   auto shift_labels = labels.slice(1, 1, labels.size(1));
   return torch::nn::functional::cross_entropy(
@@ -39,7 +40,7 @@ void Model::set_neftune_noise_alpha(double) {
 
 torch::Tensor label_smoothed_loss(const torch::Tensor& logits_in, const torch::Tensor& labels_in, double epsilon,
                                   bool shift_labels) {
-  torch::Tensor logits = logits_in, labels = labels_in;
+  torch::Tensor logits = logits_in.to(torch::kFloat), labels = labels_in;  // the loss is always computed in fp32
   if (shift_labels) {
     logits = logits.slice(1, 0, logits.size(1) - 1);
     labels = labels.slice(1, 1, labels.size(1));

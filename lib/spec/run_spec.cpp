@@ -172,6 +172,26 @@ void parse_section(const YAML::Node& root, const std::string& section, S& out, I
   schema_of<S>().parse(lookup(root, section), section, out, issues);
 }
 
+// Mixed-precision combinations (HF TrainingArguments refuses the same ones).
+void check_precision(const RunSpec& spec, const YAML::Node& root, Issues& issues) {
+  const PrecisionArgs& p = spec.precision;
+  const TrainingArgs& t = spec.training;
+  const YAML::Node section = lookup(root, "precision"), training = lookup(root, "training");
+  if (p.fp16 && p.bf16)
+    issues.add("precision.fp16", lookup(section, "fp16"), "precision.fp16 and precision.bf16 are both true; choose one");
+  // LibTorch's CPU kernels have no float16 matrix multiply, and this build runs on the CPU.
+  const char* fp16_hint = "float16 needs a CUDA device and this build runs on the CPU (LibTorch has no CPU float16 "
+                          "matmul); use bf16 instead (precision.bf16: true), as HF refuses --fp16 on CPU";
+  if (p.fp16) issues.add("precision.fp16", lookup(section, "fp16"), fp16_hint);
+  if (t.fp16_full_eval) issues.add("training.fp16_full_eval", lookup(training, "fp16_full_eval"), fp16_hint);
+  if (t.bf16_full_eval && t.fp16_full_eval)
+    issues.add("training.bf16_full_eval", lookup(training, "bf16_full_eval"),
+               "training.bf16_full_eval and training.fp16_full_eval are both true; choose one");
+  if (spec.zero.reduce_dtype == "fp32" && !p.bf16 && !p.fp16)
+    issues.add("zero.reduce_dtype", lookup(lookup(root, "zero"), "reduce_dtype"),
+               "gradients are already fp32 without precision.bf16 / fp16; remove it or enable mixed precision");
+}
+
 }  // namespace
 
 RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
@@ -258,10 +278,7 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
   if (spec.distributed.backend == "nccl")
     issues.add("distributed.backend", lookup(lookup(root, "distributed"), "backend"),
                "nccl needs CUDA, and this build runs on the CPU; use gloo (or auto)");
-  if (spec.precision.fp16 || spec.precision.bf16)
-    issues.add("precision", lookup(root, "precision"), "mixed precision is not available in this version; fp32 only");
-  if (spec.precision.fp16 && spec.precision.bf16)
-    issues.add("precision", lookup(root, "precision"), "fp16 and bf16 are mutually exclusive");
+  check_precision(spec, root, issues);
 
   issues.throw_if_any();
   return spec;

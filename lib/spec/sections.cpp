@@ -115,6 +115,11 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "Do not add the *_mem_cpu_alloc_delta / *_mem_cpu_peaked_delta metrics (process RSS).");
   s.add("include_tokens_per_second", &TrainingArgs::include_tokens_per_second,
         "Add train_tokens_per_second (input tokens, padding included) for token inputs.");
+  s.add("bf16_full_eval", &TrainingArgs::bf16_full_eval,
+        "Evaluate and predict with the model itself in bfloat16 (no fp32 weights): faster, less memory, "
+        "slightly different metrics. Without it, a bf16 run evaluates its bf16 weights under autocast and "
+        "`hftrain eval` with precision.bf16 keeps fp32 weights and runs matmuls in bf16.");
+  s.add("fp16_full_eval", &TrainingArgs::fp16_full_eval, "As bf16_full_eval, in float16 (needs a CUDA device).");
 }
 
 bool ReportTargets::has(const std::string& target) const {
@@ -137,16 +142,33 @@ void ZeroArgs::declare(Schema<ZeroArgs>& s) {
   s.add("stage", &ZeroArgs::stage, "ZeRO stage: 0 (plain data parallel), 1, 2 or 3.").min(0).max(3);
   s.add("offload_optimizer", &ZeroArgs::offload_optimizer, "Optimizer-state offload device.").choices({"none", "cpu"});
   s.add("offload_param", &ZeroArgs::offload_param, "Parameter offload device.").choices({"none", "cpu"});
+  s.add("reduce_dtype", &ZeroArgs::reduce_dtype,
+        "Dtype gradients are reduced in across workers (DeepSpeed communication_data_type): auto = the "
+        "parameters' dtype (bf16/fp16 with mixed precision), fp32 = convert each bucket to fp32 first "
+        "(twice the traffic, no 16-bit rounding in the sum).")
+      .choices({"auto", "fp32"});
 }
 
 void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {
-  s.add("bf16", &PrecisionArgs::bf16, "Compute in bfloat16 with fp32 master weights.");
-  s.add("fp16", &PrecisionArgs::fp16, "Compute in float16 with fp32 master weights and loss scaling.");
-  s.add("loss_scale", &PrecisionArgs::loss_scale, "Static loss scale; 0 = dynamic.").min(0);
-  s.add("initial_scale_power", &PrecisionArgs::initial_scale_power, "Dynamic scale starts at 2^N.").min(0).max(64);
-  s.add("loss_scale_window", &PrecisionArgs::loss_scale_window, "Steps without overflow before the scale grows.").min(1);
-  s.add("hysteresis", &PrecisionArgs::hysteresis, "Overflows tolerated before the scale shrinks.").min(1);
-  s.add("min_loss_scale", &PrecisionArgs::min_loss_scale, "Lowest dynamic loss scale.").greater_than(0);
+  s.add("bf16", &PrecisionArgs::bf16,
+        "Parameters, gradients and activations in bfloat16 (matmuls in bf16, autocast's fp32 ops and the loss in "
+        "fp32); the optimizer updates fp32 master weights (HF --bf16, DeepSpeed bf16.enabled).");
+  s.add("fp16", &PrecisionArgs::fp16,
+        "As bf16 in float16, with loss scaling (HF --fp16, DeepSpeed fp16.enabled). Needs a CUDA device.");
+  s.add("loss_scale", &PrecisionArgs::loss_scale, "fp16: static loss scale; 0 = dynamic (DeepSpeed fp16.loss_scale).").min(0);
+  s.add("initial_scale_power", &PrecisionArgs::initial_scale_power, "fp16: the dynamic scale starts at 2^N.").min(0).max(64);
+  s.add("loss_scale_window", &PrecisionArgs::loss_scale_window,
+        "fp16: steps without overflow before the dynamic scale doubles.").min(1);
+  s.add("hysteresis", &PrecisionArgs::hysteresis,
+        "fp16: overflows tolerated before the dynamic scale halves (DeepSpeed's delayed shift).").min(1);
+  s.add("consecutive_hysteresis", &PrecisionArgs::consecutive_hysteresis,
+        "fp16: refill the hysteresis after every overflow-free step (else only when the scale grows).");
+  s.add("min_loss_scale", &PrecisionArgs::min_loss_scale,
+        "fp16: lowest dynamic loss scale; an overflow there ends the run with an error.").greater_than(0);
+  s.add("save_dtype", &PrecisionArgs::save_dtype,
+        "Dtype of the saved model.safetensors: fp32 (default; from the fp32 master weights, nothing lost), bf16 "
+        "or fp16 (half the size). Checkpoints always keep the fp32 masters.")
+      .choices({"fp32", "bf16", "fp16"});
 }
 
 void GenerationArgs::declare(Schema<GenerationArgs>& s) {

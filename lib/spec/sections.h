@@ -85,6 +85,8 @@ struct TrainingArgs {
   ReportTargets report_to;
   bool skip_memory_metrics = false;       // HF default: true (its sampler busy-loops; ours sleeps 1 ms)
   bool include_tokens_per_second = true;  // HF default: false (it costs HF a pass over the data; here it is free)
+  bool bf16_full_eval = false;  // evaluate with the model itself in bfloat16
+  bool fp16_full_eval = false;  // evaluate with the model itself in float16 (CUDA only)
 
   static void declare(Schema<TrainingArgs>& s);
 };
@@ -106,6 +108,7 @@ struct ZeroArgs {
   int64_t stage = 0;
   std::string offload_optimizer = "none";
   std::string offload_param = "none";
+  std::string reduce_dtype = "auto";  // DeepSpeed communication_data_type: auto = the parameters' dtype, or fp32
 
   static void declare(Schema<ZeroArgs>& s);
 };
@@ -118,7 +121,9 @@ struct PrecisionArgs {
   int64_t initial_scale_power = 16;
   int64_t loss_scale_window = 1000;
   int64_t hysteresis = 2;
+  bool consecutive_hysteresis = false;
   double min_loss_scale = 1;
+  std::string save_dtype = "fp32";  // dtype of the saved model.safetensors
 
   static void declare(Schema<PrecisionArgs>& s);
 };

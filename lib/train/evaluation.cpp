@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "data/loader.h"
+#include "engine/precision.h"
 #include "generate/generate.h"
 #include "train/training_loss.h"
 #include "util/error.h"
@@ -33,6 +34,7 @@ nlohmann::json evaluate(Pipeline& p, const Components& components, const std::st
   const bool was_training = p.model->is_training();
   p.model->eval();
   torch::NoGradGuard no_grad;
+  AutocastScope autocast(p.compute_dtype);
   DataLoader loader(dataset, p.data->task(), batch_size, /*shuffle=*/false, 0, /*drop_last=*/false);
   loader.start_epoch(0);
   double loss_sum = 0;
@@ -95,6 +97,7 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
   if (!out) throw RuntimeFailure("cannot write predictions to '" + path + "'");
   p.model->eval();
   torch::NoGradGuard no_grad;
+  AutocastScope autocast(p.compute_dtype);
   DataLoader loader(dataset, p.data->task(), batch_size, false, 0, false);
   loader.start_epoch(0);
   const Tokenizer* tok = p.data->tokenizer();
@@ -106,7 +109,7 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
   for (auto examples = loader.next_examples(); !examples.empty(); examples = loader.next_examples()) {
     if (p.data->task() == TaskKind::kClassification) {
       Batch b = collate(examples, TaskKind::kClassification);
-      auto logits = p.model->forward(b).logits.contiguous();
+      auto logits = p.model->forward(b).logits.to(torch::kFloat).contiguous();
       const bool regression = logits.size(-1) == 1;  // HF problem_type regression: the value is the prediction
       auto probs = torch::softmax(logits, -1);
       for (std::size_t i = 0; i < examples.size(); ++i) {

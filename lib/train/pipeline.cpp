@@ -4,6 +4,8 @@
 #include <filesystem>
 
 #include "checkpoint/model_io.h"
+#include "engine/precision.h"
+#include "log/logger.h"
 
 namespace hftrain {
 
@@ -30,6 +32,8 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
   p.label_smoothing_factor = spec.training.label_smoothing_factor;
   p.prediction_loss_only = spec.training.prediction_loss_only;
   p.seed = spec.training.seed;
+  if (spec.precision.bf16) p.compute_dtype = torch::kBFloat16;
+  if (spec.precision.fp16) p.compute_dtype = torch::kHalf;
   p.metrics = spec.metrics;
   if (p.metrics.empty()) {
     for (const auto& name : p.data->default_metrics()) {
@@ -39,6 +43,17 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
     }
   }
   return p;
+}
+
+void apply_inference_precision(Pipeline& pipeline, const RunSpec& spec) {
+  const bool full = spec.training.bf16_full_eval || spec.training.fp16_full_eval;
+  if (full) {
+    pipeline.compute_dtype = spec.training.bf16_full_eval ? torch::kBFloat16 : torch::kHalf;
+    pipeline.model->to(pipeline.compute_dtype);
+  }
+  if (pipeline.compute_dtype != torch::kFloat)
+    log_info(std::string("precision: ") + (full ? "model in " : "fp32 weights, autocast to ") +
+             precision_name(pipeline.compute_dtype) + (full ? " (training." + precision_name(pipeline.compute_dtype) + "_full_eval)" : ""));
 }
 
 }  // namespace hftrain

@@ -15,6 +15,8 @@ struct Pipeline {
   double label_smoothing_factor = 0.0;  // applied by compute_loss in training and evaluation
   bool prediction_loss_only = false;    // evaluation reports the loss only
   int64_t seed = 42;                    // training.seed (generation's default sampling seed)
+  // Forward passes run under autocast with this dtype (engine/precision.h); kFloat = plain fp32.
+  torch::ScalarType compute_dtype = torch::kFloat;
 };
 
 // Loads model.from_pretrained: an HF model directory (config.json + model.safetensors or the sharded
@@ -24,5 +26,10 @@ void load_pretrained(const std::string& dir, Model& model);
 // Builds the data source first (so a bad data file fails before anything else), then the model
 // initialised from `seed` (torch's global RNG is seeded here), or loaded from model.from_pretrained.
 Pipeline build_pipeline(const RunSpec& spec, const Components& components);
+
+// `hftrain eval` / `predict`: training.bf16_full_eval turns the model itself into bfloat16 (HF casts the
+// model for evaluation outside training); otherwise precision.bf16 keeps the weights and autocasts.
+// Logs what it chose.
+void apply_inference_precision(Pipeline& pipeline, const RunSpec& spec);
 
 }  // namespace hftrain

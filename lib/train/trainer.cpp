@@ -12,6 +12,7 @@
 #include "data/batch_prefetcher.h"
 #include "dist/comm.h"
 #include "engine/factory.h"
+#include "engine/precision.h"
 #include "log/logger.h"
 #include "log/memory_tracker.h"
 #include "log/reporting.h"
@@ -28,6 +29,26 @@ namespace {
 double round_to(double v, int digits) {
   const double f = std::pow(10.0, digits);
   return std::round(v * f) / f;
+}
+
+// The engine's precision from the run spec: precision.bf16 / fp16 (HF --bf16 / --fp16, DeepSpeed's
+// bf16 / fp16 sections) and zero.reduce_dtype (DeepSpeed communication_data_type).
+MixedPrecision mixed_precision_of(const RunSpec& spec) {
+  MixedPrecision m;
+  const PrecisionArgs& p = spec.precision;
+  if (p.bf16) m.param_dtype = torch::kBFloat16;
+  if (p.fp16) m.param_dtype = torch::kHalf;
+  m.reduce_dtype = spec.zero.reduce_dtype == "fp32" ? torch::kFloat : m.param_dtype;
+  if (p.fp16) {
+    m.scaler.dynamic = p.loss_scale == 0;
+    m.scaler.static_scale = p.loss_scale > 0 ? p.loss_scale : 1.0;
+    m.scaler.initial_scale_power = p.initial_scale_power;
+    m.scaler.scale_window = p.loss_scale_window;
+    m.scaler.hysteresis = p.hysteresis;
+    m.scaler.consecutive_hysteresis = p.consecutive_hysteresis;
+    m.scaler.min_scale = p.min_loss_scale;
+  }
+  return m;
 }
 
 // A stop signal every rank acts on at the same step (workers may see a forwarded signal at
@@ -65,9 +86,10 @@ void Trainer::setup(const TrainingPlan& plan) {
   };
   // The engine for zero.stage and the world size (engine/factory.h).
   EngineConfig engine_config{static_cast<int>(spec_.zero.stage), args.max_grad_norm, spec_.distributed.ddp_bucket_cap_mb,
-                             spec_.optimizer.type};
+                             spec_.optimizer.type, mixed_precision_of(spec_)};
   engine_ = make_engine(engine_config, named, make_param_groups(named, args.weight_decay), build_optimizer, world());
-  if (world().world_size() > 1 || spec_.zero.stage > 0) log_info("engine: " + engine_->describe());
+  if (world().world_size() > 1 || spec_.zero.stage > 0 || engine_config.precision.enabled())
+    log_info("engine: " + engine_->describe());
   schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,
                                            ScheduleContext{args.learning_rate, plan.warmup_steps, plan.max_steps});
   if (!schedule_->steps_per_optimizer_step() && args.eval_strategy == "no")  // as HF's TrainingArguments
@@ -129,7 +151,11 @@ nlohmann::json Trainer::train() {
           num_input_tokens += batch.input_ids.numel();
           state_.total_flos += training_flos(parameters, batch.input_ids.numel());
         }
-        auto loss = compute_loss(model, batch, args.label_smoothing_factor).loss / static_cast<double>(window);
+        torch::Tensor loss;
+        {
+          AutocastScope autocast(pipeline_.compute_dtype);  // forward in the run's 16-bit dtype, if any
+          loss = compute_loss(model, batch, args.label_smoothing_factor).loss / static_cast<double>(window);
+        }
         engine_->backward(loss, m + 1 == window);
         double l = loss.item<double>();
         if (args.logging_nan_inf_filter && !std::isfinite(l))
@@ -139,9 +165,10 @@ nlohmann::json Trainer::train() {
         if (m + 1 < window) callbacks_.on_substep_end(state_);
       }
       callbacks_.on_pre_optimizer_step(state_);
-      StepResult step = engine_->step(schedule_->lr(state_.global_step));
+      StepResult step = engine_->step(schedule_->lr(schedule_step()));
       callbacks_.on_optimizer_step(state_);
       state_.global_step += 1;
+      if (step.skipped) note_skipped_step(step);
       state_.epoch = static_cast<double>(epoch) + static_cast<double>(micro_step) / static_cast<double>(plan.batches_per_epoch);
       loop_.epoch = epoch;
       loop_.batches_consumed = micro_step;
@@ -185,7 +212,10 @@ void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
     const double loss_sum = world().world_size() == 1
                                 ? tr_loss
                                 : world().all_reduce_scalar(tr_loss, ReduceOp::kSum, "logged loss") / world().world_size();
-    log({{"loss", round_to(loss_sum / steps, 4)}, {"grad_norm", step.grad_norm}, {"learning_rate", schedule_->lr(state_.global_step)}});
+    nlohmann::json entry = {
+        {"loss", round_to(loss_sum / steps, 4)}, {"grad_norm", step.grad_norm}, {"learning_rate", schedule_->lr(schedule_step())}};
+    if (step.loss_scale > 0) entry["loss_scale"] = step.loss_scale;  // fp16: the scale after this step
+    log(entry);
     tr_loss = 0;
     last_logged_step_ = state_.global_step;
   }
@@ -198,6 +228,28 @@ void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
     save_checkpoint();
     callbacks_.on_save(state_);
   }
+}
+
+void Trainer::note_skipped_step(const StepResult& step) {
+  // HF: a skipped optimizer step does not advance the learning-rate schedule; DeepSpeed counts it.
+  loop_.skipped_steps += 1;
+  std::string msg = "step " + std::to_string(state_.global_step) + ": gradient overflow (inf/nan), update skipped";
+  if (step.loss_scale > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; loss scale %g -> %g", step.prev_loss_scale, step.loss_scale);
+    msg += buf;
+  }
+  log_warning(msg + " (" + std::to_string(loop_.skipped_steps) + " skipped so far)");
+}
+
+SavedWeights Trainer::weights_to_save(bool for_checkpoint) {
+  SavedWeights w;
+  w.replacements = engine_->master_weights();
+  if (!for_checkpoint) {  // checkpoints always keep fp32 so that resume continues exactly
+    const std::string& d = spec_.precision.save_dtype;
+    w.dtype = d == "bf16" ? torch::kBFloat16 : d == "fp16" ? torch::kHalf : torch::kFloat;
+  }
+  return w;
 }
 
 void Trainer::log(nlohmann::json entry) {
@@ -245,7 +297,9 @@ void Trainer::load_best_model() {
   }
   const std::string dir = state_.best_model_checkpoint.get<std::string>();
   log_info("loading best model from " + dir + " (" + best_.metric_for_best_model + " = " + state_.best_metric.dump() + ")");
-  load_model_weights(dir + "/model.safetensors", *pipeline_.model);
+  SafetensorsFile best = load_safetensors(dir + "/model.safetensors");
+  load_model_weights(best, dir + "/model.safetensors", *pipeline_.model);
+  engine_->load_master_weights(best.tensors, dir + "/model.safetensors");
 }
 
 }  // namespace hftrain

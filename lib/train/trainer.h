@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_manager.h"
+#include "checkpoint/model_io.h"
 #include "engine/engine.h"
 #include "train/callbacks.h"
 #include "train/pipeline.h"
@@ -23,6 +24,9 @@ class Trainer {
   // Trains to max_steps; writes checkpoints as the save strategy says. Returns the train metrics.
   nlohmann::json train();
   const TrainerState& state() const { return state_; }
+  // The weights to save as the model (collective on every rank): mixed precision saves the fp32 master
+  // weights (converted to precision.save_dtype unless `for_checkpoint`).
+  SavedWeights weights_to_save(bool for_checkpoint = false);
   // Tracks the train stage's memory (HF TrainerMemoryTracker); train metrics then carry its figures.
   void set_memory_tracker(MemoryTracker* tracker) { memory_ = tracker; }
   // Adds a callback after the built-in ones (HF Trainer.add_callback).
@@ -31,6 +35,9 @@ class Trainer {
  private:
   void setup(const TrainingPlan& plan);
   void maybe_log_save_evaluate(double& tr_loss, const StepResult& step);
+  // The schedule's step: optimizer steps actually applied (skipped ones do not advance it, as in HF).
+  int64_t schedule_step() const { return state_.global_step - loop_.skipped_steps; }
+  void note_skipped_step(const StepResult& step);
   void log(nlohmann::json entry);
   nlohmann::json run_evaluation();
   bool update_best_metric(const nlohmann::json& metrics);
@@ -70,6 +77,7 @@ class Trainer {
     int64_t batches_per_epoch = 0;
     double tr_loss = 0;     // sum of step losses since the last log
     double total_loss = 0;  // sum of all step losses (train_loss)
+    int64_t skipped_steps = 0;  // optimizer steps skipped for gradient overflow (mixed precision)
   } loop_;
   std::unique_ptr<CheckpointManager> checkpoints_;
   int64_t last_resumable_save_step_ = -1;

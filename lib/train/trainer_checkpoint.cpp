@@ -71,7 +71,10 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   std::cerr << "resuming from " << dir << std::endl;
   const CheckpointReader ckpt(dir);
 
-  load_model_weights(ckpt.safetensors(ckpt::kModelFile), ckpt.path(ckpt::kModelFile), *pipeline_.model);
+  const SafetensorsFile model_file = ckpt.safetensors(ckpt::kModelFile);
+  load_model_weights(model_file, ckpt.path(ckpt::kModelFile), *pipeline_.model);
+  if (!engine_->sharded())  // mixed precision: the checkpoint's fp32 weights become the master weights
+    engine_->load_master_weights(model_file.tensors, ckpt.path(ckpt::kModelFile));
   if (engine_->sharded())  // ZeRO: this rank's shard of global_stepN/ (engine/zero_checkpoint.h)
     load_zero_checkpoint(dir, *engine_, world());
   else
@@ -93,6 +96,7 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
     loop_.tr_loss = read_exact_double(loop.at("loss").at("tr_loss"), loop_path);
     loop_.total_loss = read_exact_double(loop.at("loss").at("total_loss"), loop_path);
     last_logged_step_ = loop.at("loss").at("last_logged_step").get<int64_t>();
+    loop_.skipped_steps = loop.value("skipped_steps", int64_t{0});  // absent in checkpoints of older versions
     const nlohmann::json& sampler = loop.at("sampler");
     point.saved_epoch = sampler.at("epoch").get<int64_t>();
     point.saved_batches_consumed = sampler.at("batches_consumed").get<int64_t>();
@@ -182,7 +186,8 @@ void Trainer::save_checkpoint(bool for_resume) {
   const bool model_only = args.save_only_model && !for_resume;
 
   CheckpointFiles files;
-  files.emplace_back(ckpt::kModelFile, serialize_safetensors(model_tensors(*pipeline_.model)));
+  // Mixed precision: the fp32 master weights (gathered from every rank's partition), so resume is exact.
+  files.emplace_back(ckpt::kModelFile, serialize_safetensors(model_tensors(*pipeline_.model, weights_to_save(true))));
   files.emplace_back(ckpt::kConfigFile, pipeline_.model->config_json().dump(2) + "\n");
   // Data-parallel runs: every rank writes its own RNG state, and a sharded (ZeRO) engine its shard,
   // into the checkpoint while rank 0 commits it (engine/zero_checkpoint.h).
@@ -195,8 +200,8 @@ void Trainer::save_checkpoint(bool for_resume) {
       files.emplace_back(ckpt::kOptimizerFile, serialize_safetensors(optim));
     }
     const nlohmann::json sched = {{"type", spec_.scheduler.type},
-                                  {"last_step", gs},
-                                  {"last_lr", schedule_->lr(gs)},
+                                  {"last_step", schedule_step()},
+                                  {"last_lr", schedule_->lr(schedule_step())},
                                   {"state", schedule_->state()}};
     files.emplace_back(ckpt::kSchedulerFile, sched.dump(2) + "\n");
     (per_rank ? own_files : files)
@@ -213,7 +218,8 @@ void Trainer::save_checkpoint(bool for_resume) {
         {"loss",
          {{"tr_loss", exact_double(loop_.tr_loss)},
           {"total_loss", exact_double(loop_.total_loss)},
-          {"last_logged_step", last_logged_step_}}}};
+          {"last_logged_step", last_logged_step_}}},
+        {"skipped_steps", loop_.skipped_steps}};
     files.emplace_back(ckpt::kLoopStateFile, loop.dump(2) + "\n");
   }
   files.emplace_back(ckpt::kTrainerStateFile, state_.to_json_text());
