@@ -85,9 +85,9 @@ bool is_loopback(const std::string& addr) {
 }
 
 // Gloo in LibTorch 1.13 refuses bfloat16. Data movement (all-to-all, all-gather, broadcast) is dtype
-// blind, so a bf16 tensor travels as the int16 view of its bits; sums are then taken locally in fp32.
+// blind, so a bf16 tensor travels as the float16 view of its bits (same size; Gloo copies them unchanged); sums are then taken locally in fp32.
 bool gloo_lacks(const torch::Tensor& t) { return t.scalar_type() == torch::kBFloat16; }
-torch::Tensor as_gloo_bits(const torch::Tensor& t) { return gloo_lacks(t) ? t.view(torch::kInt16) : t; }
+torch::Tensor as_gloo_bits(const torch::Tensor& t) { return gloo_lacks(t) ? t.view(torch::kHalf) : t; }
 
 // Sum of the `size` consecutive segments of `received` in rank order into `output` (16-bit inputs are
 // accumulated in fp32 and rounded once).
@@ -226,9 +226,9 @@ class GlooComm : public Comm {
     auto gathered = torch::empty({n * size_}, t.options());
     count("all_reduce", static_cast<uint64_t>(size_ - 1) * t.nbytes());
     std::vector<std::vector<at::Tensor>> outputs(1);
-    auto bits = gathered.view(torch::kInt16);
+    auto bits = gathered.view(torch::kHalf);
     for (int r = 0; r < size_; ++r) outputs[0].push_back(bits.narrow(0, r * n, n));
-    std::vector<at::Tensor> inputs{t.view({-1}).view(torch::kInt16)};
+    std::vector<at::Tensor> inputs{t.view({-1}).view(torch::kHalf)};
     c10d::AllgatherOptions o;
     o.timeout = timeout_;
     auto finish = [gathered, t, n, size = size_]() mutable {

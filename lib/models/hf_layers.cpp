@@ -31,8 +31,12 @@ torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x) 
 torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarType dtype) {
   if (!attention_mask.defined()) return {};
   auto keep = attention_mask.to(dtype).unsqueeze(1).unsqueeze(2);  // [B, 1, 1, T]
-  const double lowest = dtype == torch::kDouble ? std::numeric_limits<double>::lowest()
-                                                : static_cast<double>(std::numeric_limits<float>::lowest());
+  // HF: torch.finfo(dtype).min, the dtype's own lowest finite value (float's lowest is -inf in bf16/fp16,
+  // and 0 * -inf would turn every kept position into nan).
+  const double lowest = dtype == torch::kDouble     ? std::numeric_limits<double>::lowest()
+                        : dtype == torch::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
+                        : dtype == torch::kHalf     ? static_cast<double>(std::numeric_limits<c10::Half>::lowest())
+                                                    : static_cast<double>(std::numeric_limits<float>::lowest());
   return (1.0 - keep) * lowest;
 }
 

@@ -158,7 +158,8 @@ TEST_CASE("mp worker: one rank's overflow skips the step everywhere", "[.mp_work
   o.precision.scaler.initial_scale_power = 8;
   o.precision.scaler.hysteresis = 1;
   DataParallelEngine engine(make_param_groups(net.named(), 0.0), net.order(), adamw, o, *comm);
-  const auto before = engine.master_weights();
+  std::map<std::string, torch::Tensor> before;  // copies: at stage 0 master_weights() are views of the masters
+  for (const auto& [name, t] : engine.master_weights()) before[name] = t.clone();
   auto x = torch::randn({4, 5}), y = torch::randn({4, 3});
   auto loss = net.loss(x, y);
   if (comm->rank() == 1) loss = loss * std::numeric_limits<float>::infinity();  // only rank 1 overflows
