@@ -256,7 +256,7 @@ TEST_CASE("an option moved from an HF name is validated and located at the HF sp
   CHECK_THAT(err, Catch::Contains(path + ":10:15: training.optim_args: 'bare' is not key=value"));
 }
 
-TEST_CASE("--dump-config says where each written value came from", "[unit][spec]") {
+TEST_CASE("the dump for --dump-config says where each written value came from", "[unit][spec]") {
   const auto& c = builtin_components();
   std::string path = write_spec("origins.yaml", std::string(kValid) + "  optim: adafactor\n  lr_scheduler_type: cosine\n");
   RunSpec spec = load_run_spec(path, {"training.seed=7"}, c.catalog());
