@@ -36,9 +36,12 @@ int main(int argc, char** argv) {
 
   std::string eval_target;
   std::vector<std::string> eval_overrides;
-  auto* eval_cmd = app.add_subcommand("eval", "Evaluate a trained model on the eval split")
-                       ->footer("Example:\n  hftrain eval runs/quickstart");
+  std::string eval_model;
+  auto* eval_cmd = app.add_subcommand("eval", "Evaluate a trained or pretrained model on the eval split")
+                       ->footer("Examples:\n  hftrain eval runs/quickstart\n  hftrain eval spec.yaml --model models/gpt2");
   eval_cmd->add_option("target", eval_target, "Run directory or run spec")->required();
+  eval_cmd->add_option("--model", eval_model,
+                       "Model directory to evaluate (as model.from_pretrained) instead of the run's trained model");
   eval_cmd->add_option("--set", eval_overrides, "Override a spec value: dotted.key=value (repeatable)");
   std::string eval_prefix = "eval";
   eval_cmd->add_option("--metric-key-prefix", eval_prefix,
@@ -47,9 +50,12 @@ int main(int argc, char** argv) {
 
   std::string predict_target;
   std::vector<std::string> predict_overrides;
+  std::string predict_model;
   auto* predict_cmd = app.add_subcommand("predict", "Write predictions.jsonl for the test split")
                           ->footer("Example:\n  hftrain predict runs/quickstart --set generation.max_new_tokens=6");
   predict_cmd->add_option("target", predict_target, "Run directory or run spec")->required();
+  predict_cmd->add_option("--model", predict_model,
+                          "Model directory to predict with (as model.from_pretrained) instead of the run's trained model");
   predict_cmd->add_option("--set", predict_overrides, "Override a spec value: dotted.key=value (repeatable)");
 
   train_cmd->add_option("--nproc-per-node", train.nproc_per_node,
@@ -94,8 +100,8 @@ int main(int argc, char** argv) {
 
   try {
     if (*train_cmd) return hftrain::run_train(train);
-    if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides, eval_prefix);
-    if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides);
+    if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides, eval_prefix, eval_model);
+    if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides, predict_model);
     if (*z_cmd) return hftrain::run_zero_to_fp32(z);
     if (*components_cmd) return hftrain::run_components();
     if (*report_cmd) return hftrain::run_report(report);

@@ -19,6 +19,31 @@ std::string lower(std::string s) {
   return s;
 }
 
+bool means_last(const std::string& resume_from) {
+  const std::string key = lower(resume_from);
+  return key == "true" || key == "last";
+}
+
+bool means_fresh(const std::string& resume_from) {
+  const std::string key = lower(resume_from);
+  return key.empty() || key == "false";
+}
+
+// "a, b/, c/ (and 7 more)": a directory's entries, sorted, directories marked with '/'.
+std::string list_entries(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    names.push_back(entry.path().filename().string() + (entry.is_directory(ec) ? "/" : ""));
+  if (names.empty()) return "nothing (empty directory)";
+  std::sort(names.begin(), names.end());
+  const std::size_t shown = std::min<std::size_t>(names.size(), 12);
+  std::string out;
+  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > shown) out += " (and " + std::to_string(names.size() - shown) + " more)";
+  return out;
+}
+
 }  // namespace
 
 std::vector<CheckpointDir> list_checkpoints(const std::string& output_dir) {
@@ -55,22 +80,40 @@ std::string find_last_complete_checkpoint(const std::string& output_dir,
   return "";
 }
 
-std::string resolve_resume_checkpoint(const std::string& resume_from, const std::string& output_dir,
-                                      const std::function<void(const std::string&)>& warn) {
-  const std::string key = lower(resume_from);
-  if (key.empty() || key == "false") return "";
-  if (key == "true" || key == "last") {
-    std::string dir = find_last_complete_checkpoint(output_dir, warn);
-    if (dir.empty())
-      throw RuntimeFailure("training.resume_from_checkpoint=" + resume_from +
-                           ": no valid checkpoint found in output directory '" + output_dir + "'");
-    return dir;
+std::string resume_setting_problem(const std::string& resume_from, const std::string& output_dir) {
+  if (means_fresh(resume_from)) return "";
+  if (means_last(resume_from)) {
+    std::string skipped;
+    if (!find_last_complete_checkpoint(output_dir, [&](const std::string& m) { skipped += "; " + m; }).empty()) return "";
+    return "'" + resume_from + "': no valid checkpoint found in output directory '" + output_dir + "'" +
+           (fs::exists(output_dir) ? skipped : " (it does not exist)");
   }
   std::error_code ec;
-  if (!fs::is_directory(resume_from, ec))
-    throw RuntimeFailure("training.resume_from_checkpoint: '" + resume_from + "' is not a checkpoint directory");
+  if (!fs::exists(resume_from, ec)) return "'" + resume_from + "' does not exist";
+  if (!fs::is_directory(resume_from, ec)) return "'" + resume_from + "' is a file, not a checkpoint directory";
   const std::string problem = resume_problem(resume_from);
-  if (!problem.empty()) throw RuntimeFailure("cannot resume from '" + resume_from + "': " + problem);
+  if (problem.empty()) return "";
+  if (!fs::exists(fs::path(resume_from) / ckpt::kManifestFile, ec)) {
+    // Not a checkpoint at all: say what is there, and point at a checkpoint inside (an output_dir given by mistake).
+    std::string text = "'" + resume_from + "' holds no complete checkpoint (no " + ckpt::kManifestFile +
+                       "); it contains: " + list_entries(resume_from);
+    const std::string inner = find_last_complete_checkpoint(resume_from, [](const std::string&) {});
+    if (!inner.empty()) text += "; its newest complete checkpoint is '" + inner + "'";
+    return text;
+  }
+  return "cannot resume from '" + resume_from + "': " + problem;
+}
+
+std::string resolve_resume_checkpoint(const std::string& resume_from, const std::string& output_dir,
+                                      const std::function<void(const std::string&)>& warn) {
+  if (means_fresh(resume_from)) return "";
+  if (means_last(resume_from)) {
+    std::string dir = find_last_complete_checkpoint(output_dir, warn);
+    if (dir.empty()) throw ConfigError("training.resume_from_checkpoint: " + resume_setting_problem(resume_from, output_dir));
+    return dir;
+  }
+  const std::string problem = resume_setting_problem(resume_from, output_dir);
+  if (!problem.empty()) throw ConfigError("training.resume_from_checkpoint: " + problem);
   return resume_from;
 }
 

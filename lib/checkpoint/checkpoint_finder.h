@@ -29,9 +29,16 @@ std::string resume_problem(const std::string& checkpoint_dir);
 std::string find_last_complete_checkpoint(const std::string& output_dir,
                                           const std::function<void(const std::string&)>& warn);
 
+// Why training.resume_from_checkpoint cannot be honoured ("" = it can), known before a run starts:
+// "true" / "last" with no complete checkpoint in output_dir (each one skipped named with its problem);
+// a path that does not exist, is not a directory, or holds no complete checkpoint (what it holds is
+// listed, and its own newest complete checkpoint-N suggested); a checkpoint saved with save_only_model.
+std::string resume_setting_problem(const std::string& resume_from, const std::string& output_dir);
+
 // training.resume_from_checkpoint -> the directory to resume from, or "" for a fresh start.
-// "" / "false" = fresh; "true" / "last" = find_last_complete_checkpoint (none is a RuntimeFailure,
-// as HF's "No valid checkpoint found"); anything else is a checkpoint directory that must verify.
+// "" / "false" = fresh; "true" / "last" = find_last_complete_checkpoint; anything else is a checkpoint
+// directory that must verify. A problem (resume_setting_problem, as HF's "No valid checkpoint found")
+// is a ConfigError naming the key.
 std::string resolve_resume_checkpoint(const std::string& resume_from, const std::string& output_dir,
                                       const std::function<void(const std::string&)>& warn);
 

@@ -18,6 +18,7 @@
 #include "log/metrics_format.h"
 #include "log/run_summary.h"
 #include "log/speed_metrics.h"
+#include "spec/hf_names.h"
 #include "train/evaluation.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -133,9 +134,25 @@ int launch_training(const TrainRequest& request, const RunSpec& spec) {
   return r.exit_code;
 }
 
-// Resolves `target` (a spec file or a run directory) into a spec whose model weights exist.
-RunSpec load_for_inference(const std::string& target, const std::vector<std::string>& overrides,
-                           std::string& model_path) {
+// A path as a YAML double-quoted scalar, for a --set value that must stay a string.
+std::string yaml_quoted(const std::string& text) {
+  std::string q = "\"";
+  for (char c : text) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return q + "\"";
+}
+
+// The weights eval / predict run, and how the log names them.
+struct InferenceWeights {
+  std::string trained_file;  // the run's model.safetensors; "" = the pipeline loads model.from_pretrained
+  std::string description;
+};
+
+// Resolves `target` (a spec file or a run directory) into a spec and the weights to use, in this order:
+// `model_dir` (--model: a model directory, as model.from_pretrained); the trained model of the run
+// directory / output_dir; the spec's model.from_pretrained (a pretrained model never trained here).
+// Neither a trained nor a pretrained model is a ConfigError, raised before anything is written.
+RunSpec load_for_inference(const std::string& target, std::vector<std::string> overrides, const std::string& model_dir,
+                           InferenceWeights& weights) {
   const Components& c = builtin_components();
   std::string spec_path = target;
   if (fs::is_directory(target)) {
@@ -143,14 +160,61 @@ RunSpec load_for_inference(const std::string& target, const std::vector<std::str
     if (!fs::exists(spec_path))
       throw ConfigError("'" + target + "' is not a run directory: it has no " + kSavedSpecName);
   }
+  if (!model_dir.empty()) {
+    if (!fs::is_directory(model_dir)) throw UsageError("--model: '" + model_dir + "' is not a directory");
+    overrides.push_back("model.from_pretrained=" + yaml_quoted(model_dir));
+  }
   RunSpec spec = load_run_spec(spec_path, overrides, c.catalog());
   const std::string run_dir = fs::is_directory(target) ? target : spec.training.output_dir;
-  model_path = (fs::path(run_dir) / "model.safetensors").string();
-  if (!fs::exists(model_path))
-    throw RuntimeFailure("no trained model at '" + model_path + "' (run `hftrain train` first)");
+  const std::string trained = (fs::path(run_dir) / "model.safetensors").string();
   spec.training.output_dir = run_dir;
+  if (!model_dir.empty()) {
+    weights.description = "--model " + model_dir;
+  } else if (fs::exists(trained)) {
+    weights.trained_file = trained;
+    weights.description = "the trained model " + trained;
+    spec.model.from_pretrained.clear();  // the trained weights replace them; the options are already resolved
+  } else if (!spec.model.from_pretrained.empty()) {
+    weights.description = "model.from_pretrained " + spec.model.from_pretrained + " (no trained model in '" + run_dir + "')";
+  } else {
+    throw ConfigError("no trained model at '" + trained +
+                      "' and the spec names no model.from_pretrained (run `hftrain train` first, or give --model DIR)");
+  }
   return spec;
 }
+
+// eval / predict write into output_dir, which a pretrained model's spec may not have created yet.
+void ensure_output_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw RuntimeFailure("cannot create output_dir '" + dir + "': " + ec.message());
+}
+
+// The checks of `hftrain train` that need the file system: a resume_from_checkpoint that cannot be
+// resumed from is a spec problem, reported with the others before anything is written.
+std::vector<SpecCheck> train_spec_checks() {
+  return {[](const RunSpec& spec, const SpecProblemReport& report) {
+    const std::string problem = resume_setting_problem(spec.training.resume_from_checkpoint, spec.training.output_dir);
+    if (!problem.empty()) report("training.resume_from_checkpoint", problem);
+  }};
+}
+
+// Creates output_dir and saves the resolved spec once the trainer is set up (optimizer, schedule,
+// engine and resume checkpoint all accepted), so a problem found there leaves output_dir untouched.
+// Runs before the reporters open their files (on_train_begin).
+class OutputDirWriter : public TrainerCallback {
+ public:
+  OutputDirWriter(std::string dir, std::string resolved_spec) : dir_(std::move(dir)), resolved_spec_(std::move(resolved_spec)) {}
+  std::string name() const override { return "OutputDirWriter"; }
+  void on_init_end(const TrainerState&, TrainerControl&) override {
+    ensure_output_dir(dir_);
+    write_file_atomic(dir_ + "/" + kSavedSpecName, resolved_spec_);
+  }
+
+ private:
+  std::string dir_;
+  std::string resolved_spec_;
+};
 
 }  // namespace
 
@@ -159,12 +223,12 @@ int run_train(const TrainRequest& request) {
   std::vector<std::string> overrides = request.overrides;
   if (request.nproc_per_node > 0) overrides.push_back("distributed.nproc_per_node=" + std::to_string(request.nproc_per_node));
   if (!request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + request.resume);
-  RunSpec spec = load_run_spec(request.spec_path, overrides, c.catalog());
-  const std::string resolved = dump_run_spec(spec, c.catalog());
+  RunSpec spec = load_run_spec(request.spec_path, overrides, c.catalog(), train_spec_checks());
   if (request.dump_config) {
-    std::cout << resolved;
+    std::cout << dump_run_spec(spec, c.catalog(), /*with_origins=*/true);
     return 0;
   }
+  const std::string resolved = dump_run_spec(spec, c.catalog());
   // A launcher (--nproc-per-node > 1, no worker environment) or a worker (torchrun / SLURM / launcher
   // environment), else one process.
   const DistEnv env = detect_dist_env();
@@ -187,16 +251,14 @@ int run_train(const TrainRequest& request) {
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);  // fails on bad data before anything is written
+  if (spec.training.eval_strategy != "no" && split_size(pipeline, "eval") == 0)  // as HF's Trainer, before training
+    throw ConfigError("training.eval_strategy: '" + spec.training.eval_strategy +
+                      "' needs evaluation examples, and the data source has none (give data an evaluation split, or "
+                      "set eval_strategy: \"no\")");
   fit_threads_to_step(spec.distributed, env.local_world_size, pipeline, spec.training.per_device_train_batch_size, 6);
 
-  if (main_rank) {
-    std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec) throw RuntimeFailure("cannot create output_dir '" + out + "': " + ec.message());
-    write_file_atomic(out + "/" + kSavedSpecName, resolved);
-  }
-
   Trainer trainer(spec, c, pipeline);
+  if (main_rank) trainer.add_callback(std::make_unique<OutputDirWriter>(out, resolved));
   memory.stop("init");
   trainer.set_memory_tracker(&memory);
   nlohmann::json train_metrics;
@@ -229,11 +291,12 @@ int run_train(const TrainRequest& request) {
   return 0;
 }
 
-int run_eval(const std::string& target, const std::vector<std::string>& overrides, const std::string& metric_key_prefix) {
+int run_eval(const std::string& target, const std::vector<std::string>& overrides, const std::string& metric_key_prefix,
+             const std::string& model_dir) {
   if (metric_key_prefix.empty() || metric_key_prefix.find_first_of("/\\ ") != std::string::npos)
     throw UsageError("--metric-key-prefix: '" + metric_key_prefix + "' must be a non-empty name without '/', '\\' or spaces");
-  std::string model_path;
-  RunSpec spec = load_for_inference(target, overrides, model_path);
+  InferenceWeights weights;
+  RunSpec spec = load_for_inference(target, overrides, model_dir, weights);
   configure_logging(spec.training);
   setup_threads(spec.distributed);
   const Components& c = builtin_components();
@@ -241,7 +304,8 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);
   fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);
-  load_model_weights(model_path, *pipeline.model);
+  if (!weights.trained_file.empty()) load_model_weights(weights.trained_file, *pipeline.model);
+  log_info("model weights: " + weights.description);
   apply_inference_precision(pipeline, spec);
   memory.stop("init");
   log_info(format_inference_summary("Evaluation", split_size(pipeline, "eval"), spec.training.per_device_eval_batch_size,
@@ -251,13 +315,14 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
   memory.stop_and_update_metrics("eval", metrics);
   print_metrics(metric_key_prefix, metrics);
   std::cout << metrics.dump(2) << std::endl;  // for scripts: the same metrics as JSON
+  ensure_output_dir(spec.training.output_dir);
   save_metrics(spec.training.output_dir, metric_key_prefix, metrics);
   return 0;
 }
 
-int run_predict(const std::string& target, const std::vector<std::string>& overrides) {
-  std::string model_path;
-  RunSpec spec = load_for_inference(target, overrides, model_path);
+int run_predict(const std::string& target, const std::vector<std::string>& overrides, const std::string& model_dir) {
+  InferenceWeights weights;
+  RunSpec spec = load_for_inference(target, overrides, model_dir, weights);
   configure_logging(spec.training);
   setup_threads(spec.distributed);
   const Components& c = builtin_components();
@@ -265,11 +330,13 @@ int run_predict(const std::string& target, const std::vector<std::string>& overr
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);
   fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);
-  load_model_weights(model_path, *pipeline.model);
+  if (!weights.trained_file.empty()) load_model_weights(weights.trained_file, *pipeline.model);
+  log_info("model weights: " + weights.description);
   apply_inference_precision(pipeline, spec);
   memory.stop("init");
   log_info(format_inference_summary("Prediction", split_size(pipeline, "test"), spec.training.per_device_eval_batch_size,
                                     describe_compute()));
+  ensure_output_dir(spec.training.output_dir);
   const std::string out_path = spec.training.output_dir + "/predictions.jsonl";
   memory.start("test");  // HF names the predict stage "test"
   nlohmann::json metrics = predict(pipeline, c, "test", spec.training.per_device_eval_batch_size,
@@ -307,6 +374,8 @@ int run_components() {
         std::cout << "      " << o.name << " (" << o.type << ", default " << o.default_text << "): " << o.help << "\n";
     }
   }
+  std::cout << "HF TrainingArguments names accepted in training:\n";
+  for (const auto& o : hf_training_names()) std::cout << "  " << o.name << " (" << o.type << "): " << o.help << "\n";
   return 0;
 }
 

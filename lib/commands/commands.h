@@ -20,12 +20,15 @@ struct TrainRequest {
 };
 
 int run_train(const TrainRequest& request);
-// `target` is a run spec file or a finished run directory (holding run_spec.yaml).
+// `target` is a run spec file or a finished run directory (holding run_spec.yaml). The weights: `model_dir`
+// (--model: a model directory, read as model.from_pretrained) when given, else the trained model in the
+// run directory / output_dir, else the spec's model.from_pretrained (a pretrained model never trained
+// here); results go to output_dir either way.
 // metric_key_prefix: HF evaluate(metric_key_prefix=...): metrics are named <prefix>_*, printed and saved as
 // <prefix>_results.json.
 int run_eval(const std::string& target, const std::vector<std::string>& overrides,
-             const std::string& metric_key_prefix = "eval");
-int run_predict(const std::string& target, const std::vector<std::string>& overrides);
+             const std::string& metric_key_prefix = "eval", const std::string& model_dir = "");
+int run_predict(const std::string& target, const std::vector<std::string>& overrides, const std::string& model_dir = "");
 int run_components();
 
 // Exit path after an error: in a worker of a multi-process job, flushes the output and leaves at once

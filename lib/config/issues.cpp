@@ -7,18 +7,24 @@
 
 namespace hftrain {
 
-std::string Issues::location(const std::string& path, const YAML::Node& node) const {
-  for (const auto& o : overrides_) {
-    if (path == o || path.rfind(o + ".", 0) == 0) return "--set " + o;
-  }
+std::string Issues::position(const YAML::Node& node) const {
   if (node.IsDefined() && node.Mark().line >= 0) {
     return file_ + ":" + std::to_string(node.Mark().line + 1) + ":" + std::to_string(node.Mark().column + 1);
   }
   return file_;
 }
 
+std::string Issues::where(const std::string& path, const YAML::Node& node) const {
+  // The latest mark wins: a --set of a value moved from an HF name is located at the --set.
+  for (auto it = origins_.rbegin(); it != origins_.rend(); ++it) {
+    const std::string& o = it->first;
+    if (path == o || path.rfind(o + ".", 0) == 0) return it->second;
+  }
+  return position(node);
+}
+
 void Issues::add(const std::string& path, const YAML::Node& node, const std::string& message) {
-  messages_.push_back(location(path, node) + ": " + (path.empty() ? "" : path + ": ") + message);
+  messages_.push_back(where(path, node) + ": " + (path.empty() ? "" : path + ": ") + message);
 }
 
 void Issues::add(const std::string& path, const std::string& message) {

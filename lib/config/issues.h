@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -22,17 +23,23 @@ class Issues {
   const std::string& file() const { return file_; }
 
   // Paths that were set by --set on the command line instead of the file.
-  void mark_override(const std::string& path) { overrides_.push_back(path); }
+  void mark_override(const std::string& path) { mark_origin(path, "--set " + path); }
+  // Paths (and everything under them) whose value was written elsewhere than at their node: problems
+  // at them are located at `where` (e.g. "--set x.y", or "spec.yaml:7:3 (training.optim)").
+  void mark_origin(const std::string& path, const std::string& where) { origins_.push_back({path, where}); }
+
+  // Where the value at `path` / `node` was written: its origin when marked, else file:line:col.
+  std::string where(const std::string& path, const YAML::Node& node) const;
+  // file:line:col of `node` (the file alone when the node has no position).
+  std::string position(const YAML::Node& node) const;
 
   // Throws ConfigError listing every issue when there is at least one.
   void throw_if_any() const;
 
  private:
-  std::string location(const std::string& path, const YAML::Node& node) const;
-
   std::string file_;
   std::vector<std::string> messages_;
-  std::vector<std::string> overrides_;
+  std::vector<std::pair<std::string, std::string>> origins_;  // path -> where it was written
 };
 
 // map[key] that is always safe to inspect: a missing key (or a non-map parent) gives an Undefined node

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "config/duplicate_keys.h"
+#include "spec/hf_names.h"
 #include "spec/model_families.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -54,6 +56,8 @@ void apply_override(YAML::Node& root, const std::string& assignment, Issues& iss
   } catch (const YAML::Exception& e) {
     throw ConfigError("--set '" + assignment + "': value is not valid YAML: " + e.msg);
   }
+  issues.mark_override(key);
+  report_duplicate_keys(value, key, issues);
   auto parts = split_dots(key);
   for (const auto& p : parts)
     if (p.empty()) throw ConfigError("--set '" + assignment + "': empty key component");
@@ -69,7 +73,6 @@ void apply_override(YAML::Node& root, const std::string& assignment, Issues& iss
     chain.push_back(next);
   }
   chain.back()[parts.back()] = value;
-  issues.mark_override(key);
 }
 
 ComponentChoice parse_component(const YAML::Node& root, const std::string& section, const RegistryBase& registry,
@@ -120,7 +123,8 @@ YAML::Node json_to_yaml_scalar(const nlohmann::json& v) {
 // agree when given. The options start from config.json's keys that are options of that type (HF names;
 // num_labels from id2label when absent) and the spec's own keys override them. Without config.json
 // the type is required and the options are the spec's.
-void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog, Issues& issues, ModelChoice& out) {
+void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog, Issues& issues, ModelChoice& out,
+                         std::map<std::string, std::string>& origins) {
   YAML::Node node = lookup(root, "model");
   YAML::Node fp = lookup(node, "from_pretrained");
   if (fp.IsDefined()) {
@@ -159,12 +163,77 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
     } else if (option.name == "num_labels" && config.contains("id2label") && config["id2label"].is_object()) {
       merged[option.name] = std::to_string(config["id2label"].size());
     }
+    if (merged[option.name].IsDefined()) origins.emplace("model." + option.name, config_path);  // spec keys came first
   }
+  origins.emplace("model.type", config_path);
   for (const auto& kv : node) merged[kv.first.Scalar()] = kv.second;
   merged["type"] = type;
   YAML::Node wrapper(YAML::NodeType::Map);
   wrapper["model"] = merged;
   static_cast<ComponentChoice&>(out) = parse_component(wrapper, "model", catalog.models, "", issues, {"from_pretrained"});
+}
+
+// Every key written in a section (or a whole list section) -> where it was written; values already moved
+// from an HF name keep that origin.
+void record_origins(const YAML::Node& root, const Issues& issues, std::map<std::string, std::string>& origins) {
+  for (const auto& section : root) {
+    const std::string name = section.first.Scalar();
+    if (!section.second.IsMap()) {
+      origins.emplace(name, issues.where(name, section.first));
+      continue;
+    }
+    for (const auto& kv : section.second) {
+      const std::string path = name + "." + kv.first.Scalar();
+      origins.emplace(path, issues.where(path, kv.first));
+    }
+  }
+}
+
+// The node at a dotted path of `root` (undefined when absent), for locating a check's problem.
+YAML::Node node_at(const YAML::Node& root, const std::string& dotted) {
+  YAML::Node n = root;
+  for (const auto& part : split_dots(dotted)) n = lookup(n, part);
+  return n;
+}
+
+// YAML text of the dumped tree with each written value's origin as a comment after it.
+std::string emit_with_origins(const YAML::Node& root, const std::map<std::string, std::string>& origins) {
+  YAML::Emitter out;
+  out << YAML::Comment("resolved run spec; a comment says where a value was written, values without one are defaults");
+  out << YAML::BeginMap;
+  for (const auto& section : root) {
+    const std::string name = section.first.Scalar();
+    out << YAML::Key << name << YAML::Value;
+    if (!section.second.IsMap()) {
+      out << section.second;
+      continue;
+    }
+    out << YAML::BeginMap;
+    for (const auto& kv : section.second) {
+      auto it = origins.find(name + "." + kv.first.Scalar());
+      out << YAML::Key << kv.first.Scalar() << YAML::Value;
+      if (it != origins.end() && !kv.second.IsScalar()) out << YAML::Flow;  // keeps the comment on its line
+      out << kv.second;
+      if (it != origins.end()) out << YAML::Comment(it->second);
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+// HF TrainingArguments holds what hftrain splits into sections: a `training` key that is an option of
+// another section is pointed there (e.g. training.bf16 -> precision.bf16).
+std::string training_key_hint(const std::string& key) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> sections = {
+      {"distributed", schema_of<DistributedArgs>().names()},
+      {"zero", schema_of<ZeroArgs>().names()},
+      {"precision", schema_of<PrecisionArgs>().names()},
+      {"generation", schema_of<GenerationArgs>().names()}};
+  for (const auto& [section, names] : sections)
+    for (const auto& n : names)
+      if (n == key) return " (in hftrain it is " + section + "." + key + ")";
+  return "";
 }
 
 template <class S>
@@ -195,12 +264,16 @@ void check_precision(const RunSpec& spec, const YAML::Node& root, Issues& issues
 }  // namespace
 
 RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
-                      const ComponentCatalog& catalog) {
+                      const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks) {
   YAML::Node root = parse_yaml_file(path);
   Issues issues(path);
   if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw ConfigError(path + ": the run spec must be a mapping of sections (" + "model, data, training, ...)");
+  report_duplicate_keys(root, "", issues);  // before --set, so that positions are the file's
   for (const auto& o : overrides) apply_override(root, o, issues);
+  RunSpec spec;
+  move_hf_training_names(root, issues, spec.origins);
+  record_origins(root, issues, spec.origins);
 
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
@@ -209,13 +282,15 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
     if (!known) issues.add(key, kv.first, "unknown section" + did_you_mean(key, kTopLevelKeys));
   }
 
-  RunSpec spec;
   spec.source = path;
-  parse_model_section(root, catalog, issues, spec.model);
+  parse_model_section(root, catalog, issues, spec.model, spec.origins);
   spec.data = parse_component(root, "data", catalog.data, "", issues);
   spec.optimizer = parse_component(root, "optimizer", catalog.optimizers, "adamw", issues);
   spec.scheduler = parse_component(root, "scheduler", catalog.schedulers, "linear", issues);
-  parse_section(root, "training", spec.training, issues);
+  schema_of<TrainingArgs>().parse(lookup(root, "training"), "training", spec.training, issues, {}, [](const std::string& key) {
+    const std::string other = training_key_hint(key);
+    return other.empty() ? did_you_mean(key, schema_of<TrainingArgs>().names()) : other;
+  });
   parse_section(root, "distributed", spec.distributed, issues);
   parse_section(root, "zero", spec.zero, issues);
   parse_section(root, "precision", spec.precision, issues);
@@ -280,11 +355,13 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
                "nccl needs CUDA, and this build runs on the CPU; use gloo (or auto)");
   check_precision(spec, root, issues);
 
+  for (const auto& check : checks)
+    check(spec, [&](const std::string& key, const std::string& message) { issues.add(key, node_at(root, key), message); });
   issues.throw_if_any();
   return spec;
 }
 
-std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog) {
+std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, bool with_origins) {
   auto component = [](const ComponentChoice& c, const RegistryBase& r) {
     YAML::Node n(YAML::NodeType::Map);
     n["type"] = c.type;
@@ -313,6 +390,7 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog) 
   root["zero"] = schema_of<ZeroArgs>().dump(spec.zero);
   lookup(root, "precision") = schema_of<PrecisionArgs>().dump(spec.precision);
   root["generation"] = schema_of<GenerationArgs>().dump(spec.generation);
+  if (with_origins) return emit_with_origins(root, spec.origins);
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";

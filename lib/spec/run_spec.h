@@ -3,6 +3,8 @@
 // against the registered component's own option schema. Each consumer receives only its section.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,14 +52,26 @@ struct RunSpec {
   ZeroArgs zero;
   PrecisionArgs precision;
   GenerationArgs generation;
+  // Where each value written anywhere came from, by dotted path ("model.n_layer"): "file:line:col",
+  // "--set ...", an HF name in training ("training.optim: adamw_torch (file:line:col)") or a model
+  // directory's config.json. Paths absent here hold defaults.
+  std::map<std::string, std::string> origins;
 };
 
-// Loads `path`, applies `overrides` ("dotted.key=value", value parsed as YAML) and validates everything,
-// throwing ConfigError that lists every problem with file:line:col.
+// A check that needs more than the spec's text (e.g. the file system), run by load_run_spec after the
+// sections are parsed so that its problems are reported together with the others: it calls
+// report(dotted key, message) for each, located at that key's position in the file (or its --set).
+using SpecProblemReport = std::function<void(const std::string& key, const std::string& message)>;
+using SpecCheck = std::function<void(const RunSpec& spec, const SpecProblemReport& report)>;
+
+// Loads `path`, applies `overrides` ("dotted.key=value", value parsed as YAML) and validates everything
+// (duplicate keys at any level included), runs `checks`, and throws ConfigError that lists every problem
+// with file:line:col.
 RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
-                      const ComponentCatalog& catalog);
+                      const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks = {});
 
 // The fully resolved spec, defaults included, as YAML text (for --dump-config and the saved copy).
-std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog);
+// With `with_origins`, each value that was written somewhere carries a comment saying where (origins).
+std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, bool with_origins = false);
 
 }  // namespace hftrain

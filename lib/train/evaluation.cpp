@@ -25,7 +25,7 @@ nlohmann::json evaluate(Pipeline& p, const Components& components, const std::st
                         const std::string& prefix) {
   auto dataset = p.data->split(split);
   if (!dataset || dataset->size() == 0)
-    throw RuntimeFailure("cannot evaluate: the data source has no '" + split + "' examples");
+    throw ConfigError("cannot evaluate: the data source has no '" + split + "' examples (data: give it an evaluation split)");
   std::vector<std::unique_ptr<Metric>> metrics;
   if (!p.prediction_loss_only)
     for (const auto& m : p.metrics) metrics.push_back(components.metrics.build(m.type, m.options));
@@ -92,7 +92,7 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
                        const GenerationArgs& generation, const std::string& path) {
   auto dataset = p.data->split(split);
   if (!dataset || dataset->size() == 0)
-    throw RuntimeFailure("cannot predict: the data source has no '" + split + "' examples");
+    throw ConfigError("cannot predict: the data source has no '" + split + "' examples (data: give it a test or evaluation split)");
   std::ofstream out(path);
   if (!out) throw RuntimeFailure("cannot write predictions to '" + path + "'");
   p.model->eval();

@@ -19,7 +19,8 @@ int64_t TrainingPlan::window_size(int64_t w, int64_t ga) const {
 
 TrainingPlan make_training_plan(const TrainingArgs& args, int64_t batches_per_epoch, int64_t world_size) {
   if (batches_per_epoch == 0)
-    throw RuntimeFailure("the training split yields no batches (too few examples for per_device_train_batch_size)");
+    throw ConfigError("training.per_device_train_batch_size: the training split yields no batches (too few examples "
+                      "for this batch size with dataloader_drop_last, or no training examples)");
   TrainingPlan p;
   const int64_t ga = args.gradient_accumulation_steps;
   p.batches_per_epoch = batches_per_epoch;

@@ -95,6 +95,13 @@ TEST_CASE("train, eval and predict produce HF-layout outputs", "[integration]") 
   }
   CHECK(count == 4);
   CHECK(fs::exists(out + "/test_results.json"));
+
+  // Nothing to evaluate is a usage problem (exit 2), found before any result is written.
+  const std::string eval_before = read_text(out + "/eval_results.json");
+  CliResult none = run_hftrain("eval out --set data.eval_size=0", dir);
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.output, Catch::Contains("cannot evaluate: the data source has no 'eval' examples"));
+  CHECK(read_text(out + "/eval_results.json") == eval_before);
 }
 
 TEST_CASE("single-process CPU training is bitwise reproducible for a seed", "[integration]") {
@@ -181,6 +188,49 @@ TEST_CASE("bad input exits 2 with a clear message and writes nothing", "[integra
     CHECK(read_text(dir + "/out/keep.txt") == "precious");
     CHECK(std::distance(fs::directory_iterator(dir + "/out"), fs::directory_iterator()) == 1);
   }
+  SECTION("a duplicate key") {
+    write_text(dir + "/d.yaml", std::string(kTinySpec) + "training:\n  seed: 3\n");
+    CliResult r = run_hftrain("train d.yaml", dir);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("d.yaml:13:1: training: duplicate key: given at d.yaml:3:1 and again at d.yaml:13:1"));
+  }
+  SECTION("an HF optimizer name hftrain does not run") {
+    CliResult r = run_hftrain("train good.yaml --set training.optim=adamw_bnb_8bit", dir);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("training.optim: 'adamw_bnb_8bit' is not an HF optimizer hftrain runs"));
+  }
+  SECTION("resume from a path that does not exist") {
+    CliResult r = run_hftrain("train good.yaml --resume nowhere/checkpoint-5", dir);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("training.resume_from_checkpoint: 'nowhere/checkpoint-5' does not exist"));
+  }
+  SECTION("resume from a directory that holds no checkpoint") {
+    fs::create_directories(dir + "/notes");
+    write_text(dir + "/notes/todo.txt", "x");
+    CliResult r = run_hftrain("train good.yaml --resume notes", dir);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("'notes' holds no complete checkpoint (no manifest.json); it contains: todo.txt"));
+  }
+  SECTION("resume the newest checkpoint when there is none") {
+    CliResult r = run_hftrain("train good.yaml --resume", dir);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("no valid checkpoint found in output directory 'out'"));
+  }
+  SECTION("an optimizer option refused when the optimizer is built") {
+    CliResult r = run_hftrain("train good.yaml --set optimizer.type=sgd --set optimizer.nesterov=true", dir);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("optimizer.nesterov"));
+  }
+  SECTION("periodic evaluation without evaluation examples") {
+    CliResult r = run_hftrain("train good.yaml --set data.eval_size=0", dir);  // good.yaml evaluates every 6 steps
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("training.eval_strategy: 'steps' needs evaluation examples"));
+  }
+  SECTION("a training split too small for one batch") {
+    CliResult r = run_hftrain("train good.yaml --set data.train_size=8 --set training.dataloader_drop_last=true", dir);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("the training split yields no batches"));
+  }
   // Every config error above left no output directory behind (except the pre-made one).
   if (!fs::exists(dir + "/out/keep.txt")) CHECK_FALSE(fs::exists(dir + "/out"));
 }
@@ -200,6 +250,14 @@ TEST_CASE("usage: --version, --help, --dump-config, components, zero-to-fp32", "
   CHECK_THAT(d.output, Catch::Contains("learning_rate: 0.5"));
   CHECK_THAT(d.output, Catch::Contains("adam_beta2: 0.999"));
   CHECK_FALSE(fs::exists(dir + "/out"));
+  // HF TrainingArguments names: the setting they stand for, and where it came from.
+  CliResult hf = run_hftrain("train good.yaml --dump-config --set training.optim=adafactor "
+                             "--set training.lr_scheduler_type=cosine --set 'training.lr_scheduler_kwargs={num_cycles: 2}'", dir);
+  CHECK(hf.exit_code == 0);
+  CHECK_THAT(hf.output, Catch::Contains("type: adafactor  # training.optim: adafactor (--set training.optim)"));
+  CHECK_THAT(hf.output, Catch::Contains("num_cycles: 2  # training.lr_scheduler_kwargs: num_cycles: 2 "
+                                        "(--set training.lr_scheduler_kwargs)"));
+  CHECK_THAT(hf.output, Catch::Contains("max_steps: 12  # good.yaml:6:3"));
   CliResult c = run_hftrain("components", dir);
   CHECK(c.exit_code == 0);
   CHECK_THAT(c.output, Catch::Contains("digit_reversal - "));

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "fixture_text.h"
 
 using namespace hftrain_test;
 namespace fs = std::filesystem;
@@ -125,20 +126,8 @@ training: {output_dir: out, per_device_train_batch_size: 4, max_steps: 2, save_s
 
 TEST_CASE("bert classifies csv rows with labels discovered from the training file", "[integration][datasets]") {
   const std::string dir = fresh_dir("datasets_bert");
-  const char* pos[] = {"good", "great", "fine", "nice", "happy"};
-  const char* neg[] = {"bad", "awful", "sad", "poor", "ugly"};
-  auto rows = [&](int n, int salt) {
-    std::string text = "sentence,label\n";
-    for (int i = 0; i < n; ++i) {
-      const bool p = ((i * 7 + salt) % 3) != 0;
-      std::string line;
-      for (int w = 0; w < 2 + (i + salt) % 5; ++w) line += std::string(w ? " " : "") + (p ? pos : neg)[(i * 3 + w + salt) % 5];
-      text += line + "," + (p ? "pos" : "neg") + "\n";
-    }
-    return text;
-  };
-  write_text(dir + "/train.csv", rows(64, 0));
-  write_text(dir + "/val.csv", rows(16, 1));
+  write_text(dir + "/train.csv", sentiment_csv(64, 0));
+  write_text(dir + "/val.csv", sentiment_csv(16, 1));
   write_text(dir + "/spec.yaml", R"(model: {type: bert, hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 2, intermediate_size: 32}
 data: {type: csv, train_file: train.csv, validation_file: val.csv, task: sequence_classification, text_column: sentence, max_length: 32, cache_dir: cache}
 training: {output_dir: out, per_device_train_batch_size: 8, max_steps: 48, learning_rate: 0.003, eval_strategy: steps, eval_steps: 48, save_strategy: "no", report_to: none, group_by_length: true}

@@ -26,8 +26,10 @@ namespace hftrain_test {
 inline std::string dist_dir(const std::string& name) { return fresh_dir(name + "_" + std::to_string(::getpid())); }
 
 // gpt on digit_reversal; 240 examples divide evenly over 1, 2 and 3 workers (as the
-// single-process batch of 6 does over 6/W per worker).
+// single-process batch of 6 does over 6/W per worker). `extra_training` lines join the training section;
+// save_strategy is "no" unless they set it (a key given twice is an error).
 inline std::string dist_spec(int64_t max_steps, const std::string& extra_training = "") {
+  const bool sets_save_strategy = extra_training.find("save_strategy:") != std::string::npos;
   return "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n"
          "data: {type: digit_reversal, num_digits: 3, train_size: 240, eval_size: 0, test_size: 0}\n"
          "training:\n"
@@ -39,7 +41,7 @@ inline std::string dist_spec(int64_t max_steps, const std::string& extra_trainin
          "  weight_decay: 0.01\n"
          "  max_grad_norm: 1.0\n"
          "  logging_steps: 1\n"
-         "  save_strategy: \"no\"\n" + extra_training;
+         + std::string(sets_save_strategy ? "" : "  save_strategy: \"no\"\n") + extra_training;
 }
 
 // log_history entries that carry a training loss, in order.

@@ -13,7 +13,8 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string bf16_spec(int64_t max_steps, const std::string& extra_training = "", const std::string& extra = "") {
+// A small gpt on digit_reversal in bf16; `save_steps` > 0 saves checkpoints every so many steps.
+std::string bf16_spec(int64_t max_steps, int64_t save_steps = 0, bool do_eval = false, const std::string& extra = "") {
   return "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 32, dropout: 0.1}\n"
          "data: {type: digit_reversal, num_digits: 3, train_size: 240, eval_size: 64, test_size: 8}\n"
          "precision: {bf16: true}\n" + extra +
@@ -26,9 +27,10 @@ std::string bf16_spec(int64_t max_steps, const std::string& extra_training = "",
          "  warmup_steps: 4\n"
          "  weight_decay: 0.01\n"
          "  max_grad_norm: 1.0\n"
-         "  logging_steps: 1\n"
-         "  save_strategy: \"no\"\n"
-         "  do_eval: false\n" + extra_training;
+         "  logging_steps: 1\n" +
+         (save_steps > 0 ? "  save_strategy: steps\n  save_steps: " + std::to_string(save_steps) + "\n"
+                         : std::string("  save_strategy: \"no\"\n")) +
+         "  do_eval: " + (do_eval ? "true" : "false") + "\n";
 }
 
 hftrain::SafetensorsFile load(const std::string& path) { return hftrain::load_safetensors(path); }
@@ -48,7 +50,7 @@ bool same_tensors(const std::string& a, const std::string& b) {
 
 TEST_CASE("bf16 training: fp32 masters saved, bf16 on request, the engine says what it holds", "[integration][precision]") {
   const std::string dir = scratch_dir("bf16_basic");
-  write_text(dir + "/spec.yaml", bf16_spec(6, "  do_eval: true\n"));
+  write_text(dir + "/spec.yaml", bf16_spec(6, 0, true));
   CliResult r = run_hftrain("train spec.yaml", dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -111,7 +113,7 @@ TEST_CASE("every model family trains in bf16 with finite losses and no skipped s
 
 TEST_CASE("bf16 resume: 2N steps equal N + resume N, bitwise, with accumulation and dropout", "[integration][precision]") {
   const std::string dir = scratch_dir("bf16_resume");
-  write_text(dir + "/spec.yaml", bf16_spec(8, "  save_strategy: steps\n  save_steps: 4\n"));
+  write_text(dir + "/spec.yaml", bf16_spec(8, 4));
   CliResult full = run_hftrain("train spec.yaml --set training.output_dir=full", dir);
   INFO(full.output);
   REQUIRE(full.exit_code == 0);
@@ -136,7 +138,7 @@ TEST_CASE("bf16 resume: 2N steps equal N + resume N, bitwise, with accumulation 
 TEST_CASE("a forced overflow skips the update and holds the schedule back; resume carries the count",
           "[integration][precision]") {
   const std::string dir = scratch_dir("bf16_overflow");
-  write_text(dir + "/spec.yaml", bf16_spec(8, "  save_strategy: steps\n  save_steps: 4\n"));
+  write_text(dir + "/spec.yaml", bf16_spec(8, 4));
   CliResult clean = run_with_fault("", "train spec.yaml --set training.output_dir=clean", dir);
   REQUIRE(clean.exit_code == 0);
   CliResult r = run_with_fault("overflow:3", "train spec.yaml --set training.output_dir=skip", dir);
@@ -170,7 +172,7 @@ TEST_CASE("a forced overflow skips the update and holds the schedule back; resum
 
 TEST_CASE("two ZeRO-2 workers in bf16 resume bitwise and save the gathered fp32 masters", "[integration][precision][dist]") {
   const std::string dir = scratch_dir("bf16_zero2");
-  const std::string spec = bf16_spec(6, "  save_strategy: steps\n  save_steps: 3\n", "zero: {stage: 2}\n");
+  const std::string spec = bf16_spec(6, 3, false, "zero: {stage: 2}\n");
   write_text(dir + "/spec.yaml", spec);
   const std::string common = "train spec.yaml --nproc-per-node 2 --set training.per_device_train_batch_size=3 ";
   CliResult full = run_hftrain(common + "--set training.output_dir=full", dir);
@@ -198,7 +200,7 @@ TEST_CASE("checkpoints move between fp32 and bf16 through the fp32 masters", "[i
   // Resumed at learning rate 0, the run must end with exactly the checkpoint's fp32 weights: bf16 -> fp32
   // continues from the saved masters, fp32 -> bf16 makes the saved fp32 weights its masters (unrounded).
   const std::string dir = scratch_dir("bf16_cross");
-  write_text(dir + "/spec.yaml", bf16_spec(4, "  save_strategy: steps\n  save_steps: 4\n"));
+  write_text(dir + "/spec.yaml", bf16_spec(4, 4));
   const std::string resume = " --set training.max_steps=6 --set training.learning_rate=0 --set training.resume_from_checkpoint=";
   REQUIRE(run_hftrain("train spec.yaml --set training.output_dir=b", dir).exit_code == 0);
   CliResult to32 = run_hftrain("train spec.yaml --set precision.bf16=false --set training.output_dir=b" + resume + "b/checkpoint-4", dir);

@@ -174,6 +174,41 @@ TEST_CASE("resume picks the highest complete checkpoint numerically and skips br
   const fs::path empty = fresh("finder_empty");
   CHECK_THROWS_WITH(resolve_resume_checkpoint("last", empty.string(), collect),
                     Catch::Contains("no valid checkpoint found"));
+  // Known before a run starts, so a usage problem (exit 2), not a runtime failure.
+  CHECK_THROWS_AS(resolve_resume_checkpoint((out / "nope").string(), out.string(), collect), ConfigError);
+  CHECK_THROWS_AS(resolve_resume_checkpoint("last", empty.string(), collect), ConfigError);
+}
+
+TEST_CASE("a resume_from_checkpoint that cannot be resumed is explained before the run", "[unit][checkpoint]") {
+  const fs::path out = fresh("resume_setting");
+  commit_checkpoint(out, 4);
+  commit_checkpoint(out, 8);
+  fs::resize_file(out / "checkpoint-8/a.bin", 2);
+  std::ofstream(out / "model.safetensors") << "weights";
+  const std::string o = out.string();
+
+  CHECK(resume_setting_problem("", o).empty());
+  CHECK(resume_setting_problem("false", o).empty());
+  CHECK(resume_setting_problem("last", o).empty());  // checkpoint-4 verifies
+  CHECK(resume_setting_problem(o + "/checkpoint-4", o).empty());
+  CHECK(resume_setting_problem(o + "/nope", o) == "'" + o + "/nope' does not exist");
+  CHECK(resume_setting_problem(o + "/model.safetensors", o) == "'" + o + "/model.safetensors' is a file, not a checkpoint directory");
+  // The output_dir itself given by mistake: what it holds, and the checkpoint inside it that would do.
+  CHECK(resume_setting_problem(o, o) == "'" + o + "' holds no complete checkpoint (no manifest.json); it contains: "
+                                        "checkpoint-4/, checkpoint-8/, model.safetensors; its newest complete checkpoint is '" +
+                                        o + "/checkpoint-4'");
+  CHECK_THAT(resume_setting_problem(o + "/checkpoint-8", o),
+             Catch::Contains("cannot resume from '" + o + "/checkpoint-8'") && Catch::Contains("a.bin") &&
+                 Catch::Contains("truncated"));
+  const fs::path empty = fresh("resume_setting_empty");
+  CHECK(resume_setting_problem(empty.string(), o) == "'" + empty.string() + "' holds no complete checkpoint (no manifest.json); "
+                                                     "it contains: nothing (empty directory)");
+  fs::remove_all(out / "checkpoint-4");
+  CHECK(resume_setting_problem("True", o) == "'True': no valid checkpoint found in output directory '" + o + "'; skipping " + o +
+                                             "/checkpoint-8: '" + o +
+                                             "/checkpoint-8/a.bin' is 2 bytes but the manifest records 7 (truncated or overwritten)");
+  CHECK(resume_setting_problem("last", o + "/absent") ==
+        "'last': no valid checkpoint found in output directory '" + o + "/absent' (it does not exist)");
 }
 
 TEST_CASE("the manager cleans crash leftovers and rotates after a save", "[unit][checkpoint]") {

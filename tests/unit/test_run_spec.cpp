@@ -1,10 +1,14 @@
 // Run-spec validation: every error names file:line:col and the dotted key, suggests the closest
-// name, and all problems are reported at once.
+// name, and all problems are reported at once; duplicate keys at every level; HF TrainingArguments
+// names for the optimizer and schedule; checks added by a command; where each value came from.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
 #include "builtins/components.h"
+#include "optim/adafactor.h"
+#include "optim/hf_schedules.h"
+#include "optim/sgd.h"
 #include "util/error.h"
 
 using namespace hftrain;
@@ -29,9 +33,10 @@ training:
   learning_rate: 0.001
 )";
 
-std::string load_error(const std::string& path, const std::vector<std::string>& overrides = {}) {
+std::string load_error(const std::string& path, const std::vector<std::string>& overrides = {},
+                       const std::vector<SpecCheck>& checks = {}) {
   try {
-    load_run_spec(path, overrides, builtin_components().catalog());
+    load_run_spec(path, overrides, builtin_components().catalog(), checks);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -131,4 +136,155 @@ TEST_CASE("JSON specs are accepted", "[unit][spec]") {
       write_spec("spec.json", R"({"model": {"type": "mlp"}, "data": {"type": "gaussian_blobs"}, "training": {"output_dir": "o", "max_steps": 5}})"),
       {}, builtin_components().catalog());
   CHECK(spec.training.max_steps == 5);
+}
+
+// ---- duplicate keys --------------------------------------------------------------------------------
+
+TEST_CASE("a duplicate key inside a section names the key and both positions", "[unit][spec]") {
+  std::string path = write_spec("dup_key.yaml", std::string(kValid) + "  seed: 42\n  max_steps: 3\n  seed: 3\n");
+  std::string err = load_error(path);
+  CHECK_THAT(err, Catch::Contains(path + ":11:3: training.seed: duplicate key: given at " + path + ":9:3 and again at " +
+                                  path + ":11:3"));
+  CHECK_THAT(err, Catch::Contains("1 problem"));
+}
+
+TEST_CASE("a duplicate section is a duplicate key at the top level", "[unit][spec]") {
+  std::string path = write_spec("dup_section.yaml", std::string(kValid) + "training:\n  seed: 3\n");
+  CHECK_THAT(load_error(path), Catch::Contains(path + ":9:1: training: duplicate key: given at " + path + ":6:1"));
+}
+
+TEST_CASE("duplicate component options and list entries are reported at their depth", "[unit][spec]") {
+  std::string path = write_spec("dup_deep.yaml", R"(model: {type: gpt, n_layer: 1, n_layer: 2}
+data: {type: digit_reversal}
+training: {output_dir: x, metric_for_best_model: loss}
+callbacks:
+  - {type: early_stopping, early_stopping_patience: 1, early_stopping_patience: 2}
+)");
+  std::string err = load_error(path);
+  CHECK_THAT(err, Catch::Contains(path + ":1:32: model.n_layer: duplicate key: given at " + path + ":1:20"));
+  CHECK_THAT(err, Catch::Contains(path + ":5:56: callbacks[0].early_stopping_patience: duplicate key: given at " + path +
+                                  ":5:28"));
+  CHECK_THAT(err, Catch::Contains("2 problems"));
+}
+
+TEST_CASE("duplicate keys are reported together with the other problems", "[unit][spec]") {
+  std::string path = write_spec("dup_and_more.yaml", std::string(kValid) + "  learning_rate: 0.1\n  warmup_stepz: 3\n");
+  std::string err = load_error(path, {"training.per_device_train_batch_size=0"});
+  CHECK_THAT(err, Catch::Contains("3 problems"));
+  CHECK_THAT(err, Catch::Contains(path + ":9:3: training.learning_rate: duplicate key: given at " + path + ":8:3"));
+  CHECK_THAT(err, Catch::Contains("training.warmup_stepz: unknown key"));
+  CHECK_THAT(err, Catch::Contains("--set training.per_device_train_batch_size: training.per_device_train_batch_size: must be >= 1"));
+}
+
+TEST_CASE("duplicate keys in JSON specs and in --set values are refused", "[unit][spec]") {
+  std::string path = write_spec("dup.json", R"({"model": {"type": "mlp"}, "data": {"type": "gaussian_blobs"},
+ "training": {"output_dir": "o", "seed": 1, "seed": 2}})");
+  CHECK_THAT(load_error(path), Catch::Contains(path + ":2:45: training.seed: duplicate key: given at " + path + ":2:34"));
+  CHECK_THAT(load_error(write_spec("dup_set.yaml", kValid), {"model={type: gpt, type: mlp}"}),
+             Catch::Contains("--set model: model.type: duplicate key"));
+}
+
+// ---- HF TrainingArguments names for the optimizer and the schedule ---------------------------------
+
+TEST_CASE("training.optim maps HF optimizer names onto optimizer.type", "[unit][spec]") {
+  const auto& c = builtin_components();
+  const std::string path = write_spec("hf_optim.yaml", kValid);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"adamw_torch", "adamw"}, {"adamw_torch_fused", "adamw"}, {"adamw_hf", "adamw"},
+      {"adafactor", "adafactor"}, {"sgd", "sgd"},                 {"lion_32bit", "lion"}};
+  for (const auto& [hf, type] : cases) {
+    INFO(hf);
+    CHECK(load_run_spec(path, {"training.optim=" + hf}, c.catalog()).optimizer.type == type);
+  }
+  std::string err = load_error(path, {"training.optim=adamw_bnb_8bit"});
+  CHECK_THAT(err, Catch::Contains("training.optim: 'adamw_bnb_8bit' is not an HF optimizer hftrain runs"));
+  CHECK_THAT(err, Catch::Contains("it runs: adamw_torch, adamw_torch_fused, adamw_hf, adamw_apex_fused, adafactor, sgd, lion_32bit"));
+}
+
+TEST_CASE("training.optim_args and lr_scheduler_kwargs become the sections' validated options", "[unit][spec]") {
+  const auto& c = builtin_components();
+  RunSpec spec = load_run_spec(write_spec("hf_args.yaml", std::string(kValid) + R"(  optim: sgd
+  optim_args: "momentum=0.9, nesterov=True"
+  lr_scheduler_type: cosine
+  lr_scheduler_kwargs: {num_cycles: 1.5}
+)"), {}, c.catalog());
+  REQUIRE(spec.optimizer.type == "sgd");
+  const auto& sgd = *static_cast<const Sgd::Options*>(spec.optimizer.options.get());
+  CHECK(sgd.momentum == 0.9);
+  CHECK(sgd.nesterov);
+  REQUIRE(spec.scheduler.type == "cosine");
+  CHECK(static_cast<const CosineSchedule::Options*>(spec.scheduler.options.get())->num_cycles == 1.5);
+
+  // HF's command-line forms: lr_scheduler_kwargs as JSON text, None for a null optim_args value.
+  RunSpec cli = load_run_spec(write_spec("hf_args2.yaml", kValid),
+                              {"training.optim=adafactor", "training.optim_args=beta1=None,clip_threshold=2",
+                               "training.lr_scheduler_type=cosine", "training.lr_scheduler_kwargs='{\"num_cycles\": 2}'"},
+                              c.catalog());
+  const auto& ada = *static_cast<const Adafactor::Options*>(cli.optimizer.options.get());
+  CHECK_FALSE(ada.beta1.has_value());
+  CHECK(ada.clip_threshold == 2.0);
+  CHECK(static_cast<const CosineSchedule::Options*>(cli.scheduler.options.get())->num_cycles == 2.0);
+}
+
+TEST_CASE("an HF name and its section spelling must agree", "[unit][spec]") {
+  std::string path = write_spec("hf_conflict.yaml", R"(model: {type: gpt}
+data: {type: digit_reversal}
+optimizer: {type: sgd}
+scheduler: {type: cosine, num_cycles: 1}
+training:
+  output_dir: x
+  optim: adamw_torch
+  lr_scheduler_type: cosine
+  lr_scheduler_kwargs: {num_cycles: 2}
+)");
+  std::string err = load_error(path);
+  CHECK_THAT(err, Catch::Contains("2 problems"));
+  CHECK_THAT(err, Catch::Contains(path + ":7:10: training.optim: 'adamw_torch' disagrees with optimizer.type: 'sgd' at " +
+                                  path + ":3:19"));
+  CHECK_THAT(err, Catch::Contains(path + ":9:37: training.lr_scheduler_kwargs: 'num_cycles: 2' disagrees with "
+                                  "scheduler.num_cycles: '1' at " + path + ":4:39"));
+  // The same value written both ways is one setting.
+  RunSpec same = load_run_spec(path, {"optimizer.type=adamw", "scheduler.num_cycles=2.0"}, builtin_components().catalog());
+  CHECK(same.optimizer.type == "adamw");
+}
+
+TEST_CASE("an option moved from an HF name is validated and located at the HF spelling", "[unit][spec]") {
+  std::string path = write_spec("hf_bad_args.yaml", std::string(kValid) + "  optim: sgd\n  optim_args: momentum=-1,foo=2,bare\n");
+  std::string err = load_error(path);
+  CHECK_THAT(err, Catch::Contains(path + ":10:15 (as training.optim_args): optimizer.momentum: must be >= 0, got -1"));
+  CHECK_THAT(err, Catch::Contains(path + ":10:15 (as training.optim_args): optimizer.foo: unknown key"));
+  CHECK_THAT(err, Catch::Contains(path + ":10:15: training.optim_args: 'bare' is not key=value"));
+}
+
+TEST_CASE("the dump for --dump-config says where each written value came from", "[unit][spec]") {
+  const auto& c = builtin_components();
+  std::string path = write_spec("origins.yaml", std::string(kValid) + "  optim: adafactor\n  lr_scheduler_type: cosine\n");
+  RunSpec spec = load_run_spec(path, {"training.seed=7"}, c.catalog());
+  const std::string dump = dump_run_spec(spec, c.catalog(), true);
+  CHECK_THAT(dump, Catch::Contains("type: adafactor  # training.optim: adafactor (" + path + ":9:10)"));
+  CHECK_THAT(dump, Catch::Contains("type: cosine  # training.lr_scheduler_type: cosine (" + path + ":10:22)"));
+  CHECK_THAT(dump, Catch::Contains("learning_rate: 0.001  # " + path + ":8:3"));
+  CHECK_THAT(dump, Catch::Contains("seed: 7  # --set training.seed"));
+  CHECK_THAT(dump, Catch::Contains("n_embd: 128\n"));  // a default: no comment
+  CHECK(spec.origins.at("optimizer.type") == "training.optim: adafactor (" + path + ":9:10)");
+  // The annotated dump is still a spec that loads to the same values.
+  RunSpec again = load_run_spec(write_spec("origins_dump.yaml", dump), {}, c.catalog());
+  CHECK(dump_run_spec(again, c.catalog()) == dump_run_spec(spec, c.catalog()));
+}
+
+TEST_CASE("a command's spec checks are reported with the other problems at the key", "[unit][spec]") {
+  std::string path = write_spec("checks.yaml", std::string(kValid) + "  resume_from_checkpoint: somewhere\n");
+  std::vector<SpecCheck> checks = {[](const RunSpec& spec, const SpecProblemReport& report) {
+    report("training.resume_from_checkpoint", "'" + spec.training.resume_from_checkpoint + "' is not usable");
+  }};
+  std::string err = load_error(path, {"training.seed=-1"}, checks);
+  CHECK_THAT(err, Catch::Contains("2 problems"));
+  CHECK_THAT(err, Catch::Contains(path + ":9:27: training.resume_from_checkpoint: 'somewhere' is not usable"));
+}
+
+TEST_CASE("a training key that belongs to another section points there", "[unit][spec]") {
+  std::string path = write_spec("other_section.yaml", std::string(kValid) + "  bf16: true\n  ddp_timeout: 60\n");
+  std::string err = load_error(path);
+  CHECK_THAT(err, Catch::Contains(path + ":9:3: training.bf16: unknown key (in hftrain it is precision.bf16)"));
+  CHECK_THAT(err, Catch::Contains(path + ":10:3: training.ddp_timeout: unknown key (in hftrain it is distributed.ddp_timeout)"));
 }

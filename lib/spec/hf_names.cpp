@@ -1,0 +1,220 @@
+// HF TrainingArguments names for the optimizer and schedule sections (see hf_names.h).
+#include "spec/hf_names.h"
+
+namespace hftrain {
+namespace {
+
+// HF `optim` values whose update hftrain runs, and the hftrain optimizer type that runs it. The fused /
+// apex / hf variants are the same AdamW update (hftrain's is already one fused pass on the CPU).
+struct HfOptimizer {
+  std::string hf_name;
+  std::string type;
+};
+const std::vector<HfOptimizer> kHfOptimizers = {
+    {"adamw_torch", "adamw"}, {"adamw_torch_fused", "adamw"}, {"adamw_hf", "adamw"}, {"adamw_apex_fused", "adamw"},
+    {"adafactor", "adafactor"}, {"sgd", "sgd"},                 {"lion_32bit", "lion"},
+};
+
+class Mover;
+// One HF name: the section it moves to, its help, and the Mover step that moves it.
+struct HfName {
+  std::string name;
+  std::string section;
+  std::string help;
+  void (Mover::*move)(const HfName&, const YAML::Node&);
+};
+
+std::vector<std::string> hf_optimizer_names() {
+  std::vector<std::string> out;
+  for (const auto& o : kHfOptimizers) out.push_back(o.hf_name);
+  return out;
+}
+
+std::string text_of(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+
+// Two spellings of one value agree: the same text, or the same number / boolean written differently.
+bool same_value(const YAML::Node& a, const YAML::Node& b) {
+  if (a.IsScalar() && b.IsScalar()) {
+    if (a.Scalar() == b.Scalar()) return true;
+    try {
+      return a.as<double>() == b.as<double>();
+    } catch (const YAML::Exception&) {
+    }
+    try {
+      return a.as<bool>() == b.as<bool>();
+    } catch (const YAML::Exception&) {
+    }
+    return false;
+  }
+  return text_of(a) == text_of(b);
+}
+
+class Mover {
+ public:
+  Mover(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins)
+      : root_(root), issues_(issues), origins_(origins) {}
+
+  // Puts `value` at section.key, written as training.<hf_name> (`hf_node` locates it). The same key in
+  // the section with another value is a conflict; with the same value, the section's own spelling stays.
+  void place(const HfName& hf, const YAML::Node& hf_node, const std::string& key, const YAML::Node& value,
+             const std::string& shown) {
+    YAML::Node section = lookup(root_, hf.section);
+    if (!section.IsDefined() || section.IsNull()) {
+      root_[hf.section] = YAML::Node(YAML::NodeType::Map);
+      section = root_[hf.section];
+    }
+    if (!section.IsMap()) return;  // the section's own parse reports it
+    const std::string hf_path = "training." + hf.name;
+    const std::string path = hf.section + "." + key;
+    if (YAML::Node own = lookup(section, key); own.IsDefined()) {
+      if (!same_value(own, value))
+        issues_.add(hf_path, hf_node,
+                    "'" + shown + "' disagrees with " + path + ": '" + text_of(own) + "' at " + issues_.where(path, own) +
+                        " (the same setting written twice; give only one)");
+      return;
+    }
+    section[key] = value;
+    const std::string where = issues_.where(hf_path, hf_node);
+    const bool from_set = where.rfind("--set", 0) == 0;
+    issues_.mark_origin(path, from_set ? where : where + " (as " + hf_path + ")");
+    origins_[path] = hf_path + ": " + shown + " (" + where + ")";
+  }
+
+  void optim(const HfName& hf, const YAML::Node& v) {
+    if (!v.IsScalar()) {
+      issues_.add("training.optim", v, "expected an HF optimizer name such as adamw_torch");
+      return;
+    }
+    for (const auto& o : kHfOptimizers) {
+      if (o.hf_name == v.Scalar()) {
+        place(hf, v, "type", YAML::Node(o.type), v.Scalar());
+        return;
+      }
+    }
+    std::string list;
+    for (const auto& o : kHfOptimizers) list += (list.empty() ? "" : ", ") + o.hf_name;
+    issues_.add("training.optim", v,
+                "'" + v.Scalar() + "' is not an HF optimizer hftrain runs" + did_you_mean(v.Scalar(), hf_optimizer_names()) +
+                    "; it runs: " + list + " (or set optimizer.type; `hftrain components` lists them)");
+  }
+
+  // HF optim_args: "k1=v1,k2=v2" (spaces removed, as HF does; values typed as YAML, Python's None = null).
+  void optim_args(const HfName& hf, const YAML::Node& v) {
+    if (v.IsMap()) {
+      for (const auto& kv : v) place(hf, kv.second, kv.first.Scalar(), kv.second, kv.first.Scalar() + "=" + text_of(kv.second));
+      return;
+    }
+    if (!v.IsScalar()) {
+      issues_.add("training.optim_args", v, "expected 'key=value,key=value' (or a mapping)");
+      return;
+    }
+    std::string text;
+    for (char c : v.Scalar())
+      if (c != ' ') text += c;
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      std::size_t end = text.find(',', pos);
+      if (end == std::string::npos) end = text.size();
+      const std::string item = text.substr(pos, end - pos);
+      pos = end + 1;
+      if (item.empty()) continue;
+      const std::size_t eq = item.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        issues_.add("training.optim_args", v, "'" + item + "' is not key=value");
+        continue;
+      }
+      const std::string raw = item.substr(eq + 1);
+      YAML::Node value;
+      if (raw == "None") {
+        value = YAML::Node(YAML::NodeType::Null);
+      } else {
+        try {
+          value = YAML::Load(raw);
+        } catch (const YAML::Exception&) {
+          value = YAML::Node(raw);
+        }
+        if (!value.IsScalar()) value = YAML::Node(raw);
+      }
+      place(hf, v, item.substr(0, eq), value, item);
+    }
+  }
+
+  void lr_scheduler_type(const HfName& hf, const YAML::Node& v) {
+    if (!v.IsScalar()) {
+      issues_.add("training.lr_scheduler_type", v, "expected a schedule name such as linear or cosine");
+      return;
+    }
+    place(hf, v, "type", v, v.Scalar());  // HF's names are hftrain's; scheduler.type validates it
+  }
+
+  // HF lr_scheduler_kwargs: a mapping, or its JSON text (as the HF command line passes it).
+  void lr_scheduler_kwargs(const HfName& hf, const YAML::Node& v) {
+    YAML::Node map = v;
+    if (v.IsScalar()) {
+      try {
+        map = v.Scalar().empty() ? YAML::Node(YAML::NodeType::Map) : YAML::Load(v.Scalar());
+      } catch (const YAML::Exception& e) {
+        issues_.add("training.lr_scheduler_kwargs", v, "not a mapping: " + e.msg);
+        return;
+      }
+    }
+    if (map.IsNull()) return;
+    if (!map.IsMap()) {
+      issues_.add("training.lr_scheduler_kwargs", v, "expected a mapping of schedule options");
+      return;
+    }
+    for (const auto& kv : map) {
+      const YAML::Node located = v.IsMap() ? kv.second : v;
+      place(hf, located, kv.first.Scalar(), kv.second, kv.first.Scalar() + ": " + text_of(kv.second));
+    }
+  }
+
+ private:
+  YAML::Node& root_;
+  Issues& issues_;
+  std::map<std::string, std::string>& origins_;
+};
+
+const std::vector<HfName>& hf_names() {
+  static const std::vector<HfName> names = [] {
+    std::string optims;
+    for (const auto& o : kHfOptimizers) optims += (optims.empty() ? "" : ", ") + o.hf_name + " -> " + o.type;
+    return std::vector<HfName>{
+        {"optim", "optimizer", "HF optimizer name, the same setting as optimizer.type: " + optims + ".", &Mover::optim},
+        {"optim_args", "optimizer", "HF optimizer arguments 'k1=v1,k2=v2' (or a mapping): the same settings as optimizer.<k>.",
+         &Mover::optim_args},
+        {"lr_scheduler_type", "scheduler", "HF schedule name, the same setting as scheduler.type.", &Mover::lr_scheduler_type},
+        {"lr_scheduler_kwargs", "scheduler",
+         "HF schedule arguments as a mapping (or its JSON text): the same settings as scheduler.<k>.",
+         &Mover::lr_scheduler_kwargs},
+    };
+  }();
+  return names;
+}
+
+}  // namespace
+
+void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins) {
+  YAML::Node training = lookup(root, "training");
+  if (!training.IsMap()) return;  // the section's own parse reports it
+  Mover mover(root, issues, origins);
+  for (const auto& hf : hf_names()) {
+    YAML::Node value = lookup(training, hf.name);
+    if (!value.IsDefined()) continue;
+    (mover.*hf.move)(hf, value);
+    while (lookup(training, hf.name).IsDefined()) training.remove(hf.name);  // a repeat is reported as a duplicate
+  }
+}
+
+std::vector<OptionInfo> hf_training_names() {
+  std::vector<OptionInfo> out;
+  for (const auto& hf : hf_names()) out.push_back({hf.name, "HF name for " + hf.section, "", hf.help});
+  return out;
+}
+
+}  // namespace hftrain

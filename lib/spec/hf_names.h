@@ -1,0 +1,28 @@
+// TrainingArguments' own names for the optimizer and the learning-rate schedule: `training.optim`,
+// `training.optim_args`, `training.lr_scheduler_type` and `training.lr_scheduler_kwargs`. They are the
+// same settings as the `optimizer` and `scheduler` sections, so before the sections are parsed they are
+// moved there (HF optim values mapped to hftrain optimizer types), and every value remembers where it
+// was written: validation problems and --dump-config name the HF spelling and its file:line.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/issues.h"
+#include "config/schema.h"
+
+namespace hftrain {
+
+// Moves the HF names out of root's `training` section into the `optimizer` / `scheduler` sections.
+// An unknown HF optim value, a malformed optim_args / lr_scheduler_kwargs, or a value that disagrees
+// with the same setting written in its own section goes to `issues`. `origins` receives, per moved
+// value, its dotted path in the section -> "training.<hf name>: <value> (file:line:col)".
+void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins);
+
+// The accepted HF names with their help text (for `hftrain components`).
+std::vector<OptionInfo> hf_training_names();
+
+}  // namespace hftrain
