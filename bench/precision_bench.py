@@ -6,6 +6,8 @@ back in one run, repeated, the order alternating between repeats.
   bench/precision_bench.py --text data.txt --workloads nanogpt --repeats 3
 
 Workloads:
+  nanogpt-nobf16isa  the same with DNNL_MAX_CPU_ISA=AVX512_CORE: oneDNN as on an AVX-512 CPU without
+           AVX512-BF16 (it then emulates bf16 dot products), to show what bf16 costs on such a CPU.
   nanogpt  nanoGPT's shakespeare-char recipe (configs/shakespeare_char.yaml, 2000 steps): tokens/s and
            the final validation loss of fp32 vs bf16 (the bf16 run must stay within 2 %).
   gpt2     GPT-2-shaped (bench/specs/gpt2_shaped.yaml, 12 x 768, seq 256): fp32 ZeRO-0 in one process
@@ -29,9 +31,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def run(cmd, cwd):
+def run(cmd, cwd, env=None):
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, **(env or {})))
     out = proc.stdout.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
     return os.waitstatus_to_exitcode(status), out, time.perf_counter() - start, usage.ru_maxrss / 1024.0
@@ -43,6 +46,11 @@ VARIANTS = {
         "fp32": [],
         "bf16": ["--set", "precision.bf16=true"],
     },
+    # bf16 as on an AVX-512 CPU without the AVX512-BF16 instructions: oneDNN emulates bf16 dot products.
+    "nanogpt-nobf16isa": {
+        "fp32": [],
+        "bf16": ["--set", "precision.bf16=true"],
+    },
     "gpt2": {
         "fp32": [],
         "bf16": ["--set", "precision.bf16=true"],
@@ -50,7 +58,9 @@ VARIANTS = {
                           "--set", "training.per_device_train_batch_size=2"],
     },
 }
+ENV = {"nanogpt-nobf16isa": {"DNNL_MAX_CPU_ISA": "AVX512_CORE"}}
 SPECS = {"nanogpt": (os.path.join(ROOT, "configs", "shakespeare_char.yaml"), 12 * 64),
+         "nanogpt-nobf16isa": (os.path.join(ROOT, "configs", "shakespeare_char.yaml"), 12 * 64),
          "gpt2": (os.path.join(HERE, "specs", "gpt2_shaped.yaml"), 4 * 256)}
 
 
@@ -63,7 +73,7 @@ def run_variant(args, workload, variant, workdir):
     cmd += VARIANTS[workload][variant]
     if args.steps:
         cmd += ["--set", "training.max_steps=%d" % args.steps]
-    code, out, wall, rss = run(cmd, workdir)
+    code, out, wall, rss = run(cmd, workdir, ENV.get(workload))
     if code != 0:
         sys.exit("hftrain %s %s failed (exit %d):\n%s" % (workload, variant, code, out[-3000:]))
     res = json.load(open(os.path.join(out_dir, "train_results.json")))
@@ -72,7 +82,7 @@ def run_variant(args, workload, variant, workdir):
     for line in out.splitlines():
         if line.startswith("engine memory: "):
             r["engine_memory"] = json.loads(line[len("engine memory: "):])
-    if workload == "nanogpt" and args.eval:
+    if workload.startswith("nanogpt") and args.eval:
         code, out, _, _ = run([args.hftrain, "eval", out_dir], workdir)
         if code != 0:
             sys.exit("hftrain eval failed (exit %d):\n%s" % (code, out[-3000:]))

@@ -12,29 +12,15 @@
 #include "dist/comm.h"
 #include "dist/env.h"
 #include "dist/launcher.h"
+#include "dist_workers.h"
 #include "engine/data_parallel.h"
 #include "optim/adamw.h"
 
 using namespace hftrain;
+using hftrain_test::run_workers;
+using hftrain_test::worker_comm;
 
 namespace {
-
-int run_workers(const std::string& test_name, int n, std::map<std::string, std::string> env = {}) {
-  LaunchOptions o;
-  o.nproc_per_node = n;
-  o.stop_grace_seconds = 2;
-  o.extra_env = std::move(env);
-  o.worker_argv = [test_name](int) { return std::vector<std::string>{self_executable(), test_name}; };
-  LaunchResult r = launch_workers(o);
-  if (r.exit_code != 0) WARN(r.message);
-  return r.exit_code;
-}
-
-std::unique_ptr<Comm> worker_comm(int timeout_ms = 20000) {
-  DistEnv env = detect_dist_env();
-  REQUIRE(env.is_worker());
-  return make_gloo_comm(env, std::chrono::milliseconds(timeout_ms));
-}
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);

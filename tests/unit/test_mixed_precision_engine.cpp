@@ -17,6 +17,7 @@
 #include "dist/comm.h"
 #include "dist/env.h"
 #include "dist/launcher.h"
+#include "dist_workers.h"
 #include "engine/data_parallel.h"
 #include "engine/precision.h"
 #include "optim/adamw.h"
@@ -24,23 +25,6 @@
 using namespace hftrain;
 
 namespace {
-
-int launch(const std::string& test_name, int n, std::map<std::string, std::string> env = {}) {
-  LaunchOptions o;
-  o.nproc_per_node = n;
-  o.stop_grace_seconds = 2;
-  o.extra_env = std::move(env);
-  o.worker_argv = [test_name](int) { return std::vector<std::string>{self_executable(), test_name}; };
-  LaunchResult r = launch_workers(o);
-  if (r.exit_code != 0) WARN(r.message);
-  return r.exit_code;
-}
-
-std::unique_ptr<Comm> gloo_comm() {
-  DistEnv env = detect_dist_env();
-  REQUIRE(env.is_worker());
-  return make_gloo_comm(env, std::chrono::milliseconds(20000));
-}
 
 // Two layers with sizes that do not divide evenly (padding) and biases (two optimizer groups).
 struct Net {
@@ -85,7 +69,7 @@ int64_t padded(int64_t numel, int n) { return (numel + 2 * n - 1) / (2 * n) * (2
 // ---- workers --------------------------------------------------------------------------------------
 
 TEST_CASE("mp worker: bf16 stages agree and hold the ZeRO formula's bytes", "[.mp_worker]") {
-  auto comm = gloo_comm();
+  auto comm = hftrain_test::worker_comm();
   const int rank = comm->rank(), n = comm->world_size();
   torch::manual_seed(11);
   auto x = torch::randn({3, 12, 5}), y = torch::randn({3, 12, 3});
@@ -150,7 +134,7 @@ TEST_CASE("mp worker: bf16 stages agree and hold the ZeRO formula's bytes", "[.m
 }
 
 TEST_CASE("mp worker: one rank's overflow skips the step everywhere", "[.mp_worker]") {
-  auto comm = gloo_comm();
+  auto comm = hftrain_test::worker_comm();
   const int stage = std::stoi(std::getenv("HFTRAIN_TEST_STAGE"));
   Net net;
   DataParallelOptions o = bf16_options(stage, 1.0);
@@ -178,7 +162,7 @@ TEST_CASE("mp worker: one rank's overflow skips the step everywhere", "[.mp_work
 }
 
 TEST_CASE("mp worker: bf16 collectives", "[.mp_worker]") {
-  auto comm = gloo_comm();
+  auto comm = hftrain_test::worker_comm();
   const int rank = comm->rank();
   // Values exact in bf16; sums accumulated in fp32 and rounded once.
   auto t = torch::tensor({1.0f + rank, 0.5f, 256.0f, 3.0f}).to(torch::kBFloat16);
@@ -201,19 +185,19 @@ TEST_CASE("mp worker: bf16 collectives", "[.mp_worker]") {
 
 TEST_CASE("bf16 engine: stages 0-2 agree bitwise on 2 ranks, match one process, hold the ZeRO formula's bytes",
           "[unit][dist][precision]") {
-  CHECK(launch("mp worker: bf16 stages agree and hold the ZeRO formula's bytes", 2) == 0);
+  CHECK(hftrain_test::run_workers("mp worker: bf16 stages agree and hold the ZeRO formula's bytes", 2) == 0);
 }
 
 TEST_CASE("bf16 engine: an overflow on one rank skips the step on every rank and halves the loss scale",
           "[unit][dist][precision]") {
   for (int stage : {0, 1, 2}) {
     INFO("stage " << stage);
-    CHECK(launch("mp worker: one rank's overflow skips the step everywhere", 2, {{"HFTRAIN_TEST_STAGE", std::to_string(stage)}}) == 0);
+    CHECK(hftrain_test::run_workers("mp worker: one rank's overflow skips the step everywhere", 2, {{"HFTRAIN_TEST_STAGE", std::to_string(stage)}}) == 0);
   }
 }
 
 TEST_CASE("gloo collectives carry bfloat16 (sums in fp32, rounded once)", "[unit][dist][precision]") {
-  CHECK(launch("mp worker: bf16 collectives", 2) == 0);
+  CHECK(hftrain_test::run_workers("mp worker: bf16 collectives", 2) == 0);
 }
 
 TEST_CASE("an overflowed step leaves the weights of a run that never saw that batch", "[unit][precision]") {
