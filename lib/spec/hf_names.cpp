@@ -152,6 +152,9 @@ class Mover {
     place(hf, v, "type", v, v.Scalar());  // HF's names are hftrain's; scheduler.type validates it
   }
 
+  // A TrainingArguments flag that is the option of the same name in another section (bf16 -> precision.bf16).
+  void same_name(const HfName& hf, const YAML::Node& v) { place(hf, v, hf.name, v, text_of(v)); }
+
   // HF lr_scheduler_kwargs: a mapping, or its JSON text (as the HF command line passes it).
   void lr_scheduler_kwargs(const HfName& hf, const YAML::Node& v) {
     YAML::Node map = v;
@@ -192,6 +195,8 @@ const std::vector<HfName>& hf_names() {
         {"lr_scheduler_kwargs", "scheduler",
          "HF schedule arguments as a mapping (or its JSON text): the same settings as scheduler.<k>.",
          &Mover::lr_scheduler_kwargs},
+        {"bf16", "precision", "HF --bf16: the same setting as precision.bf16.", &Mover::same_name},
+        {"fp16", "precision", "HF --fp16: the same setting as precision.fp16.", &Mover::same_name},
     };
   }();
   return names;

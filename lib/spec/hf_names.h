@@ -1,7 +1,7 @@
-// TrainingArguments' own names for the optimizer and the learning-rate schedule: `training.optim`,
-// `training.optim_args`, `training.lr_scheduler_type` and `training.lr_scheduler_kwargs`. They are the
-// same settings as the `optimizer` and `scheduler` sections, so before the sections are parsed they are
-// moved there (HF optim values mapped to hftrain optimizer types), and every value remembers where it
+// TrainingArguments' own names for the optimizer, the learning-rate schedule and mixed precision:
+// `training.optim`, `training.optim_args`, `training.lr_scheduler_type`, `training.lr_scheduler_kwargs`,
+// `training.bf16` and `training.fp16`. They are the same settings as the `optimizer`, `scheduler` and
+// `precision` sections, so before the sections are parsed they are moved there (HF optim values mapped to hftrain optimizer types), and every value remembers where it
 // was written: validation problems and --dump-config name the HF spelling and its file:line.
 #pragma once
 

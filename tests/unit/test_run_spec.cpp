@@ -283,8 +283,20 @@ TEST_CASE("a command's spec checks are reported with the other problems at the k
 }
 
 TEST_CASE("a training key that belongs to another section points there", "[unit][spec]") {
-  std::string path = write_spec("other_section.yaml", std::string(kValid) + "  bf16: true\n  ddp_timeout: 60\n");
+  std::string path = write_spec("other_section.yaml", std::string(kValid) + "  loss_scale: 128\n  ddp_timeout: 60\n");
   std::string err = load_error(path);
-  CHECK_THAT(err, Catch::Contains(path + ":9:3: training.bf16: unknown key (in hftrain it is precision.bf16)"));
+  CHECK_THAT(err, Catch::Contains(path + ":9:3: training.loss_scale: unknown key (in hftrain it is precision.loss_scale)"));
   CHECK_THAT(err, Catch::Contains(path + ":10:3: training.ddp_timeout: unknown key (in hftrain it is distributed.ddp_timeout)"));
+}
+
+TEST_CASE("HF's training.bf16 is precision.bf16; the two spellings must agree", "[unit][spec]") {
+  const Components& c = builtin_components();
+  RunSpec spec = load_run_spec(write_spec("hf_bf16.yaml", std::string(kValid) + "  bf16: true\n"), {}, c.catalog());
+  CHECK(spec.precision.bf16);
+  std::string path = write_spec("hf_bf16_conflict.yaml", std::string(kValid) + "  bf16: true\nprecision: {bf16: false}\n");
+  std::string err = load_error(path);
+  CHECK_THAT(err, Catch::Contains(path + ":9:9: training.bf16: 'true' disagrees with precision.bf16"));
+  // fp16 moves too, and is then refused on the CPU with the bf16 hint.
+  std::string fp16 = load_error(write_spec("hf_fp16.yaml", std::string(kValid) + "  fp16: true\n"));
+  CHECK_THAT(fp16, Catch::Contains("use bf16 instead"));
 }
