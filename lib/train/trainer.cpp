@@ -239,7 +239,7 @@ void Trainer::note_skipped_step(const StepResult& step) {
     std::snprintf(buf, sizeof buf, "; loss scale %g -> %g", step.prev_loss_scale, step.loss_scale);
     msg += buf;
   }
-  log_warning(msg + " (" + std::to_string(loop_.skipped_steps) + " skipped so far)");
+  if (is_main_rank()) log_warning(msg + " (" + std::to_string(loop_.skipped_steps) + " skipped so far)");
 }
 
 SavedWeights Trainer::weights_to_save(bool for_checkpoint) {
