@@ -57,7 +57,8 @@ class Engine {
                             const std::map<std::string, std::string>& metadata, const std::string& source) {}
   virtual EngineMemory memory() const { return {}; }
   // Mixed precision: the fp32 master weights of the trainable parameters by name (collective: sharded
-  // engines gather them), for saving; empty when the model's parameters are themselves fp32.
+  // engines gather them), for saving; empty when the model's parameters are themselves fp32. At stage 0
+  // the tensors are views of the live masters: copy them to keep a snapshot.
   virtual std::map<std::string, torch::Tensor> master_weights() { return {}; }
   // Sets the master weights (and the 16-bit parameters) from full fp32 tensors, e.g. a checkpoint's
   // model.safetensors; no-op for fp32 engines, whose parameters were loaded directly. Collective.
