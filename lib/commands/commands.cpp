@@ -269,6 +269,7 @@ int run_train(const TrainRequest& request) {
                           stop.signal(), stop.checkpoint_dir());
   }
   const SavedWeights weights = trainer.weights_to_save();  // collective: mixed precision gathers the fp32 masters
+  trainer.gather_full_model();  // stage 3: whole parameters for the final evaluation and save (collective)
   if (env.world_size > 1) {  // all ranks are done; only rank 0 writes the results
     world().barrier("end of training");
     set_world(std::make_unique<LocalComm>());

@@ -29,6 +29,69 @@ std::map<std::string, uint64_t> bytes_since(const CommStats& now, const CommStat
   return d;
 }
 
+// Stage 3 layout: the optimizer groups split into flat groups per gather unit, so that a unit gathers
+// only its own parameters. Each unit gets a flat group per weight-decay group for the parameters it
+// uses first; parameters used by several units (tied weights) get their own flat groups; parameters under
+// the persistence threshold share flat groups that stay whole.
+struct Stage3Layout {
+  std::vector<ParamGroup> groups;
+  std::vector<bool> persistent;
+  std::vector<std::vector<std::size_t>> unit_groups;  // per unit, the non-persistent flat groups it uses
+};
+
+Stage3Layout stage3_layout(const std::vector<ParamGroup>& groups, const std::vector<std::vector<std::string>>& units,
+                           int64_t persistence_threshold) {
+  struct Where {
+    std::size_t group, index;
+  };
+  std::map<std::string, Where> where;
+  for (std::size_t w = 0; w < groups.size(); ++w)
+    for (std::size_t i = 0; i < groups[w].names.size(); ++i) where[groups[w].names[i]] = {w, i};
+  std::map<std::string, std::vector<std::size_t>> used_by;
+  for (std::size_t u = 0; u < units.size(); ++u)
+    for (const auto& name : units[u]) used_by[name].push_back(u);
+
+  Stage3Layout layout;
+  std::map<std::tuple<std::size_t, std::size_t, int>, std::size_t> flat_of;  // (unit or -1, wd group, kind) -> flat group
+  std::map<std::string, std::size_t> group_of_param;
+  auto place = [&](std::size_t key_unit, std::size_t w, int kind, const std::string& name) {
+    auto key = std::make_tuple(key_unit, w, kind);
+    auto it = flat_of.find(key);
+    if (it == flat_of.end()) {
+      it = flat_of.emplace(key, layout.groups.size()).first;
+      ParamGroup g;
+      g.weight_decay = groups[w].weight_decay;
+      layout.groups.push_back(g);
+      layout.persistent.push_back(kind == 2);
+    }
+    const Where at = where.at(name);
+    layout.groups[it->second].names.push_back(name);
+    layout.groups[it->second].params.push_back(groups[at.group].params[at.index]);
+    group_of_param[name] = it->second;
+  };
+  const std::size_t no_unit = units.size();
+  for (std::size_t u = 0; u < units.size(); ++u)
+    for (const auto& name : units[u]) {
+      auto found = where.find(name);
+      if (found == where.end() || group_of_param.count(name) || used_by[name].front() != u) continue;
+      const torch::Tensor& p = groups[found->second.group].params[found->second.index];
+      const bool persistent = p.numel() < persistence_threshold;
+      place(persistent ? no_unit : u, found->second.group, persistent ? 2 : used_by[name].size() > 1 ? 1 : 0, name);
+    }
+  for (const auto& [name, at] : where)
+    if (!group_of_param.count(name))
+      throw RuntimeFailure("ZeRO-3 engine: parameter '" + name + "' is used by none of the model's gather units");
+  layout.unit_groups.assign(units.size(), {});
+  for (std::size_t u = 0; u < units.size(); ++u)
+    for (const auto& name : units[u]) {
+      auto it = group_of_param.find(name);
+      if (it == group_of_param.end() || layout.persistent[it->second]) continue;
+      auto& list = layout.unit_groups[u];
+      if (std::find(list.begin(), list.end(), it->second) == list.end()) list.push_back(it->second);
+    }
+  return layout;
+}
+
 }  // namespace
 
 DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
@@ -37,9 +100,14 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
     : comm_(comm), stage_(options.stage), rank_(comm.rank()), world_(comm.world_size()), options_(options),
       dtype_(options.precision.param_dtype), reduce_dtype_(options.precision.reduce_dtype),
       mixed_(options.precision.enabled()), scaler_(options.precision.scaler) {
-  if (stage_ < 0 || stage_ > 2)
-    throw ConfigError("zero.stage: the data-parallel engine implements stages 0, 1 and 2 (got " + std::to_string(stage_) + ")");
+  if (stage_ < 0 || stage_ > 3)
+    throw ConfigError("zero.stage: the data-parallel engine implements stages 0 to 3 (got " + std::to_string(stage_) + ")");
   torch::NoGradGuard no_grad;
+  Stage3Layout layout;
+  if (stage_ == 3) {
+    layout = stage3_layout(groups, options.gather_units, options.persistence_threshold);
+    groups = layout.groups;
+  }
   std::map<std::string, int64_t> index_of;
   for (std::size_t i = 0; i < model_order.size(); ++i) index_of[model_order[i]] = static_cast<int64_t>(i);
   std::unordered_set<const void*> seen;
@@ -81,8 +149,11 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
     params_.push_back(std::move(ps));
     if (mixed_)
       master_.push_back(stage_ == 0 ? full32 : full32.narrow(0, info.partition_begin(rank_), info.partition_size).clone());
+    else if (stage_ == 3)  // the partition outlives the (released) full buffer
+      master_.push_back(flat.narrow(0, info.partition_begin(rank_), info.partition_size).clone());
     else if (stage_ >= 1)
       master_.push_back(flat.narrow(0, info.partition_begin(rank_), info.partition_size));
+    if (stage_ == 3 && mixed_) shard16_.push_back(flat.narrow(0, info.partition_begin(rank_), info.partition_size).clone());
   }
 
   std::vector<ParamGroup> optimizer_groups;
@@ -124,6 +195,11 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
   optimizer_ = build_optimizer(stage_ == 0 && !mixed_ ? groups : optimizer_groups);
   build_buckets(static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024));
   install_hooks();
+  if (stage_ == 3) {
+    for (const auto& info : map_.groups) group_pending_.push_back(static_cast<int>(info.params.size()));
+    coordinator_ = std::make_unique<ParamCoordinator>(comm_, flat_params_, mixed_ ? shard16_ : master_, layout.persistent,
+                                                      layout.unit_groups, options_.gather_limits);
+  }
 }
 
 DataParallelEngine::~DataParallelEngine() {
@@ -197,19 +273,23 @@ void DataParallelEngine::backward(const torch::Tensor& loss, bool is_last_micro_
   }
   // Stage 2 reduces every micro-step (its gradients live only in the partition); stages 0-1 only at
   // the accumulation boundary and accumulate locally before it.
-  sync_ = stage_ == 2 || is_last_micro_step;
+  sync_ = stage_ >= 2 || is_last_micro_step;
   for (auto& b : buckets_) b.pending = static_cast<int>(b.members.size());
+  for (std::size_t g = 0; g < group_pending_.size(); ++g)
+    group_pending_[g] = static_cast<int>(map_.groups[g].params.size());
   next_launch_ = 0;
   const double scale = scaler_.scale();
+  if (coordinator_) coordinator_->begin_backward();
   (scale == 1.0 ? loss : loss * scale).backward();
   if (sync_) finish_pass();
+  if (coordinator_) coordinator_->end_backward();
 }
 
 void DataParallelEngine::on_gradient(int group, int index) {
   if (!sync_) return;
   const std::size_t k = bucket_of_[static_cast<std::size_t>(group)][static_cast<std::size_t>(index)];
   Bucket& b = buckets_[k];
-  if (stage_ == 2) {
+  if (stage_ >= 2) {
     torch::NoGradGuard no_grad;
     if (!b.staging.defined()) {
       b.staging = torch::zeros({b.end - b.begin}, dtype_);
@@ -224,6 +304,8 @@ void DataParallelEngine::on_gradient(int group, int index) {
     }
   }
   if (--b.pending == 0) launch_ready();
+  if (coordinator_ && --group_pending_[static_cast<std::size_t>(group)] == 0)
+    coordinator_->gradients_done(static_cast<std::size_t>(group));
 }
 
 void DataParallelEngine::launch_ready() {
@@ -263,7 +345,7 @@ void DataParallelEngine::launch(std::size_t k) {
   transient_peak_ = std::max(transient_peak_, transient_bytes_);
   in_flight_.push_back(k);
   // Stage 2 bounds its transient memory: at most two buckets in flight.
-  while (stage_ == 2 && in_flight_.size() > 2) {
+  while (stage_ >= 2 && in_flight_.size() > 2) {
     complete(in_flight_.front());
     in_flight_.pop_front();
   }
@@ -309,7 +391,7 @@ void DataParallelEngine::finish_pass() {
 void DataParallelEngine::zero_gradients() {
   torch::NoGradGuard no_grad;
   for (auto& g : flat_grads_) g.zero_();
-  if (stage_ == 2)
+  if (stage_ >= 2)
     for (auto& g : partition_grads_) g.zero_();
 }
 
@@ -359,9 +441,7 @@ StepResult DataParallelEngine::step_fp32(double lr) {
     for (auto& g : partition_grads_) g.mul_(coef);
   }
   optimizer_->step(lr);
-  for (std::size_t g = 0; g < master_.size(); ++g)
-    if (flat_params_[g].numel() > 0)
-      comm_.all_gather(master_[g], flat_params_[g], "parameters of group " + std::to_string(g));
+  share_updated_parameters();
   return r;
 }
 
@@ -437,22 +517,37 @@ void DataParallelEngine::set_master_grads(const std::vector<torch::Tensor>& grad
 
 torch::Tensor DataParallelEngine::own_flat_params(std::size_t g) const {
   const FlatGroupInfo& info = map_.groups[g];
+  if (stage_ == 3) return shard16_[g];
   return stage_ == 0 ? flat_params_[g] : flat_params_[g].narrow(0, info.partition_begin(rank_), info.partition_size);
 }
 
 void DataParallelEngine::write_back_masters() {
-  // Rounded to nearest even by the conversion; stages 1-2 then share their partitions.
-  for (std::size_t g = 0; g < master_.size(); ++g) {
-    if (flat_params_[g].numel() == 0) continue;
-    auto own = own_flat_params(g);
-    own.copy_(master_[g]);
-    if (stage_ >= 1) comm_.all_gather(own, flat_params_[g], "parameters of group " + std::to_string(g));
+  // Rounded to nearest even by the conversion, then shared.
+  for (std::size_t g = 0; g < master_.size(); ++g)
+    if (flat_params_[g].numel() > 0) own_flat_params(g).copy_(master_[g]);
+  share_updated_parameters();
+}
+
+void DataParallelEngine::share_updated_parameters() {
+  // Stages 1-2 all-gather the updated partitions into the full parameters (from the fp32 masters, which are
+  // the partitions, or their 16-bit copies); stage 3 only refreshes the groups that stay whole.
+  if (stage_ == 3) {
+    coordinator_->refresh_persistent();
+    return;
   }
+  if (stage_ == 0) return;
+  for (std::size_t g = 0; g < master_.size(); ++g)
+    if (flat_params_[g].numel() > 0)
+      comm_.all_gather(mixed_ ? own_flat_params(g) : master_[g], flat_params_[g], "parameters of group " + std::to_string(g));
+}
+
+void DataParallelEngine::gather_full_parameters() {
+  if (coordinator_) coordinator_->gather_all();
 }
 
 std::map<std::string, torch::Tensor> DataParallelEngine::master_weights() {
   std::map<std::string, torch::Tensor> out;
-  if (!mixed_) return out;
+  if (!mixed_ && stage_ < 3) return out;
   torch::NoGradGuard no_grad;
   for (std::size_t g = 0; g < master_.size(); ++g) {
     const FlatGroupInfo& info = map_.groups[g];
@@ -467,7 +562,7 @@ std::map<std::string, torch::Tensor> DataParallelEngine::master_weights() {
 }
 
 void DataParallelEngine::load_master_weights(const std::map<std::string, torch::Tensor>& weights, const std::string& source) {
-  if (!mixed_) return;
+  if (!mixed_ && stage_ < 3) return;
   torch::NoGradGuard no_grad;
   for (std::size_t g = 0; g < master_.size(); ++g) {
     const FlatGroupInfo& info = map_.groups[g];
@@ -480,12 +575,20 @@ void DataParallelEngine::load_master_weights(const std::map<std::string, torch::
     }
     master_[g].copy_(stage_ == 0 ? full : full.narrow(0, info.partition_begin(rank_), info.partition_size));
   }
-  write_back_masters();
+  if (mixed_) write_back_masters();
+  else share_updated_parameters();
 }
 
 EngineMemory DataParallelEngine::memory() const {
   EngineMemory m;
-  for (const auto& f : flat_params_) m.param_bytes += tensor_bytes(f);
+  if (stage_ == 3) {  // shards (fp32: the masters themselves) and the groups that stay whole
+    for (std::size_t g = 0; g < flat_params_.size(); ++g)
+      m.param_bytes += coordinator_->persistent(g) ? tensor_bytes(flat_params_[g])
+                           : tensor_bytes(mixed_ ? shard16_[g] : master_[g]);
+    m.param_gathered_peak = coordinator_->live_peak_elements() * dtype_bytes(dtype_);
+  } else {
+    for (const auto& f : flat_params_) m.param_bytes += tensor_bytes(f);
+  }
   for (const auto& f : master_) m.master_bytes += tensor_bytes(f);
   if (stage_ <= 1)
     for (const auto& f : flat_grads_) m.grad_bytes += tensor_bytes(f);
@@ -498,7 +601,8 @@ EngineMemory DataParallelEngine::memory() const {
 
 void DataParallelEngine::report_first_step() {
   const EngineMemory m = memory();
-  std::vector<int64_t> mine = {m.param_bytes, m.master_bytes, m.grad_bytes, m.grad_transient_peak, m.optimizer_state_bytes};
+  std::vector<int64_t> mine = {m.param_bytes, m.master_bytes, m.grad_bytes, m.grad_transient_peak, m.optimizer_state_bytes,
+                               m.param_gathered_peak};
   for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"}) {
     auto it = last_step_bytes_.find(op);
     mine.push_back(it == last_step_bytes_.end() ? 0 : static_cast<int64_t>(it->second));
@@ -514,7 +618,8 @@ void DataParallelEngine::report_first_step() {
                      {"grad_bytes", v[2]},
                      {"grad_transient_peak_bytes", v[3]},
                      {"optimizer_state_bytes", v[4]},
-                     {"sent_bytes_first_step", {{"all_reduce", v[5]}, {"reduce_scatter", v[6]}, {"all_gather", v[7]}}}});
+                     {"param_gathered_peak_bytes", v[5]},
+                     {"sent_bytes_first_step", {{"all_reduce", v[6]}, {"reduce_scatter", v[7]}, {"all_gather", v[8]}}}});
   }
   nlohmann::json report = {{"zero_stage", stage_}, {"world_size", world_}, {"numel", map_.total_numel()},
                            {"padded_numel", map_.total_padded()}, {"ranks", ranks}};
@@ -527,6 +632,9 @@ std::string DataParallelEngine::describe() const {
                   std::to_string(map_.groups.size()) + " flat groups (padded to " + std::to_string(map_.total_padded()) +
                   "), " + std::to_string(buckets_.size()) + " gradient buckets";
   if (stage_ >= 1) s += ", partition of " + std::to_string(map_.partition_numel()) + " elements per rank";
+  if (stage_ == 3)
+    s += ", parameters gathered per module (" + std::to_string(coordinator_->unit_count()) + " gather units, " +
+         std::to_string(coordinator_->persistent_count()) + " groups kept whole)";
   if (mixed_) {
     s += "; " + precision_name(dtype_) + " parameters and gradients, fp32 master weights" +
          (stage_ >= 1 ? " of the partition" : "") + ", gradients reduced in " + precision_name(reduce_dtype_);
@@ -569,6 +677,11 @@ void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>
                          " workers but this run has " + std::to_string(world_) +
                          "; sharded optimizer state resumes only at the same world size (rebuild the weights with "
                          "`hftrain zero-to-fp32` and start a new run from them)");
+  if (std::stoi(meta("zero_stage")) != stage_ && (std::stoi(meta("zero_stage")) == 3 || stage_ == 3))
+    throw RuntimeFailure("'" + source + "': this checkpoint was saved at ZeRO stage " + meta("zero_stage") +
+                         " but this run uses stage " + std::to_string(stage_) +
+                         "; stage 3 partitions the parameters module by module, so its shards resume only at stage 3 "
+                         "(rebuild the weights with `hftrain zero-to-fp32` and start a new run from them)");
   if (std::stoi(meta("rank")) != rank_)
     throw RuntimeFailure("'" + source + "': shard of rank " + meta("rank") + " offered to rank " + std::to_string(rank_));
   const auto saved_precision = metadata.count("precision") ? metadata.at("precision") : std::string("fp32");
@@ -593,13 +706,9 @@ void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>
   }
   optimizer_->load_state(optim);
   load_scaler_state(tensors, source);
-  // The partitions are authoritative: rebuild the full parameters from them.
-  if (mixed_) {
-    write_back_masters();
-    return;
-  }
-  for (std::size_t g = 0; g < master_.size(); ++g)
-    if (flat_params_[g].numel() > 0) comm_.all_gather(master_[g], flat_params_[g], "restored parameters of group " + std::to_string(g));
+  // The partitions are authoritative: rebuild the parameters from them.
+  if (mixed_) write_back_masters();
+  else share_updated_parameters();
 }
 
 std::map<std::string, torch::Tensor> DataParallelEngine::optimizer_state() const {

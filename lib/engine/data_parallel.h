@@ -1,4 +1,4 @@
-// DataParallelEngine: data parallelism over the ranks of a Comm, ZeRO stages 0, 1 and 2.
+// DataParallelEngine: data parallelism over the ranks of a Comm, ZeRO stages 0, 1, 2 and 3.
 //   stage 0  every rank holds everything; gradients are averaged with bucketed all-reduces (DDP).
 //   stage 1  fp32 master weights and optimizer state exist only for this rank's 1/N partition of each
 //            parameter group; gradients are reduce-scattered at the accumulation boundary (each rank
@@ -7,6 +7,9 @@
 //   stage 2  as stage 1, and gradients too are kept only for the partition: each bucket is
 //            reduce-scattered as soon as backward has filled it and then freed, on every micro-step
 //            (as DeepSpeed does; gradient accumulation happens in the partition).
+//   stage 3  as stage 2, and the parameters too exist only as this rank's partition: each gather unit of
+//            the model (embeddings, a block, the head) has its own flat groups, whole only while a unit
+//            that uses them runs (engine/param_coordinator.h); after the step only the shards change.
 // The trainable parameters of each optimizer group live in one flat, padded buffer (the model's
 // parameters become views of it; layout in engine/partition.h).
 // Mixed precision (engine/precision.h): the flat parameter and gradient buffers are 16-bit and the
@@ -25,6 +28,7 @@
 
 #include "dist/comm.h"
 #include "engine/engine.h"
+#include "engine/param_coordinator.h"
 #include "engine/partition.h"
 #include "engine/precision.h"
 
@@ -41,6 +45,11 @@ struct DataParallelOptions {
   bool skip_nonfinite_steps = false;  // skip the update when the global gradient norm is inf/nan
   bool report_memory = true;          // rank 0 prints every rank's memory and traffic after the first step
   MixedPrecision precision;           // fp32 by default; 16-bit parameters and gradients with fp32 masters
+  // Stage 3: the trainable parameter names each gather unit of the model uses (resolve_gather_units),
+  // the size under which a parameter stays whole on every rank, and the coordinator's budgets.
+  std::vector<std::vector<std::string>> gather_units;
+  int64_t persistence_threshold = 100000;  // zero.stage3_param_persistence_threshold
+  CoordinatorLimits gather_limits;
 };
 
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;
@@ -59,6 +68,9 @@ class DataParallelEngine : public Engine {
   void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override;
 
   bool sharded() const override { return stage_ >= 1; }
+  bool partitions_parameters() const override { return stage_ == 3; }
+  GatherHooks* gather_hooks() override { return coordinator_.get(); }
+  void gather_full_parameters() override;
   EngineShard export_shard() const override;
   void import_shard(const std::map<std::string, torch::Tensor>& tensors, const std::map<std::string, std::string>& metadata,
                     const std::string& source) override;
@@ -98,6 +110,7 @@ class DataParallelEngine : public Engine {
   torch::Tensor own_flat_params(std::size_t g) const;  // the 16-bit range of group g the masters update
   void set_master_grads(const std::vector<torch::Tensor>& grads32);
   void write_back_masters();
+  void share_updated_parameters();
   void load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source);
   std::string bucket_name(std::size_t k) const;
 
@@ -114,6 +127,9 @@ class DataParallelEngine : public Engine {
   std::vector<torch::Tensor> master_;
   std::vector<std::vector<torch::Tensor>> master_views_;  // mixed stage 0: per-parameter views of master_
   std::vector<torch::Tensor> partition_grads_;      // stages 1-2: averaged gradients of the partition
+  std::vector<torch::Tensor> shard16_;               // mixed stage 3: this rank's 16-bit partition (gather source)
+  std::vector<int> group_pending_;                  // stage 3: parameters of each group still without a gradient
+  std::unique_ptr<ParamCoordinator> coordinator_;   // stage 3
   std::unique_ptr<Optimizer> optimizer_;
   torch::ScalarType dtype_ = torch::kFloat;         // parameters and gradients
   torch::ScalarType reduce_dtype_ = torch::kFloat;  // what gradient reductions send

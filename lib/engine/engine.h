@@ -14,6 +14,8 @@
 
 namespace hftrain {
 
+class GatherHooks;
+
 // Bytes one rank holds for the training state (the memory model of the ZeRO paper, Rajbhandari et al. 2020).
 struct EngineMemory {
   int64_t param_bytes = 0;            // model parameters (full on every rank for stages 0-2)
@@ -21,6 +23,7 @@ struct EngineMemory {
   int64_t grad_bytes = 0;             // gradients kept between backward and step
   int64_t grad_transient_peak = 0;    // peak of in-flight reduction buffers (stage 2)
   int64_t optimizer_state_bytes = 0;  // optimizer state this rank holds
+  int64_t param_gathered_peak = 0;    // stage 3: peak bytes of parameters gathered whole at one time
 };
 
 // One rank's share of a sharded checkpoint: tensors plus string metadata (written as safetensors).
@@ -56,8 +59,16 @@ class Engine {
   virtual void import_shard(const std::map<std::string, torch::Tensor>& tensors,
                             const std::map<std::string, std::string>& metadata, const std::string& source) {}
   virtual EngineMemory memory() const { return {}; }
+  // ZeRO stage 3: the model's parameters hold memory only while gathered, so they must not be read or
+  // written directly (load weights through load_master_weights, save master_weights()).
+  virtual bool partitions_parameters() const { return false; }
+  // The hooks the model runs around its gather units (stage 3), or nullptr.
+  virtual GatherHooks* gather_hooks() { return nullptr; }
+  // Makes every parameter whole on this rank for good (stage 3, end of training). Collective.
+  virtual void gather_full_parameters() {}
   // Mixed precision: the fp32 master weights of the trainable parameters by name (collective: sharded
-  // engines gather them), for saving; empty when the model's parameters are themselves fp32. At stage 0
+  // engines gather them), for saving; empty when the model's parameters are themselves fp32 and whole
+  // (stage 3 always returns them: its parameters are partitioned). At stage 0
   // the tensors are views of the live masters: copy them to keep a snapshot.
   virtual std::map<std::string, torch::Tensor> master_weights() { return {}; }
   // Sets the master weights (and the 16-bit parameters) from full fp32 tensors, e.g. a checkpoint's

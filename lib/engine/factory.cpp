@@ -30,6 +30,9 @@ DataParallelOptions data_parallel_options(const EngineConfig& config) {
   o.max_grad_norm = config.max_grad_norm;
   o.bucket_cap_mb = config.bucket_cap_mb;
   o.precision = config.precision;
+  o.gather_units = config.gather_units;
+  o.persistence_threshold = config.persistence_threshold;
+  o.gather_limits = config.gather_limits;
   return o;
 }
 
@@ -55,7 +58,7 @@ std::unique_ptr<Engine> make_partitioned(const EngineInputs& in) {
 
 const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>>& makers() {
   static const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>> m = {
-      {0, make_stage0}, {1, make_partitioned}, {2, make_partitioned}};
+      {0, make_stage0}, {1, make_partitioned}, {2, make_partitioned}, {3, make_partitioned}};
   return m;
 }
 
@@ -70,7 +73,7 @@ std::unique_ptr<Engine> make_engine(const EngineConfig& config,
                                     std::vector<ParamGroup> groups, const OptimizerFactory& build_optimizer, Comm& comm) {
   auto it = makers().find(config.stage);
   if (it == makers().end())
-    throw ConfigError("zero.stage " + std::to_string(config.stage) + " is not available in this version (stages 0, 1, 2)");
+    throw ConfigError("zero.stage " + std::to_string(config.stage) + " is not available in this version (stages 0 to 3)");
   if (config.precision.enabled()) {
     torch::NoGradGuard no_grad;
     for (const auto& named : named_params) {

@@ -2,7 +2,8 @@
 // single-process engine (stage 0, one worker, fp32) or the data-parallel / ZeRO engine (stages 0-2 over
 // the world's ranks, and every mixed-precision run: it owns the 16-bit buffers and fp32 masters).
 // Mixed precision also turns the frozen floating-point parameters into the 16-bit dtype here, so the
-// whole model computes in it. Stage 3 and offload are refused by the run spec before anything starts.
+// whole model computes in it. Stage 3 is the same engine with the parameters partitioned too; offload is
+// refused by the run spec before anything starts.
 #pragma once
 
 #include <memory>
@@ -21,6 +22,10 @@ struct EngineConfig {
   double bucket_cap_mb = 25;
   std::string optimizer_type;  // the registry name, to refuse optimizers that cannot step a flat shard
   MixedPrecision precision;    // fp32 by default
+  // Stage 3: trainable parameter names per gather unit of the model, and the zero.stage3_* settings.
+  std::vector<std::vector<std::string>> gather_units;
+  int64_t persistence_threshold = 100000;
+  CoordinatorLimits gather_limits;
 };
 
 // `named_params` in the model's order (all of them; frozen ones are skipped), `groups` the optimizer

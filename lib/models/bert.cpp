@@ -110,8 +110,8 @@ class BertEncoder : public torch::nn::Module {
     }
   }
 
-  // Returns the last hidden states [B, T, H]; `pooled` gets tanh(dense(h[:, 0])) when there is a pooler.
-  torch::Tensor forward(const Batch& batch, torch::Tensor* pooled) {
+  // Returns the last hidden states [B, T, H].
+  torch::Tensor forward(const Batch& batch) {
     const auto& ids = batch.input_ids;
     const auto T = ids.size(1);
     if (T > o_.max_position_embeddings)
@@ -119,27 +119,44 @@ class BertEncoder : public torch::nn::Module {
                            std::to_string(o_.max_position_embeddings));
     auto pos = torch::arange(T, ids.options().dtype(torch::kLong));
     auto types = batch.token_type_ids.defined() ? batch.token_type_ids : torch::zeros_like(ids);
-    auto words = word_(ids);
-    if (neftune_noise_alpha > 0 && is_training()) {
-      const double magnitude = neftune_noise_alpha / std::sqrt(static_cast<double>(T * o_.hidden_size));
-      words = words + torch::empty_like(words).uniform_(-magnitude, magnitude);
-    }
-    auto x = emb_norm_(words + token_type_(types) + position_(pos));
-    x = torch::dropout(x, o_.hidden_dropout_prob, is_training());
+    auto x = run_unit(hooks, 0, [&] {
+      auto words = word_(ids);
+      if (neftune_noise_alpha > 0 && is_training()) {
+        const double magnitude = neftune_noise_alpha / std::sqrt(static_cast<double>(T * o_.hidden_size));
+        words = words + torch::empty_like(words).uniform_(-magnitude, magnitude);
+      }
+      return torch::dropout(emb_norm_(words + token_type_(types) + position_(pos)), o_.hidden_dropout_prob, is_training());
+    });
     auto bias = padding_bias(batch.attention_mask, x.scalar_type());
-    for (auto& layer : layers_) {
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      Layer* l = layers_[i].get();
       if (gradient_checkpointing && is_training()) {
-        Layer* l = layer.get();
-        x = checkpointed(checkpoint_fns_.hold([l, bias](const torch::Tensor& in) { return l->forward(in, bias); },
-                                              4 * layers_.size()),
+        x = checkpointed(checkpoint_fns_.hold(
+                             [this, l, bias, i](const torch::Tensor& in) {
+                               return run_unit(hooks, i + 1, [&] { return l->forward(in, bias); });
+                             },
+                             4 * layers_.size()),
                          x);
       } else {
-        x = layer->forward(x, bias);
+        x = run_unit(hooks, i + 1, [&] { return l->forward(x, bias); });
       }
     }
-    if (pooled && pooler_) *pooled = torch::tanh(pooler_(x.select(1, 0)));
     return x;
   }
+
+  // Gather units of the encoder (embeddings, then each layer); the owning model appends its head.
+  std::vector<GatherUnit> gather_units() const {
+    std::vector<GatherUnit> units = {{"embeddings", {"bert.embeddings."}}};
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+      units.push_back({"bert.encoder.layer." + std::to_string(i), {"bert.encoder.layer." + std::to_string(i) + "."}});
+    return units;
+  }
+  std::size_t head_unit() const { return layers_.size() + 1; }
+
+  // tanh(dense(h[:, 0])): the pooler of the sequence classifier.
+  torch::Tensor pool(const torch::Tensor& x) { return torch::tanh(pooler_(x.select(1, 0))); }
+
+  GatherHooks* hooks = nullptr;
 
   torch::nn::Embedding word_{nullptr};
   bool gradient_checkpointing = false;
@@ -217,11 +234,10 @@ BertForSequenceClassification::BertForSequenceClassification(const Options& opti
 }
 
 ModelOutput BertForSequenceClassification::forward(const Batch& batch) {
-  torch::Tensor pooled;
-  bert_->forward(batch, &pooled);
+  auto h = bert_->forward(batch);
   const double p = options_.classifier_dropout.value_or(options_.hidden_dropout_prob);
   ModelOutput out;
-  out.logits = classifier_(torch::dropout(pooled, p, is_training()));
+  out.logits = in_unit(bert_->head_unit(), [&] { return classifier_(torch::dropout(bert_->pool(h), p, is_training())); });
   if (batch.labels.defined()) {
     if (options_.problem_type == "regression")
       out.loss = torch::mse_loss(out.logits.to(torch::kFloat).squeeze(-1), batch.labels.to(torch::kFloat).view({-1}));
@@ -252,6 +268,15 @@ nlohmann::json BertForSequenceClassification::config_json() const {
 
 void BertForSequenceClassification::enable_gradient_checkpointing() { bert_->gradient_checkpointing = true; }
 void BertForSequenceClassification::set_neftune_noise_alpha(double alpha) { bert_->neftune_noise_alpha = alpha; }
+void BertForSequenceClassification::set_gather_hooks(GatherHooks* hooks) {
+  Model::set_gather_hooks(hooks);
+  bert_->hooks = hooks;
+}
+std::vector<GatherUnit> BertForSequenceClassification::gather_units() const {
+  auto units = bert_->gather_units();
+  units.push_back({"head", {"bert.pooler.", "classifier."}});
+  return units;
+}
 
 BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& context) : options_(options) {
   validate(options_, context);
@@ -267,10 +292,12 @@ BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& con
 }
 
 ModelOutput BertForMaskedLM::forward(const Batch& batch) {
-  auto h = bert_->forward(batch, nullptr);
-  h = transform_norm_(apply_activation(options_.hidden_act, transform_dense_(h)));
+  auto h = bert_->forward(batch);
   ModelOutput out;
-  out.logits = torch::nn::functional::linear(h, bert_->word_->weight, decoder_bias_);  // decoder tied to embeddings
+  out.logits = in_unit(bert_->head_unit(), [&] {
+    auto t = transform_norm_(apply_activation(options_.hidden_act, transform_dense_(h)));
+    return torch::nn::functional::linear(t, bert_->word_->weight, decoder_bias_);  // decoder tied to embeddings
+  });
   if (batch.labels.defined())
     out.loss = torch::nn::functional::cross_entropy(out.logits.to(torch::kFloat).view({-1, options_.vocab_size}), batch.labels.view({-1}),
                                                     torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
@@ -286,5 +313,14 @@ nlohmann::json BertForMaskedLM::config_json() const {
 
 void BertForMaskedLM::enable_gradient_checkpointing() { bert_->gradient_checkpointing = true; }
 void BertForMaskedLM::set_neftune_noise_alpha(double alpha) { bert_->neftune_noise_alpha = alpha; }
+void BertForMaskedLM::set_gather_hooks(GatherHooks* hooks) {
+  Model::set_gather_hooks(hooks);
+  bert_->hooks = hooks;
+}
+std::vector<GatherUnit> BertForMaskedLM::gather_units() const {
+  auto units = bert_->gather_units();
+  units.push_back({"head", {"cls.", "bert.embeddings.word_embeddings.weight"}});
+  return units;
+}
 
 }  // namespace hftrain

@@ -47,6 +47,8 @@ class BertForSequenceClassification : public Model {
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
   nlohmann::json config_json() const override;
+  std::vector<GatherUnit> gather_units() const override;
+  void set_gather_hooks(GatherHooks* hooks) override;
   void enable_gradient_checkpointing() override;
   void set_neftune_noise_alpha(double alpha) override;
 
@@ -64,6 +66,8 @@ class BertForMaskedLM : public Model {
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
   nlohmann::json config_json() const override;
+  std::vector<GatherUnit> gather_units() const override;
+  void set_gather_hooks(GatherHooks* hooks) override;
   void enable_gradient_checkpointing() override;
   void set_neftune_noise_alpha(double alpha) override;
 

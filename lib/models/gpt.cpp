@@ -103,7 +103,10 @@ Gpt::Gpt(const Options& options, const ModelContext& context) : options_(options
   for (int64_t i = 0; i < options_.n_layer; ++i) {
     blocks_.push_back(h->register_module(std::to_string(i), std::make_shared<Block>(options_)));
     Block* block = blocks_.back().get();
-    block_fns_.emplace_back([block](const torch::Tensor& x) { return block->forward(x); });
+    const std::size_t unit = blocks_.size();  // unit 0 is the embeddings
+    block_fns_.emplace_back([this, block, unit](const torch::Tensor& x) {
+      return in_unit(unit, [&] { return block->forward(x); });
+    });
   }
   ln_f_ = transformer_->register_module("ln_f", make_layer_norm(options_.n_embd));
 
@@ -131,27 +134,42 @@ torch::Tensor Gpt::hidden_states(const torch::Tensor& idx, KvCache* cache) {
     throw RuntimeFailure("gpt: sequence length " + std::to_string(past + T) + " exceeds block_size " +
                          std::to_string(options_.block_size));
   auto pos = torch::arange(past, past + T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
-  auto tokens = wte_(idx);
-  if (neftune_noise_alpha_ > 0 && is_training()) {  // NEFTune: U(-1, 1) * alpha / sqrt(T * C)
-    const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
-    tokens = tokens + torch::empty_like(tokens).uniform_(-magnitude, magnitude);
-  }
-  auto x = drop_(tokens + wpe_(pos));
+  auto x = in_unit(0, [&] {
+    auto tokens = wte_(idx);
+    if (neftune_noise_alpha_ > 0 && is_training()) {  // NEFTune: U(-1, 1) * alpha / sqrt(T * C)
+      const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
+      tokens = tokens + torch::empty_like(tokens).uniform_(-magnitude, magnitude);
+    }
+    return drop_(tokens + wpe_(pos));
+  });
   for (std::size_t i = 0; i < blocks_.size(); ++i)
-    x = gradient_checkpointing_ && is_training() ? checkpointed(block_fns_[i], x) : blocks_[i]->forward(x, cache, i);
+    x = gradient_checkpointing_ && is_training() ? checkpointed(block_fns_[i], x)
+                                                 : in_unit(i + 1, [&] { return blocks_[i]->forward(x, cache, i); });
   if (cache) cache->length += T;
-  return ln_f_(x);
+  return x;
+}
+
+torch::Tensor Gpt::lm_logits(const torch::Tensor& hidden) {
+  return in_unit(blocks_.size() + 1, [&] { return torch::nn::functional::linear(ln_f_(hidden), wte_->weight); });  // tied head
 }
 
 ModelOutput Gpt::forward(const Batch& batch) {
   ModelOutput out;
-  out.logits = torch::nn::functional::linear(hidden_states(batch.input_ids, nullptr), wte_->weight);  // tied LM head
+  out.logits = lm_logits(hidden_states(batch.input_ids, nullptr));
   if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
   return out;
 }
 
 torch::Tensor Gpt::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
-  return torch::nn::functional::linear(hidden_states(input_ids, &cache), wte_->weight);
+  return lm_logits(hidden_states(input_ids, &cache));
+}
+
+std::vector<GatherUnit> Gpt::gather_units() const {
+  std::vector<GatherUnit> units = {{"embeddings", {"transformer.wte.", "transformer.wpe."}}};
+  for (std::size_t i = 0; i < blocks_.size(); ++i)
+    units.push_back({"transformer.h." + std::to_string(i), {"transformer.h." + std::to_string(i) + "."}});
+  units.push_back({"head", {"transformer.ln_f.", "transformer.wte.weight"}});
+  return units;
 }
 
 nlohmann::json Gpt::config_json() const {

@@ -27,6 +27,7 @@ class Gpt : public Model {
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return true; }
   nlohmann::json config_json() const override;
+  std::vector<GatherUnit> gather_units() const override;
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
   bool supports_kv_cache() const override { return true; }
@@ -34,7 +35,8 @@ class Gpt : public Model {
 
  private:
   struct Block;
-  torch::Tensor hidden_states(const torch::Tensor& idx, KvCache* cache);  // after ln_f
+  torch::Tensor hidden_states(const torch::Tensor& idx, KvCache* cache);  // after the last block
+  torch::Tensor lm_logits(const torch::Tensor& hidden);                   // ln_f and the tied head
   Options options_;
   std::shared_ptr<torch::nn::Module> transformer_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};

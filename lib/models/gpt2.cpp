@@ -109,29 +109,44 @@ torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {
     throw RuntimeFailure("gpt2: sequence length " + std::to_string(past + T) + " exceeds n_positions " +
                          std::to_string(options_.n_positions));
   auto pos = torch::arange(past, past + T, idx.options().dtype(torch::kLong));
-  auto tokens = wte_(idx);
-  if (neftune_noise_alpha_ > 0 && is_training()) {
-    const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
-    tokens = tokens + torch::empty_like(tokens).uniform_(-magnitude, magnitude);
-  }
-  auto x = torch::dropout(tokens + wpe_(pos), options_.embd_pdrop, is_training());
+  auto x = in_unit(0, [&] {
+    auto tokens = wte_(idx);
+    if (neftune_noise_alpha_ > 0 && is_training()) {
+      const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
+      tokens = tokens + torch::empty_like(tokens).uniform_(-magnitude, magnitude);
+    }
+    return torch::dropout(tokens + wpe_(pos), options_.embd_pdrop, is_training());
+  });
   auto bias = padding_bias(batch.attention_mask, x.scalar_type());
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     Block* b = blocks_[i].get();
     if (gradient_checkpointing_ && is_training()) {
-      x = checkpointed(checkpoint_fns_->hold([b, bias](const torch::Tensor& in) { return b->forward(in, bias); },
-                                                   4 * blocks_.size()),
+      x = checkpointed(checkpoint_fns_->hold(
+                           [this, b, bias, i](const torch::Tensor& in) {
+                             return in_unit(i + 1, [&] { return b->forward(in, bias); });
+                           },
+                           4 * blocks_.size()),
                        x);
     } else {
-      x = b->forward(x, bias, cache, i);
+      x = in_unit(i + 1, [&] { return b->forward(x, bias, cache, i); });
     }
   }
   if (cache) cache->length += T;
-  return ln_f_(x);
+  return x;
 }
 
 torch::Tensor Gpt2::lm_logits(const torch::Tensor& hidden) {
-  return torch::nn::functional::linear(hidden, options_.tie_word_embeddings ? wte_->weight : lm_head_);
+  return in_unit(blocks_.size() + 1, [&] {
+    return torch::nn::functional::linear(ln_f_(hidden), options_.tie_word_embeddings ? wte_->weight : lm_head_);
+  });
+}
+
+std::vector<GatherUnit> Gpt2::gather_units() const {
+  std::vector<GatherUnit> units = {{"embeddings", {"transformer.wte.", "transformer.wpe."}}};
+  for (std::size_t i = 0; i < blocks_.size(); ++i)
+    units.push_back({"transformer.h." + std::to_string(i), {"transformer.h." + std::to_string(i) + "."}});
+  units.push_back({"head", {"transformer.ln_f.", options_.tie_word_embeddings ? "transformer.wte.weight" : "lm_head.weight"}});
+  return units;
 }
 
 ModelOutput Gpt2::forward(const Batch& batch) {

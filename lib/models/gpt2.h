@@ -34,6 +34,7 @@ class Gpt2 : public Model {
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return true; }
   nlohmann::json config_json() const override;
+  std::vector<GatherUnit> gather_units() const override;
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
   bool supports_kv_cache() const override { return true; }
@@ -41,7 +42,7 @@ class Gpt2 : public Model {
 
  private:
   struct Block;
-  torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after ln_f
+  torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after the last block
   torch::Tensor lm_logits(const torch::Tensor& hidden);
   Options options_;
   std::shared_ptr<torch::nn::Module> transformer_;

@@ -132,11 +132,14 @@ torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {
   if (past + T > options_.max_position_embeddings)
     throw RuntimeFailure("llama: sequence length " + std::to_string(past + T) + " exceeds max_position_embeddings " +
                          std::to_string(options_.max_position_embeddings));
-  auto x = embed_tokens_(ids);
-  if (neftune_noise_alpha_ > 0 && is_training()) {
-    const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.hidden_size));
-    x = x + torch::empty_like(x).uniform_(-magnitude, magnitude);
-  }
+  auto x = in_unit(0, [&] {
+    auto e = embed_tokens_(ids);
+    if (neftune_noise_alpha_ > 0 && is_training()) {
+      const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.hidden_size));
+      e = e + torch::empty_like(e).uniform_(-magnitude, magnitude);
+    }
+    return e;
+  });
   // Rotary tables as HF computes them: inv_freq in float32, positions x inv_freq, halves duplicated.
   auto fopts = torch::TensorOptions().dtype(torch::kFloat);
   auto inv_freq = 1.0 / torch::pow(options_.rope_theta,
@@ -149,19 +152,33 @@ torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer* l = layers_[i].get();
     if (gradient_checkpointing_ && is_training()) {
-      x = checkpointed(checkpoint_fns_->hold([l, cos, sin, bias](const torch::Tensor& in) { return l->forward(in, cos, sin, bias); },
-                                             4 * layers_.size()),
+      x = checkpointed(checkpoint_fns_->hold(
+                           [this, l, cos, sin, bias, i](const torch::Tensor& in) {
+                             return in_unit(i + 1, [&] { return l->forward(in, cos, sin, bias); });
+                           },
+                           4 * layers_.size()),
                        x);
     } else {
-      x = l->forward(x, cos, sin, bias, cache, i);
+      x = in_unit(i + 1, [&] { return l->forward(x, cos, sin, bias, cache, i); });
     }
   }
   if (cache) cache->length += T;
-  return rms_norm(x, norm_weight_, options_.rms_norm_eps);
+  return x;
 }
 
 torch::Tensor Llama::lm_logits(const torch::Tensor& hidden) {
-  return torch::nn::functional::linear(hidden, options_.tie_word_embeddings ? embed_tokens_->weight : lm_head_);
+  return in_unit(layers_.size() + 1, [&] {
+    return torch::nn::functional::linear(rms_norm(hidden, norm_weight_, options_.rms_norm_eps),
+                                         options_.tie_word_embeddings ? embed_tokens_->weight : lm_head_);
+  });
+}
+
+std::vector<GatherUnit> Llama::gather_units() const {
+  std::vector<GatherUnit> units = {{"embeddings", {"model.embed_tokens."}}};
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    units.push_back({"model.layers." + std::to_string(i), {"model.layers." + std::to_string(i) + "."}});
+  units.push_back({"head", {"model.norm.", options_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"}});
+  return units;
 }
 
 ModelOutput Llama::forward(const Batch& batch) {

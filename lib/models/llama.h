@@ -36,6 +36,7 @@ class Llama : public Model {
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return true; }
   nlohmann::json config_json() const override;
+  std::vector<GatherUnit> gather_units() const override;
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
 
@@ -44,7 +45,7 @@ class Llama : public Model {
 
  private:
   struct Layer;
-  torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after the final norm
+  torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after the last layer
   torch::Tensor lm_logits(const torch::Tensor& hidden);
   Options options_;
   int64_t kv_heads_ = 0, head_dim_ = 0;

@@ -35,11 +35,17 @@ MlpClassifier::MlpClassifier(const Options& options, const ModelContext& context
 ModelOutput MlpClassifier::forward(const Batch& batch) {
   auto x = batch.features;
   if (!x.defined()) throw RuntimeFailure("mlp: the batch has no 'features' tensor (the data is not a feature task)");
-  for (std::size_t i = 0; i + 1 < layers_.size(); ++i) x = dropout_(torch::gelu(layers_[i](x)));
+  for (std::size_t i = 0; i + 1 < layers_.size(); ++i) x = in_unit(i, [&] { return dropout_(torch::gelu(layers_[i](x))); });
   ModelOutput out;
-  out.logits = layers_.back()(x);
+  out.logits = in_unit(layers_.size() - 1, [&] { return layers_.back()(x); });
   if (batch.labels.defined()) out.loss = torch::nn::functional::cross_entropy(out.logits.to(torch::kFloat), batch.labels);
   return out;
+}
+
+std::vector<GatherUnit> MlpClassifier::gather_units() const {
+  std::vector<GatherUnit> units;
+  for (std::size_t i = 0; i < layers_.size(); ++i) units.push_back({"layers." + std::to_string(i), {"layers." + std::to_string(i) + "."}});
+  return units;
 }
 
 nlohmann::json MlpClassifier::config_json() const {

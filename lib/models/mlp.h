@@ -20,6 +20,7 @@ class MlpClassifier : public Model {
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
   nlohmann::json config_json() const override;
+  std::vector<GatherUnit> gather_units() const override;
 
  private:
   Options options_;

@@ -33,6 +33,37 @@ void Model::enable_gradient_checkpointing() {
                     "' has no blocks to checkpoint");
 }
 
+std::vector<GatherUnit> Model::gather_units() const {
+  throw ConfigError("zero.stage 3: model type '" + config_json().value("model_type", std::string("?")) +
+                    "' cannot be gathered module by module; use zero.stage 0, 1 or 2");
+}
+
+torch::Tensor run_unit(GatherHooks* hooks, std::size_t unit, const std::function<torch::Tensor()>& body) {
+  if (!hooks) return body();
+  hooks->before_unit(unit);
+  return hooks->after_unit(unit, body());
+}
+
+std::vector<std::vector<std::string>> resolve_gather_units(const Model& model, const std::vector<std::string>& trainable) {
+  const std::vector<GatherUnit> units = model.gather_units();
+  const std::string type = model.config_json().value("model_type", std::string("?"));
+  std::vector<std::vector<std::string>> out(units.size());
+  for (const std::string& name : trainable) {
+    bool used = false;
+    for (std::size_t u = 0; u < units.size(); ++u)
+      for (const std::string& prefix : units[u].prefixes)
+        if (name.rfind(prefix, 0) == 0 && (prefix.back() == '.' || name == prefix)) {
+          out[u].push_back(name);
+          used = true;
+          break;
+        }
+    if (!used)
+      throw ConfigError("zero.stage 3: parameter '" + name + "' of model type '" + type +
+                        "' belongs to none of its gather units, so it could not be gathered for the forward pass");
+  }
+  return out;
+}
+
 void Model::set_neftune_noise_alpha(double) {
   throw ConfigError("training.neftune_noise_alpha: model type '" + config_json().value("model_type", std::string("?")) +
                     "' has no token embeddings");

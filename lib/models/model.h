@@ -2,6 +2,7 @@
 // names (via torch::nn::Module registration), and an HF-style config.json describing the shape.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -44,6 +45,27 @@ struct KvCache {
   std::pair<torch::Tensor, torch::Tensor> append(std::size_t layer, const torch::Tensor& k, const torch::Tensor& v);
 };
 
+// ZeRO stage 3 (engine/param_coordinator.h) gathers a model's parameters one unit at a time: the forward
+// pass runs as a sequence of gather units (embeddings, each block, the head), each naming the parameters
+// it uses by name prefix ("transformer.h.0." or a full parameter name). A tied parameter belongs to every
+// unit that uses it.
+struct GatherUnit {
+  std::string name;
+  std::vector<std::string> prefixes;
+};
+
+// Called around each gather unit while hooks are installed (Model::set_gather_hooks).
+class GatherHooks {
+ public:
+  virtual ~GatherHooks() = default;
+  virtual void before_unit(std::size_t unit) = 0;
+  // Returns the unit's output (possibly wrapped so that backward can gather the unit again).
+  virtual torch::Tensor after_unit(std::size_t unit, torch::Tensor output) = 0;
+};
+
+// Runs `body` as gather unit `unit` (just `body()` when `hooks` is null).
+torch::Tensor run_unit(GatherHooks* hooks, std::size_t unit, const std::function<torch::Tensor()>& body);
+
 class Model : public torch::nn::Module {
  public:
   virtual ModelOutput forward(const Batch& batch) = 0;
@@ -61,7 +83,22 @@ class Model : public torch::nn::Module {
   // false and generation reruns the context each step.
   virtual bool supports_kv_cache() const { return false; }
   virtual torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache);
+  // The units of forward, in order (see GatherUnit). Models that cannot be gathered per module throw a
+  // ConfigError naming themselves (the default).
+  virtual std::vector<GatherUnit> gather_units() const;
+  // Installs (or, with nullptr, removes) the hooks run around every gather unit.
+  virtual void set_gather_hooks(GatherHooks* hooks) { gather_hooks_ = hooks; }
+
+ protected:
+  torch::Tensor in_unit(std::size_t unit, const std::function<torch::Tensor()>& body) {
+    return run_unit(gather_hooks_, unit, body);
+  }
+  GatherHooks* gather_hooks_ = nullptr;
 };
+
+// Parameter names of each gather unit of `model` among `trainable` (the names the engine partitions);
+// a ConfigError names the model when it has no units or a trainable parameter belongs to none.
+std::vector<std::vector<std::string>> resolve_gather_units(const Model& model, const std::vector<std::string>& trainable);
 
 // HF LabelSmoother: (1 - eps) * NLL + eps * mean over classes of -log p, ignoring labels -100; for causal
 // LMs logits[:, :-1] are scored against labels[:, 1:].

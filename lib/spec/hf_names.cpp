@@ -1,6 +1,9 @@
 // HF TrainingArguments names for the optimizer and schedule sections (see hf_names.h).
 #include "spec/hf_names.h"
 
+#include <algorithm>
+#include <sstream>
+
 namespace hftrain {
 namespace {
 
@@ -155,6 +158,88 @@ class Mover {
   // A TrainingArguments flag that is the option of the same name in another section (bf16 -> precision.bf16).
   void same_name(const HfName& hf, const YAML::Node& v) { place(hf, v, hf.name, v, text_of(v)); }
 
+  // HF fsdp: "full_shard" / "shard_grad_op" / "no_shard" with optional "auto_wrap" and "offload"
+  // (space-separated, or a list): the ZeRO stage that shards the same state.
+  void fsdp(const HfName& hf, const YAML::Node& v) {
+    std::vector<std::string> words;
+    if (v.IsSequence()) {
+      for (const auto& item : v) words.push_back(text_of(item));
+    } else if (v.IsScalar()) {
+      std::istringstream in(v.Scalar());
+      for (std::string w; in >> w;) words.push_back(w);
+    }
+    if (words.empty()) return;  // "" = no FSDP (HF's default)
+    if (YAML::Node stage = lookup(lookup(root_, "zero"), "stage"); stage.IsDefined()) {
+      issues_.add("training.fsdp", v, "'" + text_of(v) + "' and zero.stage (" + issues_.where("zero.stage", stage) +
+                                          ") both choose how the training state is sharded; give only one");
+      return;
+    }
+    static const std::map<std::string, int> kStages = {{"full_shard", 3}, {"shard_grad_op", 2}, {"no_shard", 0}};
+    const std::vector<std::string> known = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "hybrid_shard_zero2",
+                                            "offload", "auto_wrap"};
+    for (const std::string& w : words) {
+      if (auto it = kStages.find(w); it != kStages.end()) {
+        place(hf, v, "stage", YAML::Node(it->second), w);
+      } else if (w == "offload") {
+        place(hf, v, "offload_param", YAML::Node("cpu"), w);
+      } else if (w == "auto_wrap") {
+        // hftrain always gathers per transformer block (the model's gather units): what auto_wrap selects.
+      } else if (w == "hybrid_shard" || w == "hybrid_shard_zero2") {
+        issues_.add("training.fsdp", v, "'" + w + "' (sharding within a node, replication across nodes) has no equivalent "
+                                        "in hftrain; use full_shard or shard_grad_op");
+      } else {
+        issues_.add("training.fsdp", v, "'" + w + "' is not an FSDP option" + did_you_mean(w, known) + " (" +
+                                            "full_shard, shard_grad_op, no_shard, offload, auto_wrap)");
+      }
+    }
+  }
+
+  // HF fsdp_config (a mapping or its JSON text; keys with or without the "fsdp_" prefix, as HF strips it).
+  void fsdp_config(const HfName& hf, const YAML::Node& v) {
+    YAML::Node map = v;
+    if (v.IsScalar()) {
+      try {
+        map = YAML::Load(v.Scalar());
+      } catch (const YAML::Exception& e) {
+        issues_.add("training.fsdp_config", v, "not a mapping (a path to a JSON file is not read; inline it): " + e.msg);
+        return;
+      }
+    }
+    if (!map.IsMap()) {
+      issues_.add("training.fsdp_config", v, "expected a mapping of FSDP settings");
+      return;
+    }
+    // Settings the engine's design already satisfies: the gather unit is the transformer block, prefetching
+    // happens in forward and backward, gathers are bounded by zero.stage3_max_live_parameters, rank 0's
+    // initial weights are broadcast, and parameters keep their names.
+    const std::vector<std::string> satisfied = {"min_num_params", "transformer_layer_cls_to_wrap", "auto_wrap_policy",
+                                                "forward_prefetch", "limit_all_gathers", "sync_module_states",
+                                                "use_orig_params"};
+    for (const auto& kv : map) {
+      std::string key = kv.first.Scalar();
+      if (key.rfind("fsdp_", 0) == 0) key = key.substr(5);
+      const YAML::Node located = v.IsMap() ? kv.second : v;
+      const std::string shown = key + ": " + text_of(kv.second);
+      if (key == "activation_checkpointing") {
+        place(HfName{hf.name, "training", hf.help, hf.move}, located, "gradient_checkpointing", kv.second, shown);
+      } else if (key == "offload_params") {
+        if (kv.second.IsScalar() && kv.second.as<std::string>() != "false")
+          place(HfName{hf.name, "zero", hf.help, hf.move}, located, "offload_param", YAML::Node("cpu"), shown);
+      } else if (key == "backward_prefetch") {
+        if (text_of(kv.second) == "NO_PREFETCH" || text_of(kv.second) == "no_prefetch")
+          place(HfName{hf.name, "zero", hf.help, hf.move}, located, "stage3_prefetch_bucket_size", YAML::Node(0), shown);
+      } else if (key == "cpu_ram_efficient_loading") {
+        if (text_of(kv.second) != "false")
+          issues_.add("training.fsdp_config." + key, located,
+                      "sharded model construction is not available yet (each rank builds the whole model, then "
+                      "partitions it); remove it or set false");
+      } else if (std::find(satisfied.begin(), satisfied.end(), key) == satisfied.end()) {
+        issues_.add("training.fsdp_config." + key, located, "'" + key + "' has no equivalent in hftrain" +
+                                                                 did_you_mean(key, satisfied));
+      }
+    }
+  }
+
   // HF lr_scheduler_kwargs: a mapping, or its JSON text (as the HF command line passes it).
   void lr_scheduler_kwargs(const HfName& hf, const YAML::Node& v) {
     YAML::Node map = v;
@@ -197,6 +282,16 @@ const std::vector<HfName>& hf_names() {
          &Mover::lr_scheduler_kwargs},
         {"bf16", "precision", "HF --bf16: the same setting as precision.bf16.", &Mover::same_name},
         {"fp16", "precision", "HF --fp16: the same setting as precision.fp16.", &Mover::same_name},
+        {"fsdp", "zero",
+         "HF FSDP sharding: full_shard = zero.stage 3, shard_grad_op = 2, no_shard = 0; offload = zero.offload_param cpu; "
+         "auto_wrap is what hftrain does (gather per transformer block). Not together with zero.stage.",
+         &Mover::fsdp},
+        {"fsdp_config", "zero",
+         "HF FSDP settings: activation_checkpointing = training.gradient_checkpointing, offload_params = "
+         "zero.offload_param cpu, backward_prefetch NO_PREFETCH = zero.stage3_prefetch_bucket_size 0; min_num_params, "
+         "transformer_layer_cls_to_wrap, forward_prefetch, limit_all_gathers, sync_module_states, use_orig_params are "
+         "what hftrain does; others are refused.",
+         &Mover::fsdp_config},
     };
   }();
   return names;

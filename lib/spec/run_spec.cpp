@@ -345,9 +345,6 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
                "'best' needs an eval_strategy to find the best metric");
 
   // Capabilities that are declared but not built yet refuse loudly instead of being ignored.
-  if (spec.zero.stage == 3)
-    issues.add("zero.stage", lookup(lookup(root, "zero"), "stage"),
-               "ZeRO stage 3 (parameter partitioning) is not available in this version; use 0, 1 or 2");
   if (spec.zero.offload_optimizer != "none" || spec.zero.offload_param != "none")
     issues.add("zero", lookup(root, "zero"), "offload is not available in this version");
   if (spec.distributed.backend == "nccl")

@@ -147,6 +147,18 @@ void ZeroArgs::declare(Schema<ZeroArgs>& s) {
         "parameters' dtype (bf16/fp16 with mixed precision), fp32 = convert each bucket to fp32 first "
         "(twice the traffic, no 16-bit rounding in the sum).")
       .choices({"auto", "fp32"});
+  s.add("stage3_param_persistence_threshold", &ZeroArgs::stage3_param_persistence_threshold,
+        "Stage 3: parameters with fewer elements stay whole on every rank (biases, norms), saving gathers "
+        "(DeepSpeed's name and default).")
+      .min(0);
+  s.add("stage3_prefetch_bucket_size", &ZeroArgs::stage3_prefetch_bucket_size,
+        "Stage 3: elements of the next modules' parameters gathered ahead while the current module computes; "
+        "0 = no prefetch (DeepSpeed's name and default).")
+      .min(0);
+  s.add("stage3_max_live_parameters", &ZeroArgs::stage3_max_live_parameters,
+        "Stage 3: prefetching stops where it would make more elements whole at once; the module that runs is "
+        "always gathered (DeepSpeed's name and default).")
+      .min(1);
 }
 
 void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {

@@ -109,6 +109,9 @@ struct ZeroArgs {
   std::string offload_optimizer = "none";
   std::string offload_param = "none";
   std::string reduce_dtype = "auto";  // DeepSpeed communication_data_type: auto = the parameters' dtype, or fp32
+  int64_t stage3_param_persistence_threshold = 100000;
+  int64_t stage3_prefetch_bucket_size = 50000000;
+  int64_t stage3_max_live_parameters = 1000000000;
 
   static void declare(Schema<ZeroArgs>& s);
 };

@@ -87,7 +87,16 @@ void Trainer::setup(const TrainingPlan& plan) {
   // The engine for zero.stage and the world size (engine/factory.h).
   EngineConfig engine_config{static_cast<int>(spec_.zero.stage), args.max_grad_norm, spec_.distributed.ddp_bucket_cap_mb,
                              spec_.optimizer.type, mixed_precision_of(spec_)};
+  if (spec_.zero.stage == 3) {  // parameters gathered per module: the model names its gather units
+    std::vector<std::string> trainable;
+    for (const auto& [name, p] : named)
+      if (p.requires_grad()) trainable.push_back(name);
+    engine_config.gather_units = resolve_gather_units(*pipeline_.model, trainable);
+    engine_config.persistence_threshold = spec_.zero.stage3_param_persistence_threshold;
+    engine_config.gather_limits = CoordinatorLimits{spec_.zero.stage3_prefetch_bucket_size, spec_.zero.stage3_max_live_parameters};
+  }
   engine_ = make_engine(engine_config, named, make_param_groups(named, args.weight_decay), build_optimizer, world());
+  pipeline_.model->set_gather_hooks(engine_->gather_hooks());
   if (world().world_size() > 1 || spec_.zero.stage > 0 || engine_config.precision.enabled())
     log_info("engine: " + engine_->describe());
   schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,
@@ -242,6 +251,11 @@ void Trainer::note_skipped_step(const StepResult& step) {
   if (is_main_rank()) log_warning(msg + " (" + std::to_string(loop_.skipped_steps) + " skipped so far)");
 }
 
+void Trainer::gather_full_model() {
+  engine_->gather_full_parameters();
+  pipeline_.model->set_gather_hooks(nullptr);
+}
+
 SavedWeights Trainer::weights_to_save(bool for_checkpoint) {
   SavedWeights w;
   w.replacements = engine_->master_weights();
@@ -298,7 +312,7 @@ void Trainer::load_best_model() {
   const std::string dir = state_.best_model_checkpoint.get<std::string>();
   log_info("loading best model from " + dir + " (" + best_.metric_for_best_model + " = " + state_.best_metric.dump() + ")");
   SafetensorsFile best = load_safetensors(dir + "/model.safetensors");
-  load_model_weights(best, dir + "/model.safetensors", *pipeline_.model);
+  if (!engine_->partitions_parameters()) load_model_weights(best, dir + "/model.safetensors", *pipeline_.model);
   engine_->load_master_weights(best.tensors, dir + "/model.safetensors");
 }
 

@@ -27,6 +27,9 @@ class Trainer {
   // The weights to save as the model (collective on every rank): mixed precision saves the fp32 master
   // weights (converted to precision.save_dtype unless `for_checkpoint`).
   SavedWeights weights_to_save(bool for_checkpoint = false);
+  // ZeRO stage 3: makes the model whole on this rank and detaches it from the engine (after training, so
+  // that it can be evaluated and used alone). Collective; nothing to do at other stages.
+  void gather_full_model();
   // Tracks the train stage's memory (HF TrainerMemoryTracker); train metrics then carry its figures.
   void set_memory_tracker(MemoryTracker* tracker) { memory_ = tracker; }
   // Adds a callback after the built-in ones (HF Trainer.add_callback).

@@ -72,7 +72,8 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   const CheckpointReader ckpt(dir);
 
   const SafetensorsFile model_file = ckpt.safetensors(ckpt::kModelFile);
-  load_model_weights(model_file, ckpt.path(ckpt::kModelFile), *pipeline_.model);
+  if (!engine_->partitions_parameters())  // stage 3: the shards below are the parameters
+    load_model_weights(model_file, ckpt.path(ckpt::kModelFile), *pipeline_.model);
   if (!engine_->sharded())  // mixed precision: the checkpoint's fp32 weights become the master weights
     engine_->load_master_weights(model_file.tensors, ckpt.path(ckpt::kModelFile));
   if (engine_->sharded())  // ZeRO: this rank's shard of global_stepN/ (engine/zero_checkpoint.h)

@@ -24,12 +24,14 @@ std::string bytes_of(const std::string& path) {
 }
 
 // A ZeRO run with checkpoints at steps 6 and 12.
+// Stage 3 partitions the matrices (persistence threshold 20) and keeps the 16-element vectors whole.
 std::string train_with_checkpoints(const std::string& name, int stage, int world) {
   const std::string dir = dist_dir(name);
   write_text(dir + "/spec.yaml", dist_spec(12, "  save_strategy: steps\n  save_steps: 6\n"));
   CliResult r = run_hftrain("train spec.yaml --nproc-per-node " + std::to_string(world) + " --set zero.stage=" +
                                 std::to_string(stage) + " --set training.per_device_train_batch_size=" +
-                                std::to_string(6 / world),
+                                std::to_string(6 / world) +
+                                (stage == 3 ? " --set zero.stage3_param_persistence_threshold=20" : ""),
                             dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -82,8 +84,34 @@ TEST_CASE("ZeRO checkpoints hold one shard per rank and resume exactly at the sa
   fs::remove_all(dir);
 }
 
+TEST_CASE("ZeRO-3 checkpoints resume exactly, and only at stage 3", "[integration][zero][zero3]") {
+  const std::string dir = train_with_checkpoints("zero3_resume", 3, 2);
+  const std::string ckpt = dir + "/out/checkpoint-6";
+  auto shard = hftrain::load_safetensors(ckpt + "/global_step6/zero_pp_rank_1_mp_rank_00_optim_states.safetensors");
+  CHECK(shard.metadata.at("zero_stage") == "3");
+  CliResult r = run_hftrain("train spec.yaml --nproc-per-node 2 --set zero.stage=3 --set training.per_device_train_batch_size=3 "
+                            "--set zero.stage3_param_persistence_threshold=20 --set training.output_dir=resumed "
+                            "--resume out/checkpoint-6",
+                            dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto full = train_logs(dir + "/out/trainer_state.json");
+  const auto resumed = train_logs(dir + "/resumed/trainer_state.json");
+  REQUIRE(full.size() == 12);
+  REQUIRE(resumed.size() == 12);
+  for (std::size_t i = 6; i < 12; ++i) CHECK(resumed[i] == full[i]);
+  CHECK(bytes_of(dir + "/resumed/model.safetensors") == bytes_of(dir + "/out/model.safetensors"));
+
+  r = run_hftrain("train spec.yaml --nproc-per-node 2 --set zero.stage=2 --set training.per_device_train_batch_size=3 "
+                  "--set training.output_dir=stage2 --resume out/checkpoint-6",
+                  dir);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("saved at ZeRO stage 3 but this run uses stage 2"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("zero-to-fp32 rebuilds the engine's fp32 weights bit for bit", "[integration][zero]") {
-  for (auto [stage, world] : {std::pair<int, int>{1, 3}, {2, 2}}) {
+  for (auto [stage, world] : {std::pair<int, int>{1, 3}, {2, 2}, {3, 3}}) {
     INFO("stage " << stage << ", world size " << world);
     const std::string dir = train_with_checkpoints("zero_fp32_" + std::to_string(stage), stage, world);
     CliResult r = run_hftrain("zero-to-fp32 out/checkpoint-12 fp32", dir);

@@ -112,7 +112,7 @@ TEST_CASE("command-line overrides are typed and validated like the file", "[unit
 
 TEST_CASE("capabilities not built yet refuse instead of being ignored", "[unit][spec]") {
   std::string path = write_spec("zero.yaml", kValid);
-  CHECK_THAT(load_error(path, {"zero.stage=3"}), Catch::Contains("zero.stage: ZeRO stage 3 (parameter partitioning) is not available"));
+  CHECK_THAT(load_error(path, {"zero.stage3_max_live_parameters=0"}), Catch::Contains("zero.stage3_max_live_parameters"));
   CHECK_THAT(load_error(path, {"zero.offload_optimizer=cpu"}), Catch::Contains("offload is not available"));
   CHECK_THAT(load_error(path, {"distributed.backend=nccl"}), Catch::Contains("nccl needs CUDA"));
   // Built: data parallelism and ZeRO stages 1-2.
@@ -199,6 +199,33 @@ TEST_CASE("training.optim maps HF optimizer names onto optimizer.type", "[unit][
   std::string err = load_error(path, {"training.optim=adamw_bnb_8bit"});
   CHECK_THAT(err, Catch::Contains("training.optim: 'adamw_bnb_8bit' is not an HF optimizer hftrain runs"));
   CHECK_THAT(err, Catch::Contains("it runs: adamw_torch, adamw_torch_fused, adamw_hf, adamw_apex_fused, adafactor, sgd, lion_32bit"));
+}
+
+TEST_CASE("HF fsdp / fsdp_config map onto the ZeRO stage and its settings", "[unit][spec]") {
+  const auto& c = builtin_components();
+  const std::string path = write_spec("hf_fsdp.yaml", kValid);
+  CHECK(load_run_spec(path, {"training.fsdp=full_shard auto_wrap"}, c.catalog()).zero.stage == 3);
+  CHECK(load_run_spec(path, {"training.fsdp=shard_grad_op"}, c.catalog()).zero.stage == 2);
+  CHECK(load_run_spec(path, {"training.fsdp=no_shard"}, c.catalog()).zero.stage == 0);
+  const RunSpec spec = load_run_spec(
+      path, {"training.fsdp=full_shard", "training.fsdp_config={activation_checkpointing: true, backward_prefetch: NO_PREFETCH, "
+             "transformer_layer_cls_to_wrap: [GPT2Block], fsdp_min_num_params: 0}"},
+      c.catalog());
+  CHECK(spec.zero.stage == 3);
+  CHECK(spec.training.gradient_checkpointing);
+  CHECK(spec.zero.stage3_prefetch_bucket_size == 0);
+
+  CHECK_THAT(load_error(path, {"training.fsdp=full_shard", "zero.stage=2"}),
+             Catch::Contains("training.fsdp: 'full_shard' and zero.stage") && Catch::Contains("give only one"));
+  CHECK_THAT(load_error(path, {"training.fsdp=full_shrad"}),
+             Catch::Contains("'full_shrad' is not an FSDP option (did you mean 'full_shard'?)"));
+  CHECK_THAT(load_error(path, {"training.fsdp=hybrid_shard"}), Catch::Contains("'hybrid_shard'") && Catch::Contains("no equivalent"));
+  CHECK_THAT(load_error(path, {"training.fsdp=full_shard", "training.fsdp_config={xla: true}"}),
+             Catch::Contains("training.fsdp_config.xla: 'xla' has no equivalent in hftrain"));
+  CHECK_THAT(load_error(path, {"training.fsdp=full_shard", "training.fsdp_config={cpu_ram_efficient_loading: true}"}),
+             Catch::Contains("training.fsdp_config.cpu_ram_efficient_loading: sharded model construction is not available"));
+  // offload has no engine yet: mapped, then refused by the offload check, never dropped.
+  CHECK_THAT(load_error(path, {"training.fsdp=full_shard offload"}), Catch::Contains("offload is not available"));
 }
 
 TEST_CASE("training.optim_args and lr_scheduler_kwargs become the sections' validated options", "[unit][spec]") {

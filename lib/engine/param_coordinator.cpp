@@ -1,0 +1,190 @@
+// ZeRO stage 3 parameter coordinator (see param_coordinator.h).
+#include "engine/param_coordinator.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+namespace hftrain {
+namespace {
+
+// A full buffer's memory comes and goes; the tensor (and every view of it) stays.
+void free_storage(const torch::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+void allocate_storage(const torch::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const std::size_t bytes = static_cast<std::size_t>(t.numel()) * t.element_size();
+  c10::Allocator* allocator = s->allocator() ? s->allocator() : c10::GetAllocator(t.device().type());
+  s->set_data_ptr_noswap(allocator->allocate(bytes));
+  s->set_nbytes(bytes);
+}
+
+// Identity on a unit's output whose backward gathers the unit's parameters before the unit's own
+// backward runs (the unit's operations feed this node, so autograd reaches it first).
+class GatherBeforeBackward : public torch::autograd::Function<GatherBeforeBackward> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t coordinator, int64_t unit) {
+    ctx->saved_data["coordinator"] = coordinator;
+    ctx->saved_data["unit"] = unit;
+    return x;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* coordinator = reinterpret_cast<ParamCoordinator*>(ctx->saved_data["coordinator"].toInt());
+    coordinator->before_unit_backward(static_cast<std::size_t>(ctx->saved_data["unit"].toInt()));
+    return {grads[0], torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+ParamCoordinator::ParamCoordinator(Comm& comm, std::vector<torch::Tensor> full, std::vector<torch::Tensor> shard,
+                                   std::vector<bool> persistent, std::vector<std::vector<std::size_t>> units,
+                                   CoordinatorLimits limits)
+    : comm_(comm), units_(std::move(units)), limits_(limits) {
+  groups_.resize(full.size());
+  for (std::size_t g = 0; g < full.size(); ++g) {
+    Group& group = groups_[g];
+    group.full = full[g];
+    group.shard = shard[g];
+    group.persistent = persistent[g];
+    group.state = State::kLive;  // the engine hands over whole buffers
+    live_elements_ += group.full.numel();
+  }
+  live_peak_ = live_elements_;
+  release_all();
+  refresh_persistent();
+}
+
+ParamCoordinator::~ParamCoordinator() {
+  for (auto& group : groups_)
+    if (group.op) group.op->wait();
+}
+
+void ParamCoordinator::start_gather(std::size_t g) {
+  Group& group = groups_[g];
+  if (group.state != State::kReleased) return;
+  allocate_storage(group.full);
+  live_elements_ += group.full.numel();
+  live_peak_ = std::max(live_peak_, live_elements_);
+  group.state = State::kInFlight;
+  group.op = comm_.all_gather_async(group.shard, group.full, "ZeRO-3 parameters of flat group " + std::to_string(g));
+}
+
+void ParamCoordinator::wait_live(std::size_t g) {
+  Group& group = groups_[g];
+  if (group.state == State::kReleased) start_gather(g);
+  if (group.state == State::kInFlight) {
+    group.op->wait();
+    group.op.reset();
+    group.state = State::kLive;
+  }
+}
+
+void ParamCoordinator::release(std::size_t g) {
+  Group& group = groups_[g];
+  if (group.state == State::kReleased || group.persistent || keep_all_) return;
+  if (group.state == State::kInFlight) {  // a collective: every rank completes it before freeing
+    group.op->wait();
+    group.op.reset();
+  }
+  free_storage(group.full);
+  live_elements_ -= group.full.numel();
+  group.state = State::kReleased;
+}
+
+void ParamCoordinator::release_if_unused(std::size_t g) {
+  const Group& group = groups_[g];
+  if (group.uses == 0 && !group.held) release(g);
+}
+
+void ParamCoordinator::prefetch_from(std::size_t unit, int direction) {
+  int64_t budget = limits_.prefetch_elements;
+  for (int64_t u = static_cast<int64_t>(unit) + direction; u >= 0 && u < static_cast<int64_t>(units_.size()); u += direction)
+    for (std::size_t g : units_[static_cast<std::size_t>(u)]) {
+      const Group& group = groups_[g];
+      if (group.state != State::kReleased) continue;
+      const int64_t n = group.full.numel();
+      if (n > budget || live_elements_ + n > limits_.max_live_elements) return;
+      budget -= n;
+      start_gather(g);
+    }
+}
+
+void ParamCoordinator::before_unit(std::size_t unit) {
+  for (std::size_t g : units_[unit]) {
+    wait_live(g);
+    groups_[g].uses += 1;
+  }
+  prefetch_from(unit, in_backward_ ? -1 : 1);
+}
+
+torch::Tensor ParamCoordinator::after_unit(std::size_t unit, torch::Tensor output) {
+  for (std::size_t g : units_[unit]) groups_[g].uses -= 1;
+  const bool graph = torch::GradMode::is_enabled() && output.defined() && output.requires_grad();
+  if (graph && in_backward_) {
+    // A recomputation (activation checkpointing) inside backward: its backward follows at once.
+    for (std::size_t g : units_[unit]) groups_[g].held = true;
+    return output;
+  }
+  for (std::size_t g : units_[unit]) release_if_unused(g);
+  if (!graph) return output;
+  return GatherBeforeBackward::apply(output, reinterpret_cast<int64_t>(this), static_cast<int64_t>(unit));
+}
+
+void ParamCoordinator::before_unit_backward(std::size_t unit) {
+  for (std::size_t g : units_[unit]) {
+    wait_live(g);
+    groups_[g].held = true;
+  }
+  prefetch_from(unit, -1);
+}
+
+void ParamCoordinator::gradients_done(std::size_t group) {
+  groups_[group].held = false;
+  release_if_unused(group);
+}
+
+void ParamCoordinator::begin_backward() { in_backward_ = true; }
+
+void ParamCoordinator::end_backward() {
+  in_backward_ = false;
+  for (auto& group : groups_) group.held = false;
+  release_all();
+}
+
+void ParamCoordinator::refresh_persistent() {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    if (!group.persistent && !keep_all_) continue;
+    if (group.state == State::kReleased) {
+      start_gather(g);
+    } else {  // whole already: gather the updated shards into it
+      wait_live(g);
+      group.op = comm_.all_gather_async(group.shard, group.full, "ZeRO-3 parameters of flat group " + std::to_string(g));
+      group.state = State::kInFlight;
+    }
+  }
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].state == State::kInFlight) wait_live(g);
+}
+
+void ParamCoordinator::gather_all() {
+  keep_all_ = true;
+  for (std::size_t g = 0; g < groups_.size(); ++g) start_gather(g);
+  for (std::size_t g = 0; g < groups_.size(); ++g) wait_live(g);
+}
+
+std::size_t ParamCoordinator::persistent_count() const {
+  return static_cast<std::size_t>(std::count_if(groups_.begin(), groups_.end(), [](const Group& g) { return g.persistent; }));
+}
+
+void ParamCoordinator::release_all() {
+  for (std::size_t g = 0; g < groups_.size(); ++g) release(g);
+}
+
+}  // namespace hftrain

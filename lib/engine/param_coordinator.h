@@ -1,0 +1,85 @@
+// ZeRO stage 3's partitioned-parameter coordinator: decides when each flat parameter group of the
+// engine is whole. A group's full buffer normally holds no memory (its storage is released; the model's
+// parameters stay views of it, so their shapes are intact); the coordinator all-gathers it from the
+// ranks' shards just before a gather unit that uses it runs (Model's GatherHooks), starts the gathers
+// of the next units early (prefetch, up to a budget of elements), and releases it when no running unit
+// needs it: after the unit's forward, or in backward once every parameter of the group has received
+// its gradient (the engine reports that). Backward finds the parameters again through an autograd node
+// placed on each unit's output, which gathers the unit before its own backward runs. Persistent groups
+// (parameters below the persistence threshold) stay whole all the time.
+// The released-storage technique is the one PyTorch FSDP uses: autograd's saved tensors (e.g. a
+// transposed weight) share the parameter's storage, so they see the re-gathered values in backward.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "dist/comm.h"
+#include "models/model.h"
+
+namespace hftrain {
+
+struct CoordinatorLimits {
+  int64_t prefetch_elements = 50000000;    // zero.stage3_prefetch_bucket_size
+  int64_t max_live_elements = 1000000000;  // zero.stage3_max_live_parameters (bounds what prefetch keeps whole)
+};
+
+class ParamCoordinator : public GatherHooks {
+ public:
+  // `full[g]`: group g's whole flat buffer (world * shard numel elements); `shard[g]`: this rank's part,
+  // the all-gather's source; `units[u]`: the groups unit u uses.
+  ParamCoordinator(Comm& comm, std::vector<torch::Tensor> full, std::vector<torch::Tensor> shard,
+                   std::vector<bool> persistent, std::vector<std::vector<std::size_t>> units, CoordinatorLimits limits);
+  ~ParamCoordinator() override;
+
+  void before_unit(std::size_t unit) override;
+  torch::Tensor after_unit(std::size_t unit, torch::Tensor output) override;
+
+  // Backward reached unit `unit` (called by the autograd node on its output).
+  void before_unit_backward(std::size_t unit);
+  // Every parameter of group `group` has its gradient for this backward pass: release it unless in use.
+  void gradients_done(std::size_t group);
+  // A backward pass starts / has finished: at the end every non-persistent group is released.
+  void begin_backward();
+  void end_backward();
+  // Re-gathers the persistent groups (after the optimizer updated the shards).
+  void refresh_persistent();
+  // Makes every group whole and keeps it so (end of training: the model is used without the engine).
+  void gather_all();
+  // Releases every non-persistent group (waits for gathers in flight first).
+  void release_all();
+
+  int64_t live_elements() const { return live_elements_; }
+  int64_t live_peak_elements() const { return live_peak_; }
+  std::size_t unit_count() const { return units_.size(); }
+  bool persistent(std::size_t group) const { return groups_[group].persistent; }
+  std::size_t persistent_count() const;
+
+ private:
+  enum class State { kReleased, kInFlight, kLive };
+  struct Group {
+    torch::Tensor full, shard;
+    bool persistent = false;
+    State state = State::kReleased;
+    int uses = 0;          // running units (forward or recomputation) that need it
+    bool held = false;     // backward needs it until its gradients are done
+    std::unique_ptr<PendingOp> op;
+  };
+
+  void start_gather(std::size_t g);
+  void wait_live(std::size_t g);
+  void release(std::size_t g);
+  void release_if_unused(std::size_t g);
+  void prefetch_from(std::size_t unit, int direction);
+
+  Comm& comm_;
+  std::vector<Group> groups_;
+  std::vector<std::vector<std::size_t>> units_;
+  CoordinatorLimits limits_;
+  bool in_backward_ = false;
+  bool keep_all_ = false;
+  int64_t live_elements_ = 0, live_peak_ = 0;
+};
+
+}  // namespace hftrain
