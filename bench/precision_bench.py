@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""Side-by-side benchmark of hftrain's mixed precision: the same workload in fp32 and in bf16, back to
-back in one run, repeated, the order alternating between repeats.
+"""Side-by-side benchmark of hftrain's engine variants: the same workload in fp32 and in bf16 (mixed
+precision), and at ZeRO stage 2 and 3 (parameter partitioning, with and without prefetch), back to back
+in one run, repeated, the order alternating between repeats. Ratios are against each workload's first
+variant.
 
   bench/precision_bench.py --text data.txt                          # both workloads, 2 repeats
   bench/precision_bench.py --text data.txt --workloads nanogpt --repeats 3
+  bench/precision_bench.py --text data.txt --workloads zero3 --repeats 3
 
 Workloads:
   nanogpt-nobf16isa  the same with DNNL_MAX_CPU_ISA=AVX512_CORE: oneDNN as on an AVX-512 CPU without
@@ -14,6 +17,9 @@ Workloads:
            against bf16 ZeRO-1 on 2 workers (per-device batch 2 each, the same global batch of 4): the
            peak RSS of the largest process, the engine's per-rank bytes, and tokens/s; and bf16 vs fp32
            in one process for speed alone.
+  zero3    the GPT-2-shaped workload on 2 workers (per-device batch 2): ZeRO stage 2 against stage 3 with
+           the default prefetch and with prefetch off (zero.stage3_prefetch_bucket_size 0); the weight
+           matrices are partitioned, the LayerNorm weights stay whole (default persistence threshold).
 For each run: train seconds from train_results.json (model building and evaluation excluded), peak
 RSS = the kernel's ru_maxrss of the process tree (the largest single process: one worker for
 multi-worker runs).
@@ -57,11 +63,18 @@ VARIANTS = {
         "bf16-zero1-2w": ["--set", "precision.bf16=true", "--set", "zero.stage=1", "--nproc-per-node", "2",
                           "--set", "training.per_device_train_batch_size=2"],
     },
+    "zero3": {
+        "stage2": ["--set", "zero.stage=2"],
+        "stage3": ["--set", "zero.stage=3"],
+        "stage3-noprefetch": ["--set", "zero.stage=3", "--set", "zero.stage3_prefetch_bucket_size=0"],
+    },
 }
+COMMON = {"zero3": ["--nproc-per-node", "2", "--set", "training.per_device_train_batch_size=2"]}
 ENV = {"nanogpt-nobf16isa": {"DNNL_MAX_CPU_ISA": "AVX512_CORE"}}
 SPECS = {"nanogpt": (os.path.join(ROOT, "configs", "shakespeare_char.yaml"), 12 * 64),
          "nanogpt-nobf16isa": (os.path.join(ROOT, "configs", "shakespeare_char.yaml"), 12 * 64),
-         "gpt2": (os.path.join(HERE, "specs", "gpt2_shaped.yaml"), 4 * 256)}
+         "gpt2": (os.path.join(HERE, "specs", "gpt2_shaped.yaml"), 4 * 256),
+         "zero3": (os.path.join(HERE, "specs", "gpt2_shaped.yaml"), 4 * 256)}
 
 
 def run_variant(args, workload, variant, workdir):
@@ -70,7 +83,7 @@ def run_variant(args, workload, variant, workdir):
     cmd = [args.hftrain, "train", spec, "--set", "training.output_dir=" + out_dir, "--set", "data.path=" + args.text,
            "--set", "training.disable_tqdm=true", "--set", "training.report_to=none", "--set",
            "training.save_strategy=no", "--set", "training.eval_strategy=no", "--set", "training.do_eval=false"]
-    cmd += VARIANTS[workload][variant]
+    cmd += COMMON.get(workload, []) + VARIANTS[workload][variant]
     if args.steps:
         cmd += ["--set", "training.max_steps=%d" % args.steps]
     code, out, wall, rss = run(cmd, workdir, ENV.get(workload))
@@ -114,8 +127,9 @@ def main():
                           flush=True)
                     if "engine_memory" in r:
                         print("         engine memory: " + json.dumps(r["engine_memory"]), flush=True)
-            base = runs["fp32"]
-            print("\n%s: medians over %d repeats; ratios are medians of per-repeat ratios against fp32" % (w, args.repeats))
+            base = runs[variants[0]]
+            print("\n%s: medians over %d repeats; ratios are medians of per-repeat ratios against %s" % (
+                w, args.repeats, variants[0]))
             for v in variants:
                 rs = runs[v]
                 speed = statistics.median(r["rate"] / b["rate"] for r, b in zip(rs, base))
@@ -124,8 +138,8 @@ def main():
                     v, statistics.median(r["rate"] for r in rs), speed, statistics.median(r["rss_mib"] for r in rs), mem)
                 if "eval_loss" in rs[0]:
                     el = statistics.median(r["eval_loss"] for r in rs)
-                    line += "  eval_loss %.4f (%+.2f %% vs fp32)" % (
-                        el, 100 * (el / statistics.median(b["eval_loss"] for b in base) - 1))
+                    line += "  eval_loss %.4f (%+.2f %% vs %s)" % (
+                        el, 100 * (el / statistics.median(b["eval_loss"] for b in base) - 1), variants[0])
                 print(line, flush=True)
 
 

@@ -200,6 +200,7 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
     coordinator_ = std::make_unique<ParamCoordinator>(comm_, flat_params_, mixed_ ? shard16_ : master_, layout.persistent,
                                                       layout.unit_groups, options_.gather_limits);
   }
+  stats_at_window_start_ = comm_.stats();
 }
 
 DataParallelEngine::~DataParallelEngine() {
@@ -267,10 +268,6 @@ std::string DataParallelEngine::bucket_name(std::size_t k) const {
 }
 
 void DataParallelEngine::backward(const torch::Tensor& loss, bool is_last_micro_step) {
-  if (!window_open_) {
-    stats_at_window_start_ = comm_.stats();
-    window_open_ = true;
-  }
   // Stage 2 reduces every micro-step (its gradients live only in the partition); stages 0-1 only at
   // the accumulation boundary and accumulate locally before it.
   sync_ = stage_ >= 2 || is_last_micro_step;
@@ -401,7 +398,7 @@ StepResult DataParallelEngine::step(double lr) {
   zero_gradients();
   ++steps_;
   last_step_bytes_ = bytes_since(comm_.stats(), stats_at_window_start_);
-  window_open_ = false;
+  stats_at_window_start_ = comm_.stats();
   if (steps_ == 1 && options_.report_memory) report_first_step();
   return r;
 }
@@ -633,8 +630,8 @@ std::string DataParallelEngine::describe() const {
                   "), " + std::to_string(buckets_.size()) + " gradient buckets";
   if (stage_ >= 1) s += ", partition of " + std::to_string(map_.partition_numel()) + " elements per rank";
   if (stage_ == 3)
-    s += ", parameters gathered per module (" + std::to_string(coordinator_->unit_count()) + " gather units, " +
-         std::to_string(coordinator_->persistent_count()) + " groups kept whole)";
+    s += ", parameters gathered per module (" + std::to_string(coordinator_->unit_count()) +
+         " gather units; flat groups kept whole: " + std::to_string(coordinator_->persistent_count()) + ")";
   if (mixed_) {
     s += "; " + precision_name(dtype_) + " parameters and gradients, fp32 master weights" +
          (stage_ >= 1 ? " of the partition" : "") + ", gradients reduced in " + precision_name(reduce_dtype_);

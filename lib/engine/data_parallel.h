@@ -81,7 +81,8 @@ class DataParallelEngine : public Engine {
 
   const PartitionMap& partition() const { return map_; }
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
-  // Bytes this rank sent during the last step (backward passes of the window + step), by operation.
+  // Bytes this rank sent for the last step (since the step before it: the window's forward and backward
+  // passes and the step; anything else run between steps, e.g. an evaluation, too), by operation.
   const std::map<std::string, uint64_t>& last_step_bytes() const { return last_step_bytes_; }
 
  private:
@@ -145,8 +146,7 @@ class DataParallelEngine : public Engine {
   std::deque<std::size_t> in_flight_;
   int64_t transient_bytes_ = 0, transient_peak_ = 0;
   int64_t steps_ = 0;
-  CommStats stats_at_window_start_;
-  bool window_open_ = false;
+  CommStats stats_at_window_start_;  // since the previous step (or construction): forwards count too
   std::map<std::string, uint64_t> last_step_bytes_;
 };
 

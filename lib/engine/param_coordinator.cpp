@@ -55,9 +55,9 @@ ParamCoordinator::ParamCoordinator(Comm& comm, std::vector<torch::Tensor> full, 
     group.state = State::kLive;  // the engine hands over whole buffers
     live_elements_ += group.full.numel();
   }
-  live_peak_ = live_elements_;
   release_all();
   refresh_persistent();
+  live_peak_ = live_elements_;  // from here on: what training gathers (the model was built whole)
 }
 
 ParamCoordinator::~ParamCoordinator() {
