@@ -38,6 +38,16 @@ std::string train_with_checkpoints(const std::string& name, int stage, int world
   return dir;
 }
 
+// Steps 7-12 and the final weights of the run resumed into `resumed` equal the uninterrupted run's (out/).
+void check_resumed_equals_full_run(const std::string& dir, const std::string& resumed) {
+  const auto full = train_logs(dir + "/out/trainer_state.json");
+  const auto got = train_logs(dir + "/" + resumed + "/trainer_state.json");
+  REQUIRE(full.size() == 12);
+  REQUIRE(got.size() == 12);
+  for (std::size_t i = 6; i < 12; ++i) CHECK(got[i] == full[i]);  // loss, grad_norm, lr, epoch: identical
+  CHECK(bytes_of(dir + "/" + resumed + "/model.safetensors") == bytes_of(dir + "/out/model.safetensors"));
+}
+
 }  // namespace
 
 TEST_CASE("ZeRO checkpoints hold one shard per rank and resume exactly at the same world size", "[integration][zero]") {
@@ -66,12 +76,7 @@ TEST_CASE("ZeRO checkpoints hold one shard per rank and resume exactly at the sa
                             dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  const auto full = train_logs(dir + "/out/trainer_state.json");
-  const auto resumed = train_logs(dir + "/resumed/trainer_state.json");
-  REQUIRE(full.size() == 12);
-  REQUIRE(resumed.size() == 12);
-  for (std::size_t i = 6; i < 12; ++i) CHECK(resumed[i] == full[i]);  // loss, grad_norm, lr, epoch: identical
-  CHECK(bytes_of(dir + "/resumed/model.safetensors") == bytes_of(dir + "/out/model.safetensors"));
+  check_resumed_equals_full_run(dir, "resumed");
   CHECK(bytes_of(dir + "/resumed/checkpoint-12/global_step12/zero_pp_rank_1_mp_rank_00_optim_states.safetensors") ==
         bytes_of(dir + "/out/checkpoint-12/global_step12/zero_pp_rank_1_mp_rank_00_optim_states.safetensors"));
 
@@ -95,12 +100,7 @@ TEST_CASE("ZeRO-3 checkpoints resume exactly, and only at stage 3", "[integratio
                             dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  const auto full = train_logs(dir + "/out/trainer_state.json");
-  const auto resumed = train_logs(dir + "/resumed/trainer_state.json");
-  REQUIRE(full.size() == 12);
-  REQUIRE(resumed.size() == 12);
-  for (std::size_t i = 6; i < 12; ++i) CHECK(resumed[i] == full[i]);
-  CHECK(bytes_of(dir + "/resumed/model.safetensors") == bytes_of(dir + "/out/model.safetensors"));
+  check_resumed_equals_full_run(dir, "resumed");
 
   r = run_hftrain("train spec.yaml --nproc-per-node 2 --set zero.stage=2 --set training.per_device_train_batch_size=3 "
                   "--set training.output_dir=stage2 --resume out/checkpoint-6",
