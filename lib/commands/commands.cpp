@@ -202,19 +202,41 @@ std::vector<SpecCheck> train_spec_checks() {
 // Creates output_dir and saves the resolved spec once the trainer is set up (optimizer, schedule,
 // engine and resume checkpoint all accepted), so a problem found there leaves output_dir untouched.
 // Runs before the reporters open their files (on_train_begin).
+// With training.deepspeed it also writes ds_config.resolved.json (every "auto" filled, as the run uses it).
 class OutputDirWriter : public TrainerCallback {
  public:
-  OutputDirWriter(std::string dir, std::string resolved_spec) : dir_(std::move(dir)), resolved_spec_(std::move(resolved_spec)) {}
+  OutputDirWriter(std::string dir, std::string resolved_spec, const Trainer& trainer)
+      : dir_(std::move(dir)), resolved_spec_(std::move(resolved_spec)), trainer_(trainer) {}
   std::string name() const override { return "OutputDirWriter"; }
   void on_init_end(const TrainerState&, TrainerControl&) override {
     ensure_output_dir(dir_);
     write_file_atomic(dir_ + "/" + kSavedSpecName, resolved_spec_);
+    if (!trainer_.resolved_deepspeed_config().empty())
+      write_file_atomic(dir_ + "/ds_config.resolved.json", trainer_.resolved_deepspeed_config());
   }
 
  private:
   std::string dir_;
   std::string resolved_spec_;
+  const Trainer& trainer_;
 };
+
+// --dump-config: the resolved spec and, with training.deepspeed, that config with "auto" filled (the
+// scheduler's step counts stay "auto" until the data is loaded at train start) as comment lines.
+std::string dump_with_deepspeed(const RunSpec& spec, const Components& c, int64_t world_size) {
+  std::string text = dump_run_spec(spec, c.catalog(), /*with_origins=*/true);
+  if (!spec.deepspeed.present()) return text;
+  text += "# training.deepspeed (" + spec.deepspeed.source + ") as HF resolves it; total_num_steps and "
+          "warmup_num_steps are filled at train start:\n";
+  const std::string json = resolve_deepspeed_config(spec, world_size, -1, -1);
+  std::size_t pos = 0;
+  while (pos < json.size()) {
+    const std::size_t end = json.find('\n', pos);
+    text += "#   " + json.substr(pos, end - pos) + "\n";
+    pos = end == std::string::npos ? json.size() : end + 1;
+  }
+  return text;
+}
 
 }  // namespace
 
@@ -225,7 +247,7 @@ int run_train(const TrainRequest& request) {
   if (!request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + request.resume);
   RunSpec spec = load_run_spec(request.spec_path, overrides, c.catalog(), train_spec_checks());
   if (request.dump_config) {
-    std::cout << dump_run_spec(spec, c.catalog(), /*with_origins=*/true);
+    std::cout << dump_with_deepspeed(spec, c, spec.distributed.nproc_per_node * request.nnodes);
     return 0;
   }
   const std::string resolved = dump_run_spec(spec, c.catalog());
@@ -237,6 +259,7 @@ int run_train(const TrainRequest& request) {
                                         request.master_addr, request.master_port},
                            spec);
   configure_logging(spec.training, ProcessIdentity{env.rank, env.local_rank, env.world_size});
+  for (const auto& note : spec.notes) log_info(note);
   const std::string& out = spec.training.output_dir;
   if (!directory_is_empty(out) && !spec.training.overwrite_output_dir && spec.training.resume_from_checkpoint.empty())
     throw ConfigError("training.output_dir: '" + out +
@@ -258,7 +281,7 @@ int run_train(const TrainRequest& request) {
   fit_threads_to_step(spec.distributed, env.local_world_size, pipeline, spec.training.per_device_train_batch_size, 6);
 
   Trainer trainer(spec, c, pipeline);
-  if (main_rank) trainer.add_callback(std::make_unique<OutputDirWriter>(out, resolved));
+  if (main_rank) trainer.add_callback(std::make_unique<OutputDirWriter>(out, resolved, trainer));
   memory.stop("init");
   trainer.set_memory_tracker(&memory);
   nlohmann::json train_metrics;

@@ -39,6 +39,29 @@ void Issues::throw_if_any() const {
   throw ConfigError(text);
 }
 
+std::string yaml_text(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+
+bool same_yaml_value(const YAML::Node& a, const YAML::Node& b) {
+  if (a.IsScalar() && b.IsScalar()) {
+    if (a.Scalar() == b.Scalar()) return true;
+    try {
+      return a.as<double>() == b.as<double>();
+    } catch (const YAML::Exception&) {
+    }
+    try {
+      return a.as<bool>() == b.as<bool>();
+    } catch (const YAML::Exception&) {
+    }
+    return false;
+  }
+  return yaml_text(a) == yaml_text(b);
+}
+
 namespace {
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {

@@ -17,6 +17,10 @@ class Issues {
   // Records a problem at `path` (dotted key) located at `node`'s position in the file.
   void add(const std::string& path, const YAML::Node& node, const std::string& message);
   void add(const std::string& path, const std::string& message);  // no position known
+  // A problem located by the caller (`where`: "file:line:col" of another file).
+  void add_at(const std::string& where, const std::string& path, const std::string& message) {
+    messages_.push_back(where + ": " + (path.empty() ? "" : path + ": ") + message);
+  }
 
   bool empty() const { return messages_.empty(); }
   const std::vector<std::string>& messages() const { return messages_; }
@@ -32,6 +36,9 @@ class Issues {
   std::string where(const std::string& path, const YAML::Node& node) const;
   // file:line:col of `node` (the file alone when the node has no position).
   std::string position(const YAML::Node& node) const;
+
+  // Takes over `other`'s problems (already located in its own file), e.g. those of an included file.
+  void absorb(const Issues& other) { messages_.insert(messages_.end(), other.messages_.begin(), other.messages_.end()); }
 
   // Throws ConfigError listing every issue when there is at least one.
   void throw_if_any() const;
@@ -51,6 +58,11 @@ inline YAML::Node lookup(const YAML::Node& map, const std::string& key) {
   }
   return YAML::Node(YAML::NodeType::Undefined);
 }
+
+// A value as the user wrote it: a scalar's text, anything else in YAML flow style ("[0.9, 0.999]").
+std::string yaml_text(const YAML::Node& n);
+// Two spellings of one value agree: the same text, or the same number / boolean written differently.
+bool same_yaml_value(const YAML::Node& a, const YAML::Node& b);
 
 // Levenshtein distance based suggestion: the closest of `candidates` to `word`, or "" if none is close.
 std::string closest_name(const std::string& word, const std::vector<std::string>& candidates);

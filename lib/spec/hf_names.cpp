@@ -33,59 +33,15 @@ std::vector<std::string> hf_optimizer_names() {
   return out;
 }
 
-std::string text_of(const YAML::Node& n) {
-  if (n.IsScalar()) return n.Scalar();
-  YAML::Emitter e;
-  e << YAML::Flow << n;
-  return e.c_str();
-}
-
-// Two spellings of one value agree: the same text, or the same number / boolean written differently.
-bool same_value(const YAML::Node& a, const YAML::Node& b) {
-  if (a.IsScalar() && b.IsScalar()) {
-    if (a.Scalar() == b.Scalar()) return true;
-    try {
-      return a.as<double>() == b.as<double>();
-    } catch (const YAML::Exception&) {
-    }
-    try {
-      return a.as<bool>() == b.as<bool>();
-    } catch (const YAML::Exception&) {
-    }
-    return false;
-  }
-  return text_of(a) == text_of(b);
-}
-
 class Mover {
  public:
   Mover(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins)
       : root_(root), issues_(issues), origins_(origins) {}
 
-  // Puts `value` at section.key, written as training.<hf_name> (`hf_node` locates it). The same key in
-  // the section with another value is a conflict; with the same value, the section's own spelling stays.
+  // Puts `value` at section.key, written as training.<hf_name> (`hf_node` locates it).
   void place(const HfName& hf, const YAML::Node& hf_node, const std::string& key, const YAML::Node& value,
              const std::string& shown) {
-    YAML::Node section = lookup(root_, hf.section);
-    if (!section.IsDefined() || section.IsNull()) {
-      root_[hf.section] = YAML::Node(YAML::NodeType::Map);
-      section = root_[hf.section];
-    }
-    if (!section.IsMap()) return;  // the section's own parse reports it
-    const std::string hf_path = "training." + hf.name;
-    const std::string path = hf.section + "." + key;
-    if (YAML::Node own = lookup(section, key); own.IsDefined()) {
-      if (!same_value(own, value))
-        issues_.add(hf_path, hf_node,
-                    "'" + shown + "' disagrees with " + path + ": '" + text_of(own) + "' at " + issues_.where(path, own) +
-                        " (the same setting written twice; give only one)");
-      return;
-    }
-    section[key] = value;
-    const std::string where = issues_.where(hf_path, hf_node);
-    const bool from_set = where.rfind("--set", 0) == 0;
-    issues_.mark_origin(path, from_set ? where : where + " (as " + hf_path + ")");
-    origins_[path] = hf_path + ": " + shown + " (" + where + ")";
+    place_setting(root_, issues_, origins_, hf.section, key, value, shown, SettingSource{"training." + hf.name, hf_node, issues_});
   }
 
   void optim(const HfName& hf, const YAML::Node& v) {
@@ -109,7 +65,7 @@ class Mover {
   // HF optim_args: "k1=v1,k2=v2" (spaces removed, as HF does; values typed as YAML, Python's None = null).
   void optim_args(const HfName& hf, const YAML::Node& v) {
     if (v.IsMap()) {
-      for (const auto& kv : v) place(hf, kv.second, kv.first.Scalar(), kv.second, kv.first.Scalar() + "=" + text_of(kv.second));
+      for (const auto& kv : v) place(hf, kv.second, kv.first.Scalar(), kv.second, kv.first.Scalar() + "=" + yaml_text(kv.second));
       return;
     }
     if (!v.IsScalar()) {
@@ -156,21 +112,21 @@ class Mover {
   }
 
   // A TrainingArguments flag that is the option of the same name in another section (bf16 -> precision.bf16).
-  void same_name(const HfName& hf, const YAML::Node& v) { place(hf, v, hf.name, v, text_of(v)); }
+  void same_name(const HfName& hf, const YAML::Node& v) { place(hf, v, hf.name, v, yaml_text(v)); }
 
   // HF fsdp: "full_shard" / "shard_grad_op" / "no_shard" with optional "auto_wrap" and "offload"
   // (space-separated, or a list): the ZeRO stage that shards the same state.
   void fsdp(const HfName& hf, const YAML::Node& v) {
     std::vector<std::string> words;
     if (v.IsSequence()) {
-      for (const auto& item : v) words.push_back(text_of(item));
+      for (const auto& item : v) words.push_back(yaml_text(item));
     } else if (v.IsScalar()) {
       std::istringstream in(v.Scalar());
       for (std::string w; in >> w;) words.push_back(w);
     }
     if (words.empty()) return;  // "" = no FSDP (HF's default)
     if (YAML::Node stage = lookup(lookup(root_, "zero"), "stage"); stage.IsDefined()) {
-      issues_.add("training.fsdp", v, "'" + text_of(v) + "' and zero.stage (" + issues_.where("zero.stage", stage) +
+      issues_.add("training.fsdp", v, "'" + yaml_text(v) + "' and zero.stage (" + issues_.where("zero.stage", stage) +
                                           ") both choose how the training state is sharded; give only one");
       return;
     }
@@ -219,17 +175,17 @@ class Mover {
       std::string key = kv.first.Scalar();
       if (key.rfind("fsdp_", 0) == 0) key = key.substr(5);
       const YAML::Node located = v.IsMap() ? kv.second : v;
-      const std::string shown = key + ": " + text_of(kv.second);
+      const std::string shown = key + ": " + yaml_text(kv.second);
       if (key == "activation_checkpointing") {
         place(HfName{hf.name, "training", hf.help, hf.move}, located, "gradient_checkpointing", kv.second, shown);
       } else if (key == "offload_params") {
         if (kv.second.IsScalar() && kv.second.as<std::string>() != "false")
           place(HfName{hf.name, "zero", hf.help, hf.move}, located, "offload_param", YAML::Node("cpu"), shown);
       } else if (key == "backward_prefetch") {
-        if (text_of(kv.second) == "NO_PREFETCH" || text_of(kv.second) == "no_prefetch")
+        if (yaml_text(kv.second) == "NO_PREFETCH" || yaml_text(kv.second) == "no_prefetch")
           place(HfName{hf.name, "zero", hf.help, hf.move}, located, "stage3_prefetch_bucket_size", YAML::Node(0), shown);
       } else if (key == "cpu_ram_efficient_loading") {
-        if (text_of(kv.second) != "false")
+        if (yaml_text(kv.second) != "false")
           issues_.add("training.fsdp_config." + key, located,
                       "sharded model construction is not available yet (each rank builds the whole model, then "
                       "partitions it); remove it or set false");
@@ -258,7 +214,7 @@ class Mover {
     }
     for (const auto& kv : map) {
       const YAML::Node located = v.IsMap() ? kv.second : v;
-      place(hf, located, kv.first.Scalar(), kv.second, kv.first.Scalar() + ": " + text_of(kv.second));
+      place(hf, located, kv.first.Scalar(), kv.second, kv.first.Scalar() + ": " + yaml_text(kv.second));
     }
   }
 
@@ -298,6 +254,29 @@ const std::vector<HfName>& hf_names() {
 }
 
 }  // namespace
+
+void place_setting(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins, const std::string& section,
+                   const std::string& key, const YAML::Node& value, const std::string& shown, const SettingSource& source) {
+  YAML::Node node = lookup(root, section);
+  if (!node.IsDefined() || node.IsNull()) {
+    root[section] = YAML::Node(YAML::NodeType::Map);
+    node = root[section];
+  }
+  if (!node.IsMap()) return;  // the section's own parse reports it
+  const std::string path = section + "." + key;
+  if (YAML::Node own = lookup(node, key); own.IsDefined()) {
+    if (!same_yaml_value(own, value))
+      source.file_issues.add(source.written, source.node,
+                             "'" + shown + "' disagrees with " + path + ": '" + yaml_text(own) + "' at " +
+                                 issues.where(path, own) + " (the same setting written twice; give only one)");
+    return;
+  }
+  node[key] = value;
+  const std::string where = source.file_issues.where(source.written, source.node);
+  const bool from_set = where.rfind("--set", 0) == 0;
+  issues.mark_origin(path, from_set ? where : where + " (as " + source.written + ")");
+  origins[path] = source.written + ": " + shown + " (" + where + ")";
+}
 
 void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins) {
   YAML::Node training = lookup(root, "training");

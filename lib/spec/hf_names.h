@@ -22,6 +22,21 @@ namespace hftrain {
 // value, its dotted path in the section -> "training.<hf name>: <value> (file:line:col)".
 void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins);
 
+// A setting written under another name than its section's key: `written` is that name ("training.optim",
+// "training.deepspeed zero_optimization.stage"), `node` its value, located in `file_issues`' file.
+struct SettingSource {
+  std::string written;
+  YAML::Node node;
+  Issues& file_issues;
+};
+
+// Puts `value` at root's section.key, remembering where it was written (problems found later at that key
+// are located there; `origins` gets "<written>: <shown> (file:line:col)"). The same key already written
+// in the section with another value is a conflict, reported at the source; with the same value the
+// section's own spelling stays.
+void place_setting(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins, const std::string& section,
+                   const std::string& key, const YAML::Node& value, const std::string& shown, const SettingSource& source);
+
 // The accepted HF names with their help text (for `hftrain components`).
 std::vector<OptionInfo> hf_training_names();
 

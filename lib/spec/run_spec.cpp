@@ -261,6 +261,24 @@ void check_precision(const RunSpec& spec, const YAML::Node& root, Issues& issues
                "gradients are already fp32 without precision.bf16 / fp16; remove it or enable mixed precision");
 }
 
+// Offload as DeepSpeed accepts it: the optimizer state from stage 1, the parameters at stage 3. This build
+// runs on the CPU, where both already live: accepted, and said so once at the start.
+void check_offload(RunSpec& spec, const YAML::Node& root, Issues& issues) {
+  const ZeroArgs& z = spec.zero;
+  const YAML::Node zero = lookup(root, "zero");
+  if (z.offload_optimizer != "none" && z.stage == 0)
+    issues.add("zero.offload_optimizer", lookup(zero, "offload_optimizer"),
+               "offloading the optimizer state needs zero.stage 1, 2 or 3 (as in DeepSpeed)");
+  if (z.offload_param != "none" && z.stage != 3)
+    issues.add("zero.offload_param", lookup(zero, "offload_param"), "offloading parameters needs zero.stage 3 (as in DeepSpeed)");
+  if (z.offload_optimizer == "cpu")
+    spec.notes.push_back("zero.offload_optimizer cpu: this build runs on the CPU, where the optimizer state and fp32 "
+                         "master weights already live; nothing is moved");
+  if (z.offload_param == "cpu")
+    spec.notes.push_back("zero.offload_param cpu: this build runs on the CPU, where the parameter shards already live; "
+                         "nothing is moved");
+}
+
 }  // namespace
 
 RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
@@ -273,6 +291,7 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
   for (const auto& o : overrides) apply_override(root, o, issues);
   RunSpec spec;
   move_hf_training_names(root, issues, spec.origins);
+  apply_deepspeed_config(root, issues, spec.origins, spec.notes, spec.deepspeed);
   record_origins(root, issues, spec.origins);
 
   for (const auto& kv : root) {
@@ -344,9 +363,8 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
     issues.add("training.save_strategy", lookup(lookup(root, "training"), "save_strategy"),
                "'best' needs an eval_strategy to find the best metric");
 
-  // Capabilities that are declared but not built yet refuse loudly instead of being ignored.
-  if (spec.zero.offload_optimizer != "none" || spec.zero.offload_param != "none")
-    issues.add("zero", lookup(root, "zero"), "offload is not available in this version");
+  finish_deepspeed_config(spec, catalog, issues);
+  check_offload(spec, root, issues);
   if (spec.distributed.backend == "nccl")
     issues.add("distributed.backend", lookup(lookup(root, "distributed"), "backend"),
                "nccl needs CUDA, and this build runs on the CPU; use gloo (or auto)");

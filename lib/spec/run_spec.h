@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "registry/registry.h"
+#include "spec/deepspeed_config.h"
 #include "spec/sections.h"
 
 namespace hftrain {
@@ -52,6 +53,9 @@ struct RunSpec {
   ZeroArgs zero;
   PrecisionArgs precision;
   GenerationArgs generation;
+  DeepSpeedConfig deepspeed;  // training.deepspeed, once its settings are in the sections above
+  // One line each for settings accepted with no effect in this build (logged at the start of training).
+  std::vector<std::string> notes;
   // Where each value written anywhere came from, by dotted path ("model.n_layer"): "file:line:col",
   // "--set ...", an HF name in training ("training.optim: adamw_torch (file:line:col)") or a model
   // directory's config.json. Paths absent here hold defaults.

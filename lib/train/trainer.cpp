@@ -65,6 +65,8 @@ Trainer::Trainer(const RunSpec& spec, const Components& components, Pipeline& pi
 
 void Trainer::setup(const TrainingPlan& plan) {
   const TrainingArgs& args = spec_.training;
+  if (spec_.deepspeed.present())  // HF's trainer_config_finalize: the step counts are known now
+    deepspeed_resolved_ = resolve_deepspeed_config(spec_, world().world_size(), plan.max_steps, plan.warmup_steps);
   FlowControl flow(args, plan.max_steps);
   state_.max_steps = plan.max_steps;
   state_.num_train_epochs = plan.num_epochs;

@@ -32,6 +32,9 @@ class Trainer {
   void gather_full_model();
   // Tracks the train stage's memory (HF TrainerMemoryTracker); train metrics then carry its figures.
   void set_memory_tracker(MemoryTracker* tracker) { memory_ = tracker; }
+  // training.deepspeed with every "auto" filled by the value this run uses (JSON text; "" without one).
+  // Known once training has started (on_init_end onwards).
+  const std::string& resolved_deepspeed_config() const { return deepspeed_resolved_; }
   // Adds a callback after the built-in ones (HF Trainer.add_callback).
   void add_callback(std::unique_ptr<TrainerCallback> callback) { extra_callbacks_.push_back(std::move(callback)); }
 
@@ -72,6 +75,7 @@ class Trainer {
   int64_t last_logged_step_ = 0;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Schedule> schedule_;
+  std::string deepspeed_resolved_;
   // Position in the data and loss accounting between logs: saved in checkpoints so a resumed run
   // logs exactly what an uninterrupted one does.
   struct LoopState {

@@ -113,7 +113,14 @@ TEST_CASE("command-line overrides are typed and validated like the file", "[unit
 TEST_CASE("capabilities not built yet refuse instead of being ignored", "[unit][spec]") {
   std::string path = write_spec("zero.yaml", kValid);
   CHECK_THAT(load_error(path, {"zero.stage3_max_live_parameters=0"}), Catch::Contains("zero.stage3_max_live_parameters"));
-  CHECK_THAT(load_error(path, {"zero.offload_optimizer=cpu"}), Catch::Contains("offload is not available"));
+  // Offload to cpu: DeepSpeed's stage rules, then accepted with a note (this build already runs on the CPU).
+  CHECK_THAT(load_error(path, {"zero.offload_optimizer=cpu"}), Catch::Contains("needs zero.stage 1, 2 or 3"));
+  CHECK_THAT(load_error(path, {"zero.stage=2", "zero.offload_param=cpu"}), Catch::Contains("needs zero.stage 3"));
+  RunSpec offloaded = load_run_spec(path, {"zero.stage=3", "zero.offload_optimizer=cpu", "zero.offload_param=cpu"},
+                                    builtin_components().catalog());
+  REQUIRE(offloaded.notes.size() == 2);
+  CHECK_THAT(offloaded.notes[0], Catch::Contains("zero.offload_optimizer cpu") && Catch::Contains("nothing is moved"));
+  CHECK_THAT(load_error(path, {"zero.stage=3", "zero.offload_param=nvme"}), Catch::Contains("zero.offload_param"));
   CHECK_THAT(load_error(path, {"distributed.backend=nccl"}), Catch::Contains("nccl needs CUDA"));
   // Built: data parallelism and ZeRO stages 1-2.
   RunSpec spec = load_run_spec(path, {"zero.stage=2", "distributed.nproc_per_node=2"}, builtin_components().catalog());
@@ -224,8 +231,11 @@ TEST_CASE("HF fsdp / fsdp_config map onto the ZeRO stage and its settings", "[un
              Catch::Contains("training.fsdp_config.xla: 'xla' has no equivalent in hftrain"));
   CHECK_THAT(load_error(path, {"training.fsdp=full_shard", "training.fsdp_config={cpu_ram_efficient_loading: true}"}),
              Catch::Contains("training.fsdp_config.cpu_ram_efficient_loading: sharded model construction is not available"));
-  // offload has no engine yet: mapped, then refused by the offload check, never dropped.
-  CHECK_THAT(load_error(path, {"training.fsdp=full_shard offload"}), Catch::Contains("offload is not available"));
+  // offload is mapped (never dropped): accepted at stage 3 with a note.
+  RunSpec offload = load_run_spec(path, {"training.fsdp=full_shard offload"}, builtin_components().catalog());
+  CHECK(offload.zero.offload_param == "cpu");
+  REQUIRE(offload.notes.size() == 1);
+  CHECK_THAT(offload.notes[0], Catch::Contains("zero.offload_param cpu"));
 }
 
 TEST_CASE("training.optim_args and lr_scheduler_kwargs become the sections' validated options", "[unit][spec]") {
