@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "commands/commands.h"
+#include "commands/estimate.h"
 #include "commands/zero_to_fp32.h"
 #include "commands/report.h"
 #include "log/logger.h"
@@ -76,6 +77,20 @@ int main(int argc, char** argv) {
   z_cmd->add_option("--max-shard-size", z.max_shard_size,
                     "Split model.safetensors into model-0000x-of-0000y.safetensors above this size (5GB, 500MB, 2GiB)");
 
+  hftrain::EstimateRequest estimate;
+  auto* estimate_cmd =
+      app.add_subcommand("estimate", "Per-rank memory of a run for every ZeRO stage, precision and offload, before launch")
+          ->footer("Example:\n  hftrain estimate configs/quickstart.yaml --nproc-per-node 8 --memory-per-rank 24GiB");
+  estimate_cmd->add_option("spec", estimate.spec_path, "Run spec (YAML or JSON)")->required();
+  estimate_cmd->add_option("--set", estimate.overrides, "Override a spec value: dotted.key=value (repeatable)");
+  estimate_cmd->add_option("--nproc-per-node", estimate.nproc_per_node, "Workers per node; default distributed.nproc_per_node")
+      ->check(CLI::PositiveNumber);
+  estimate_cmd->add_option("--nnodes", estimate.nnodes, "Nodes in the job")->check(CLI::PositiveNumber);
+  estimate_cmd->add_option("--memory-per-rank", estimate.memory_per_rank,
+                           "Memory one worker may use (24GiB, 16GB, ...); default this machine's available memory / "
+                           "local workers");
+  estimate_cmd->add_flag("--json", estimate.json, "Print the estimate as JSON");
+
   auto* components_cmd = app.add_subcommand("components", "List every registered component and its options")
                              ->footer("Example:\n  hftrain components");
 
@@ -104,6 +119,7 @@ int main(int argc, char** argv) {
     if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides, predict_model);
     if (*z_cmd) return hftrain::run_zero_to_fp32(z);
     if (*components_cmd) return hftrain::run_components();
+    if (*estimate_cmd) return hftrain::run_estimate(estimate);
     if (*report_cmd) return hftrain::run_report(report);
   } catch (const hftrain::StoppedBySignal& e) {
     std::cerr << e.what() << std::endl;

@@ -262,7 +262,7 @@ std::string mib(double bytes) {
 
 }  // namespace
 
-uint64_t parse_size(const std::string& text) {
+uint64_t parse_size(const std::string& text, const std::string& option) {
   std::string s;
   for (char c : text)
     if (!std::isspace(static_cast<unsigned char>(c))) s += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -285,7 +285,7 @@ uint64_t parse_size(const std::string& text) {
     used = 0;
   }
   if (used == 0 || used != number.size() || !(v > 0))
-    throw ConfigError("--max-shard-size '" + text + "': expected a positive size such as 5GB, 500MB, 2GiB or a byte count");
+    throw ConfigError(option + " '" + text + "': expected a positive size such as 5GB, 500MB, 2GiB or a byte count");
   return static_cast<uint64_t>(v * mult);
 }
 

@@ -21,6 +21,6 @@ struct ZeroToFp32Request {
 int run_zero_to_fp32(const ZeroToFp32Request& request);
 
 // "5GB" -> 5e9, "500MiB" -> 500 * 2^20, "1234" -> 1234 bytes (HF convert_file_size_to_int units).
-uint64_t parse_size(const std::string& text);
+uint64_t parse_size(const std::string& text, const std::string& option = "--max-shard-size");
 
 }  // namespace hftrain

@@ -215,11 +215,36 @@ void init_bert(torch::nn::Module& model, BertEncoder& encoder, const BertConfig&
   encoder.word_->weight[o.pad_token_id].zero_();
 }
 
-}  // namespace
+// The encoder's parameters (bert.*), with or without the pooler.
+std::vector<ParameterShape> encoder_shapes(const BertConfig& o, bool pooler) {
+  const int64_t h = o.hidden_size;
+  std::vector<ParameterShape> s = {{"bert.embeddings.word_embeddings.weight", {o.vocab_size, h}},
+                                   {"bert.embeddings.position_embeddings.weight", {o.max_position_embeddings, h}},
+                                   {"bert.embeddings.token_type_embeddings.weight", {o.type_vocab_size, h}}};
+  auto linear = [&](const std::string& name, int64_t in, int64_t out) {
+    s.push_back({name + ".weight", {out, in}});
+    s.push_back({name + ".bias", {out}});
+  };
+  auto norm = [&](const std::string& name) {
+    s.push_back({name + ".weight", {h}});
+    s.push_back({name + ".bias", {h}});
+  };
+  norm("bert.embeddings.LayerNorm");
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+    const std::string l = "bert.encoder.layer." + std::to_string(i) + ".";
+    for (const char* m : {"query", "key", "value"}) linear(l + "attention.self." + m, h, h);
+    linear(l + "attention.output.dense", h, h);
+    norm(l + "attention.output.LayerNorm");
+    linear(l + "intermediate.dense", h, o.intermediate_size);
+    linear(l + "output.dense", o.intermediate_size, h);
+    norm(l + "output.LayerNorm");
+  }
+  if (pooler) linear("bert.pooler.dense", h, h);
+  return s;
+}
 
-BertForSequenceClassification::BertForSequenceClassification(const Options& options, const ModelContext& context)
-    : options_(options) {
-  auto& o = options_;
+// The sequence classifier's options with the data's sizes filled in, checked.
+BertConfig classifier_config(BertConfig o, const ModelContext& context) {
   validate(o, context);
   if (o.num_labels == 0) o.num_labels = context.num_labels;
   if (o.num_labels <= 0) throw ConfigError("model.num_labels: the data gives no number of labels; set it");
@@ -227,6 +252,34 @@ BertForSequenceClassification::BertForSequenceClassification(const Options& opti
   if (o.problem_type != "regression" && o.problem_type != "single_label_classification")
     throw ConfigError("model.problem_type: '" + o.problem_type +
                       "' is not supported (regression, single_label_classification)");
+  return o;
+}
+
+}  // namespace
+
+std::vector<ParameterShape> BertForSequenceClassification::parameter_shapes(const Options& options, const ModelContext& context) {
+  const BertConfig o = classifier_config(options, context);
+  auto s = encoder_shapes(o, /*pooler=*/true);
+  s.push_back({"classifier.weight", {o.num_labels, o.hidden_size}});
+  s.push_back({"classifier.bias", {o.num_labels}});
+  return s;
+}
+
+std::vector<ParameterShape> BertForMaskedLM::parameter_shapes(const Options& options, const ModelContext& context) {
+  BertConfig o = options;
+  validate(o, context);
+  auto s = encoder_shapes(o, /*pooler=*/false);
+  s.push_back({"cls.predictions.transform.dense.weight", {o.hidden_size, o.hidden_size}});
+  s.push_back({"cls.predictions.transform.dense.bias", {o.hidden_size}});
+  s.push_back({"cls.predictions.transform.LayerNorm.weight", {o.hidden_size}});
+  s.push_back({"cls.predictions.transform.LayerNorm.bias", {o.hidden_size}});
+  s.push_back({"cls.predictions.bias", {o.vocab_size}});
+  return s;
+}
+
+BertForSequenceClassification::BertForSequenceClassification(const Options& options, const ModelContext& context)
+    : options_(classifier_config(options, context)) {
+  auto& o = options_;
   if (static_cast<int64_t>(context.label_names.size()) == o.num_labels) label_names_ = context.label_names;
   bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/true));
   classifier_ = register_module("classifier", torch::nn::Linear(o.hidden_size, o.num_labels));

@@ -83,17 +83,51 @@ struct Gpt::Block : torch::nn::Module {
   torch::nn::Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
 };
 
-Gpt::Gpt(const Options& options, const ModelContext& context) : options_(options) {
-  if (options_.vocab_size == 0) options_.vocab_size = context.vocab_size;
-  if (options_.block_size == 0) options_.block_size = context.max_length;
-  if (options_.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
-  if (options_.block_size <= 0) throw ConfigError("model.block_size: the data gives no sequence length; set it");
-  if (options_.n_embd % options_.n_head != 0)
-    throw ConfigError("model: n_embd (" + std::to_string(options_.n_embd) + ") must be divisible by n_head (" +
-                      std::to_string(options_.n_head) + ")");
-  if (context.max_length > options_.block_size)
-    throw ConfigError("model.block_size (" + std::to_string(options_.block_size) +
-                      ") is shorter than the data's sequences (" + std::to_string(context.max_length) + ")");
+namespace {
+
+// The options with the data's sizes filled in, checked.
+Gpt::Options resolved(Gpt::Options o, const ModelContext& context) {
+  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
+  if (o.block_size == 0) o.block_size = context.max_length;
+  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
+  if (o.block_size <= 0) throw ConfigError("model.block_size: the data gives no sequence length; set it");
+  if (o.n_embd % o.n_head != 0)
+    throw ConfigError("model: n_embd (" + std::to_string(o.n_embd) + ") must be divisible by n_head (" +
+                      std::to_string(o.n_head) + ")");
+  if (context.max_length > o.block_size)
+    throw ConfigError("model.block_size (" + std::to_string(o.block_size) + ") is shorter than the data's sequences (" +
+                      std::to_string(context.max_length) + ")");
+  return o;
+}
+
+}  // namespace
+
+std::vector<ParameterShape> Gpt::parameter_shapes(const Options& options, const ModelContext& context) {
+  const Options o = resolved(options, context);
+  const int64_t e = o.n_embd;
+  std::vector<ParameterShape> s = {{"transformer.wte.weight", {o.vocab_size, e}}, {"transformer.wpe.weight", {o.block_size, e}}};
+  auto linear = [&](const std::string& name, int64_t in, int64_t out) {
+    s.push_back({name + ".weight", {out, in}});
+    if (o.bias) s.push_back({name + ".bias", {out}});
+  };
+  auto norm = [&](const std::string& name) {
+    s.push_back({name + ".weight", {e}});
+    s.push_back({name + ".bias", {e}});
+  };
+  for (int64_t i = 0; i < o.n_layer; ++i) {
+    const std::string h = "transformer.h." + std::to_string(i) + ".";
+    norm(h + "ln_1");
+    linear(h + "attn.c_attn", e, 3 * e);
+    linear(h + "attn.c_proj", e, e);
+    norm(h + "ln_2");
+    linear(h + "mlp.c_fc", e, 4 * e);
+    linear(h + "mlp.c_proj", 4 * e, e);
+  }
+  norm("transformer.ln_f");
+  return s;
+}
+
+Gpt::Gpt(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
 
   transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
   wte_ = transformer_->register_module("wte", torch::nn::Embedding(options_.vocab_size, options_.n_embd));

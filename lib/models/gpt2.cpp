@@ -63,8 +63,10 @@ struct Gpt2::Block : torch::nn::Module {
   std::shared_ptr<Conv1D> c_attn, attn_proj, c_fc, mlp_proj;
 };
 
-Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(options) {
-  auto& o = options_;
+namespace {
+
+// The options with the data's sizes filled in, checked.
+Gpt2::Options resolved(Gpt2::Options o, const ModelContext& context) {
   if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
   if (o.n_positions == 0) o.n_positions = o.n_ctx;
   if (o.n_positions == 0) o.n_positions = context.max_length;
@@ -77,6 +79,39 @@ Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(optio
     throw ConfigError("model.n_positions (" + std::to_string(o.n_positions) + ") is shorter than the data's sequences (" +
                       std::to_string(context.max_length) + ")");
   check_activation(o.activation_function, "model.activation_function");
+  return o;
+}
+
+}  // namespace
+
+std::vector<ParameterShape> Gpt2::parameter_shapes(const Options& options, const ModelContext& context) {
+  const Options o = resolved(options, context);
+  const int64_t e = o.n_embd, inner = o.n_inner.value_or(4 * o.n_embd);
+  std::vector<ParameterShape> s = {{"transformer.wte.weight", {o.vocab_size, e}}, {"transformer.wpe.weight", {o.n_positions, e}}};
+  auto conv1d = [&](const std::string& name, int64_t in, int64_t out) {  // HF Conv1D: weight [in, out]
+    s.push_back({name + ".weight", {in, out}});
+    s.push_back({name + ".bias", {out}});
+  };
+  auto norm = [&](const std::string& name) {
+    s.push_back({name + ".weight", {e}});
+    s.push_back({name + ".bias", {e}});
+  };
+  for (int64_t i = 0; i < o.n_layer; ++i) {
+    const std::string h = "transformer.h." + std::to_string(i) + ".";
+    norm(h + "ln_1");
+    conv1d(h + "attn.c_attn", e, 3 * e);
+    conv1d(h + "attn.c_proj", e, e);
+    norm(h + "ln_2");
+    conv1d(h + "mlp.c_fc", e, inner);
+    conv1d(h + "mlp.c_proj", inner, e);
+  }
+  norm("transformer.ln_f");
+  if (!o.tie_word_embeddings) s.push_back({"lm_head.weight", {o.vocab_size, e}});
+  return s;
+}
+
+Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
+  auto& o = options_;
   const int64_t inner = o.n_inner.value_or(4 * o.n_embd);
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 

@@ -92,24 +92,61 @@ struct Llama::Layer : torch::nn::Module {
       up_proj{nullptr}, down_proj{nullptr};
 };
 
-Llama::Llama(const Options& options, const ModelContext& context) : options_(options) {
-  auto& o = options_;
+namespace {
+
+// The options with the data's sizes filled in (and num_key_value_heads / head_dim resolved), checked.
+Llama::Options resolved(Llama::Options o, const ModelContext& context) {
   if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
   if (o.max_position_embeddings == 0) o.max_position_embeddings = context.max_length;
   if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
   if (o.max_position_embeddings <= 0)
     throw ConfigError("model.max_position_embeddings: the data gives no sequence length; set it");
-  kv_heads_ = o.num_key_value_heads.value_or(o.num_attention_heads);
-  if (kv_heads_ <= 0 || o.num_attention_heads % kv_heads_ != 0)
-    throw ConfigError("model.num_key_value_heads (" + std::to_string(kv_heads_) + ") must divide num_attention_heads (" +
+  const int64_t kv_heads = o.num_key_value_heads.value_or(o.num_attention_heads);
+  if (kv_heads <= 0 || o.num_attention_heads % kv_heads != 0)
+    throw ConfigError("model.num_key_value_heads (" + std::to_string(kv_heads) + ") must divide num_attention_heads (" +
                       std::to_string(o.num_attention_heads) + ")");
   if (!o.head_dim && o.hidden_size % o.num_attention_heads != 0)
     throw ConfigError("model: hidden_size (" + std::to_string(o.hidden_size) + ") must be divisible by num_attention_heads (" +
                       std::to_string(o.num_attention_heads) + ")");
-  head_dim_ = o.head_dim.value_or(o.hidden_size / o.num_attention_heads);
-  if (head_dim_ <= 0 || head_dim_ % 2 != 0)
-    throw ConfigError("model.head_dim (" + std::to_string(head_dim_) + ") must be a positive even number (rotary halves)");
+  const int64_t head_dim = o.head_dim.value_or(o.hidden_size / o.num_attention_heads);
+  if (head_dim <= 0 || head_dim % 2 != 0)
+    throw ConfigError("model.head_dim (" + std::to_string(head_dim) + ") must be a positive even number (rotary halves)");
   check_activation(o.hidden_act, "model.hidden_act");
+  return o;
+}
+
+}  // namespace
+
+std::vector<ParameterShape> Llama::parameter_shapes(const Options& options, const ModelContext& context) {
+  const Options o = resolved(options, context);
+  const int64_t h = o.hidden_size, kv = o.num_key_value_heads.value_or(o.num_attention_heads);
+  const int64_t head_dim = o.head_dim.value_or(o.hidden_size / o.num_attention_heads);
+  std::vector<ParameterShape> s = {{"model.embed_tokens.weight", {o.vocab_size, h}}};
+  auto linear = [&](const std::string& name, int64_t in, int64_t out, bool bias) {
+    s.push_back({name + ".weight", {out, in}});
+    if (bias) s.push_back({name + ".bias", {out}});
+  };
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    s.push_back({l + "input_layernorm.weight", {h}});
+    linear(l + "self_attn.q_proj", h, o.num_attention_heads * head_dim, o.attention_bias);
+    linear(l + "self_attn.k_proj", h, kv * head_dim, o.attention_bias);
+    linear(l + "self_attn.v_proj", h, kv * head_dim, o.attention_bias);
+    linear(l + "self_attn.o_proj", o.num_attention_heads * head_dim, h, o.attention_bias);
+    s.push_back({l + "post_attention_layernorm.weight", {h}});
+    linear(l + "mlp.gate_proj", h, o.intermediate_size, o.mlp_bias);
+    linear(l + "mlp.up_proj", h, o.intermediate_size, o.mlp_bias);
+    linear(l + "mlp.down_proj", o.intermediate_size, h, o.mlp_bias);
+  }
+  s.push_back({"model.norm.weight", {h}});
+  if (!o.tie_word_embeddings) s.push_back({"lm_head.weight", {o.vocab_size, h}});
+  return s;
+}
+
+Llama::Llama(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
+  auto& o = options_;
+  kv_heads_ = o.num_key_value_heads.value_or(o.num_attention_heads);
+  head_dim_ = o.head_dim.value_or(o.hidden_size / o.num_attention_heads);
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 
   auto model = register_module("model", std::make_shared<torch::nn::Module>());

@@ -16,19 +16,46 @@ void MlpClassifier::Options::declare(Schema<Options>& s) {
   s.add("num_features", &Options::num_features, "Input width; 0 = from the data.").min(0);
 }
 
-MlpClassifier::MlpClassifier(const Options& options, const ModelContext& context) : options_(options) {
-  if (options_.num_labels == 0) options_.num_labels = context.num_labels;
-  if (options_.num_features == 0) options_.num_features = context.num_features;
-  if (options_.num_labels <= 0 || options_.num_features <= 0)
+namespace {
+
+// The options with the data's sizes filled in, checked.
+MlpClassifier::Options resolved(MlpClassifier::Options o, const ModelContext& context) {
+  if (o.num_labels == 0) o.num_labels = context.num_labels;
+  if (o.num_features == 0) o.num_features = context.num_features;
+  if (o.num_labels <= 0 || o.num_features <= 0)
     throw ConfigError("model: mlp needs num_labels and num_features (the data gives none; use a classification task)");
-  auto layers = register_module("layers", std::make_shared<torch::nn::Module>());
-  int64_t in = options_.num_features;
-  std::vector<int64_t> widths = options_.hidden_sizes;
-  widths.push_back(options_.num_labels);
-  for (std::size_t i = 0; i < widths.size(); ++i) {
-    layers_.push_back(layers->register_module(std::to_string(i), torch::nn::Linear(in, widths[i])));
-    in = widths[i];
+  return o;
+}
+
+// (in, out) of each Linear layer, input to output.
+std::vector<std::pair<int64_t, int64_t>> layer_sizes(const MlpClassifier::Options& o) {
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  int64_t in = o.num_features;
+  std::vector<int64_t> widths = o.hidden_sizes;
+  widths.push_back(o.num_labels);
+  for (int64_t w : widths) {
+    sizes.emplace_back(in, w);
+    in = w;
   }
+  return sizes;
+}
+
+}  // namespace
+
+std::vector<ParameterShape> MlpClassifier::parameter_shapes(const Options& options, const ModelContext& context) {
+  std::vector<ParameterShape> s;
+  const auto sizes = layer_sizes(resolved(options, context));
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    s.push_back({"layers." + std::to_string(i) + ".weight", {sizes[i].second, sizes[i].first}});
+    s.push_back({"layers." + std::to_string(i) + ".bias", {sizes[i].second}});
+  }
+  return s;
+}
+
+MlpClassifier::MlpClassifier(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
+  auto layers = register_module("layers", std::make_shared<torch::nn::Module>());
+  for (const auto& [in, out] : layer_sizes(options_))
+    layers_.push_back(layers->register_module(std::to_string(layers_.size()), torch::nn::Linear(in, out)));
   dropout_ = register_module("dropout", torch::nn::Dropout(options_.dropout));
 }
 

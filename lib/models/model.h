@@ -49,6 +49,30 @@ struct KvCache {
 // pass runs as a sequence of gather units (embeddings, each block, the head), each naming the parameters
 // it uses by name prefix ("transformer.h.0." or a full parameter name). A tied parameter belongs to every
 // unit that uses it.
+// A parameter's name and shape, known from the options without building the model (hftrain estimate).
+// Each family's static parameter_shapes(options, context) lists exactly what its constructor registers.
+struct ParameterShape {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+// A family's parameter shapes as a component of its own (Components::model_shapes): built from the very
+// options the model registry parsed (the same Options type), without a tensor.
+struct ModelShapes {
+  virtual ~ModelShapes() = default;
+  std::vector<ParameterShape> parameters;
+};
+template <class M>
+struct ShapesOf : ModelShapes {
+  using Options = typename M::Options;
+  ShapesOf(const Options& options, const ModelContext& context) { parameters = M::parameter_shapes(options, context); }
+};
+
 struct GatherUnit {
   std::string name;
   std::vector<std::string> prefixes;

@@ -1,4 +1,4 @@
-// Registers the built-in models components (called from register_builtins()).
+// Registers the built-in model components and their shape-only twins (called from register_builtins()).
 #include "models/bert.h"
 #include "models/gpt.h"
 #include "models/gpt2.h"
@@ -16,6 +16,15 @@ void register_models(Registry<Model, const ModelContext&>& models) {
       "bert", "HF BertForSequenceClassification (pooler + classifier; regression when num_labels is 1).");
   models.add<BertForMaskedLM>("bert_mlm", "HF BertForMaskedLM (MLM head tied to the word embeddings).");
   models.add<Llama>("llama", "HF LlamaForCausalLM (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention).");
+}
+
+void register_model_shapes(Registry<ModelShapes, const ModelContext&>& shapes) {
+  shapes.add<ShapesOf<Gpt>>("gpt", "parameter shapes of gpt");
+  shapes.add<ShapesOf<MlpClassifier>>("mlp", "parameter shapes of mlp");
+  shapes.add<ShapesOf<Gpt2>>("gpt2", "parameter shapes of gpt2");
+  shapes.add<ShapesOf<BertForSequenceClassification>>("bert", "parameter shapes of bert");
+  shapes.add<ShapesOf<BertForMaskedLM>>("bert_mlm", "parameter shapes of bert_mlm");
+  shapes.add<ShapesOf<Llama>>("llama", "parameter shapes of llama");
 }
 
 }  // namespace hftrain

@@ -237,7 +237,7 @@ class DeepSpeedReader {
 
   void place(const std::string& ds_path, const YAML::Node& v, const std::string& section, const std::string& key,
              const YAML::Node& value) {
-    place_setting(root_, issues_, origins_, section, key, spec_value(value), ds_path + ": " + yaml_text(v),
+    place_setting(root_, issues_, origins_, section, key, spec_value(value), yaml_text(v),
                   SettingSource{"training.deepspeed " + ds_path, v, file_});
   }
   void note(const std::string& ds_path, const std::string& reason) {

@@ -1,0 +1,100 @@
+// `hftrain estimate` through the real binary: its per-rank figures agree with what the engine reports it
+// holds after the first step (stages 0-3, bf16 and fp32, two workers), and a Llama-2-7B config.json
+// (no weights) is sized and compared with DeepSpeed's formulas recomputed here, without building it.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "test_dist_helpers.h"
+
+using namespace hftrain_test;
+using json = nlohmann::json;
+
+namespace {
+
+json estimate_row(const json& estimate, int stage, const std::string& precision, const std::string& offload) {
+  for (const auto& r : estimate.at("rows"))
+    if (r["stage"] == stage && r["precision"] == precision && r["offload"] == offload) return r;
+  FAIL("no row for stage " << stage << " " << precision << " " << offload);
+  return json();
+}
+
+// Within the engine's padding of each flat group to a multiple of the world size and its step counters.
+void check_close(int64_t estimated, int64_t measured) {
+  CHECK(std::abs(static_cast<double>(estimated - measured)) <= 0.02 * static_cast<double>(measured) + 256);
+}
+
+}  // namespace
+
+TEST_CASE("the estimate agrees with the engine's own memory report at every stage", "[integration][estimate]") {
+  const std::string dir = dist_dir("estimate_engine");
+  write_text(dir + "/spec.yaml", dist_spec(1));
+  for (const auto& [stage, precision] : std::vector<std::pair<int, std::string>>{{0, "bf16"}, {1, "bf16"}, {2, "bf16"},
+                                                                                 {3, "bf16"}, {2, "fp32"}}) {
+    INFO("stage " << stage << " " << precision);
+    const std::string sets = " --set zero.stage=" + std::to_string(stage) + " --set precision.bf16=" +
+                             (precision == "bf16" ? "true" : "false") + " --set zero.stage3_param_persistence_threshold=20";
+    CliResult train = run_hftrain("train spec.yaml --nproc-per-node 2 --set training.output_dir=s" + std::to_string(stage) +
+                                      precision + sets,
+                                  dir);
+    INFO(train.output);
+    REQUIRE(train.exit_code == 0);
+    const json report = engine_memory_report(train.output);
+    REQUIRE(report.is_object());
+    const json& rank0 = report["ranks"][0];
+    CliResult est = run_hftrain("estimate spec.yaml --nproc-per-node 2 --json" + sets, dir);
+    INFO(est.output);
+    REQUIRE(est.exit_code == 0);
+    const json estimate = json::parse(est.output);
+    CHECK(estimate["parameters"] == report["numel"]);
+    const json row = estimate_row(estimate, stage, precision, "none");
+    CHECK(row["spec_choice"] == true);
+    check_close(row["params"], rank0["param_bytes"]);
+    check_close(row["grads"], rank0["grad_bytes"]);
+    check_close(row["optimizer"], rank0["optimizer_state_bytes"]);
+    if (precision == "bf16") check_close(row["master"], rank0["master_bytes"]);
+  }
+}
+
+TEST_CASE("a Llama-2-7B config.json is sized without its weights and set beside DeepSpeed's formulas",
+          "[integration][estimate]") {
+  const std::string dir = dist_dir("estimate_7b");
+  std::filesystem::create_directories(dir + "/llama7b");
+  write_text(dir + "/llama7b/config.json",
+             R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 11008,
+                 "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+                 "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "hidden_act": "silu"})");
+  write_text(dir + "/spec.yaml",
+             "model: {from_pretrained: llama7b}\n"
+             "data: {type: digit_reversal}\n"
+             "training: {output_dir: out, per_device_train_batch_size: 4}\n"
+             "precision: {bf16: true}\n"
+             "zero: {stage: 3}\n");
+  CliResult r = run_hftrain("estimate spec.yaml --nproc-per-node 8 --json", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const json e = json::parse(r.output);
+  const double psi = 6738415616.0, largest = 32000.0 * 4096.0;
+  CHECK(e["parameters"] == 6738415616);
+  CHECK(e["largest_layer_parameters"] == 131072000);
+  // DeepSpeed: ZeRO-3 gpu = 4 largest + 18 psi / gpus; ZeRO-2 gpu = 2 psi + 18 psi / gpus; offload cpu = psi * max(4 gpus, 16) * 1.5.
+  const json z3 = estimate_row(e, 3, "bf16", "none"), z2 = estimate_row(e, 2, "bf16", "none");
+  CHECK(z3["deepspeed"]["gpu"] == static_cast<int64_t>(4 * largest) + static_cast<int64_t>(18 * psi / 8));
+  CHECK(z2["deepspeed"]["gpu"] == static_cast<int64_t>(2 * psi) + static_cast<int64_t>(18 * psi / 8));
+  CHECK(estimate_row(e, 2, "bf16", "cpu")["deepspeed"]["cpu_per_node"] == static_cast<int64_t>(psi * 32 * 1.5));
+  CHECK(z3["spec_choice"] == true);
+  // hftrain's stage-3 bf16 rank: 2-byte parameter and gradient partitions, 4-byte masters, 8-byte Adam state, over 8.
+  CHECK(std::abs(static_cast<double>(z3["params"].get<int64_t>() + z3["grads"].get<int64_t>() + z3["master"].get<int64_t>() +
+                                     z3["optimizer"].get<int64_t>()) - 16.0 * psi / 8) <= 0.001 * 16.0 * psi / 8);
+  // The readable table marks the spec's choice and suggests what fits in 16 GiB per rank (stage 2 needs
+  // 2 + 14/8 bytes per parameter = 23.5 GiB; stage 3 16/8 = 12.6 GiB).
+  CliResult table = run_hftrain("estimate spec.yaml --nproc-per-node 8 --memory-per-rank 16GiB", dir);
+  INFO(table.output);
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.output, Catch::Contains("6,738,415,616 parameters"));
+  CHECK_THAT(table.output, Catch::Contains("* 3     bf16      none"));
+  CHECK_THAT(table.output, Catch::Contains("cheapest configuration that fits: zero.stage 3"));
+  CliResult bad = run_hftrain("estimate spec.yaml --memory-per-rank lots", dir);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("--memory-per-rank 'lots'"));
+}
