@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include <ATen/Context.h>
+
 #include "checkpoint/checkpoint_finder.h"
 #include "checkpoint/model_io.h"
 #include "dist/comm.h"
@@ -45,6 +47,11 @@ void save_metrics(const std::string& output_dir, const std::string& split, const
   }
   all.update(metrics);
   write_file_atomic(all_path, all.dump(4) + "\n");
+}
+
+// HF enable_full_determinism: torch's deterministic algorithms (seeding is done where each RNG is made).
+void apply_determinism(const TrainingArgs& t) {
+  if (t.full_determinism) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
 }
 
 void setup_threads(const DistributedArgs& d, int local_workers = 1) {
@@ -260,6 +267,8 @@ int run_train(const TrainRequest& request) {
                            spec);
   configure_logging(spec.training, ProcessIdentity{env.rank, env.local_rank, env.world_size});
   for (const auto& note : spec.notes) log_info(note);
+  if (!spec.training.run_name.empty()) log_info("run name: " + spec.training.run_name);
+  apply_determinism(spec.training);
   const std::string& out = spec.training.output_dir;
   if (!directory_is_empty(out) && !spec.training.overwrite_output_dir && spec.training.resume_from_checkpoint.empty())
     throw ConfigError("training.output_dir: '" + out +
@@ -322,6 +331,7 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
   InferenceWeights weights;
   RunSpec spec = load_for_inference(target, overrides, model_dir, weights);
   configure_logging(spec.training);
+  apply_determinism(spec.training);
   setup_threads(spec.distributed);
   const Components& c = builtin_components();
   MemoryTracker memory(!spec.training.skip_memory_metrics);
@@ -348,6 +358,7 @@ int run_predict(const std::string& target, const std::vector<std::string>& overr
   InferenceWeights weights;
   RunSpec spec = load_for_inference(target, overrides, model_dir, weights);
   configure_logging(spec.training);
+  apply_determinism(spec.training);
   setup_threads(spec.distributed);
   const Components& c = builtin_components();
   MemoryTracker memory(!spec.training.skip_memory_metrics);

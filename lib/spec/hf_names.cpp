@@ -25,6 +25,8 @@ struct HfName {
   std::string section;
   std::string help;
   void (Mover::*move)(const HfName&, const YAML::Node&);
+  std::string key = "";          // renamed: the section key it is now
+  std::string deprecation = "";  // renamed: HF's deprecation warning, logged at start
 };
 
 std::vector<std::string> hf_optimizer_names() {
@@ -35,8 +37,8 @@ std::vector<std::string> hf_optimizer_names() {
 
 class Mover {
  public:
-  Mover(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins)
-      : root_(root), issues_(issues), origins_(origins) {}
+  Mover(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins, std::vector<std::string>& notes)
+      : root_(root), issues_(issues), origins_(origins), notes_(notes) {}
 
   // Puts `value` at section.key, written as training.<hf_name> (`hf_node` locates it).
   void place(const HfName& hf, const YAML::Node& hf_node, const std::string& key, const YAML::Node& value,
@@ -109,6 +111,14 @@ class Mover {
       return;
     }
     place(hf, v, "type", v, v.Scalar());  // HF's names are hftrain's; scheduler.type validates it
+  }
+
+  // An old TrainingArguments name of a setting that HF renamed (per_gpu_train_batch_size ->
+  // per_device_train_batch_size): taken as the new name, with HF's deprecation warning logged at start.
+  void renamed(const HfName& hf, const YAML::Node& v) {
+    place(hf, v, hf.key, v, yaml_text(v));
+    if (!hf.deprecation.empty())
+      notes_.push_back("training." + hf.name + ": " + hf.deprecation + " (taken as " + hf.section + "." + hf.key + ")");
   }
 
   // A TrainingArguments flag that is the option of the same name in another section (bf16 -> precision.bf16).
@@ -222,6 +232,7 @@ class Mover {
   YAML::Node& root_;
   Issues& issues_;
   std::map<std::string, std::string>& origins_;
+  std::vector<std::string>& notes_;
 };
 
 const std::vector<HfName>& hf_names() {
@@ -236,6 +247,21 @@ const std::vector<HfName>& hf_names() {
         {"lr_scheduler_kwargs", "scheduler",
          "HF schedule arguments as a mapping (or its JSON text): the same settings as scheduler.<k>.",
          &Mover::lr_scheduler_kwargs},
+        {"ddp_backend", "distributed", "HF ddp_backend: the same setting as distributed.backend (gloo; nccl needs CUDA).",
+         &Mover::renamed, "backend"},
+        {"per_gpu_train_batch_size", "training", "Deprecated HF name of per_device_train_batch_size.", &Mover::renamed,
+         "per_device_train_batch_size",
+         "HF: \"Using deprecated `--per_gpu_train_batch_size` argument which will be removed in a future version. Using "
+         "`--per_device_train_batch_size` is preferred.\""},
+        {"per_gpu_eval_batch_size", "training", "Deprecated HF name of per_device_eval_batch_size.", &Mover::renamed,
+         "per_device_eval_batch_size",
+         "HF: \"Using deprecated `--per_gpu_eval_batch_size` argument which will be removed in a future version. Using "
+         "`--per_device_eval_batch_size` is preferred.\""},
+        {"evaluation_strategy", "training", "Old HF name of eval_strategy (removed in transformers 4.46).", &Mover::renamed,
+         "eval_strategy", "HF: \"`evaluation_strategy` is deprecated and will be removed in version 4.46 of Transformers. "
+                          "Use `eval_strategy` instead\""},
+        {"no_cuda", "training", "Deprecated HF name of use_cpu.", &Mover::renamed, "use_cpu",
+         "HF: \"using `no_cuda` is deprecated and will be removed in version 5.0 of Transformers. Use `use_cpu` instead\""},
         {"bf16", "precision", "HF --bf16: the same setting as precision.bf16.", &Mover::same_name},
         {"fp16", "precision", "HF --fp16: the same setting as precision.fp16.", &Mover::same_name},
         {"fsdp", "zero",
@@ -278,10 +304,11 @@ void place_setting(YAML::Node& root, Issues& issues, std::map<std::string, std::
   origins[path] = source.written + ": " + shown + " (" + where + ")";
 }
 
-void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins) {
+void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins,
+                            std::vector<std::string>& notes) {
   YAML::Node training = lookup(root, "training");
   if (!training.IsMap()) return;  // the section's own parse reports it
-  Mover mover(root, issues, origins);
+  Mover mover(root, issues, origins, notes);
   for (const auto& hf : hf_names()) {
     YAML::Node value = lookup(training, hf.name);
     if (!value.IsDefined()) continue;

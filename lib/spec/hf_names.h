@@ -20,7 +20,10 @@ namespace hftrain {
 // An unknown HF optim value, a malformed optim_args / lr_scheduler_kwargs, or a value that disagrees
 // with the same setting written in its own section goes to `issues`. `origins` receives, per moved
 // value, its dotted path in the section -> "training.<hf name>: <value> (file:line:col)".
-void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins);
+// Old names HF renamed (per_gpu_*, evaluation_strategy, no_cuda) are taken as the new ones, and HF's
+// deprecation warning goes to `notes` (logged at start).
+void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins,
+                            std::vector<std::string>& notes);
 
 // A setting written under another name than its section's key: `written` is that name ("training.optim",
 // "training.deepspeed zero_optimization.stage"), `node` its value, located in `file_issues`' file.

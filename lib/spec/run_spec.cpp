@@ -262,7 +262,8 @@ void check_precision(const RunSpec& spec, const YAML::Node& root, Issues& issues
 }
 
 // Offload as DeepSpeed accepts it: the optimizer state from stage 1, the parameters at stage 3. This build
-// runs on the CPU, where both already live: accepted, and said so once at the start.
+// runs on the CPU, where both already live: accepted, and said so once at the start (as is every other
+// accepted setting that has no effect here).
 void check_offload(RunSpec& spec, const YAML::Node& root, Issues& issues) {
   const ZeroArgs& z = spec.zero;
   const YAML::Node zero = lookup(root, "zero");
@@ -274,6 +275,9 @@ void check_offload(RunSpec& spec, const YAML::Node& root, Issues& issues) {
   if (z.offload_optimizer == "cpu")
     spec.notes.push_back("zero.offload_optimizer cpu: this build runs on the CPU, where the optimizer state and fp32 "
                          "master weights already live; nothing is moved");
+  if (spec.training.eval_accumulation_steps)
+    spec.notes.push_back("training.eval_accumulation_steps: accepted, no effect here (predictions are gathered in host "
+                         "memory already)");
   if (z.offload_param == "cpu")
     spec.notes.push_back("zero.offload_param cpu: this build runs on the CPU, where the parameter shards already live; "
                          "nothing is moved");
@@ -290,7 +294,7 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
   report_duplicate_keys(root, "", issues);  // before --set, so that positions are the file's
   for (const auto& o : overrides) apply_override(root, o, issues);
   RunSpec spec;
-  move_hf_training_names(root, issues, spec.origins);
+  move_hf_training_names(root, issues, spec.origins, spec.notes);
   apply_deepspeed_config(root, issues, spec.origins, spec.notes, spec.deepspeed);
   record_origins(root, issues, spec.origins);
 

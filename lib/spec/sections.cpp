@@ -120,6 +120,40 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "slightly different metrics. Without it, a bf16 run evaluates its bf16 weights under autocast and "
         "`hftrain eval` with precision.bf16 keeps fp32 weights and runs matmuls in bf16.");
   s.add("fp16_full_eval", &TrainingArgs::fp16_full_eval, "As bf16_full_eval, in float16 (needs a CUDA device).");
+  s.add("run_name", &TrainingArgs::run_name, "A name for the run, logged at start (HF uses it for experiment trackers; default output_dir).");
+  s.add("use_cpu", &TrainingArgs::use_cpu, "Train on the CPU (HF; this build always does).");
+  s.add("tf32", &TrainingArgs::tf32, "TF32 matmuls on Ampere or newer NVIDIA GPUs (HF); this build runs on the CPU.")
+      .check([](const std::optional<bool>& v) {
+        return v.value_or(false) ? "TF32 needs an Ampere or newer NVIDIA GPU (as HF says) and this build runs on the CPU; "
+                                   "remove it or set false"
+                                 : "";
+      });
+  s.add("save_safetensors", &TrainingArgs::save_safetensors,
+        "Save model weights as safetensors (HF default true; hftrain writes nothing else).")
+      .check([](const bool& v) {
+        return v ? "" : "hftrain writes safetensors only (HF's false means pickle .bin files, which can run code on load)";
+      });
+  s.add("save_on_each_node", &TrainingArgs::save_on_each_node,
+        "HF: every node saves its own copy. hftrain's rank 0 writes into output_dir, which must be shared by the nodes.")
+      .check([](const bool& v) {
+        return v ? "not available: only rank 0 writes checkpoints and the model; give the nodes a shared output_dir" : "";
+      });
+  s.add("full_determinism", &TrainingArgs::full_determinism,
+        "Switch torch's deterministic algorithms on (HF enable_full_determinism); CPU runs are already reproducible.");
+  s.add("eval_accumulation_steps", &TrainingArgs::eval_accumulation_steps,
+        "HF: move predictions off the accelerator every N steps. They are in host memory already here (no effect).")
+      .check([](const std::optional<int64_t>& v) { return v && *v < 1 ? "must be >= 1 or null" : ""; });
+  s.add("ddp_find_unused_parameters", &TrainingArgs::ddp_find_unused_parameters,
+        "HF / DDP: tolerate parameters without a gradient. Every trainable parameter of hftrain's models gets one.")
+      .check([](const std::optional<bool>& v) {
+        return v.value_or(false) ? "not available: the data-parallel engine expects a gradient for every trainable parameter "
+                                   "in each backward (all hftrain model families give one); remove it or set false"
+                                 : "";
+      });
+  s.add("local_rank", &TrainingArgs::local_rank, "Set by the launcher (LOCAL_RANK, torchrun); -1 in a spec (HF default).")
+      .check([](const int64_t& v) {
+        return v == -1 ? "" : "the launcher sets each worker's local rank (LOCAL_RANK); remove it from the spec";
+      });
 }
 
 bool ReportTargets::has(const std::string& target) const {

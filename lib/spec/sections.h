@@ -87,6 +87,15 @@ struct TrainingArgs {
   bool include_tokens_per_second = true;  // HF default: false (it costs HF a pass over the data; here it is free)
   bool bf16_full_eval = false;  // evaluate with the model itself in bfloat16
   bool fp16_full_eval = false;  // evaluate with the model itself in float16 (CUDA only)
+  std::string run_name;         // "" = output_dir (HF default)
+  bool use_cpu = false;         // this build always runs on the CPU
+  std::optional<bool> tf32;     // true needs an Ampere GPU: refused on this build
+  bool save_safetensors = true;  // false (pickle .bin files) refused
+  bool save_on_each_node = false;  // true refused: rank 0 writes into one shared output_dir
+  bool full_determinism = false;   // torch's deterministic algorithms switched on
+  std::optional<int64_t> eval_accumulation_steps;  // accepted with a note: predictions are in host memory already
+  std::optional<bool> ddp_find_unused_parameters;  // true refused: every trainable parameter gets a gradient
+  int64_t local_rank = -1;  // set by the launcher (LOCAL_RANK); another value refused
 
   static void declare(Schema<TrainingArgs>& s);
 };

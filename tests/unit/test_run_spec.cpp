@@ -337,3 +337,57 @@ TEST_CASE("HF's training.bf16 is precision.bf16; the two spellings must agree", 
   std::string fp16 = load_error(write_spec("hf_fp16.yaml", std::string(kValid) + "  fp16: true\n"));
   CHECK_THAT(fp16, Catch::Contains("use bf16 instead"));
 }
+
+TEST_CASE("HF's deprecated and other TrainingArguments names either act or are refused with a reason", "[unit][spec]") {
+  const Components& c = builtin_components();
+  // Renamed names are taken as the new ones, with HF's deprecation warning for the start of the log.
+  RunSpec old = load_run_spec(write_spec("hf_old_names.yaml", std::string(kValid) +
+                                                                  "  per_gpu_train_batch_size: 5\n"
+                                                                  "  per_gpu_eval_batch_size: 7\n"
+                                                                  "  evaluation_strategy: epoch\n"
+                                                                  "  no_cuda: true\n"
+                                                                  "  ddp_backend: gloo\n"
+                                                                  "  eval_accumulation_steps: 4\n"
+                                                                  "  full_determinism: true\n"
+                                                                  "  run_name: trial-3\n"),
+                              {}, c.catalog());
+  CHECK(old.training.per_device_train_batch_size == 5);
+  CHECK(old.training.per_device_eval_batch_size == 7);
+  CHECK(old.training.eval_strategy == "epoch");
+  CHECK(old.training.use_cpu);
+  CHECK(old.distributed.backend == "gloo");
+  CHECK(old.training.full_determinism);
+  CHECK(old.training.run_name == "trial-3");
+  std::string notes;
+  for (const auto& n : old.notes) notes += n + "\n";
+  CHECK_THAT(notes, Catch::Contains("training.per_gpu_train_batch_size: HF: \"Using deprecated `--per_gpu_train_batch_size`"));
+  CHECK_THAT(notes, Catch::Contains("training.evaluation_strategy: HF: \"`evaluation_strategy` is deprecated"));
+  CHECK_THAT(notes, Catch::Contains("(taken as training.use_cpu)"));
+  CHECK_THAT(notes, Catch::Contains("training.eval_accumulation_steps: accepted, no effect here"));
+  CHECK_THAT(notes, !Catch::Contains("ddp_backend"));  // a current HF name: no warning
+  // The old and new spelling together must agree.
+  const std::string both = write_spec("hf_both.yaml", std::string(kValid) + "  per_gpu_train_batch_size: 5\n"
+                                                                            "  per_device_train_batch_size: 6\n");
+  CHECK_THAT(load_error(both), Catch::Contains("training.per_gpu_train_batch_size: '5' disagrees with "
+                                               "training.per_device_train_batch_size: '6'"));
+  // Settings this build cannot honour are refused, each with its reason, all at once.
+  const std::string path = write_spec("hf_refused.yaml", std::string(kValid) +
+                                                             "  tf32: true\n"
+                                                             "  save_safetensors: false\n"
+                                                             "  save_on_each_node: true\n"
+                                                             "  ddp_find_unused_parameters: true\n"
+                                                             "  local_rank: 3\n"
+                                                             "  ddp_backend: mpi\n");
+  const std::string err = load_error(path);
+  CHECK_THAT(err, Catch::Contains("6 problems"));
+  CHECK_THAT(err, Catch::Contains(path + ":9:9: training.tf32: TF32 needs an Ampere or newer NVIDIA GPU"));
+  CHECK_THAT(err, Catch::Contains("training.save_safetensors: hftrain writes safetensors only"));
+  CHECK_THAT(err, Catch::Contains("training.save_on_each_node: not available: only rank 0 writes"));
+  CHECK_THAT(err, Catch::Contains("training.ddp_find_unused_parameters: not available"));
+  CHECK_THAT(err, Catch::Contains("training.local_rank: the launcher sets each worker's local rank"));
+  CHECK_THAT(err, Catch::Contains(path + ":14:16 (as training.ddp_backend): distributed.backend"));
+  // Their neutral values are accepted.
+  CHECK_NOTHROW(load_run_spec(write_spec("hf_neutral.yaml", std::string(kValid) + "  tf32: false\n  save_safetensors: true\n"
+                                                                                  "  local_rank: -1\n  use_cpu: false\n"),
+                              {}, c.catalog()));
+}
