@@ -478,9 +478,18 @@ StepResult DataParallelEngine::step_mixed(double lr) {
   double local = 0;
   for (const auto& g : checked) {
     if (g.numel() == 0) continue;
-    double n = torch::linalg::vector_norm(g, 2, c10::nullopt, false, torch::kFloat).item<double>();
-    if (fused) n /= scale;
-    local += n * n;
+    if (!fused) {
+      const double n = torch::linalg::vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
+      local += n * n;
+      continue;
+    }
+    // 16-bit gradients: the norm in fp32, a chunk at a time (no full fp32 copy), divided by the loss scale.
+    const int64_t chunk = int64_t{1} << 20;
+    for (int64_t begin = 0; begin < g.numel(); begin += chunk) {
+      const auto part = g.narrow(0, begin, std::min(chunk, g.numel() - begin));
+      const double n = torch::linalg::vector_norm(part, 2, c10::nullopt, false, torch::kFloat).item<double>() / scale;
+      local += n * n;
+    }
   }
   double total_sq = local;
   bool overflow = !std::isfinite(local);
