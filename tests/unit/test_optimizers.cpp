@@ -393,7 +393,9 @@ TEST_CASE("optimizers read 16-bit gradients, fold the gradient scale and write t
           opt->step(1e-2, StepScaling{0.25});
           opt_ref->step(1e-2);
         }
-        CHECK((master - reference).abs().max().item<double>() < 1e-6);
+        // Float rounding only (fused multiply-adds against torch's separate ops): a few ulp of the values.
+        const double scale = 1 + reference.abs().max().item<double>();
+        CHECK((master - reference).abs().max().item<double>() < 1e-6 * scale);
         CHECK(torch::equal(p16, master.to(half)));
         CHECK((master - init).abs().max().item<double>() > 1e-3);
       }
