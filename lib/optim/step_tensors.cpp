@@ -49,7 +49,8 @@ bool kernel_stream(const torch::Tensor& param, const StepTensors& t, double grad
 }
 
 torch::Tensor fp32_gradient(const torch::Tensor& grad, double grad_scale) {
-  if (grad.scalar_type() == torch::kFloat) return grad_scale == 1.0 ? grad : grad.mul(grad_scale);
+  const bool half = grad.scalar_type() == torch::kBFloat16 || grad.scalar_type() == torch::kHalf;
+  if (!half) return grad_scale == 1.0 ? grad : grad.mul(grad_scale);  // fp32 (or float64) as it is
   auto g = grad.to(torch::kFloat);
   if (grad_scale != 1.0) g.mul_(grad_scale);
   return g;

@@ -21,7 +21,8 @@ bool kernel_stream(const torch::Tensor& param, const StepTensors& t, double grad
 // A contiguous fp32 CPU tensor (optimizer state a kernel can update in place).
 bool kernel_state(const torch::Tensor& state);
 
-// Op-by-op path: the gradient in fp32, multiplied by grad_scale (the stored gradient is not changed).
+// Op-by-op path: a 16-bit gradient as fp32 (others as they are), multiplied by grad_scale (the stored
+// gradient is not changed).
 torch::Tensor fp32_gradient(const torch::Tensor& grad, double grad_scale);
 // Op-by-op path: after the update, the 16-bit copy of the parameter (round to nearest even).
 void write_out16(const StepTensors& t, const torch::Tensor& param);
