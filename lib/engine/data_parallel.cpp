@@ -171,9 +171,13 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
       ParamGroup pg;
       pg.weight_decay = info.weight_decay;
       for (std::size_t i = 0; i < info.params.size(); ++i) {
-        views.push_back(master_[g].narrow(0, info.params[i].offset, info.params[i].numel).view(params_[g][i].sizes()));
-        pg.names.push_back(info.params[i].name);
+        const auto& at = info.params[i];
+        views.push_back(master_[g].narrow(0, at.offset, at.numel).view(params_[g][i].sizes()));
+        pg.names.push_back(at.name);
         pg.params.push_back(views.back());
+        // An optimizer that fuses the 16-bit side reads these and writes the parameters in its pass.
+        pg.grads16.push_back(flat_grads_[g].narrow(0, at.offset, at.numel).view(params_[g][i].sizes()));
+        pg.params16.push_back(flat_params_[g].narrow(0, at.offset, at.numel).view(params_[g][i].sizes()));
       }
       master_views_.push_back(std::move(views));
       if (!pg.params.empty()) optimizer_groups.push_back(pg);
@@ -188,6 +192,10 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
         pg.names = {group_key(g)};
         pg.params = {master_[g]};
         pg.weight_decay = info.weight_decay;
+        if (mixed_) {
+          pg.grads16 = {grad};
+          pg.params16 = {own_flat_params(g)};
+        }
         optimizer_groups.push_back(pg);
       }
     }
@@ -444,28 +452,44 @@ StepResult DataParallelEngine::step_fp32(double lr) {
 
 StepResult DataParallelEngine::step_mixed(double lr) {
   StepResult r;
-  // fp32 copies of the gradients this rank updates (whole groups at stage 0, the partition at 1-2),
-  // divided by the loss scale.
+  // The 16-bit gradients this rank updates (whole groups at stage 0, the partition at 1-3). An optimizer that
+  // fuses the 16-bit side reads them directly, unscaled and clipped by the factor it is given, and writes the
+  // 16-bit parameters in the same pass; otherwise (Adafactor) fp32 copies divided by the loss scale are
+  // attached to the masters and the masters are copied back after the step.
   const double scale = scaler_.scale();
-  std::vector<torch::Tensor> grads32;
+  const bool fused = optimizer_->fuses_low_precision();
+  std::vector<torch::Tensor> grads16, grads32;
   int64_t grad32_bytes = 0;
   for (std::size_t g = 0; g < master_.size(); ++g) {
-    auto g32 = (stage_ == 0 ? flat_grads_[g] : partition_grads_[g]).to(torch::kFloat);
+    grads16.push_back(stage_ == 0 ? flat_grads_[g] : partition_grads_[g]);
+    if (fused) continue;
+    auto g32 = grads16.back().to(torch::kFloat);
     if (scale != 1.0) g32.mul_(1.0 / scale);
     grad32_bytes += tensor_bytes(g32);
     grads32.push_back(g32);
   }
   transient_peak_ = std::max(transient_peak_, transient_bytes_ + grad32_bytes);
-  if (fault::forced_overflow() && rank_ == 0 && !grads32.empty() && grads32[0].numel() > 0)
-    grads32[0][0] = std::numeric_limits<float>::infinity();  // test hook: this rank's gradients overflow
+  auto& checked = fused ? grads16 : grads32;
+  if (fault::forced_overflow() && rank_ == 0 && !checked.empty() && checked[0].numel() > 0)
+    checked[0][0] = std::numeric_limits<float>::infinity();  // test hook: this rank's gradients overflow
 
   // Norm over what this rank holds; stages 1-2 add the partitions of every rank (a non-finite partition
   // makes the sum non-finite everywhere), stage 0 votes on the verdict so that every rank agrees.
   double local = 0;
-  for (const auto& g : grads32) {
+  for (const auto& g : checked) {
     if (g.numel() == 0) continue;
-    const double n = torch::linalg::vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
-    local += n * n;
+    if (!fused) {
+      const double n = torch::linalg::vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
+      local += n * n;
+      continue;
+    }
+    // 16-bit gradients: the norm in fp32, a chunk at a time (no full fp32 copy), divided by the loss scale.
+    const int64_t chunk = int64_t{1} << 20;
+    for (int64_t begin = 0; begin < g.numel(); begin += chunk) {
+      const auto part = g.narrow(0, begin, std::min(chunk, g.numel() - begin));
+      const double n = torch::linalg::vector_norm(part, 2, c10::nullopt, false, torch::kFloat).item<double>() / scale;
+      local += n * n;
+    }
   }
   double total_sq = local;
   bool overflow = !std::isfinite(local);
@@ -486,9 +510,16 @@ StepResult DataParallelEngine::step_mixed(double lr) {
     r.skipped = true;
     return r;
   }
+  double clip = 1.0;
   if (options_.max_grad_norm > 0) {
     auto coef = torch::clamp((total + 1e-6).reciprocal() * options_.max_grad_norm, c10::nullopt, 1.0);
+    clip = coef.item<double>();
     for (auto& g : grads32) g.mul_(coef);
+  }
+  if (fused) {
+    optimizer_->step(lr, StepScaling{clip / scale});
+    share_updated_parameters();
+    return r;
   }
   set_master_grads(grads32);
   optimizer_->step(lr);

@@ -51,7 +51,7 @@ std::unique_ptr<Engine> make_partitioned(const EngineInputs& in) {
   if (!optimizer_is_shardable(in.config.optimizer_type))
     throw ConfigError("zero.stage " + std::to_string(in.config.stage) + ": optimizer '" + in.config.optimizer_type +
                       "' does not update element by element, so it cannot step a flat partition of the parameters; "
-                      "use zero.stage 0 or one of adamw, adam, sgd, lion");
+                      "use zero.stage 0 or one of adamw, adam, sgd, lion, adagrad");
   return std::make_unique<DataParallelEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
                                               data_parallel_options(in.config), in.comm);
 }
@@ -65,7 +65,7 @@ const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>>
 }  // namespace
 
 bool optimizer_is_shardable(const std::string& type) {
-  return type == "adamw" || type == "adam" || type == "sgd" || type == "lion";
+  return type == "adamw" || type == "adam" || type == "sgd" || type == "lion" || type == "adagrad";
 }
 
 std::unique_ptr<Engine> make_engine(const EngineConfig& config,

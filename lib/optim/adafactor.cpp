@@ -38,14 +38,14 @@ Adafactor::Adafactor(const Options& options, std::vector<ParamGroup> groups, con
     throw ConfigError("optimizer.warmup_init: warmup_init: true requires relative_step: true");
 }
 
-void Adafactor::step(double lr_in) {
+void Adafactor::step(double lr_in, const StepScaling& scaling) {
   torch::NoGradGuard no_grad;
   const Options& o = options_;
   for (auto& group : groups_) {
     for (std::size_t i = 0; i < group.params.size(); ++i) {
       auto& p = group.params[i];
-      const torch::Tensor& grad = p.grad();
-      if (!grad.defined()) continue;
+      if (!p.grad().defined()) continue;
+      const torch::Tensor grad = scaling.grad_scale == 1.0 ? p.grad() : p.grad().mul(scaling.grad_scale);
       const bool factored = grad.dim() >= 2;
       Slot& s = slots_[group.names[i]];
       if (s.step == 0) {

@@ -34,7 +34,8 @@ class Adafactor : public Optimizer {
   };
   // Throws ConfigError (naming optimizer.warmup_init) for warmup_init without relative_step.
   Adafactor(const Options& options, std::vector<ParamGroup> groups, const OptimizerHyper& hyper);
-  void step(double lr) override;
+  using Optimizer::step;
+  void step(double lr, const StepScaling& scaling) override;
   std::map<std::string, torch::Tensor> state() const override;
   void load_state(const std::map<std::string, torch::Tensor>& state) override;
 

@@ -11,7 +11,10 @@ namespace hftrain {
 
 class AdamBase : public Optimizer {
  public:
-  void step(double lr) override;
+  using Optimizer::step;
+  void step(double lr, const StepScaling& scaling) override;
+  bool fuses_low_precision() const override { return true; }
+  std::string kernel_description() const override;
   std::map<std::string, torch::Tensor> state() const override;
   void load_state(const std::map<std::string, torch::Tensor>& state) override;
 

@@ -1,6 +1,7 @@
-// Lion (see lion.h).
+// Lion (see lion.h): one pass in the optimizer kernels for contiguous CPU tensors, otherwise op by op.
 #include "optim/lion.h"
 
+#include "optim/step_tensors.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -23,22 +24,38 @@ void Lion::Options::declare(Schema<Options>& s) {
 Lion::Lion(const Options& options, std::vector<ParamGroup> groups, const OptimizerHyper& hyper)
     : groups_(std::move(groups)), beta1_(options.beta1.value_or(hyper.beta1)), beta2_(options.beta2.value_or(hyper.beta2)) {}
 
-void Lion::step(double lr) {
+void Lion::step(double lr, const StepScaling& scaling) {
   torch::NoGradGuard no_grad;
   for (auto& group : groups_) {
     for (std::size_t i = 0; i < group.params.size(); ++i) {
       auto& param = group.params[i];
-      const torch::Tensor& grad = param.grad();
-      if (!grad.defined()) continue;
+      const StepTensors in = step_tensors(group, i);
+      if (!in.grad.defined()) continue;
       torch::Tensor& m = exp_avg_[group.names[i]];
       if (!m.defined()) m = torch::zeros_like(param);
+      optim_kernels::Stream stream;
+      if (kernel_stream(param, in, scaling.grad_scale, &stream) && kernel_state(m)) {
+        optim_kernels::LionCoef c;
+        c.lr = static_cast<float>(lr);
+        c.decay = static_cast<float>(1 - lr * group.weight_decay);
+        c.beta1 = static_cast<float>(beta1_);
+        c.one_minus_beta1 = static_cast<float>(1 - beta1_);
+        c.beta2 = static_cast<float>(beta2_);
+        c.one_minus_beta2 = static_cast<float>(1 - beta2_);
+        optim_kernels::lion_update(stream, m.data_ptr<float>(), c);
+        continue;
+      }
+      const torch::Tensor grad = fp32_gradient(in.grad, scaling.grad_scale);
       param.mul_(1 - lr * group.weight_decay);
       auto update = m.mul(beta1_).add_(grad, 1 - beta1_).sign_();
       param.add_(update, -lr);
       m.mul_(beta2_).add_(grad, 1 - beta2_);
+      write_out16(in, param);
     }
   }
 }
+
+std::string Lion::kernel_description() const { return optim_kernels::describe_kernels(); }
 
 std::map<std::string, torch::Tensor> Lion::state() const {
   std::map<std::string, torch::Tensor> out;

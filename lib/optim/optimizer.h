@@ -16,6 +16,15 @@ struct ParamGroup {
   std::vector<std::string> names;
   std::vector<torch::Tensor> params;
   double weight_decay = 0.0;
+  // Mixed precision, set by the engine for an optimizer that fuses_low_precision(): per parameter, the 16-bit
+  // gradient read in place of params[i].grad(), and the 16-bit parameter written with the updated value in the
+  // same pass. Empty otherwise.
+  std::vector<torch::Tensor> grads16, params16;
+};
+
+// Factors folded into the step as the gradients are read.
+struct StepScaling {
+  double grad_scale = 1.0;  // clip coefficient / loss scale
 };
 
 // training.adam_beta1 / adam_beta2 / adam_epsilon (HF TrainingArguments).
@@ -29,7 +38,14 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   // One update of every parameter with a defined gradient, at learning rate `lr`.
-  virtual void step(double lr) = 0;
+  void step(double lr) { step(lr, StepScaling{}); }
+  // The same with every gradient multiplied by scaling.grad_scale as it is read.
+  virtual void step(double lr, const StepScaling& scaling) = 0;
+  // True when step() honours ParamGroup::grads16 / params16 (otherwise the caller gives fp32 gradients and
+  // copies the parameters itself).
+  virtual bool fuses_low_precision() const { return false; }
+  // How the update runs, for the run-start block: the kernel's instruction set and threads, or "op-by-op".
+  virtual std::string kernel_description() const { return "op-by-op"; }
   // Named state tensors (for checkpoints): "<param name>.<slot>".
   virtual std::map<std::string, torch::Tensor> state() const = 0;
   // Restores state() output. Parameters without saved state start fresh (they were never stepped);

@@ -1,6 +1,8 @@
-// SGD (see sgd.h); mirrors torch 1.13 _single_tensor_sgd op for op.
+// SGD (see sgd.h): one pass in the optimizer kernels for contiguous CPU tensors, otherwise torch 1.13's
+// _single_tensor_sgd op for op.
 #include "optim/sgd.h"
 
+#include "optim/step_tensors.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -19,14 +21,32 @@ Sgd::Sgd(const Options& options, std::vector<ParamGroup> groups, const Optimizer
                       format_number(options_.momentum) + ", dampening " + format_number(options_.dampening) + ")");
 }
 
-void Sgd::step(double lr) {
+void Sgd::step(double lr, const StepScaling& scaling) {
   torch::NoGradGuard no_grad;
   const double momentum = options_.momentum;
   for (auto& group : groups_) {
     for (std::size_t i = 0; i < group.params.size(); ++i) {
       auto& param = group.params[i];
-      torch::Tensor d_p = param.grad();
-      if (!d_p.defined()) continue;
+      const StepTensors in = step_tensors(group, i);
+      if (!in.grad.defined()) continue;
+      optim_kernels::Stream stream;
+      if (kernel_stream(param, in, scaling.grad_scale, &stream)) {
+        torch::Tensor* buf = momentum != 0 ? &momentum_buffer_[group.names[i]] : nullptr;
+        const bool first = buf != nullptr && !buf->defined();
+        if (first) *buf = torch::empty_like(param, torch::MemoryFormat::Contiguous);
+        if (buf == nullptr || kernel_state(*buf)) {
+          optim_kernels::SgdCoef c;
+          c.lr = static_cast<float>(lr);
+          c.weight_decay = static_cast<float>(group.weight_decay);
+          c.momentum = static_cast<float>(momentum);
+          c.one_minus_dampening = static_cast<float>(1 - options_.dampening);
+          c.nesterov = options_.nesterov;
+          c.first = first;
+          optim_kernels::sgd_update(stream, buf != nullptr ? buf->data_ptr<float>() : nullptr, c);
+          continue;
+        }
+      }
+      torch::Tensor d_p = fp32_gradient(in.grad, scaling.grad_scale);
       if (group.weight_decay != 0) d_p = d_p.add(param, group.weight_decay);
       if (momentum != 0) {
         torch::Tensor& buf = momentum_buffer_[group.names[i]];
@@ -38,9 +58,12 @@ void Sgd::step(double lr) {
         d_p = options_.nesterov ? d_p.add(buf, momentum) : buf;
       }
       param.add_(d_p, -lr);
+      write_out16(in, param);
     }
   }
 }
+
+std::string Sgd::kernel_description() const { return optim_kernels::describe_kernels(); }
 
 std::map<std::string, torch::Tensor> Sgd::state() const {
   std::map<std::string, torch::Tensor> out;

@@ -17,7 +17,10 @@ class Sgd : public Optimizer {
   };
   // Throws ConfigError (naming optimizer.nesterov) for nesterov without momentum or with dampening.
   Sgd(const Options& options, std::vector<ParamGroup> groups, const OptimizerHyper& hyper);
-  void step(double lr) override;
+  using Optimizer::step;
+  void step(double lr, const StepScaling& scaling) override;
+  bool fuses_low_precision() const override { return true; }
+  std::string kernel_description() const override;
   std::map<std::string, torch::Tensor> state() const override;
   void load_state(const std::map<std::string, torch::Tensor>& state) override;
 

@@ -16,6 +16,7 @@ struct HfOptimizer {
 const std::vector<HfOptimizer> kHfOptimizers = {
     {"adamw_torch", "adamw"}, {"adamw_torch_fused", "adamw"}, {"adamw_hf", "adamw"}, {"adamw_apex_fused", "adamw"},
     {"adafactor", "adafactor"}, {"sgd", "sgd"},                 {"lion_32bit", "lion"},
+    {"adagrad", "adagrad"},
 };
 
 class Mover;

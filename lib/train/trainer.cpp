@@ -82,9 +82,12 @@ void Trainer::setup(const TrainingPlan& plan) {
 
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (auto& np : pipeline_.model->named_parameters()) named.emplace_back(np.key(), np.value());
+  std::string optimizer_kernel;
   auto build_optimizer = [&](std::vector<ParamGroup> groups) {
-    return components_.optimizers.build(spec_.optimizer.type, spec_.optimizer.options, std::move(groups),
-                                        OptimizerHyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon});
+    auto optimizer = components_.optimizers.build(spec_.optimizer.type, spec_.optimizer.options, std::move(groups),
+                                                  OptimizerHyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon});
+    optimizer_kernel = optimizer->kernel_description();
+    return optimizer;
   };
   // The engine for zero.stage and the world size (engine/factory.h).
   EngineConfig engine_config{static_cast<int>(spec_.zero.stage), args.max_grad_norm, spec_.distributed.ddp_bucket_cap_mb,
@@ -101,6 +104,7 @@ void Trainer::setup(const TrainingPlan& plan) {
   pipeline_.model->set_gather_hooks(engine_->gather_hooks());
   if (world().world_size() > 1 || spec_.zero.stage > 0 || engine_config.precision.enabled())
     log_info("engine: " + engine_->describe());
+  log_info("optimizer: " + spec_.optimizer.type + ", " + optimizer_kernel);
   schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,
                                            ScheduleContext{args.learning_rate, plan.warmup_steps, plan.max_steps});
   if (!schedule_->steps_per_optimizer_step() && args.eval_strategy == "no")  // as HF's TrainingArguments

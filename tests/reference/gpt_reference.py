@@ -6,8 +6,8 @@
 #
 # One parameterised test: every optimizer {adamw, adam, sgd, adafactor, lion} x every decaying HF
 # schedule {linear, cosine, cosine_with_restarts, polynomial, inverse_sqrt} x gradient accumulation
-# {1, 3} x clipping {on, off}, plus a few cases for the remaining schedules and optimizer options.
-# The oracles: torch.optim.AdamW / Adam / SGD and torch's LambdaLR with lambdas written here from
+# {1, 3} x clipping {on, off}, plus a few cases for the remaining schedules and optimizer options
+# (Adagrad only there). The oracles: torch.optim.AdamW / Adam / SGD / Adagrad and torch's LambdaLR with lambdas written here from
 # HF's formulas; Adafactor and Lion are written here from their papers and HF's documented
 # conventions (see RefAdafactor, RefLion). DeepSpeed's WarmupLR / WarmupDecayLR are simulated as
 # DeepSpeed steps them (RefDeepSpeedWarmup).
@@ -58,6 +58,10 @@ OPTIMIZERS = {
     "sgd": {"learning_rate": 0.05, "training": {}, "options": {"momentum": 0.9, "nesterov": True}, "clip": 1.0},
     "adafactor": {"learning_rate": 3e-3, "training": {}, "options": dict(ADAFACTOR_EPS), "clip": 1.25},
     "lion": {"learning_rate": 3e-4, "training": {"adam_beta1": 0.9, "adam_beta2": 0.99}, "options": {}, "clip": 1.2},
+}
+# Optimizers checked only in the extra cases (not the full schedule matrix).
+EXTRA_OPTIMIZERS = {
+    "adagrad": {"learning_rate": 0.02, "training": {}, "options": {}, "clip": 1.0},
 }
 
 # Per schedule: `scheduler:` options (non-default where HF has options, to prove they are honoured).
@@ -117,12 +121,14 @@ def extra_cases():
         ("adafactor", {"relative_step": True, "scale_parameter": True, "warmup_init": True, "clip_threshold": 0.5,
                        "decay_rate": -0.6}, "linear", {}),
         ("lion", {"beta1": 0.95, "beta2": 0.98}, "cosine", {}),
+        ("adagrad", {}, "linear", {}),
+        ("adagrad", {"lr_decay": 0.01, "initial_accumulator_value": 0.1, "eps": 1e-8}, "cosine", {}),
         # Evaluates every 5 steps; the lr halves whenever eval_loss improves by less than 2%.
         ("adamw", {}, "reduce_lr_on_plateau", {"factor": 0.5, "patience": 0, "threshold": 0.02}),
     ]
     cases = []
     for j, (opt, opt_options, sched, sched_options) in enumerate(extras):
-        o = OPTIMIZERS[opt]
+        o = OPTIMIZERS[opt] if opt in OPTIMIZERS else EXTRA_OPTIMIZERS[opt]
         i = 200 + j
         tr = {"per_device_train_batch_size": BATCH, "gradient_accumulation_steps": 1, "max_steps": MAX_STEPS,
               "learning_rate": o["learning_rate"], "weight_decay": 0.1, "max_grad_norm": o["clip"], "seed": i,
@@ -496,6 +502,10 @@ def make_optimizer(case, groups):
                                nesterov=o.get("nesterov", False), foreach=False)
     if opt == "adafactor":
         return RefAdafactor(groups, lr=lr, **o)
+    if opt == "adagrad":
+        return torch.optim.Adagrad(groups, lr=lr, lr_decay=o.get("lr_decay", 0.0),
+                                   initial_accumulator_value=o.get("initial_accumulator_value", 0.0),
+                                   eps=o.get("eps", 1e-10), foreach=False)
     if opt == "lion":  # HF builds Lion with betas (adam_beta1, adam_beta2) unless overridden
         return RefLion(groups, lr=lr, betas=(o.get("beta1", betas[0]), o.get("beta2", betas[1])))
     raise KeyError(opt)

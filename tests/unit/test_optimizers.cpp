@@ -50,7 +50,7 @@ double elem(const torch::Tensor& t, int64_t i) { return t.reshape({-1})[i].item<
 
 TEST_CASE("every optimizer is registered", "[unit][optim]") {
   const auto& c = builtin_components();
-  for (const char* name : {"adamw", "adam", "sgd", "adafactor", "lion"}) CHECK(c.optimizers.contains(name));
+  for (const char* name : {"adamw", "adam", "sgd", "adafactor", "lion", "adagrad"}) CHECK(c.optimizers.contains(name));
 }
 
 TEST_CASE("adamw: decoupled decay, bias-corrected moments", "[unit][optim]") {
@@ -232,7 +232,8 @@ TEST_CASE("optimizer state round-trips through state() / load_state()", "[unit][
     const char* options;
   };
   for (const Case& k : {Case{"adamw", "{}"}, Case{"adam", "{}"}, Case{"sgd", "{momentum: 0.9}"},
-                        Case{"adafactor", "{beta1: 0.9}"}, Case{"lion", "{}"}}) {
+                        Case{"adafactor", "{beta1: 0.9}"}, Case{"lion", "{}"},
+                        Case{"adagrad", "{lr_decay: 0.1, initial_accumulator_value: 0.1}"}}) {
     INFO(k.type);
     auto make_params = [] { return std::vector<torch::Tensor>{param({1.0, 2.0, 3.0, 4.0}, {2, 2}), param({0.5, -1.0})}; };
     auto a = make_params(), b = make_params();
@@ -305,11 +306,34 @@ TEST_CASE("optimizer options are validated with the key named", "[unit][optim]")
   CHECK_THROWS_WITH(make("adamw", "{betas: [0.9, 0.99]}", group({p}, 0.0)), Contains("optimizer.betas"));
 }
 
-TEST_CASE("adam and adamw: the fused fp32 pass agrees with the op-by-op path and with float64", "[unit][optim]") {
-  // A contiguous fp32 parameter takes the fused pass; the same values held in a transposed (non-contiguous)
-  // view take torch's op-by-op path; a float64 copy gives the exact update. 20 steps, both weight-decay kinds.
-  for (const char* type : {"adamw", "adam"}) {
-    INFO(type);
+TEST_CASE("adagrad: torch.optim.Adagrad's rule with lr_decay, initial accumulator and L2 decay", "[unit][optim]") {
+  auto p = param({1.0, -2.0});
+  auto opt = make("adagrad", "{lr_decay: 0.5, initial_accumulator_value: 0.2, eps: 1e-6}", group({p}, 0.1));
+  const double lr = 0.1;
+  double x = 1.0, sum = 0.2;
+  for (int t = 1; t <= 3; ++t) {
+    const double g = 0.3 * t, grad = g + 0.1 * x;  // weight decay added to the gradient
+    set_grad(p, {g, 0.0});
+    opt->step(lr);
+    sum += grad * grad;
+    x -= lr / (1 + (t - 1) * 0.5) * grad / (std::sqrt(sum) + 1e-6);
+    CHECK(elem(p, 0) == Approx(x).epsilon(1e-12));
+  }
+  CHECK(opt->state().count("p0.sum") == 1);
+}
+
+TEST_CASE("adam, adamw, sgd, lion, adagrad: the kernel pass agrees with the op-by-op path and with float64", "[unit][optim]") {
+  // A contiguous fp32 parameter takes the kernel pass; the same values held in a transposed (non-contiguous)
+  // view take torch's op-by-op path; a float64 copy gives the exact update. 20 steps.
+  struct Case {
+    const char* type;
+    const char* options;
+  };
+  for (const Case& k : {Case{"adamw", "{}"}, Case{"adam", "{}"}, Case{"sgd", "{momentum: 0.9, dampening: 0.1}"},
+                        Case{"sgd", "{momentum: 0.9, nesterov: true}"}, Case{"lion", "{}"},
+                        Case{"adagrad", "{lr_decay: 0.01}"}}) {
+    const char* type = k.type;
+    INFO(type << " " << k.options);
     torch::manual_seed(7);
     auto init = torch::randn({37, 53});
     auto fused = init.clone().set_requires_grad(true);
@@ -318,9 +342,9 @@ TEST_CASE("adam and adamw: the fused fp32 pass agrees with the op-by-op path and
     REQUIRE(fused.is_contiguous());
     REQUIRE_FALSE(strided.is_contiguous());
     const OptimizerHyper hyper{0.9, 0.99, 1e-8};
-    auto opt_fused = make(type, "{}", group({fused}, 0.1), hyper);
-    auto opt_strided = make(type, "{}", group({strided}, 0.1), hyper);
-    auto opt_exact = make(type, "{}", group({exact}, 0.1), hyper);
+    auto opt_fused = make(type, k.options, group({fused}, 0.1), hyper);
+    auto opt_strided = make(type, k.options, group({strided}, 0.1), hyper);
+    auto opt_exact = make(type, k.options, group({exact}, 0.1), hyper);
     for (int step = 0; step < 20; ++step) {
       auto g = torch::randn({37, 53}) * 0.1;
       fused.mutable_grad() = g.clone();
@@ -337,5 +361,44 @@ TEST_CASE("adam and adamw: the fused fp32 pass agrees with the op-by-op path and
     CHECK(vs_exact < 1e-5);  // float rounding of |p| ~ 3 over 20 steps
     CHECK(vs_exact <= 2 * ops_vs_exact + 1e-7);  // no less accurate than torch's own sequence of ops
     CHECK((fused - init).abs().max().item<double>() > 1e-3);  // it did move
+  }
+}
+
+TEST_CASE("optimizers read 16-bit gradients, fold the gradient scale and write the 16-bit parameters", "[unit][optim]") {
+  // The mixed-precision contract (ParamGroup::grads16 / params16, StepScaling): against the same optimizer
+  // stepping an fp32 copy with the fp32 gradient g16 * scale, for the kernel pass (contiguous) and the
+  // op-by-op pass (non-contiguous master); the 16-bit parameter is torch's rounding of the fp32 result.
+  for (const char* type : {"adamw", "adam", "sgd", "lion", "adagrad"}) {
+    for (auto half : {torch::kBFloat16, torch::kHalf}) {
+      for (bool contiguous : {true, false}) {
+        INFO(type << (half == torch::kHalf ? " fp16" : " bf16") << (contiguous ? " kernel" : " op-by-op"));
+        torch::NoGradGuard no_grad;
+        torch::manual_seed(3);
+        auto init = torch::randn({9, 7});
+        auto master = contiguous ? init.clone() : init.t().contiguous().t();
+        auto reference = init.clone();
+        auto p16 = torch::zeros({9, 7}, half), g16 = torch::zeros({9, 7}, half);
+        ParamGroup g;
+        g.names = {"p0"};
+        g.params = {master};
+        g.weight_decay = 0.1;
+        g.grads16 = {g16};
+        g.params16 = {p16};
+        auto opt = make(type, type == std::string("sgd") ? "{momentum: 0.9}" : "{}", {g});
+        REQUIRE(opt->fuses_low_precision());
+        auto opt_ref = make(type, type == std::string("sgd") ? "{momentum: 0.9}" : "{}", group({reference}, 0.1));
+        for (int step = 0; step < 3; ++step) {
+          g16.copy_(torch::randn({9, 7}) * 100);
+          reference.mutable_grad() = g16.to(torch::kFloat) * 0.25f;
+          opt->step(1e-2, StepScaling{0.25});
+          opt_ref->step(1e-2);
+        }
+        // Float rounding only (fused multiply-adds against torch's separate ops): a few ulp of the values.
+        const double scale = 1 + reference.abs().max().item<double>();
+        CHECK((master - reference).abs().max().item<double>() < 1e-6 * scale);
+        CHECK(torch::equal(p16, master.to(half)));
+        CHECK((master - init).abs().max().item<double>() > 1e-3);
+      }
+    }
   }
 }

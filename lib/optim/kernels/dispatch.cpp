@@ -1,0 +1,134 @@
+// Picks the kernel table for this CPU (or HFTRAIN_OPTIM_ISA / set_isa) and splits each update across the
+// intra-op threads, each thread walking its range in blocks small enough to stay in the L2 cache.
+#include <ATen/Parallel.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+
+#include "optim/kernels/kernel_table.h"
+#include "util/error.h"
+
+namespace hftrain {
+namespace optim_kernels {
+namespace {
+
+// 16384 elements: about 450 KB of AdamW traffic (28 B per element), within every current core's L2.
+constexpr int64_t kBlock = 16384;
+
+bool cpu_runs(const KernelTable* t) {
+  if (t == nullptr) return false;
+  const std::string name = t->name;
+#if defined(__x86_64__) || defined(__i386__)
+  if (name == "avx512")
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("avx2");
+  if (name == "avx2+fma") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  return true;  // scalar; NEON is compiled only for AArch64, where it is always present
+}
+
+std::vector<const KernelTable*> available() {
+  std::vector<const KernelTable*> out;
+  for (const KernelTable* t : {avx512_table(), avx2_table(), neon_table(), scalar_table()})
+    if (cpu_runs(t)) out.push_back(t);
+  return out;
+}
+
+const KernelTable* find_table(const std::string& name) {
+  const std::string wanted = name == "avx2" ? "avx2+fma" : name;
+  for (const KernelTable* t : available())
+    if (wanted == t->name) return t;
+  return nullptr;
+}
+
+const KernelTable* automatic_table() {
+  static const KernelTable* chosen = [] {
+    const char* env = std::getenv("HFTRAIN_OPTIM_ISA");
+    if (env != nullptr && *env != '\0') {
+      if (const KernelTable* t = find_table(env)) return t;
+      std::cerr << "warning: HFTRAIN_OPTIM_ISA=" << env << " is not available on this CPU or build; using "
+                << available().front()->name << std::endl;
+    }
+    return available().front();
+  }();
+  return chosen;
+}
+
+std::atomic<const KernelTable*> forced{nullptr};
+
+const KernelTable* table() {
+  const KernelTable* t = forced.load(std::memory_order_relaxed);
+  return t != nullptr ? t : automatic_table();
+}
+
+Stream slice(const Stream& s, int64_t begin, int64_t end) {
+  Stream out = s;
+  out.param = s.param + begin;
+  out.grad = s.grad_type == ElementType::kF32 ? static_cast<const void*>(static_cast<const float*>(s.grad) + begin)
+                                              : static_cast<const void*>(static_cast<const uint16_t*>(s.grad) + begin);
+  if (s.out16 != nullptr) out.out16 = s.out16 + begin;
+  out.n = end - begin;
+  return out;
+}
+
+float* offset(float* p, int64_t begin) { return p == nullptr ? nullptr : p + begin; }
+
+// Runs fn(stream slice, begin) over blocks of every thread's range.
+template <class Fn>
+void parallel_blocks(const Stream& s, Fn fn) {
+  at::parallel_for(0, s.n, kBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t e = b + kBlock < end ? b + kBlock : end;
+      fn(slice(s, b, e), b);
+    }
+  });
+}
+
+}  // namespace
+
+void adam_update(const Stream& s, float* exp_avg, float* exp_avg_sq, const AdamCoef& c) {
+  const KernelTable* t = table();
+  parallel_blocks(s, [&](const Stream& part, int64_t b) { t->adam(part, exp_avg + b, exp_avg_sq + b, c); });
+}
+
+void sgd_update(const Stream& s, float* momentum_buffer, const SgdCoef& c) {
+  const KernelTable* t = table();
+  parallel_blocks(s, [&](const Stream& part, int64_t b) { t->sgd(part, offset(momentum_buffer, b), c); });
+}
+
+void lion_update(const Stream& s, float* exp_avg, const LionCoef& c) {
+  const KernelTable* t = table();
+  parallel_blocks(s, [&](const Stream& part, int64_t b) { t->lion(part, exp_avg + b, c); });
+}
+
+void adagrad_update(const Stream& s, float* state_sum, const AdagradCoef& c) {
+  const KernelTable* t = table();
+  parallel_blocks(s, [&](const Stream& part, int64_t b) { t->adagrad(part, state_sum + b, c); });
+}
+
+std::string active_isa() { return table()->name; }
+
+std::vector<std::string> supported_isas() {
+  std::vector<std::string> out;
+  for (const KernelTable* t : available()) out.push_back(t->name);
+  return out;
+}
+
+void set_isa(const std::string& name) {
+  if (name.empty()) {
+    forced.store(nullptr);
+    return;
+  }
+  const KernelTable* t = find_table(name);
+  if (t == nullptr) throw RuntimeFailure("optimizer kernels: instruction set '" + name + "' is not available here");
+  forced.store(t);
+}
+
+std::string describe_kernels() {
+  const int threads = at::get_num_threads();
+  return active_isa() + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+}
+
+}  // namespace optim_kernels
+}  // namespace hftrain

@@ -1,0 +1,32 @@
+// Scalar lane for the kernel body (one float per "vector"): the portable fallback.
+#pragma once
+
+#include <cmath>
+
+#include "optim/kernels/half_convert.h"
+
+namespace hftrain {
+namespace optim_kernels {
+
+struct ScalarIsa {
+  using R = float;
+  static constexpr int kWidth = 1;
+  static constexpr const char* kName = "scalar";
+  static R set1(float x) { return x; }
+  static R load(const float* p) { return *p; }
+  static void store(float* p, R x) { *p = x; }
+  static R load_bf16(const uint16_t* p) { return bf16_to_float(*p); }
+  static R load_fp16(const uint16_t* p) { return fp16_to_float(*p); }
+  static void store_bf16(uint16_t* p, R x) { *p = float_to_bf16(x); }
+  static void store_fp16(uint16_t* p, R x) { *p = float_to_fp16(x); }
+  static R add(R a, R b) { return a + b; }
+  static R mul(R a, R b) { return a * b; }
+  static R div(R a, R b) { return a / b; }
+  static R sqrt(R a) { return std::sqrt(a); }
+  static R fmadd(R a, R b, R c) { return a * b + c; }   // c + a*b (contracted only where the ISA has FMA)
+  static R fnmadd(R a, R b, R c) { return c - a * b; }  // c - a*b
+  static R sign(R a) { return static_cast<float>((a > 0.0f) - (a < 0.0f)); }  // NaN -> 0, as torch.sign on CPU
+};
+
+}  // namespace optim_kernels
+}  // namespace hftrain

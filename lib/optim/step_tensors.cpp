@@ -1,0 +1,63 @@
+// Inputs of one parameter's update (see step_tensors.h).
+#include "optim/step_tensors.h"
+
+namespace hftrain {
+namespace {
+
+bool cpu_contiguous(const torch::Tensor& t) { return t.device().is_cpu() && t.is_contiguous(); }
+
+bool element_type(torch::ScalarType type, optim_kernels::ElementType* out) {
+  switch (type) {
+    case torch::kFloat: *out = optim_kernels::ElementType::kF32; return true;
+    case torch::kBFloat16: *out = optim_kernels::ElementType::kBF16; return true;
+    case torch::kHalf: *out = optim_kernels::ElementType::kF16; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+StepTensors step_tensors(const ParamGroup& group, std::size_t i) {
+  StepTensors t;
+  if (i < group.grads16.size() && group.grads16[i].defined()) t.grad = group.grads16[i];
+  else t.grad = group.params[i].grad();
+  if (i < group.params16.size()) t.out16 = group.params16[i];
+  return t;
+}
+
+bool kernel_state(const torch::Tensor& state) {
+  return state.defined() && cpu_contiguous(state) && state.scalar_type() == torch::kFloat;
+}
+
+bool kernel_stream(const torch::Tensor& param, const StepTensors& t, double grad_scale, optim_kernels::Stream* stream) {
+  optim_kernels::Stream s;
+  if (!kernel_state(param) || !cpu_contiguous(t.grad) || t.grad.numel() != param.numel() ||
+      !element_type(t.grad.scalar_type(), &s.grad_type))
+    return false;
+  if (t.out16.defined()) {
+    if (!cpu_contiguous(t.out16) || t.out16.numel() != param.numel() || !element_type(t.out16.scalar_type(), &s.out_type) ||
+        s.out_type == optim_kernels::ElementType::kF32)
+      return false;
+    s.out16 = static_cast<uint16_t*>(t.out16.data_ptr());
+  }
+  s.param = param.data_ptr<float>();
+  s.grad = t.grad.data_ptr();
+  s.grad_scale = static_cast<float>(grad_scale);
+  s.n = param.numel();
+  *stream = s;
+  return true;
+}
+
+torch::Tensor fp32_gradient(const torch::Tensor& grad, double grad_scale) {
+  const bool half = grad.scalar_type() == torch::kBFloat16 || grad.scalar_type() == torch::kHalf;
+  if (!half) return grad_scale == 1.0 ? grad : grad.mul(grad_scale);  // fp32 (or float64) as it is
+  auto g = grad.to(torch::kFloat);
+  if (grad_scale != 1.0) g.mul_(grad_scale);
+  return g;
+}
+
+void write_out16(const StepTensors& t, const torch::Tensor& param) {
+  if (t.out16.defined()) t.out16.copy_(param.detach().reshape(t.out16.sizes()));
+}
+
+}  // namespace hftrain

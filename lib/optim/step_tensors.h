@@ -1,0 +1,30 @@
+// What one parameter's update reads and writes, shared by the optimizers: the gradient as stored (fp32, or the
+// 16-bit gradient of a mixed-precision run), the optional 16-bit parameter to write, and the conversion to a
+// kernel stream (optim/kernels) or, where no kernel applies, to the fp32 tensors of the op-by-op path.
+#pragma once
+
+#include "optim/kernels/update_kernels.h"
+#include "optim/optimizer.h"
+
+namespace hftrain {
+
+struct StepTensors {
+  torch::Tensor grad;   // undefined: the parameter has no gradient and is not stepped
+  torch::Tensor out16;  // undefined: no 16-bit copy to write
+};
+
+StepTensors step_tensors(const ParamGroup& group, std::size_t i);
+
+// Fills `stream` for a kernel update of `param` and returns true when every tensor is a contiguous CPU tensor of a
+// type the kernels take (fp32 parameter; fp32 / bf16 / fp16 gradient and 16-bit output of the same size).
+bool kernel_stream(const torch::Tensor& param, const StepTensors& t, double grad_scale, optim_kernels::Stream* stream);
+// A contiguous fp32 CPU tensor (optimizer state a kernel can update in place).
+bool kernel_state(const torch::Tensor& state);
+
+// Op-by-op path: a 16-bit gradient as fp32 (others as they are), multiplied by grad_scale (the stored
+// gradient is not changed).
+torch::Tensor fp32_gradient(const torch::Tensor& grad, double grad_scale);
+// Op-by-op path: after the update, the 16-bit copy of the parameter (round to nearest even).
+void write_out16(const StepTensors& t, const torch::Tensor& param);
+
+}  // namespace hftrain
