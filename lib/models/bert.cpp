@@ -52,17 +52,9 @@ torch::nn::LayerNorm layer_norm(const BertConfig& o) {
 }
 
 void validate(BertConfig& o, const ModelContext& context) {
-  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
-  if (o.max_position_embeddings == 0) o.max_position_embeddings = context.max_length;
-  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
-  if (o.max_position_embeddings <= 0)
-    throw ConfigError("model.max_position_embeddings: the data gives no sequence length; set it");
-  if (context.max_length > o.max_position_embeddings)
-    throw ConfigError("model.max_position_embeddings (" + std::to_string(o.max_position_embeddings) +
-                      ") is shorter than the data's sequences (" + std::to_string(context.max_length) + ")");
-  if (o.hidden_size % o.num_attention_heads != 0)
-    throw ConfigError("model: hidden_size (" + std::to_string(o.hidden_size) + ") must be divisible by num_attention_heads (" +
-                      std::to_string(o.num_attention_heads) + ")");
+  resolve_lm_sizes({o.vocab_size, o.max_position_embeddings, "max_position_embeddings", o.hidden_size,
+                    o.num_attention_heads, "hidden_size", "num_attention_heads"},
+                   context);
   if (o.position_embedding_type != "absolute")
     throw ConfigError("model.position_embedding_type: '" + o.position_embedding_type + "' is not supported (absolute)");
   if (o.pad_token_id >= o.vocab_size)

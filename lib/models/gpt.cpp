@@ -87,16 +87,7 @@ namespace {
 
 // The options with the data's sizes filled in, checked.
 Gpt::Options resolved(Gpt::Options o, const ModelContext& context) {
-  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
-  if (o.block_size == 0) o.block_size = context.max_length;
-  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
-  if (o.block_size <= 0) throw ConfigError("model.block_size: the data gives no sequence length; set it");
-  if (o.n_embd % o.n_head != 0)
-    throw ConfigError("model: n_embd (" + std::to_string(o.n_embd) + ") must be divisible by n_head (" +
-                      std::to_string(o.n_head) + ")");
-  if (context.max_length > o.block_size)
-    throw ConfigError("model.block_size (" + std::to_string(o.block_size) + ") is shorter than the data's sequences (" +
-                      std::to_string(context.max_length) + ")");
+  resolve_lm_sizes({o.vocab_size, o.block_size, "block_size", o.n_embd, o.n_head, "n_embd", "n_head"}, context);
   return o;
 }
 

@@ -67,17 +67,8 @@ namespace {
 
 // The options with the data's sizes filled in, checked.
 Gpt2::Options resolved(Gpt2::Options o, const ModelContext& context) {
-  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
   if (o.n_positions == 0) o.n_positions = o.n_ctx;
-  if (o.n_positions == 0) o.n_positions = context.max_length;
-  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
-  if (o.n_positions <= 0) throw ConfigError("model.n_positions: the data gives no sequence length; set it");
-  if (o.n_embd % o.n_head != 0)
-    throw ConfigError("model: n_embd (" + std::to_string(o.n_embd) + ") must be divisible by n_head (" +
-                      std::to_string(o.n_head) + ")");
-  if (context.max_length > o.n_positions)
-    throw ConfigError("model.n_positions (" + std::to_string(o.n_positions) + ") is shorter than the data's sequences (" +
-                      std::to_string(context.max_length) + ")");
+  resolve_lm_sizes({o.vocab_size, o.n_positions, "n_positions", o.n_embd, o.n_head, "n_embd", "n_head"}, context);
   check_activation(o.activation_function, "model.activation_function");
   return o;
 }

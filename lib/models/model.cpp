@@ -88,4 +88,18 @@ torch::Tensor label_smoothed_loss(const torch::Tensor& logits_in, const torch::T
   return (1 - epsilon) * nll_loss + epsilon * smoothed_loss;
 }
 
+void resolve_lm_sizes(const LmSizes& s, const ModelContext& context) {
+  if (s.vocab_size == 0) s.vocab_size = context.vocab_size;
+  if (s.positions == 0) s.positions = context.max_length;
+  if (s.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
+  if (s.positions <= 0)
+    throw ConfigError(std::string("model.") + s.positions_key + ": the data gives no sequence length; set it");
+  if (s.width_key && s.width % s.heads != 0)
+    throw ConfigError(std::string("model: ") + s.width_key + " (" + std::to_string(s.width) + ") must be divisible by " +
+                      s.heads_key + " (" + std::to_string(s.heads) + ")");
+  if (context.max_length > s.positions)
+    throw ConfigError(std::string("model.") + s.positions_key + " (" + std::to_string(s.positions) +
+                      ") is shorter than the data's sequences (" + std::to_string(context.max_length) + ")");
+}
+
 }  // namespace hftrain

@@ -73,6 +73,19 @@ struct ShapesOf : ModelShapes {
   ShapesOf(const Options& options, const ModelContext& context) { parameters = M::parameter_shapes(options, context); }
 };
 
+// A language model's sizes taken from the data when the options leave them 0, then checked: the
+// vocabulary, the context length (`positions_key` names its option) and, when `width_key` is given, that
+// `width` divides into `heads` attention heads. The data's sequences must fit the context.
+struct LmSizes {
+  int64_t& vocab_size;
+  int64_t& positions;
+  const char* positions_key;
+  int64_t width = 0, heads = 1;
+  const char* width_key = nullptr;  // e.g. "n_embd"; null = no divisibility check
+  const char* heads_key = nullptr;
+};
+void resolve_lm_sizes(const LmSizes& sizes, const ModelContext& context);
+
 struct GatherUnit {
   std::string name;
   std::vector<std::string> prefixes;

@@ -21,7 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-bool is_auto(const YAML::Node& n) { return n.IsScalar() && n.Scalar() == "auto" && n.Tag() == "!"; }
+bool is_auto(const YAML::Node& n) { return n.IsScalar() && n.Scalar() == "auto"; }
 
 // JSON of a YAML tree read from JSON text (or an inline spec mapping): quoted scalars stay strings,
 // plain ones become null, booleans, integers or numbers when they read as such.
@@ -432,6 +432,14 @@ class DeepSpeedReader {
         } else {
           place(path, p, "optimizer", key, p);  // sgd momentum / dampening / nesterov, adagrad options
         }
+      }
+    }
+    // Adagrad takes eps as its own option (torch's default 1e-10); "auto" is HF's adam_epsilon.
+    if (placed_type == "adagrad") {
+      if (YAML::Node eps = lookup(params, "eps"); eps.IsDefined()) {
+        const YAML::Node adam_epsilon = lookup(lookup(root_, "training"), "adam_epsilon");
+        place("optimizer.params.eps", eps, "optimizer", "eps",
+              !is_auto(eps) ? eps : adam_epsilon.IsDefined() ? adam_epsilon : YAML::Node("1e-8"));
       }
     }
     if (!placed_type.empty()) place("optimizer.type", type, "optimizer", "type", YAML::Node(placed_type));

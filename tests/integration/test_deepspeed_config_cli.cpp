@@ -48,7 +48,7 @@ TEST_CASE("the HF docs' ZeRO-2 config trains as the same settings written native
   CHECK_THAT(dump.output, Catch::Contains("#       \"train_batch_size\": 12,"));
 }
 
-TEST_CASE("the HF docs' ZeRO-3 config trains on two workers with its \"auto\" values filled", "[integration][deepspeed]") {
+TEST_CASE("the HF docs' ZeRO-3 config trains on two workers with its 'auto' values filled", "[integration][deepspeed]") {
   const std::string dir = dist_dir("ds_zero3");
   write_text(dir + "/ds_config_zero3.json", kZero3);
   write_text(dir + "/spec.yaml", dist_spec(3, "  deepspeed: ds_config_zero3.json\n"));

@@ -1,5 +1,6 @@
 // `hftrain estimate` through the real binary: its per-rank figures agree with what the engine reports it
-// holds after the first step (stages 0-3, bf16 and fp32, two workers), and a Llama-2-7B config.json
+// holds after the first step (a small gpt at stages 0-3, the quickstart and the nanoGPT configs; bf16 and
+// fp32; two workers), and a Llama-2-7B config.json
 // (no weights) is sized and compared with DeepSpeed's formulas recomputed here, without building it.
 #include <catch2/catch.hpp>
 
@@ -29,30 +30,51 @@ void check_close(int64_t estimated, int64_t measured) {
 TEST_CASE("the estimate agrees with the engine's own memory report at every stage", "[integration][estimate]") {
   const std::string dir = dist_dir("estimate_engine");
   write_text(dir + "/spec.yaml", dist_spec(1));
-  for (const auto& [stage, precision] : std::vector<std::pair<int, std::string>>{{0, "bf16"}, {1, "bf16"}, {2, "bf16"},
-                                                                                 {3, "bf16"}, {2, "fp32"}}) {
-    INFO("stage " << stage << " " << precision);
-    const std::string sets = " --set zero.stage=" + std::to_string(stage) + " --set precision.bf16=" +
-                             (precision == "bf16" ? "true" : "false") + " --set zero.stage3_param_persistence_threshold=20";
-    CliResult train = run_hftrain("train spec.yaml --nproc-per-node 2 --set training.output_dir=s" + std::to_string(stage) +
-                                      precision + sets,
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "To be, or not to be, that is the question: whether 'tis nobler in the mind.\n";
+  write_text(dir + "/input.txt", text);
+  const std::string quickstart = std::string(HFTRAIN_SOURCE_DIR) + "/configs/quickstart.yaml";
+  const std::string nanogpt = std::string(HFTRAIN_SOURCE_DIR) + "/configs/shakespeare_char.yaml";
+  const std::string short_run = " --set training.max_steps=1 --set training.eval_strategy=no --set training.save_strategy=no "
+                                "--set training.do_eval=false";
+  struct Case {
+    std::string spec, extra;
+    int stage;
+    std::string precision;
+  };
+  const std::vector<Case> cases = {{"spec.yaml", "", 0, "bf16"},
+                                   {"spec.yaml", "", 1, "bf16"},
+                                   {"spec.yaml", "", 2, "bf16"},
+                                   {"spec.yaml", "", 3, "bf16"},
+                                   {"spec.yaml", "", 2, "fp32"},
+                                   {quickstart, short_run, 2, "bf16"},
+                                   {quickstart, short_run, 3, "fp32"},
+                                   {nanogpt, short_run + " --set data.path=input.txt", 1, "fp32"},
+                                   {nanogpt, short_run + " --set data.path=input.txt", 2, "bf16"}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    INFO(c.spec << " stage " << c.stage << " " << c.precision);
+    const std::string sets = c.extra + " --set zero.stage=" + std::to_string(c.stage) + " --set precision.bf16=" +
+                             (c.precision == "bf16" ? "true" : "false") + " --set zero.stage3_param_persistence_threshold=20";
+    CliResult train = run_hftrain("train '" + c.spec + "' --nproc-per-node 2 --set training.output_dir=run" +
+                                      std::to_string(i) + sets,
                                   dir);
     INFO(train.output);
     REQUIRE(train.exit_code == 0);
     const json report = engine_memory_report(train.output);
     REQUIRE(report.is_object());
     const json& rank0 = report["ranks"][0];
-    CliResult est = run_hftrain("estimate spec.yaml --nproc-per-node 2 --json" + sets, dir);
+    CliResult est = run_hftrain("estimate '" + c.spec + "' --nproc-per-node 2 --json" + sets, dir);
     INFO(est.output);
     REQUIRE(est.exit_code == 0);
     const json estimate = json::parse(est.output);
     CHECK(estimate["parameters"] == report["numel"]);
-    const json row = estimate_row(estimate, stage, precision, "none");
+    const json row = estimate_row(estimate, c.stage, c.precision, "none");
     CHECK(row["spec_choice"] == true);
     check_close(row["params"], rank0["param_bytes"]);
     check_close(row["grads"], rank0["grad_bytes"]);
     check_close(row["optimizer"], rank0["optimizer_state_bytes"]);
-    if (precision == "bf16") check_close(row["master"], rank0["master_bytes"]);
+    if (c.precision == "bf16") check_close(row["master"], rank0["master_bytes"]);
   }
 }
 

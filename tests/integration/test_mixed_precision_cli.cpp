@@ -135,7 +135,7 @@ TEST_CASE("bf16 resume: 2N steps equal N + resume N, bitwise, with accumulation 
   CHECK(file_bytes(dir + "/full/model.safetensors") == file_bytes(dir + "/half/model.safetensors"));
 }
 
-TEST_CASE("a forced overflow skips the update and holds the schedule back; resume carries the count",
+TEST_CASE("a forced overflow skips the update and holds the schedule back, resume carries the count",
           "[integration][precision]") {
   const std::string dir = scratch_dir("bf16_overflow");
   write_text(dir + "/spec.yaml", bf16_spec(8, 4));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "builtins/components.h"
+#include "optim/adagrad.h"
 #include "optim/deepspeed_schedules.h"
 #include "util/error.h"
 #include "../ds_doc_configs.h"
@@ -79,7 +80,7 @@ TEST_CASE("the HF docs' ZeRO-2 config maps onto the sections and logs what has n
                                                 Catch::Contains("zero_optimization.stage"));
 }
 
-TEST_CASE("the HF docs' ZeRO-3 config fills the model-derived \"auto\" values as HF does", "[unit][deepspeed]") {
+TEST_CASE("the HF docs' ZeRO-3 config fills the model-derived 'auto' values as HF does", "[unit][deepspeed]") {
   const std::string ds = write_file("ds_config_zero3.json", kZero3);
   RunSpec spec = load(write_file("zero3.yaml", spec_with(ds)));
   const int64_t hidden = 32;  // n_embd
@@ -95,7 +96,7 @@ TEST_CASE("the HF docs' ZeRO-3 config fills the model-derived \"auto\" values as
   CHECK(bf16.distributed.ddp_bucket_cap_mb == Approx(hidden * hidden * 2 / (1024.0 * 1024.0)));
 }
 
-TEST_CASE("\"auto\" is resolved from TrainingArguments and the run, as HF's table says", "[unit][deepspeed]") {
+TEST_CASE("'auto' is resolved from TrainingArguments and the run, as HF's table says", "[unit][deepspeed]") {
   const std::string ds = write_file("auto_table.json", R"({
     "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
     "gradient_clipping": "auto",
@@ -199,7 +200,7 @@ TEST_CASE("misspelt, unavailable and conflicting DeepSpeed keys are refused with
              Catch::Contains("duplicate key"));
 }
 
-TEST_CASE("an inline DeepSpeed mapping works like a file; Adam without adam_w_mode is torch Adam", "[unit][deepspeed]") {
+TEST_CASE("an inline DeepSpeed mapping works like a file, Adam without adam_w_mode is torch Adam", "[unit][deepspeed]") {
   RunSpec spec = load(write_file("inline.yaml", spec_with("{zero_optimization: {stage: 1}, optimizer: {type: Adam, params: "
                                                           "{adam_w_mode: false}}, communication_data_type: fp32}",
                                                           "precision: {bf16: true}\n")));
@@ -208,4 +209,10 @@ TEST_CASE("an inline DeepSpeed mapping works like a file; Adam without adam_w_mo
   CHECK(spec.zero.reduce_dtype == "fp32");
   CHECK(load(write_file("inline2.yaml", spec_with("{optimizer: {type: Adam}}"))).optimizer.type == "adamw");
   CHECK(load(write_file("inline3.yaml", spec_with("{optimizer: {type: SGD, params: {momentum: 0.9}}}"))).optimizer.type == "sgd");
+  // DeepSpeed's Adagrad: eps "auto" is HF's adam_epsilon, and its own options land in the optimizer section.
+  RunSpec adagrad = load(write_file("inline4.yaml", spec_with("{optimizer: {type: Adagrad, params: {eps: auto, lr_decay: 0.01}}}")));
+  REQUIRE(adagrad.optimizer.type == "adagrad");
+  const auto& options = *static_cast<const Adagrad::Options*>(adagrad.optimizer.options.get());
+  CHECK(options.eps == 1e-8);
+  CHECK(options.lr_decay == 0.01);
 }

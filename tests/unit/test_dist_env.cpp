@@ -64,7 +64,7 @@ TEST_CASE("torchrun variables are validated with the variable named", "[unit][di
   fails_with({{"WORLD_SIZE", "2"}}, "RANK is not");
 }
 
-TEST_CASE("SLURM job-step variables make a worker; the batch script itself does not", "[unit][dist]") {
+TEST_CASE("SLURM job-step variables make a worker, the batch script itself does not", "[unit][dist]") {
   std::map<std::string, std::string> vars = {{"SLURM_PROCID", "5"},          {"SLURM_NTASKS", "8"},
                                              {"SLURM_LOCALID", "1"},         {"SLURM_NTASKS_PER_NODE", "4(x2)"},
                                              {"MASTER_ADDR", "node01"},      {"SLURM_STEP_ID", "0"}};

@@ -29,7 +29,7 @@ using V = std::vector<int64_t>;
 
 }  // namespace
 
-TEST_CASE("steps strategies fire at multiples; the last step always saves", "[unit][flow]") {
+TEST_CASE("steps strategies fire at multiples, the last step always saves", "[unit][flow]") {
   TrainingArgs a;
   a.logging_steps = 3;
   a.eval_strategy = "steps";
@@ -52,7 +52,7 @@ TEST_CASE("ratios resolve to ceil(max_steps * ratio)", "[unit][flow]") {
   CHECK(resolve_interval(0.1, 95) == 10);
 }
 
-TEST_CASE("eval_steps defaults to logging_steps; eval_delay postpones evaluation", "[unit][flow]") {
+TEST_CASE("eval_steps defaults to logging_steps, eval_delay postpones evaluation", "[unit][flow]") {
   TrainingArgs a;
   a.logging_steps = 2;
   a.eval_strategy = "steps";

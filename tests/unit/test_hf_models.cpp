@@ -127,7 +127,7 @@ TEST_CASE("llama has HF names, grouped-query shapes and optional tied head", "[u
                     Catch::Contains("num_key_value_heads (3) must divide num_attention_heads (4)"));
 }
 
-TEST_CASE("causal LMs ignore the future; attention_mask padding changes nothing for real tokens", "[unit][hfmodels]") {
+TEST_CASE("causal LMs ignore the future, attention_mask padding changes nothing for real tokens", "[unit][hfmodels]") {
   torch::NoGradGuard no_grad;
   SECTION("gpt2: later tokens do not change earlier logits") {
     auto m = make_model("gpt2", kGpt2);
@@ -218,7 +218,7 @@ TEST_CASE("HF directories: save then load is bitwise, sharded with an index, tie
   }
 }
 
-TEST_CASE("HF loading rules: base-model names, ignored buffers, fresh classifier; errors name tensor, file, shapes",
+TEST_CASE("HF loading rules: base-model names, ignored buffers, fresh classifier, errors name tensor, file, shapes",
           "[unit][hfmodels]") {
   auto gpt2 = make_model("gpt2", kGpt2, 1);
   const std::string dir = scratch("rules");
@@ -420,7 +420,7 @@ TEST_CASE("gradient checkpointing with a padding mask gives the same gradients",
   }
 }
 
-TEST_CASE("KV cache: cached logits equal full-context logits; generation is the same with and without it", "[unit][hfmodels]") {
+TEST_CASE("KV cache: cached logits equal full-context logits, generation is the same with and without it", "[unit][hfmodels]") {
   for (auto [type, options] : std::vector<std::pair<std::string, std::string>>{
            {"gpt", "{vocab_size: 29, block_size: 12, n_embd: 32, n_layer: 2, n_head: 4}"},
            {"gpt2", "{vocab_size: 29, n_positions: 12, n_embd: 32, n_layer: 2, n_head: 4, initializer_range: 0.5}"},

@@ -32,7 +32,7 @@ std::vector<RunHistory> two_runs() {
 
 }  // namespace
 
-TEST_CASE("collect_plots: loss, eval metrics, learning rate, grad norm; speed figures left out", "[unit][log]") {
+TEST_CASE("collect_plots: loss, eval metrics, learning rate, grad norm, speed figures left out", "[unit][log]") {
   const auto plots = collect_plots(two_runs());
   std::vector<std::string> keys;
   for (const auto& p : plots) keys.push_back(p.key);

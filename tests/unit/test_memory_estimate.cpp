@@ -12,12 +12,17 @@ using namespace hftrain;
 
 namespace {
 
+OptionsPtr parse_options(const std::string& type, const std::string& options) {
+  Issues issues("test");
+  auto opts = builtin_components().models.parse(type, YAML::Load(options), "model", issues, {});
+  REQUIRE(issues.empty());
+  return opts;
+}
+
 std::map<std::string, std::vector<int64_t>> shapes_of(const std::string& type, const std::string& options,
                                                       const ModelContext& context = {}) {
   const auto& c = builtin_components();
-  Issues issues("test");
-  auto opts = c.models.parse(type, YAML::Load(options), "model", issues, {});
-  REQUIRE(issues.empty());
+  const OptionsPtr opts = parse_options(type, options);
   std::map<std::string, std::vector<int64_t>> out;
   const std::unique_ptr<ModelShapes> shapes = c.model_shapes.build(type, opts, context);
   for (const auto& p : shapes->parameters) {
@@ -30,11 +35,7 @@ std::map<std::string, std::vector<int64_t>> shapes_of(const std::string& type, c
 
 std::map<std::string, std::vector<int64_t>> built_shapes(const std::string& type, const std::string& options,
                                                          const ModelContext& context = {}) {
-  const auto& c = builtin_components();
-  Issues issues("test");
-  auto opts = c.models.parse(type, YAML::Load(options), "model", issues, {});
-  REQUIRE(issues.empty());
-  auto model = c.models.build(type, opts, context);
+  auto model = builtin_components().models.build(type, parse_options(type, options), context);
   std::map<std::string, std::vector<int64_t>> out;
   for (const auto& np : model->named_parameters()) out[np.key()] = np.value().sizes().vec();
   return out;

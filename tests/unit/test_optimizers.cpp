@@ -87,7 +87,7 @@ TEST_CASE("adam: weight decay is added to the gradient (L2)", "[unit][optim]") {
   }
 }
 
-TEST_CASE("sgd: plain, momentum with dampening, nesterov; L2 weight decay", "[unit][optim]") {
+TEST_CASE("sgd: plain, momentum with dampening, nesterov, L2 weight decay", "[unit][optim]") {
   const std::vector<double> grads = {1.0, -0.5, 2.0};
   SECTION("plain") {
     auto p = param({1.0});

@@ -327,7 +327,7 @@ TEST_CASE("a training key that belongs to another section points there", "[unit]
   CHECK_THAT(err, Catch::Contains(path + ":10:3: training.ddp_timeout: unknown key (in hftrain it is distributed.ddp_timeout)"));
 }
 
-TEST_CASE("HF's training.bf16 is precision.bf16; the two spellings must agree", "[unit][spec]") {
+TEST_CASE("HF's training.bf16 is precision.bf16, the two spellings must agree", "[unit][spec]") {
   const Components& c = builtin_components();
   RunSpec spec = load_run_spec(write_spec("hf_bf16.yaml", std::string(kValid) + "  bf16: true\n"), {}, c.catalog());
   CHECK(spec.precision.bf16);

@@ -101,7 +101,7 @@ TEST_CASE("polynomial: decays to lr_end at T and stays there", "[unit][optim][sc
   CHECK(lin->lr(100) == Approx(1e-7));
 }
 
-TEST_CASE("constant ignores warmup; constant_with_warmup does not", "[unit][optim][schedule]") {
+TEST_CASE("constant ignores warmup, constant_with_warmup does not", "[unit][optim][schedule]") {
   auto c = make("constant", "{}", 10, 110);
   CHECK(c->lr(0) == 2.0);
   CHECK(c->lr(5) == 2.0);
