@@ -7,6 +7,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "commands/checkpoint_inspect.h"
 #include "commands/commands.h"
 #include "commands/estimate.h"
 #include "commands/zero_to_fp32.h"
@@ -91,6 +92,15 @@ int main(int argc, char** argv) {
                            "local workers");
   estimate_cmd->add_flag("--json", estimate.json, "Print the estimate as JSON");
 
+  std::string inspect_dir;
+  auto* checkpoint_cmd = app.add_subcommand("checkpoint", "Work with checkpoints")->require_subcommand(1);
+  auto* inspect_cmd =
+      checkpoint_cmd
+          ->add_subcommand("inspect", "Print a checkpoint's step, layout, precision, files and the manifest check "
+                                      "(exit 1 when it is not complete)")
+          ->footer("Example:\n  hftrain checkpoint inspect runs/x/checkpoint-500");
+  inspect_cmd->add_option("checkpoint_dir", inspect_dir, "Checkpoint directory (checkpoint-N)")->required();
+
   auto* components_cmd = app.add_subcommand("components", "List every registered component and its options")
                              ->footer("Example:\n  hftrain components");
 
@@ -120,6 +130,7 @@ int main(int argc, char** argv) {
     if (*z_cmd) return hftrain::run_zero_to_fp32(z);
     if (*components_cmd) return hftrain::run_components();
     if (*estimate_cmd) return hftrain::run_estimate(estimate);
+    if (*inspect_cmd) return hftrain::run_checkpoint_inspect(inspect_dir);
     if (*report_cmd) return hftrain::run_report(report);
   } catch (const hftrain::StoppedBySignal& e) {
     std::cerr << e.what() << std::endl;

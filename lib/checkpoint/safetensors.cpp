@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
@@ -144,5 +145,42 @@ SafetensorsFile parse_safetensors(const std::vector<char>& bytes, const std::str
 }
 
 SafetensorsFile load_safetensors(const std::string& path) { return parse_safetensors(read_binary_file(path), path); }
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  auto fail = [&](const std::string& why) { return RuntimeFailure("safetensors file '" + path + "': " + why); };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw fail("cannot be read");
+  unsigned char size_bytes[8];
+  if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) throw fail("too short for a header");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(size_bytes[i]) << (8 * i);
+  if (n > kMaxHeader) throw fail("header length " + std::to_string(n) + " is implausible");
+  std::string text(n, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(n))) throw fail("header length " + std::to_string(n) + " exceeds the file");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) throw fail("header is not a JSON object");
+  SafetensorsHeader out;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) throw fail("__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m)
+        if (m->is_string()) out.metadata[m.key()] = m->get<std::string>();
+      continue;
+    }
+    SafetensorsHeader::Entry e;
+    e.name = it.key();
+    if (!it->is_object() || !(*it)["dtype"].is_string() || !(*it)["shape"].is_array())
+      throw fail("tensor '" + e.name + "': entry needs dtype and shape");
+    e.dtype = (*it)["dtype"].get<std::string>();
+    for (const auto& d : (*it)["shape"]) e.shape.push_back(d.get<int64_t>());
+    out.tensors.push_back(std::move(e));
+  }
+  return out;
+}
 
 }  // namespace hftrain

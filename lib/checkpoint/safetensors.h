@@ -28,6 +28,17 @@ struct SafetensorsFile {
 };
 
 SafetensorsFile load_safetensors(const std::string& path);
+
+// A file's header alone (names, dtypes, shapes, metadata), read without its tensor data.
+struct SafetensorsHeader {
+  struct Entry {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Entry> tensors;
+  std::map<std::string, std::string> metadata;
+};
+SafetensorsHeader read_safetensors_header(const std::string& path);
 // Parses from memory; `name` is used in error messages.
 SafetensorsFile parse_safetensors(const std::vector<char>& bytes, const std::string& name);
 

@@ -1,4 +1,4 @@
-// DeepSpeed WarmupLR / WarmupDecayLR (see deepspeed_schedules.h).
+// DeepSpeed WarmupLR / WarmupDecayLR / WarmupCosineLR (see deepspeed_schedules.h).
 #include "optim/deepspeed_schedules.h"
 
 #include <algorithm>
@@ -57,6 +57,41 @@ void DeepSpeedWarmupDecayLR::Options::declare(Schema<Options>& s) {
 
 DeepSpeedWarmupDecayLR::DeepSpeedWarmupDecayLR(const Options& o, const ScheduleContext& c)
     : DeepSpeedWarmupLR(warmup_part(o), c), total_num_steps_(o.total_num_steps.value_or(c.total_steps)) {}
+
+void DeepSpeedWarmupCosineLR::Options::declare(Schema<Options>& s) {
+  s.add("total_num_steps", &Options::total_num_steps, "Step at which the cosine reaches cos_min_ratio; null = the run's total steps.")
+      .check([](const std::optional<int64_t>& v) -> std::string {
+        return v && *v < 0 ? "must be >= 0, got " + std::to_string(*v) : "";
+      });
+  s.add("warmup_min_ratio", &Options::warmup_min_ratio, "Start of the warmup, as a fraction of training.learning_rate.").min(0).max(1);
+  s.add("warmup_num_steps", &Options::warmup_num_steps, "Warmup steps (at least 2 are used); null = the run's warmup steps.")
+      .check([](const std::optional<int64_t>& v) -> std::string {
+        return v && *v < 0 ? "must be >= 0, got " + std::to_string(*v) : "";
+      });
+  s.add("cos_min_ratio", &Options::cos_min_ratio, "End of the cosine, as a fraction of training.learning_rate.").min(0).max(1);
+  s.add("warmup_type", &Options::warmup_type, "Warmup curve: log or linear.").choices({"log", "linear"});
+}
+
+DeepSpeedWarmupCosineLR::DeepSpeedWarmupCosineLR(const Options& o, const ScheduleContext& c)
+    : options_(o),
+      base_lr_(c.base_lr),
+      warmup_num_steps_(std::max<int64_t>(2, o.warmup_num_steps.value_or(c.warmup_steps))),
+      total_num_steps_(o.total_num_steps.value_or(c.total_steps)) {}
+
+double DeepSpeedWarmupCosineLR::ratio(int64_t it) const {
+  const double w = static_cast<double>(warmup_num_steps_);
+  if (it < warmup_num_steps_) {
+    const double r = options_.warmup_type == "log" ? std::log(static_cast<double>(it + 1)) / std::log(w)
+                                                   : static_cast<double>(it) / w;
+    return options_.warmup_min_ratio + r * (1.0 - options_.warmup_min_ratio);
+  }
+  const double real_last_step = static_cast<double>(it - warmup_num_steps_ + 1);
+  const double real_total_steps = std::max<double>(1.0, static_cast<double>(total_num_steps_ - warmup_num_steps_));
+  const double cosine = (1.0 + std::cos(M_PI * real_last_step / real_total_steps)) / 2.0;
+  return std::max(0.0, options_.cos_min_ratio + (1.0 - options_.cos_min_ratio) * cosine);
+}
+
+double DeepSpeedWarmupCosineLR::lr(int64_t step) const { return step == 0 ? 0.0 : base_lr_ * ratio(step - 1); }
 
 double DeepSpeedWarmupDecayLR::gamma(int64_t it) const {
   if (it < warmup_num_steps_) return warmup_gamma(it);

@@ -1,4 +1,4 @@
-// DeepSpeed's `WarmupLR` and `WarmupDecayLR` (deepspeed/runtime/lr_schedules.py), stepped once per
+// DeepSpeed's `WarmupLR`, `WarmupDecayLR` and `WarmupCosineLR` (deepspeed/runtime/lr_schedules.py), stepped once per
 // optimizer step as the DeepSpeed engine does. With it = the scheduler's last_batch_iteration:
 //   lr = warmup_min_lr + (warmup_max_lr - warmup_min_lr) * gamma(it)
 //   gamma(it) = log(it + 1) / log(Wd)  (warmup_type log)  or  it / Wd  (linear)   while it < Wd
@@ -57,6 +57,32 @@ class DeepSpeedWarmupDecayLR : public DeepSpeedWarmupLR {
 
  private:
   int64_t total_num_steps_;
+};
+
+// WarmupCosineLR works in ratios of training.learning_rate (DeepSpeed's org_lrs): with Wd = max(2,
+// warmup_num_steps),
+//   ratio(it) = warmup_min_ratio + (1 - warmup_min_ratio) * [log(it + 1) / log(Wd) | it / Wd]   while it < Wd
+//             = max(0, cos_min_ratio + (1 - cos_min_ratio) * (1 + cos(pi * (it - Wd + 1) / (total_num_steps - Wd))) / 2)
+// (the denominator at least 1, as DeepSpeed's fix for total_num_steps == warmup_num_steps does). At it = -1
+// DeepSpeed's get_lr() is 0, so the first optimizer step runs at lr 0; step s >= 1 runs at it = s - 1.
+class DeepSpeedWarmupCosineLR : public Schedule {
+ public:
+  struct Options {
+    std::optional<int64_t> total_num_steps;
+    double warmup_min_ratio = 0.0;
+    std::optional<int64_t> warmup_num_steps;
+    double cos_min_ratio = 0.0001;
+    std::string warmup_type = "log";
+    static void declare(Schema<Options>& s);
+  };
+  DeepSpeedWarmupCosineLR(const Options& options, const ScheduleContext& context);
+  double lr(int64_t step) const override;
+
+ private:
+  double ratio(int64_t it) const;
+  Options options_;
+  double base_lr_;
+  int64_t warmup_num_steps_, total_num_steps_;
 };
 
 }  // namespace hftrain

@@ -24,6 +24,9 @@ void register_schedules(Registry<Schedule, const ScheduleContext&>& schedules) {
   schedules.add<DeepSpeedWarmupLR>("WarmupLR", "DeepSpeed WarmupLR: log or linear warmup, then constant.");
   schedules.add<DeepSpeedWarmupDecayLR>("WarmupDecayLR",
                                         "DeepSpeed WarmupDecayLR: log or linear warmup, then linear decay to 0.");
+  schedules.add<DeepSpeedWarmupCosineLR>("WarmupCosineLR",
+                                         "DeepSpeed WarmupCosineLR: warmup from warmup_min_ratio, then cosine to "
+                                         "cos_min_ratio of the learning rate.");
 }
 
 }  // namespace hftrain

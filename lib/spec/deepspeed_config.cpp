@@ -162,8 +162,13 @@ const std::map<std::string, std::vector<std::string>> kOptimizerParams = {
     {"sgd", {"momentum", "dampening", "nesterov", "foreach"}},
     {"adagrad", {"lr_decay", "initial_accumulator_value", "foreach"}}};
 
-const std::vector<std::string> kSchedulerParams = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type",
-                                                   "total_num_steps", "last_batch_iteration"};
+// Each DeepSpeed scheduler's params (last_batch_iteration: -1 only).
+const std::map<std::string, std::vector<std::string>> kSchedulerParams = {
+    {"WarmupLR", {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type", "last_batch_iteration"}},
+    {"WarmupDecayLR",
+     {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type", "total_num_steps", "last_batch_iteration"}},
+    {"WarmupCosineLR",
+     {"total_num_steps", "warmup_min_ratio", "warmup_num_steps", "cos_min_ratio", "warmup_type", "last_batch_iteration"}}};
 
 std::vector<std::string> names_of(const std::vector<KnownKey>& keys) {
   std::vector<std::string> out;
@@ -457,13 +462,14 @@ class DeepSpeedReader {
       return;
     }
     const std::string t = type.Scalar();
-    if (t != "WarmupLR" && t != "WarmupDecayLR") {
-      const bool deepspeed_name = t == "WarmupCosineLR" || t == "OneCycle" || t == "LRRangeTest";
+    auto known = kSchedulerParams.find(t);
+    if (known == kSchedulerParams.end()) {
+      const bool deepspeed_name = t == "OneCycle" || t == "LRRangeTest";
       problem("scheduler.type", type,
               "'" + t + "' " + (deepspeed_name ? "has no equivalent in hftrain yet" : "is not a DeepSpeed scheduler") +
                   did_you_mean(t, {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"}) +
-                  "; use WarmupLR or WarmupDecayLR, or remove the scheduler section and set an HF schedule "
-                  "(training.lr_scheduler_type, e.g. cosine or cosine_with_min_lr)");
+                  "; use WarmupLR, WarmupDecayLR or WarmupCosineLR, or remove the scheduler section and set an HF "
+                  "schedule (training.lr_scheduler_type, e.g. cosine or cosine_with_min_lr)");
       return;
     }
     place("scheduler.type", type, "scheduler", "type", type);
@@ -473,8 +479,8 @@ class DeepSpeedReader {
       const std::string key = kv.first.Scalar();
       const std::string path = "scheduler.params." + key;
       const YAML::Node& p = kv.second;
-      if (!contains(kSchedulerParams, key) || (key == "total_num_steps" && t == "WarmupLR")) {
-        unknown(path, key, p, kSchedulerParams);
+      if (!contains(known->second, key)) {
+        unknown(path, key, p, known->second);
       } else if (key == "warmup_max_lr") {
         // compared with training.learning_rate; the schedule's default is that value
       } else if (key == "last_batch_iteration") {

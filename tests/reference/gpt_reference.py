@@ -115,6 +115,8 @@ def extra_cases():
         ("adamw", {}, "inverse_sqrt", {"timescale": 20}),
         ("adamw", {}, "WarmupLR", {"warmup_min_lr": 1e-4, "warmup_num_steps": 10, "warmup_type": "linear"}),
         ("adamw", {}, "WarmupDecayLR", {}),
+        ("adamw", {}, "WarmupCosineLR", {"warmup_min_ratio": 0.1, "cos_min_ratio": 0.05, "warmup_num_steps": 10}),
+        ("adamw", {}, "WarmupCosineLR", {"warmup_type": "linear"}),
         ("sgd", {"momentum": 0.8, "dampening": 0.3}, "linear", {}),
         ("sgd", {}, "linear", {}),
         ("adafactor", {"beta1": 0.9, "scale_parameter": True}, "linear", {}),
@@ -402,6 +404,41 @@ class RefDeepSpeedWarmup:
         return [self.last]
 
 
+class RefDeepSpeedWarmupCosine:
+    # DeepSpeed's WarmupCosineLR (deepspeed/runtime/lr_schedules.py): ratios of the optimizer's lr;
+    # get_lr() is 0 before the first step() (last_batch_iteration -1), so the first optimizer step runs
+    # at lr 0; the cosine's denominator is at least 1 (DeepSpeed's guard for total == warmup).
+    def __init__(self, optimizer, options, base_lr, W, T):
+        self.optimizer = optimizer
+        self.base = base_lr
+        self.total = options.get("total_num_steps", T)
+        self.min_ratio = options.get("warmup_min_ratio", 0.0)
+        self.warmup = max(2, options.get("warmup_num_steps", W))
+        self.cos_min = options.get("cos_min_ratio", 0.0001)
+        self.log_curve = options.get("warmup_type", "log") == "log"
+        self.it = -1
+        self._set(0.0)
+
+    def _ratio(self):
+        if self.it < self.warmup:
+            r = math.log(self.it + 1) / math.log(self.warmup) if self.log_curve else self.it / self.warmup
+            return self.min_ratio + r * (1.0 - self.min_ratio)
+        last, total = self.it - self.warmup + 1, max(1, self.total - self.warmup)
+        return max(0.0, self.cos_min + (1.0 - self.cos_min) * (1 + math.cos(math.pi * last / total)) / 2)
+
+    def _set(self, lr):
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        self.last = lr
+
+    def step(self):
+        self.it += 1
+        self._set(self.base * self._ratio())
+
+    def get_last_lr(self):
+        return [self.last]
+
+
 # ---- oracles: optimizers without a torch implementation -------------------------------------------
 def rms(x):
     return x.pow(2).mean().sqrt()
@@ -515,6 +552,8 @@ def make_schedule(case, opt, W, T):
     name, options, base_lr = case["scheduler"], case["scheduler_options"], case["training"]["learning_rate"]
     if name in ("WarmupLR", "WarmupDecayLR"):
         return RefDeepSpeedWarmup(opt, name, options, base_lr, W, T)
+    if name == "WarmupCosineLR":
+        return RefDeepSpeedWarmupCosine(opt, options, base_lr, W, T)
     if name == "reduce_lr_on_plateau":  # no warmup; stepped after each evaluation
         return torch.optim.lr_scheduler.ReduceLROnPlateau(opt, **options)
     if name == "constant":

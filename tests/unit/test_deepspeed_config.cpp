@@ -169,7 +169,7 @@ TEST_CASE("misspelt, unavailable and conflicting DeepSpeed keys are refused with
   "fp16": {"enabled": false, "initial_scale_powr": 12},
   "zero_optimization": {"stage": 2, "overlap_com": true, "zero_quantized_weights": true, "zero_hpz_partition_size": 1},
   "optimizer": {"type": "Lamb"},
-  "scheduler": {"type": "WarmupCosineLR"},
+  "scheduler": {"type": "OneCycle"},
   "prescale_gradients": false,
   "curriculum_learning": {"enabled": true}
 })");
@@ -182,7 +182,7 @@ TEST_CASE("misspelt, unavailable and conflicting DeepSpeed keys are refused with
                                   "'overlap_comm'?)"));
   CHECK_THAT(err, Catch::Contains("zero_optimization.zero_quantized_weights: quantised weight gathers"));
   CHECK_THAT(err, Catch::Contains("optimizer.type: 'Lamb' is not available"));
-  CHECK_THAT(err, Catch::Contains("scheduler.type: 'WarmupCosineLR' has no equivalent in hftrain yet"));
+  CHECK_THAT(err, Catch::Contains("scheduler.type: 'OneCycle' has no equivalent in hftrain yet"));
   CHECK_THAT(err, Catch::Contains("curriculum_learning: curriculum learning is not available"));
   CHECK_THAT(err, !Catch::Contains("prescale_gradients") && !Catch::Contains("zero_hpz_partition_size"));  // neutral values
   // The same setting in the spec's own section and in the DeepSpeed config must agree.
@@ -209,6 +209,11 @@ TEST_CASE("an inline DeepSpeed mapping works like a file, Adam without adam_w_mo
   CHECK(spec.zero.reduce_dtype == "fp32");
   CHECK(load(write_file("inline2.yaml", spec_with("{optimizer: {type: Adam}}"))).optimizer.type == "adamw");
   CHECK(load(write_file("inline3.yaml", spec_with("{optimizer: {type: SGD, params: {momentum: 0.9}}}"))).optimizer.type == "sgd");
+  RunSpec cosine = load(write_file("inline5.yaml", spec_with("{scheduler: {type: WarmupCosineLR, params: {cos_min_ratio: 0.1, "
+                                                             "warmup_num_steps: auto, total_num_steps: auto}}}")));
+  CHECK(cosine.scheduler.type == "WarmupCosineLR");
+  CHECK_THAT(load_error(write_file("inline6.yaml", spec_with("{scheduler: {type: WarmupCosineLR, params: {warmup_max_lr: 1}}}"))),
+             Catch::Contains("unknown DeepSpeed key 'warmup_max_lr'"));
   // DeepSpeed's Adagrad: eps "auto" is HF's adam_epsilon, and its own options land in the optimizer section.
   RunSpec adagrad = load(write_file("inline4.yaml", spec_with("{optimizer: {type: Adagrad, params: {eps: auto, lr_decay: 0.01}}}")));
   REQUIRE(adagrad.optimizer.type == "adagrad");

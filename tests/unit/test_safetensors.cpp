@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "checkpoint/safetensors.h"
 #include "util/error.h"
@@ -86,4 +87,21 @@ TEST_CASE("malformed safetensors files are rejected with a message naming the pr
 
 TEST_CASE("loading a missing safetensors file names the path", "[unit][safetensors]") {
   CHECK_THROWS_WITH(load_safetensors("/nonexistent/model.safetensors"), Catch::Contains("/nonexistent/model.safetensors"));
+}
+
+TEST_CASE("a file's header is read alone, with the names, dtypes, shapes and metadata the file holds", "[unit][safetensors]") {
+  auto path = (std::filesystem::temp_directory_path() / "hftrain_header_only.safetensors").string();
+  save_safetensors(path, {{"b", torch::zeros({2, 3}, torch::kBFloat16)}, {"a", torch::ones({5}, torch::kFloat)}},
+                   {{"format", "pt"}, {"world_size", "2"}});
+  const SafetensorsHeader h = read_safetensors_header(path);
+  const SafetensorsFile full = load_safetensors(path);
+  REQUIRE(h.tensors.size() == full.tensors.size());
+  for (const auto& e : h.tensors) {
+    INFO(e.name);
+    REQUIRE(full.tensors.count(e.name) == 1);
+    CHECK(e.shape == full.tensors.at(e.name).sizes().vec());
+  }
+  CHECK(h.metadata == full.metadata);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << "abc";
+  CHECK_THROWS_WITH(read_safetensors_header(path), Catch::Contains(path) && Catch::Contains("too short"));
 }

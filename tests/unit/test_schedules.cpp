@@ -41,7 +41,7 @@ TEST_CASE("every HF and DeepSpeed schedule is registered", "[unit][optim][schedu
   const auto& c = builtin_components();
   for (const char* name : {"linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                            "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay", "reduce_lr_on_plateau",
-                           "WarmupLR", "WarmupDecayLR"})
+                           "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"})
     CHECK(c.schedulers.contains(name));
 }
 
@@ -266,6 +266,24 @@ TEST_CASE("DeepSpeed WarmupDecayLR: warmup, then linear decay to warmup_min_lr a
   auto total = make("WarmupDecayLR", "{total_num_steps: 60, warmup_num_steps: 10}", 0, 110);
   CHECK(total->lr(36) == Approx(2.0 * 25.0 / 50.0));  // it = 35
   CHECK(total->lr(61) == 0.0);
+}
+
+TEST_CASE("DeepSpeed WarmupCosineLR: ratios of the learning rate, lr 0 before the first scheduler step", "[unit][optim][schedule]") {
+  // base lr 2 (make's default); W = 10, total 110; warmup from 0.1 of the lr, cosine down to 0.05 of it.
+  auto s = make("WarmupCosineLR", "{warmup_min_ratio: 0.1, cos_min_ratio: 0.05, warmup_num_steps: 10, total_num_steps: 110}", 0, 110);
+  CHECK(s->lr(0) == 0.0);                                                          // it = -1: get_lr() is 0
+  CHECK(s->lr(1) == Approx(2.0 * 0.1));                                            // it = 0: log(1) = 0
+  CHECK(s->lr(5) == Approx(2.0 * (0.1 + 0.9 * std::log(5.0) / std::log(10.0))));  // it = 4
+  CHECK(s->lr(11) == Approx(2.0 * (0.05 + 0.95 * (1 + std::cos(M_PI * 1 / 100.0)) / 2)));  // it = 10
+  CHECK(s->lr(60) == Approx(2.0 * (0.05 + 0.95 * 0.5)));                           // it = 59: half way
+  CHECK(s->lr(110) == Approx(2.0 * 0.05));                                         // it = 109: the end
+  // Unset steps come from the run (HF "auto"); linear warmup.
+  auto run = make("WarmupCosineLR", "{warmup_type: linear}", 20, 100);
+  CHECK(run->lr(11) == Approx(2.0 * 10 / 20.0));
+  CHECK(run->lr(21) == Approx(2.0 * (0.0001 + 0.9999 * (1 + std::cos(M_PI * 1 / 80.0)) / 2)));
+  // total_num_steps == warmup_num_steps divides by 1 instead of 0 (DeepSpeed's fix for its ZeroDivisionError).
+  auto degenerate = make("WarmupCosineLR", "{warmup_num_steps: 10, total_num_steps: 10}", 0, 100);
+  CHECK(degenerate->lr(11) == Approx(2.0 * 0.0001));
 }
 
 TEST_CASE("schedule options are validated with the key named", "[unit][optim][schedule]") {
