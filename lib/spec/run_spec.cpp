@@ -407,7 +407,7 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, 
   root["training"] = schema_of<TrainingArgs>().dump(spec.training);
   root["distributed"] = schema_of<DistributedArgs>().dump(spec.distributed);
   root["zero"] = schema_of<ZeroArgs>().dump(spec.zero);
-  lookup(root, "precision") = schema_of<PrecisionArgs>().dump(spec.precision);
+  root["precision"] = schema_of<PrecisionArgs>().dump(spec.precision);
   root["generation"] = schema_of<GenerationArgs>().dump(spec.generation);
   if (with_origins) return emit_with_origins(root, spec.origins);
   YAML::Emitter out;

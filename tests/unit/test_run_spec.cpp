@@ -392,3 +392,13 @@ TEST_CASE("HF's deprecated and other TrainingArguments names either act or are r
                                                                                   "  local_rank: -1\n  use_cpu: false\n"),
                               {}, c.catalog()));
 }
+
+TEST_CASE("the resolved spec keeps the precision section (run_spec.yaml is what eval and predict reload)", "[unit][spec]") {
+  const Components& c = builtin_components();
+  RunSpec spec = load_run_spec(write_spec("precision_dump.yaml", std::string(kValid) + "precision: {bf16: true}\n"), {},
+                               c.catalog());
+  const std::string dumped = dump_run_spec(spec, c.catalog());
+  CHECK_THAT(dumped, Catch::Contains("precision:"));
+  RunSpec again = load_run_spec(write_spec("precision_dump_again.yaml", dumped), {}, c.catalog());
+  CHECK(again.precision.bf16);
+}
