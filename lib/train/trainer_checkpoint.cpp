@@ -3,6 +3,7 @@
 // Writing, verifying, rotating and finding checkpoints live in lib/checkpoint; docs/checkpoints.md
 // describes every file.
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -56,6 +57,14 @@ bool same_directory(const fs::path& a, const fs::path& b) {
   std::error_code ec;
   const bool same = fs::equivalent(a, b, ec);
   return !ec && same;
+}
+
+// The number of workers that saved a checkpoint: one rng_state file each (rng_state.safetensors alone = 1).
+int64_t saved_world_size(const CheckpointReader& ckpt) {
+  int64_t n = 0;
+  for (const auto& f : ckpt.manifest().files)
+    if (f.name.rfind("rng_state_", 0) == 0) ++n;
+  return std::max<int64_t>(1, n);
 }
 
 }  // namespace
@@ -127,7 +136,18 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   state_.stateful_callbacks = saved.stateful_callbacks;
   callbacks_.import_states(saved.stateful_callbacks);
 
-  const std::string rng_name = ckpt::rng_state_file(world().rank(), world().world_size());
+  const int64_t saved_world = saved_world_size(ckpt), world_size = world().world_size();
+  std::string rng_name = ckpt::rng_state_file(world().rank(), world_size);
+  if (saved_world != world_size) {
+    const int64_t ga = args.gradient_accumulation_steps;
+    if (world().rank() == 0)
+      std::cerr << "resuming a checkpoint of " << saved_world << " workers as " << world_size << " workers: global batch "
+                << saved.train_batch_size * ga * saved_world << " -> " << plan.global_batch_size << " (per device "
+                << saved.train_batch_size << " -> " << args.per_device_train_batch_size << ", accumulation " << ga << "), "
+                << plan.updates_per_epoch << " optimizer steps per epoch" << std::endl;
+    // Rank r continues the random stream of saved rank r mod W (dropout then differs from an uninterrupted run).
+    rng_name = ckpt::rng_state_file(world().rank() % saved_world, saved_world);
+  }
   SafetensorsFile rng = ckpt.safetensors(rng_name);
   if (!rng.tensors.count("cpu")) throw RuntimeFailure("'" + ckpt.path(rng_name) + "': tensor 'cpu' is missing");
   resume_rng_state_ = rng.tensors.at("cpu");
@@ -138,7 +158,18 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   const int64_t gs = state_.global_step;
   point.epoch = gs / plan.updates_per_epoch;
   point.skip_batches = args.ignore_data_skip ? 0 : (gs % plan.updates_per_epoch) * args.gradient_accumulation_steps;
-  if (!args.ignore_data_skip && gs % plan.updates_per_epoch != 0 &&
+  const int64_t saved_samples_per_batch = saved.train_batch_size * saved_world;
+  const int64_t samples_per_batch = args.per_device_train_batch_size * world_size;
+  if (saved_world != world_size && saved_samples_per_batch != samples_per_batch && !args.ignore_data_skip) {
+    // Another global batch: continue with the next unseen examples of the interrupted epoch, counted in samples.
+    const int64_t samples = point.saved_batches_consumed * saved_samples_per_batch;
+    point.epoch = point.saved_epoch;
+    point.skip_batches = samples / samples_per_batch;
+    if (samples % samples_per_batch != 0)
+      warn(std::to_string(samples % samples_per_batch) + " examples of the interrupted epoch are seen twice: " +
+           std::to_string(samples) + " were consumed, which is not a whole number of this run's batches of " +
+           std::to_string(samples_per_batch));
+  } else if (!args.ignore_data_skip && gs % plan.updates_per_epoch != 0 &&
       (point.saved_epoch != point.epoch || point.saved_batches_consumed != point.skip_batches))
     warn("the checkpoint's sampler stopped at epoch " + std::to_string(point.saved_epoch) + ", batch " +
          std::to_string(point.saved_batches_consumed) + " but this run's batch layout resumes at epoch " +
