@@ -133,7 +133,7 @@ TEST_CASE("ZeRO shards resume on another number of workers and stage 1 <-> 2, re
   fs::remove_all(dir);
 }
 
-TEST_CASE("ZeRO-3 checkpoints resume exactly, and only at stage 3", "[integration][zero][zero3]") {
+TEST_CASE("ZeRO-3 checkpoints resume exactly, only at stage 3, and on another world size", "[integration][zero][zero3]") {
   const std::string dir = train_with_checkpoints("zero3_resume", 3, 2);
   const std::string ckpt = dir + "/out/checkpoint-6";
   auto shard = hftrain::load_safetensors(ckpt + "/global_step6/zero_pp_rank_1_mp_rank_00_optim_states.safetensors");
@@ -151,6 +151,23 @@ TEST_CASE("ZeRO-3 checkpoints resume exactly, and only at stage 3", "[integratio
                   dir);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("saved at ZeRO stage 3 but this run uses stage 2"));
+
+  // Stage 3 on 3 workers from the 2-worker shards: re-partitioned, and steps 7-12 follow the uninterrupted run.
+  r = run_hftrain("train spec.yaml --nproc-per-node 3 --set zero.stage=3 --set training.per_device_train_batch_size=2 "
+                  "--set zero.stage3_param_persistence_threshold=20 --set training.output_dir=w3 --resume out/checkpoint-6",
+                  dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("re-partitioning the ZeRO stage-3 shards of 2 workers for 3 workers"));
+  const auto full = train_logs(dir + "/out/trainer_state.json"), got = train_logs(dir + "/w3/trainer_state.json");
+  REQUIRE(got.size() == 12);
+  for (std::size_t i = 6; i < 12; ++i) {
+    INFO("step " << got[i]["step"]);
+    const double want_loss = full[i]["loss"], loss = got[i]["loss"];
+    CHECK(std::abs(loss - want_loss) <= 5e-5 + 1e-5 * std::abs(want_loss));
+    const double want_norm = full[i]["grad_norm"], norm = got[i]["grad_norm"];
+    CHECK(std::abs(norm - want_norm) <= 1e-5 * std::abs(want_norm));
+  }
   fs::remove_all(dir);
 }
 
