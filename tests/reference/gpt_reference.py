@@ -370,7 +370,23 @@ def hf_lambda(name, options, W, T, base_lr):
     raise KeyError(name)
 
 
-class RefDeepSpeedWarmup:
+class RefDeepSpeedSchedule:
+    # What DeepSpeed's schedulers share: step() after every optimizer step moves last_batch_iteration on
+    # by one and writes the new lr into the optimizer (update_lr); get_last_lr() reports it.
+    def _set(self, lr):
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        self.last = lr
+
+    def step(self):
+        self.it += 1
+        self._set(self._lr())
+
+    def get_last_lr(self):
+        return [self.last]
+
+
+class RefDeepSpeedWarmup(RefDeepSpeedSchedule):
     # DeepSpeed's WarmupLR / WarmupDecayLR (deepspeed/runtime/lr_schedules.py) as the engine drives
     # them: constructed at last_batch_iteration -1 with the optimizer at warmup_min_lr, then step()
     # after every optimizer step moves last_batch_iteration on by one and sets the new lr.
@@ -391,20 +407,11 @@ class RefDeepSpeedWarmup:
             return 1.0
         return max(0.0, (self.total - self.it) / max(1.0, self.total - self.warmup))
 
-    def _set(self, lr):
-        for g in self.optimizer.param_groups:
-            g["lr"] = lr
-        self.last = lr
-
-    def step(self):
-        self.it += 1
-        self._set(self.lo + (self.hi - self.lo) * self._gamma())
-
-    def get_last_lr(self):
-        return [self.last]
+    def _lr(self):
+        return self.lo + (self.hi - self.lo) * self._gamma()
 
 
-class RefDeepSpeedWarmupCosine:
+class RefDeepSpeedWarmupCosine(RefDeepSpeedSchedule):
     # DeepSpeed's WarmupCosineLR (deepspeed/runtime/lr_schedules.py): ratios of the optimizer's lr;
     # get_lr() is 0 before the first step() (last_batch_iteration -1), so the first optimizer step runs
     # at lr 0; the cosine's denominator is at least 1 (DeepSpeed's guard for total == warmup).
@@ -426,17 +433,8 @@ class RefDeepSpeedWarmupCosine:
         last, total = self.it - self.warmup + 1, max(1, self.total - self.warmup)
         return max(0.0, self.cos_min + (1.0 - self.cos_min) * (1 + math.cos(math.pi * last / total)) / 2)
 
-    def _set(self, lr):
-        for g in self.optimizer.param_groups:
-            g["lr"] = lr
-        self.last = lr
-
-    def step(self):
-        self.it += 1
-        self._set(self.base * self._ratio())
-
-    def get_last_lr(self):
-        return [self.last]
+    def _lr(self):
+        return self.base * self._ratio()
 
 
 # ---- oracles: optimizers without a torch implementation -------------------------------------------
