@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "checkpoint/checkpoint_files.h"
+#include "config/issues.h"
 #include "checkpoint/checkpoint_finder.h"
 #include "checkpoint/checkpoint_manager.h"
 #include "checkpoint/checkpoint_reader.h"
@@ -79,6 +80,16 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   if (dir.empty()) return point;
   std::cerr << "resuming from " << dir << std::endl;
   const CheckpointReader ckpt(dir);
+  // Optimizer state means something only to the optimizer that wrote it (AdamW's exp_avg read as Lion's
+  // momentum would train on silently): another optimizer type is refused before anything is loaded.
+  if (ckpt.has(ckpt::kRunSpecFile)) {
+    const YAML::Node saved_type = lookup(lookup(YAML::Load(ckpt.text(ckpt::kRunSpecFile)), "optimizer"), "type");
+    if (saved_type.IsScalar() && saved_type.Scalar() != spec_.optimizer.type)
+      throw ConfigError("'" + dir + "' holds the state of optimizer '" + saved_type.Scalar() + "' (" +
+                        ckpt.path(ckpt::kRunSpecFile) + ") but this run uses '" + spec_.optimizer.type +
+                        "': its moments would be read as another optimizer's. Resume with optimizer.type: " +
+                        saved_type.Scalar() + ", or start a new run from the weights (model.from_pretrained: " + dir + ")");
+  }
 
   const SafetensorsFile model_file = ckpt.safetensors(ckpt::kModelFile);
   if (!engine_->partitions_parameters())  // stage 3: the shards below are the parameters

@@ -123,6 +123,19 @@ TEST_CASE("resuming mid-epoch with accumulation and dropout continues bitwise ex
   CHECK(!same_grad_norms(state_a, read_json(noskip + "/out/trainer_state.json"), 6, 14));
 }
 
+TEST_CASE("a checkpoint of one optimizer is not resumed by another", "[integration][checkpoint]") {
+  const std::string dir = scratch_dir("resume_other_optimizer");
+  write_text(dir + "/spec.yaml", exact_spec());
+  CliResult r = run_hftrain("train spec.yaml --set training.max_steps=5", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CliResult lion = run_hftrain("train spec.yaml --set optimizer.type=lion --set training.output_dir=lion --resume out/checkpoint-5", dir);
+  INFO(lion.output);
+  CHECK(lion.exit_code == 2);
+  CHECK_THAT(lion.output, Catch::Contains("holds the state of optimizer 'adamw'") && Catch::Contains("this run uses 'lion'"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/lion"));  // refused before anything was written
+}
+
 TEST_CASE("a checkpoint holds HF's files and fields", "[integration][checkpoint]") {
   const std::string dir = scratch_dir("ckpt_layout");
   write_text(dir + "/spec.yaml", exact_spec("  eval_strategy: steps\n  eval_steps: 5\n  load_best_model_at_end: true\n"));
