@@ -36,10 +36,7 @@ std::string human_size(uint64_t bytes) {
 
 // The layout line: ZeRO shards (stage, world size, groups, elements) or a single optimizer file.
 std::string describe_layout(const fs::path& dir, const Manifest& manifest) {
-  const fs::path latest = dir / "latest";
-  if (fs::exists(latest)) {
-    std::string tag = read_text_file(latest.string());
-    while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' ')) tag.pop_back();
+  if (const std::string tag = read_zero_tag(dir.string()); !tag.empty()) {
     const fs::path shard = dir / tag / zero_shard_file_name(0);
     if (!fs::exists(shard)) return "ZeRO shards under " + tag + "/, but " + shard.filename().string() + " is missing";
     const SafetensorsHeader header = read_safetensors_header(shard.string());

@@ -118,9 +118,9 @@ int run_estimate(const EstimateRequest& request) {
         rows.push_back(row);
       }
 
-  ActivationShape activation{model_option(c.models.dump(spec.model.type, spec.model.options), {"n_layer", "num_hidden_layers"}),
-                             model_hidden_size(spec, c.catalog()),
-                             model_option(c.models.dump(spec.model.type, spec.model.options), {"n_head", "num_attention_heads"}),
+  const YAML::Node model_options = c.models.dump(spec.model.type, spec.model.options);
+  ActivationShape activation{model_option(model_options, {"n_layer", "num_hidden_layers"}), model_hidden_size(spec, c.catalog()),
+                             model_option(model_options, {"n_head", "num_attention_heads"}),
                              std::max<int64_t>(1, shape.max_length), spec.training.per_device_train_batch_size, spec_mixed};
   const int64_t act_full = activation_bytes(activation, false), act_ckpt = activation_bytes(activation, true);
 

@@ -300,9 +300,7 @@ int run_zero_to_fp32(const ZeroToFp32Request& request) {
   fs::path tag_dir;
   if (fs::exists(ckpt / kZeroModelStatesFile)) {
     tag_dir = ckpt;
-  } else if (fs::exists(ckpt / "latest")) {
-    std::string tag = read_text_file((ckpt / "latest").string());
-    while (!tag.empty() && std::isspace(static_cast<unsigned char>(tag.back()))) tag.pop_back();
+  } else if (const std::string tag = read_zero_tag(ckpt.string()); !tag.empty()) {
     tag_dir = ckpt / tag;
     if (!fs::is_directory(tag_dir))
       throw RuntimeFailure("'" + (ckpt / "latest").string() + "' names '" + tag + "' but '" + tag_dir.string() + "' does not exist");

@@ -168,13 +168,19 @@ SafetensorsFile repartitioned_shard(const fs::path& tag_dir, const PartitionMap&
 
 bool has_zero_checkpoint(const std::string& checkpoint_dir) { return fs::exists(fs::path(checkpoint_dir) / "latest"); }
 
-void load_zero_checkpoint(const std::string& checkpoint_dir, Engine& engine, Comm& comm) {
+std::string read_zero_tag(const std::string& checkpoint_dir) {
   const fs::path latest = fs::path(checkpoint_dir) / "latest";
-  if (!fs::exists(latest))
-    throw RuntimeFailure("'" + checkpoint_dir + "' holds no ZeRO shards (no 'latest' file): it was saved with zero.stage 0; "
-                         "resume it with zero.stage 0");
+  if (!fs::exists(latest)) return "";
   std::string tag = read_text_file(latest.string());
   while (!tag.empty() && std::isspace(static_cast<unsigned char>(tag.back()))) tag.pop_back();
+  return tag;
+}
+
+void load_zero_checkpoint(const std::string& checkpoint_dir, Engine& engine, Comm& comm) {
+  const std::string tag = read_zero_tag(checkpoint_dir);
+  if (tag.empty())
+    throw RuntimeFailure("'" + checkpoint_dir + "' holds no ZeRO shards (no 'latest' file): it was saved with zero.stage 0; "
+                         "resume it with zero.stage 0");
   const fs::path tag_dir = fs::path(checkpoint_dir) / tag;
   const fs::path first = tag_dir / zero_shard_file_name(0);
   if (!fs::exists(first)) throw RuntimeFailure("missing ZeRO shard '" + first.string() + "'");

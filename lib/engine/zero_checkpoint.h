@@ -40,6 +40,8 @@ std::vector<std::string> write_rank_checkpoint_files(const std::string& tmp_dir,
 
 // True when <dir>/latest exists (the shards of that checkpoint are complete).
 bool has_zero_checkpoint(const std::string& checkpoint_dir);
+// The tag <dir>/latest names ("global_stepN", trailing whitespace removed); "" when there is no such file.
+std::string read_zero_tag(const std::string& checkpoint_dir);
 
 // Loads this rank's shard (tag from <checkpoint_dir>/latest) into the engine. Collective (the engine
 // all-gathers the restored partitions). A missing file, another world size or another layout throws
