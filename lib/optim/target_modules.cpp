@@ -54,8 +54,8 @@ std::set<std::string> resolve_target_modules(const TargetModules& targets, const
 }
 
 std::vector<ModuleEntry> module_entries(const torch::nn::Module& model) {
-  std::vector<ModuleEntry> out;
-  for (const auto& item : model.named_modules("", /*include_self=*/true)) {
+  std::vector<ModuleEntry> out{{"", false}};  // the model itself (a whole model is never one Linear layer)
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     ModuleEntry e{item.key(), false};
     if (const auto* linear = dynamic_cast<const torch::nn::LinearImpl*>(item.value().get()))
       e.is_linear = linear->weight.defined() && linear->weight.requires_grad();

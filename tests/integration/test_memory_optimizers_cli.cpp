@@ -49,6 +49,8 @@ TEST_CASE("memory optimizers: refused combinations exit 2 naming the option", "[
        "training.gradient_accumulation_steps: optimizer 'galore_adamw_layerwise' updates each parameter inside backward"},
       {"{type: galore_adafactor_layerwise}", kTargets, "training.max_grad_norm: optimizer 'galore_adafactor_layerwise'"},
       {"{type: galore_adamw}", kTargets + "  optim: adamw_torch\n", "disagrees"},
+      {"{type: lomo}", "  gradient_accumulation_steps: 4\n", "training.gradient_accumulation_steps: optimizer 'lomo'"},
+      {"{type: adalomo}", "  bf16: true\n", "precision: optimizer 'adalomo' updates each parameter inside backward"},
       {"{type: galore_adamw, proj_type: diagonal}", kTargets, "optimizer.proj_type"},
   };
   for (const auto& c : cases) {
@@ -105,6 +107,8 @@ TEST_CASE("memory optimizers: resume continues bitwise exactly", "[integration][
       {"{type: galore_adamw_8bit, rank: 4, update_proj_gap: 3, min_8bit_size: 0, block_size: 32}", kTargets},
       {"{type: galore_adafactor, rank: 4, update_proj_gap: 4, proj_type: full}", kTargets},
       {"{type: galore_adamw_layerwise, rank: 4, update_proj_gap: 4}", kTargets + "  max_grad_norm: 0\n"},
+      {"{type: lomo}", ""},     // clipping at 1.0: two backward passes per step
+      {"{type: adalomo}", ""},
   };
   for (const auto& c : cases) {
     INFO(c.optimizer);
@@ -128,5 +132,49 @@ TEST_CASE("memory optimizers: resume continues bitwise exactly", "[integration][
     CHECK(file_bytes(full + "/out/model.safetensors") == file_bytes(resumed + "/out/model.safetensors"));
     CHECK(file_bytes(full + "/out/checkpoint-10/optimizer.safetensors") ==
           file_bytes(resumed + "/out/checkpoint-10/optimizer.safetensors"));
+  }
+}
+
+namespace {
+
+// configs/quickstart.yaml with `sets` (--set arguments); returns eval_exact_match.
+double quickstart_exact_match(const std::string& name, const std::string& sets) {
+  const std::string dir = scratch_dir("memopt_learn_" + name);
+  CliResult r = run_hftrain(std::string("train '") + HFTRAIN_SOURCE_DIR + "/configs/quickstart.yaml' --set training.output_dir=" +
+                                dir + "/run " + sets,
+                            dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return json::parse(read_text(dir + "/run/eval_results.json"))["eval_exact_match"].get<double>();
+}
+
+// GaLore on the quickstart model: every attention / MLP Linear projected to rank 16, refreshed every 50 steps.
+const std::string kGalore = "--set training.optim_target_modules=[attn,mlp] --set optimizer.rank=16 "
+                            "--set optimizer.update_proj_gap=50 --set training.learning_rate=1e-2 ";
+
+}  // namespace
+
+// The learning rates (docs/design.md, "Memory-efficient optimizers"): adamw_8bit 3e-3 (the quickstart's);
+// GaLore 1e-2 (the paper's range: the projected step is scaled by 0.25); lomo 0.5 with weight_decay 0 (plain
+// SGD: decoupled decay at that lr would shrink the weights 5 % per step); adalomo 3e-2 (its step is scaled
+// by the parameter RMS).
+TEST_CASE("memory optimizers learn the quickstart task: adamw_8bit, lomo, adalomo", "[integration][slow]") {
+  CHECK(quickstart_exact_match("adamw_8bit", "--set optimizer.type=adamw_8bit") >= 0.9);
+  CHECK(quickstart_exact_match("lomo", "--set optimizer.type=lomo --set training.learning_rate=0.5 "
+                                       "--set training.weight_decay=0") >= 0.9);
+  CHECK(quickstart_exact_match("adalomo", "--set optimizer.type=adalomo --set training.learning_rate=3e-2") >= 0.9);
+}
+
+TEST_CASE("memory optimizers learn the quickstart task: GaLore", "[integration][slow]") {
+  for (const std::string opt : {"galore_adamw", "galore_adamw_8bit", "galore_adafactor"}) {
+    INFO(opt);
+    CHECK(quickstart_exact_match(opt, kGalore + "--set optimizer.type=" + opt) >= 0.9);
+  }
+}
+
+TEST_CASE("memory optimizers learn the quickstart task: layer-wise GaLore", "[integration][slow]") {
+  for (const std::string opt : {"galore_adamw_layerwise", "galore_adamw_8bit_layerwise", "galore_adafactor_layerwise"}) {
+    INFO(opt);
+    CHECK(quickstart_exact_match(opt, kGalore + "--set training.max_grad_norm=0 --set optimizer.type=" + opt) >= 0.9);
   }
 }
