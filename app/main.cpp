@@ -21,7 +21,6 @@
 
 int main(int argc, char** argv) {
   hftrain::reexec_with_short_openmp_spin(argv);  // see util/threads.h
-  hftrain::keep_freed_memory_for_reuse();        // see util/malloc_policy.h
   CLI::App app{"hftrain: HF Trainer + DeepSpeed ZeRO style training from a YAML/JSON run spec"};
   app.set_version_flag("--version", hftrain::version_text());
   app.require_subcommand(1);
@@ -135,6 +134,12 @@ int main(int argc, char** argv) {
   }
 
   if (resume_opt->count() > 0 && train.resume.empty()) train.resume = "last";
+  // Commands that run model steps keep freed memory for the next step; the others give large blocks back
+  // as soon as they are freed (util/malloc_policy.h).
+  if (*train_cmd || *eval_cmd || *predict_cmd)
+    hftrain::keep_freed_memory_for_reuse();
+  else
+    hftrain::return_freed_memory_promptly();
 
   try {
     if (*train_cmd) return hftrain::run_train(train);

@@ -34,6 +34,13 @@ bool is_safe_relative_path(const std::string& name);
 uint64_t xxh64_of(const void* data, std::size_t size);
 std::string xxh64_hex(uint64_t h);
 
+// Size and xxh64 of a file, read in 1 MiB blocks; throws RuntimeFailure naming it when missing or unreadable.
+struct FileDigest {
+  uint64_t size = 0;
+  uint64_t xxh64 = 0;
+};
+FileDigest digest_file(const std::string& path);
+
 // Reads <dir>/manifest.json. Throws RuntimeFailure naming the file when missing or malformed.
 Manifest read_manifest(const std::string& dir);
 

@@ -41,10 +41,13 @@ constexpr uint64_t kMaxHeader = 100ull * 1024 * 1024;  // the reference implemen
 
 }  // namespace
 
-std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The 8-byte length and JSON header of `tensors`, and the contiguous CPU tensors whose bytes follow it.
+std::string header_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
+                         std::vector<torch::Tensor>& contiguous, uint64_t& data_bytes) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<torch::Tensor> contiguous;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (header.contains(name)) throw RuntimeFailure("safetensors: duplicate tensor name '" + name + "'");
@@ -58,12 +61,33 @@ std::string serialize_safetensors(const NamedTensors& tensors, const std::map<st
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0) h += ' ';  // align the data section to 8 bytes
   std::string out;
-  out.reserve(8 + h.size() + offset);
   uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
-  out += h;
+  data_bytes = offset;
+  return out + h;
+}
+
+}  // namespace
+
+std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  std::vector<torch::Tensor> contiguous;
+  uint64_t data_bytes = 0;
+  std::string out = header_bytes(tensors, metadata, contiguous, data_bytes);
+  out.reserve(out.size() + data_bytes);
   for (const auto& c : contiguous) out.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
   return out;
+}
+
+void write_safetensors_streamed(const std::string& path, const NamedTensors& tensors,
+                                const std::map<std::string, std::string>& metadata) {
+  std::vector<torch::Tensor> contiguous;
+  uint64_t data_bytes = 0;
+  const std::string header = header_bytes(tensors, metadata, contiguous, data_bytes);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  for (const auto& c : contiguous) out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+  out.flush();
+  if (!out) throw RuntimeFailure("cannot write '" + path + "' (disk full?)");
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

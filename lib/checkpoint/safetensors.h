@@ -23,6 +23,10 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 std::string serialize_safetensors(const NamedTensors& tensors,
                                   const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
+// Writes the file tensor by tensor, never holding its bytes in memory (no fsync: the caller makes it durable).
+void write_safetensors_streamed(const std::string& path, const NamedTensors& tensors,
+                                const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
 struct SafetensorsFile {
   std::map<std::string, torch::Tensor> tensors;
   std::map<std::string, std::string> metadata;

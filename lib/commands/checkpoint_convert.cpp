@@ -126,7 +126,10 @@ int run_checkpoint_convert(const ConvertRequest& request) {
       for (const auto& [k, v] : cut.state) shard.emplace_back(k, v);
       std::map<std::string, std::string> meta = zero_shard_metadata(stage, precision, r, map);
       meta["global_step"] = std::to_string(step);
-      writer.add(tag + "/" + zero_shard_file_name(r), serialize_safetensors(shard, meta));
+      const std::string name = tag + "/" + zero_shard_file_name(r);
+      fs::create_directories(fs::path(writer.tmp_dir()) / tag);
+      write_safetensors_streamed((fs::path(writer.tmp_dir()) / name).string(), shard, meta);
+      writer.adopt(name);
     }
     writer.add(tag + "/" + kZeroModelStatesFile, model_states_bytes(dir, saved, stage, world, step));
     writer.add("latest", tag);

@@ -2,6 +2,7 @@
 #include "engine/universal_state.h"
 
 #include <algorithm>
+#include <functional>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -272,43 +273,41 @@ CutState cut_state(const StateLayout& saved, const StateLayout& target) {
         }
       }
     if (hi <= lo) continue;
-    const SafetensorsReader& master_reader = readers.get(from.master_file);
+    // One tensor's run at a time: the master, then each optimizer slot.
+    auto scatter = [&](const torch::Tensor& run, const std::function<torch::Tensor&(std::size_t)>& target_of) {
+      for (const auto& piece : from.pieces)
+        for (const Destination& d : destinations[piece.param]) {
+          const int64_t b = std::max(piece.param_begin, d.piece->param_begin);
+          const int64_t e = std::min(piece.param_begin + piece.count, d.piece->param_begin + d.piece->count);
+          if (e > b)
+            target_of(d.slab).narrow(0, d.piece->offset + b - d.piece->param_begin, e - b)
+                .copy_(run.narrow(0, piece.offset + b - piece.param_begin - lo, e - b));
+        }
+    };
+    scatter(readers.get(from.master_file).read_range(from.master_key, lo, hi - lo).to(torch::kFloat32),
+            [&](std::size_t slab) -> torch::Tensor& { return masters[slab]; });
     const SafetensorsReader& state_reader = readers.get(from.state_file);
-    const torch::Tensor master = master_reader.read_range(from.master_key, lo, hi - lo).to(torch::kFloat32);
-    std::map<std::string, torch::Tensor> saved_slots;
     for (const std::string& slot : slots_of(state_reader, from.state_prefix)) {
       const std::string key = from.state_prefix + slot;
       const SafetensorsHeader::Entry* e = state_reader.find(key);
-      const int64_t n = numel_of(e->shape);
-      if (slot == kStepSlot) {
-        saved_slots[slot] = state_reader.read(key);
-      } else if (n == from.state_numel) {
-        saved_slots[slot] = state_reader.read_range(key, lo, hi - lo);
-      } else {
+      if (slot == kStepSlot) {  // a counter: the same for every slab the run reaches
+        const torch::Tensor step = state_reader.read(key);
+        for (const auto& piece : from.pieces)
+          for (const Destination& d : destinations[piece.param])
+            if (!slots[d.slab][slot].defined()) slots[d.slab][slot] = step.clone();
+        continue;
+      }
+      if (numel_of(e->shape) != from.state_numel)
         throw RuntimeFailure("'" + from.state_file + "': optimizer state '" + key + "' is " + shape_text(e->shape) +
                              ", not one value per element (" + std::to_string(from.state_numel) +
                              "), so it cannot be re-partitioned (only element-wise optimizers can change layout)");
-      }
+      const torch::Tensor run = state_reader.read_range(key, lo, hi - lo);
+      scatter(run, [&](std::size_t slab) -> torch::Tensor& {
+        torch::Tensor& out = slots[slab][slot];
+        if (!out.defined()) out = torch::zeros({target.slabs[slab].state_numel}, run.options());
+        return out;
+      });
     }
-    for (const auto& piece : from.pieces)
-      for (const Destination& d : destinations[piece.param]) {
-        const int64_t b = std::max(piece.param_begin, d.piece->param_begin);
-        const int64_t e = std::min(piece.param_begin + piece.count, d.piece->param_begin + d.piece->count);
-        if (e <= b) continue;
-        const int64_t src = piece.offset + b - piece.param_begin - lo;
-        const int64_t dst = d.piece->offset + b - d.piece->param_begin;
-        masters[d.slab].narrow(0, dst, e - b).copy_(master.narrow(0, src, e - b));
-        const StateSlab& to = target.slabs[d.slab];
-        for (const auto& [slot, t] : saved_slots) {
-          auto& out = slots[d.slab][slot];
-          if (slot == kStepSlot) {
-            if (!out.defined()) out = t.clone();
-            continue;
-          }
-          if (!out.defined()) out = torch::zeros({to.state_numel}, t.options());
-          out.narrow(0, dst, e - b).copy_(t.narrow(0, src, e - b));
-        }
-      }
   }
   // A partition of only padding has state all the same (zeros, the common step counter), as the engine's.
   std::map<std::string, torch::Tensor> any_slot;
