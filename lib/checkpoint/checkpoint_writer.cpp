@@ -152,6 +152,7 @@ std::string CheckpointWriter::commit(bool save_only_model) {
   m.global_step = step_;
   m.save_only_model = save_only_model;
   m.files = entries_;
+  m.layout = layout_;
   write_file_durably((fs::path(tmp_dir_) / ckpt::kManifestFile).string(), m.to_json().dump(2) + "\n");
   write_point("fsync " + ckpt::partial_dir_name(step_), tmp_dir_);
   std::error_code walk;

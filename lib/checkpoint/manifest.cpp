@@ -64,11 +64,13 @@ const ManifestEntry* Manifest::find(const std::string& name) const {
 nlohmann::json Manifest::to_json() const {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& e : files) list.push_back({{"name", e.name}, {"size", e.size}, {"xxh64", xxh64_hex(e.xxh64)}});
-  return {{"format", kFormat},
-          {"version", kVersion},
-          {"global_step", global_step},
-          {"save_only_model", save_only_model},
-          {"files", list}};
+  nlohmann::json j = {{"format", kFormat},
+                      {"version", kVersion},
+                      {"global_step", global_step},
+                      {"save_only_model", save_only_model},
+                      {"files", list}};
+  if (!layout.is_null()) j["layout"] = layout;
+  return j;
 }
 
 Manifest Manifest::from_json(const nlohmann::json& j, const std::string& source) {
@@ -81,6 +83,7 @@ Manifest Manifest::from_json(const nlohmann::json& j, const std::string& source)
   try {
     m.global_step = j.at("global_step").get<int64_t>();
     m.save_only_model = j.value("save_only_model", false);
+    if (j.contains("layout")) m.layout = j.at("layout");
     for (const auto& e : j.at("files")) {
       ManifestEntry entry;
       entry.name = e.at("name").get<std::string>();

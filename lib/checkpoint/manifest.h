@@ -20,6 +20,9 @@ struct Manifest {
   int64_t global_step = 0;
   bool save_only_model = false;  // no optimizer / scheduler / RNG / loop state: not resumable
   std::vector<ManifestEntry> files;
+  // How the training state is laid out (world_size, zero_stage, dtypes, optimizer, the partition map of
+  // sharded runs); null when the writer did not say (older checkpoints).
+  nlohmann::json layout;
 
   const ManifestEntry* find(const std::string& name) const;
   nlohmann::json to_json() const;

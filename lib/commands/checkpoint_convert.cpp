@@ -109,6 +109,7 @@ int run_checkpoint_convert(const ConvertRequest& request) {
     writer.add(ckpt::rng_state_file(r, world),
                read_text_file((dir / ckpt::rng_state_file(r % saved.world_size, saved.world_size)).string()));
 
+  const PartitionMap map = stage12_map(saved, saved_weight_decay(dir), world);  // used at stages 1-2
   if (stage == 0) {
     std::vector<std::pair<std::string, std::vector<int64_t>>> params;
     for (const auto& name : saved.trainable) params.emplace_back(name, saved.shapes.at(name));
@@ -116,7 +117,6 @@ int run_checkpoint_convert(const ConvertRequest& request) {
     NamedTensors state(cut.state.begin(), cut.state.end());
     writer.add(ckpt::kOptimizerFile, serialize_safetensors(state));
   } else {
-    const PartitionMap map = stage12_map(saved, saved_weight_decay(dir), world);
     const std::string tag = zero_tag(step);
     const std::string precision = saved.precision.empty() ? "fp32" : saved.precision;
     for (int r = 0; r < world; ++r) {
@@ -134,6 +134,14 @@ int run_checkpoint_convert(const ConvertRequest& request) {
     writer.add(tag + "/" + kZeroModelStatesFile, model_states_bytes(dir, saved, stage, world, step));
     writer.add("latest", tag);
   }
+  nlohmann::json layout = manifest.layout.is_object() ? manifest.layout : nlohmann::json::object();
+  layout["world_size"] = world;
+  layout["zero_stage"] = stage;
+  layout["optimizer_state"] = stage == 0 ? ckpt::kOptimizerFile : "ZeRO shards (latest)";
+  layout["converted_from"] = saved.describe();
+  layout.erase("partition");
+  if (stage > 0) layout["partition"] = map.to_json();
+  writer.set_layout(layout);
   const std::string out = writer.commit(false);
   std::cout << "wrote " << out << " (" << world << (world == 1 ? " worker" : " workers") << " at ZeRO stage " << stage
             << "); resume it with --nproc-per-node " << world << " --set zero.stage=" << stage << " --resume " << out

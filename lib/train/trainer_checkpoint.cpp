@@ -20,6 +20,7 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "dist/comm.h"
+#include "engine/partition.h"
 #include "engine/universal_state.h"
 #include "engine/zero_checkpoint.h"
 #include "spec/run_spec.h"
@@ -296,8 +297,10 @@ void Trainer::save_checkpoint(bool for_resume) {
   std::optional<int64_t> best_step;
   if (!state_.best_model_checkpoint.is_null() && !state_.best_global_step.is_null())
     best_step = state_.best_global_step.get<int64_t>();
+  const nlohmann::json layout = model_only ? nlohmann::json() : checkpoint_layout();
   if (!per_rank || model_only) {
-    if (world().rank() == 0) checkpoints_->save(gs, files, model_only, best_step);
+    if (world().rank() == 0)
+      checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) { writer.set_layout(layout); });
   } else {
     auto write_own = [&](const std::string& tmp_dir) {
       return write_rank_checkpoint_files(tmp_dir, gs, *engine_, *pipeline_.model, own_files, world());
@@ -308,6 +311,7 @@ void Trainer::save_checkpoint(bool for_resume) {
         for (const auto& f : files) added.insert(f.first);
         for (const auto& name : write_own(writer.tmp_dir()))
           if (!added.count(name)) writer.adopt(name);
+        writer.set_layout(layout);
       });
     } else {
       write_own((fs::path(args.output_dir) / ckpt::partial_dir_name(gs)).string());
@@ -315,6 +319,20 @@ void Trainer::save_checkpoint(bool for_resume) {
     world().barrier("checkpoint committed");
   }
   last_resumable_save_step_ = model_only ? -1 : gs;
+}
+
+nlohmann::json Trainer::checkpoint_layout() const {
+  const PrecisionArgs& p = spec_.precision;
+  nlohmann::json layout = {{"world_size", world().world_size()},
+                           {"zero_stage", spec_.zero.stage},
+                           {"optimizer", spec_.optimizer.type},
+                           {"dtypes",
+                            {{"parameters", p.bf16 ? "bf16" : p.fp16 ? "fp16" : "fp32"},
+                             {"master_weights", "fp32"},
+                             {"optimizer_state", "fp32"}}},
+                           {"optimizer_state", engine_->sharded() ? "ZeRO shards (latest)" : ckpt::kOptimizerFile}};
+  if (const PartitionMap* map = engine_->partition_map()) layout["partition"] = map->to_json();
+  return layout;
 }
 
 void Trainer::finish_checkpointing() {

@@ -83,6 +83,16 @@ TEST_CASE("checkpoint convert re-partitions exactly and the result resumes as sa
   CHECK_THAT(r.output, Catch::Contains("converting out/checkpoint-6 (step 6, 2 workers at ZeRO stage 2 (fp32)) to 3 workers"));
   check_same_tensors(consolidate_shards(dir + "/w3/checkpoint-6", 6), saved);
   CHECK(run_hftrain("checkpoint inspect w3/checkpoint-6", dir).exit_code == 0);  // complete, manifest verified
+  // Each manifest records its layout; the partition map is the one in the shards.
+  for (const auto& [ckpt, world, stage] : std::vector<std::tuple<std::string, int, int>>{{"out", 2, 2}, {"w3", 3, 1}}) {
+    INFO(ckpt);
+    const json layout = json::parse(read_text(dir + "/" + ckpt + "/checkpoint-6/manifest.json")).at("layout");
+    CHECK(layout.at("world_size") == world);
+    CHECK(layout.at("zero_stage") == stage);
+    CHECK(layout.at("dtypes").at("master_weights") == "fp32");
+    const auto shard = hftrain::load_safetensors(shard_path(dir + "/" + ckpt + "/checkpoint-6", 6, world - 1));
+    CHECK(layout.at("partition") == json::parse(shard.metadata.at("partition")));
+  }
 
   // To 1 worker at stage 0: optimizer.safetensors holds exactly the saved moments, model.safetensors the masters.
   r = run_hftrain("checkpoint convert w3/checkpoint-6 --nproc-per-node 1 --stage 0 w1", dir);
