@@ -93,8 +93,8 @@ int run_checkpoint_convert(const ConvertRequest& request) {
   const StateLayout saved = saved_state_layout(dir.string());
   const int world = request.nproc_per_node, stage = request.stage;
   const int64_t step = manifest.global_step;
-  std::cerr << "converting " << dir.string() << " (step " << step << ", " << saved.describe() << ") to " << world
-            << (world == 1 ? " worker" : " workers") << " at ZeRO stage " << stage << std::endl;
+  std::cerr << "converting " << dir.string() << " (step " << step << ", " << saved.describe() << ") to "
+            << workers_text(world) << " at ZeRO stage " << stage << std::endl;
 
   CheckpointWriter writer(request.out_dir, step);
   const std::string old_tag = read_zero_tag(dir.string());
@@ -143,7 +143,7 @@ int run_checkpoint_convert(const ConvertRequest& request) {
   if (stage > 0) layout["partition"] = map.to_json();
   writer.set_layout(layout);
   const std::string out = writer.commit(false);
-  std::cout << "wrote " << out << " (" << world << (world == 1 ? " worker" : " workers") << " at ZeRO stage " << stage
+  std::cout << "wrote " << out << " (" << workers_text(world) << " at ZeRO stage " << stage
             << "); resume it with --nproc-per-node " << world << " --set zero.stage=" << stage << " --resume " << out
             << std::endl;
   return 0;

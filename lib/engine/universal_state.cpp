@@ -210,8 +210,10 @@ void check_parameter_sets(const StateLayout& saved, const StateLayout& target) {
 
 }  // namespace
 
+std::string workers_text(int64_t n) { return std::to_string(n) + (n == 1 ? " worker" : " workers"); }
+
 std::string StateLayout::describe() const {
-  return std::to_string(world_size) + (world_size == 1 ? " worker" : " workers") + " at ZeRO stage " +
+  return workers_text(world_size) + " at ZeRO stage " +
          std::to_string(zero_stage) + (precision.empty() ? "" : " (" + precision + ")");
 }
 

@@ -21,6 +21,9 @@ namespace hftrain {
 
 struct PartitionMap;
 
+// "1 worker", "3 workers" (for the messages that describe layouts).
+std::string workers_text(int64_t n);
+
 struct StateSlab {
   struct Piece {
     std::string param;

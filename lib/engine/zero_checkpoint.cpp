@@ -139,8 +139,8 @@ void load_zero_checkpoint(const std::string& checkpoint_dir, Engine& engine, Com
   const StateLayout saved = saved_state_layout(checkpoint_dir);
   const int stage = engine.partitions_parameters() ? 3 : saved.zero_stage;  // 1 and 2 share a layout
   if (comm.rank() == 0)
-    std::cerr << "re-partitioning the training state of " << saved.describe() << " for " << comm.world_size()
-              << " workers (fp32 master weights and optimizer state, only the runs each rank needs)" << std::endl;
+    std::cerr << "re-partitioning the training state of " << saved.describe() << " for " << workers_text(comm.world_size())
+              << " (fp32 master weights and optimizer state, only the runs each rank needs)" << std::endl;
   CutState cut = cut_state(saved, shard_state_layout(*map, comm.rank(), stage));
   std::map<std::string, torch::Tensor> tensors = std::move(cut.state);
   for (auto& [k, v] : cut.masters) tensors[k] = std::move(v);

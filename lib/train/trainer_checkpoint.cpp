@@ -146,8 +146,8 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   const int saved_stage = saved_zero_stage(dir), stage = spec_.zero.stage;
   if ((saved_world != world_size || saved_stage != stage) && world().rank() == 0) {
     const int64_t ga = args.gradient_accumulation_steps;
-    std::cerr << "resuming a checkpoint of " << saved_world << " workers at stage " << saved_stage << " as "
-              << world_size << " workers at stage " << stage << ": global batch "
+    std::cerr << "resuming a checkpoint of " << workers_text(saved_world) << " at stage " << saved_stage << " as "
+              << workers_text(world_size) << " at stage " << stage << ": global batch "
               << saved.train_batch_size * ga * saved_world << " -> " << plan.global_batch_size << " (per device "
               << saved.train_batch_size << " -> " << args.per_device_train_batch_size << ", accumulation " << ga << "), "
               << plan.updates_per_epoch << " optimizer steps per epoch" << std::endl;
