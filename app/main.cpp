@@ -7,6 +7,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "commands/checkpoint_convert.h"
 #include "commands/checkpoint_inspect.h"
 #include "commands/commands.h"
 #include "commands/estimate.h"
@@ -20,7 +21,6 @@
 
 int main(int argc, char** argv) {
   hftrain::reexec_with_short_openmp_spin(argv);  // see util/threads.h
-  hftrain::keep_freed_memory_for_reuse();        // see util/malloc_policy.h
   CLI::App app{"hftrain: HF Trainer + DeepSpeed ZeRO style training from a YAML/JSON run spec"};
   app.set_version_flag("--version", hftrain::version_text());
   app.require_subcommand(1);
@@ -100,6 +100,18 @@ int main(int argc, char** argv) {
                                       "(exit 1 when it is not complete)")
           ->footer("Example:\n  hftrain checkpoint inspect runs/x/checkpoint-500");
   inspect_cmd->add_option("checkpoint_dir", inspect_dir, "Checkpoint directory (checkpoint-N)")->required();
+  hftrain::ConvertRequest convert;
+  auto* convert_cmd =
+      checkpoint_cmd
+          ->add_subcommand("convert", "Re-partition a checkpoint's fp32 master weights and optimizer state for another "
+                                      "number of workers and ZeRO stage (0-2), as resume does when it loads")
+          ->footer("Example:\n  hftrain checkpoint convert runs/x/checkpoint-500 --nproc-per-node 6 --stage 2 runs/x6");
+  convert_cmd->add_option("checkpoint_dir", convert.checkpoint_dir, "Checkpoint directory (checkpoint-N)")->required();
+  convert_cmd->add_option("out_dir", convert.out_dir, "Directory that receives checkpoint-N (an output_dir)")->required();
+  convert_cmd->add_option("--nproc-per-node", convert.nproc_per_node, "Workers of the new layout")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  convert_cmd->add_option("--stage", convert.stage, "ZeRO stage of the new layout (0, 1 or 2)")->required();
 
   auto* components_cmd = app.add_subcommand("components", "List every registered component and its options")
                              ->footer("Example:\n  hftrain components");
@@ -122,6 +134,12 @@ int main(int argc, char** argv) {
   }
 
   if (resume_opt->count() > 0 && train.resume.empty()) train.resume = "last";
+  // Commands that run model steps keep freed memory for the next step; the others give large blocks back
+  // as soon as they are freed (util/malloc_policy.h).
+  if (*train_cmd || *eval_cmd || *predict_cmd)
+    hftrain::keep_freed_memory_for_reuse();
+  else
+    hftrain::return_freed_memory_promptly();
 
   try {
     if (*train_cmd) return hftrain::run_train(train);
@@ -131,6 +149,7 @@ int main(int argc, char** argv) {
     if (*components_cmd) return hftrain::run_components();
     if (*estimate_cmd) return hftrain::run_estimate(estimate);
     if (*inspect_cmd) return hftrain::run_checkpoint_inspect(inspect_dir);
+    if (*convert_cmd) return hftrain::run_checkpoint_convert(convert);
     if (*report_cmd) return hftrain::run_report(report);
   } catch (const hftrain::StoppedBySignal& e) {
     std::cerr << e.what() << std::endl;

@@ -132,7 +132,7 @@ void CheckpointWriter::add(const std::string& name, const std::string& bytes) {
 void CheckpointWriter::adopt(const std::string& name) {
   if (!is_safe_relative_path(name)) throw RuntimeFailure("checkpoint file name '" + name + "' is not a relative path");
   const std::string path = (fs::path(tmp_dir_) / name).string();
-  const std::vector<char> bytes = read_binary_file(path);
+  const FileDigest digest = digest_file(path);  // streamed: adopting a large shard needs no memory for it
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail_write(path, errno);
   write_point("fsync " + name, path);
@@ -144,7 +144,7 @@ void CheckpointWriter::adopt(const std::string& name) {
   ::close(fd);
   const std::string parent = fs::path(path).parent_path().string();
   if (parent != tmp_dir_) fsync_dir_or_throw(parent);
-  entries_.push_back({name, bytes.size(), xxh64_of(bytes.data(), bytes.size())});
+  entries_.push_back({name, digest.size, digest.xxh64});
 }
 
 std::string CheckpointWriter::commit(bool save_only_model) {
@@ -152,6 +152,7 @@ std::string CheckpointWriter::commit(bool save_only_model) {
   m.global_step = step_;
   m.save_only_model = save_only_model;
   m.files = entries_;
+  m.layout = layout_;
   write_file_durably((fs::path(tmp_dir_) / ckpt::kManifestFile).string(), m.to_json().dump(2) + "\n");
   write_point("fsync " + ckpt::partial_dir_name(step_), tmp_dir_);
   std::error_code walk;

@@ -31,6 +31,8 @@ class CheckpointWriter {
   // by every rank); adopt() then fsyncs such a file and records it in the manifest.
   const std::string& tmp_dir() const { return tmp_dir_; }
   void adopt(const std::string& name);
+  // Recorded in the manifest as its "layout" (see manifest.h).
+  void set_layout(nlohmann::json layout) { layout_ = std::move(layout); }
   // Writes the manifest and renames the directory into place (replacing an existing checkpoint-N).
   // Returns the final directory path.
   std::string commit(bool save_only_model);
@@ -40,6 +42,7 @@ class CheckpointWriter {
   int64_t step_;
   std::string tmp_dir_;
   std::vector<ManifestEntry> entries_;
+  nlohmann::json layout_;
   bool committed_ = false;
 };
 

@@ -64,11 +64,13 @@ const ManifestEntry* Manifest::find(const std::string& name) const {
 nlohmann::json Manifest::to_json() const {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& e : files) list.push_back({{"name", e.name}, {"size", e.size}, {"xxh64", xxh64_hex(e.xxh64)}});
-  return {{"format", kFormat},
-          {"version", kVersion},
-          {"global_step", global_step},
-          {"save_only_model", save_only_model},
-          {"files", list}};
+  nlohmann::json j = {{"format", kFormat},
+                      {"version", kVersion},
+                      {"global_step", global_step},
+                      {"save_only_model", save_only_model},
+                      {"files", list}};
+  if (!layout.is_null()) j["layout"] = layout;
+  return j;
 }
 
 Manifest Manifest::from_json(const nlohmann::json& j, const std::string& source) {
@@ -81,6 +83,7 @@ Manifest Manifest::from_json(const nlohmann::json& j, const std::string& source)
   try {
     m.global_step = j.at("global_step").get<int64_t>();
     m.save_only_model = j.value("save_only_model", false);
+    if (j.contains("layout")) m.layout = j.at("layout");
     for (const auto& e : j.at("files")) {
       ManifestEntry entry;
       entry.name = e.at("name").get<std::string>();
@@ -123,33 +126,38 @@ std::vector<char> read_verified_file(const std::string& dir, const Manifest& man
   return bytes;
 }
 
+FileDigest digest_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw RuntimeFailure("'" + path + "' is missing");
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  std::vector<char> buf(1 << 20);
+  FileDigest d;
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    XXH64_update(state, buf.data(), n);
+    d.size += n;
+  }
+  const bool read_error = std::ferror(f) != 0;
+  std::fclose(f);
+  d.xxh64 = XXH64_digest(state);
+  XXH64_freeState(state);
+  if (read_error) throw RuntimeFailure("'" + path + "' could not be read");
+  return d;
+}
+
 std::string verify_checkpoint(const std::string& dir) {
   try {
     const Manifest m = read_manifest(dir);
     for (const auto& e : m.files) {
-      // Streamed, so verifying a large checkpoint needs no memory for its files.
       const std::string path = (fs::path(dir) / e.name).string();
-      std::FILE* f = std::fopen(path.c_str(), "rb");
-      if (!f) return "'" + path + "' is missing";
-      XXH64_state_t* state = XXH64_createState();
-      XXH64_reset(state, 0);
-      std::vector<char> buf(1 << 20);
-      uint64_t size = 0;
-      std::size_t n;
-      while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
-        XXH64_update(state, buf.data(), n);
-        size += n;
-      }
-      const bool read_error = std::ferror(f) != 0;
-      std::fclose(f);
-      const uint64_t h = XXH64_digest(state);
-      XXH64_freeState(state);
-      if (read_error) return "'" + path + "' could not be read";
-      if (size != e.size)
-        return "'" + path + "' is " + std::to_string(size) + " bytes but the manifest records " +
+      const FileDigest d = digest_file(path);  // streamed: verifying needs no memory for the files
+      if (d.size != e.size)
+        return "'" + path + "' is " + std::to_string(d.size) + " bytes but the manifest records " +
                std::to_string(e.size) + " (truncated or overwritten)";
-      if (h != e.xxh64)
-        return "'" + path + "' is corrupt: xxh64 " + xxh64_hex(h) + " does not match the manifest's " + xxh64_hex(e.xxh64);
+      if (d.xxh64 != e.xxh64)
+        return "'" + path + "' is corrupt: xxh64 " + xxh64_hex(d.xxh64) + " does not match the manifest's " +
+               xxh64_hex(e.xxh64);
     }
     return "";
   } catch (const Error& e) {

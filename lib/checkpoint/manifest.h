@@ -20,6 +20,9 @@ struct Manifest {
   int64_t global_step = 0;
   bool save_only_model = false;  // no optimizer / scheduler / RNG / loop state: not resumable
   std::vector<ManifestEntry> files;
+  // How the training state is laid out (world_size, zero_stage, dtypes, optimizer, the partition map of
+  // sharded runs); null when the writer did not say (older checkpoints).
+  nlohmann::json layout;
 
   const ManifestEntry* find(const std::string& name) const;
   nlohmann::json to_json() const;
@@ -33,6 +36,13 @@ bool is_safe_relative_path(const std::string& name);
 // xxh64 (seed 0) of a byte range, and as the 16-digit lower-case hex string used in manifest.json.
 uint64_t xxh64_of(const void* data, std::size_t size);
 std::string xxh64_hex(uint64_t h);
+
+// Size and xxh64 of a file, read in 1 MiB blocks; throws RuntimeFailure naming it when missing or unreadable.
+struct FileDigest {
+  uint64_t size = 0;
+  uint64_t xxh64 = 0;
+};
+FileDigest digest_file(const std::string& path);
 
 // Reads <dir>/manifest.json. Throws RuntimeFailure naming the file when missing or malformed.
 Manifest read_manifest(const std::string& dir);

@@ -41,10 +41,13 @@ constexpr uint64_t kMaxHeader = 100ull * 1024 * 1024;  // the reference implemen
 
 }  // namespace
 
-std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The 8-byte length and JSON header of `tensors`, and the contiguous CPU tensors whose bytes follow it.
+std::string header_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
+                         std::vector<torch::Tensor>& contiguous, uint64_t& data_bytes) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<torch::Tensor> contiguous;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (header.contains(name)) throw RuntimeFailure("safetensors: duplicate tensor name '" + name + "'");
@@ -58,12 +61,33 @@ std::string serialize_safetensors(const NamedTensors& tensors, const std::map<st
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0) h += ' ';  // align the data section to 8 bytes
   std::string out;
-  out.reserve(8 + h.size() + offset);
   uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
-  out += h;
+  data_bytes = offset;
+  return out + h;
+}
+
+}  // namespace
+
+std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  std::vector<torch::Tensor> contiguous;
+  uint64_t data_bytes = 0;
+  std::string out = header_bytes(tensors, metadata, contiguous, data_bytes);
+  out.reserve(out.size() + data_bytes);
   for (const auto& c : contiguous) out.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
   return out;
+}
+
+void write_safetensors_streamed(const std::string& path, const NamedTensors& tensors,
+                                const std::map<std::string, std::string>& metadata) {
+  std::vector<torch::Tensor> contiguous;
+  uint64_t data_bytes = 0;
+  const std::string header = header_bytes(tensors, metadata, contiguous, data_bytes);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  for (const auto& c : contiguous) out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+  out.flush();
+  if (!out) throw RuntimeFailure("cannot write '" + path + "' (disk full?)");
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
@@ -157,6 +181,8 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   if (n > kMaxHeader) throw fail("header length " + std::to_string(n) + " is implausible");
   std::string text(n, '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(n))) throw fail("header length " + std::to_string(n) + " exceeds the file");
+  in.seekg(0, std::ios::end);
+  const uint64_t data_size = static_cast<uint64_t>(in.tellg()) - 8 - n;
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
@@ -165,6 +191,7 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
   SafetensorsHeader out;
+  out.data_start = 8 + n;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) throw fail("__metadata__ is not an object");
@@ -174,13 +201,62 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
     }
     SafetensorsHeader::Entry e;
     e.name = it.key();
-    if (!it->is_object() || !(*it)["dtype"].is_string() || !(*it)["shape"].is_array())
-      throw fail("tensor '" + e.name + "': entry needs dtype and shape");
+    auto tfail = [&](const std::string& why) { return fail("tensor '" + e.name + "': " + why); };
+    const auto& off = (*it)["data_offsets"];
+    if (!it->is_object() || !(*it)["dtype"].is_string() || !(*it)["shape"].is_array() || !off.is_array() ||
+        off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      throw tfail("entry needs dtype, shape and data_offsets");
     e.dtype = (*it)["dtype"].get<std::string>();
-    for (const auto& d : (*it)["shape"]) e.shape.push_back(d.get<int64_t>());
+    const DtypeInfo* d = dtype_by_name(e.dtype);
+    if (!d) throw tfail("unsupported dtype '" + e.dtype + "'");
+    uint64_t numel = 1;
+    for (const auto& s : (*it)["shape"]) {
+      if (!s.is_number_unsigned()) throw tfail("shape entries must be non-negative integers");
+      e.shape.push_back(s.get<int64_t>());
+      numel *= s.get<uint64_t>();
+    }
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.begin > e.end || e.end > data_size || e.end - e.begin != numel * d->size)
+      throw tfail("data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                  "] do not fit its shape and dtype inside the file's " + std::to_string(data_size) + " data bytes");
     out.tensors.push_back(std::move(e));
   }
   return out;
+}
+
+SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)), header_(read_safetensors_header(path_)) {
+  for (std::size_t i = 0; i < header_.tensors.size(); ++i) index_[header_.tensors[i].name] = i;
+}
+
+const SafetensorsHeader::Entry* SafetensorsReader::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &header_.tensors[it->second];
+}
+
+torch::Tensor SafetensorsReader::read(const std::string& name) const {
+  const SafetensorsHeader::Entry* e = find(name);
+  if (!e) throw RuntimeFailure("safetensors file '" + path_ + "' has no tensor '" + name + "'");
+  int64_t numel = 1;
+  for (int64_t d : e->shape) numel *= d;
+  return read_range(name, 0, numel).view(e->shape);
+}
+
+torch::Tensor SafetensorsReader::read_range(const std::string& name, int64_t begin, int64_t count) const {
+  const SafetensorsHeader::Entry* e = find(name);
+  if (!e) throw RuntimeFailure("safetensors file '" + path_ + "' has no tensor '" + name + "'");
+  const DtypeInfo* d = dtype_by_name(e->dtype);
+  const int64_t numel = static_cast<int64_t>((e->end - e->begin) / d->size);
+  if (begin < 0 || count < 0 || begin + count > numel)
+    throw RuntimeFailure("safetensors file '" + path_ + "': tensor '" + name + "' has " + std::to_string(numel) +
+                         " elements; elements [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                         ") were asked for");
+  auto t = torch::empty({count}, torch::TensorOptions().dtype(d->type));
+  std::ifstream in(path_, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(header_.data_start + e->begin + static_cast<uint64_t>(begin) * d->size));
+  if (count > 0 && !in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes())))
+    throw RuntimeFailure("safetensors file '" + path_ + "': tensor '" + name + "' cannot be read (truncated?)");
+  return t;
 }
 
 }  // namespace hftrain

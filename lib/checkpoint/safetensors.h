@@ -5,6 +5,7 @@
 // optional "__metadata__" (string -> string), then the raw little-endian tensor bytes.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -22,6 +23,10 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 std::string serialize_safetensors(const NamedTensors& tensors,
                                   const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
+// Writes the file tensor by tensor, never holding its bytes in memory (no fsync: the caller makes it durable).
+void write_safetensors_streamed(const std::string& path, const NamedTensors& tensors,
+                                const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
 struct SafetensorsFile {
   std::map<std::string, torch::Tensor> tensors;
   std::map<std::string, std::string> metadata;
@@ -34,11 +39,34 @@ struct SafetensorsHeader {
   struct Entry {
     std::string name, dtype;
     std::vector<int64_t> shape;
+    uint64_t begin = 0, end = 0;  // byte range in the data section
   };
   std::vector<Entry> tensors;
   std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // file offset of the data section
 };
+// Checks dtypes and that every tensor's byte range lies inside the file and fits its shape.
 SafetensorsHeader read_safetensors_header(const std::string& path);
+
+// Reads single tensors, or runs of a tensor's elements, from a file without loading the rest of it
+// (so a re-partitioning reads only the bytes it needs).
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(std::string path);
+  const std::string& path() const { return path_; }
+  const SafetensorsHeader& header() const { return header_; }
+  // The entry of `name`, or nullptr.
+  const SafetensorsHeader::Entry* find(const std::string& name) const;
+  // The whole tensor, or `count` elements from flat element `begin` (as a 1-D tensor). A missing
+  // tensor or a range outside it throws RuntimeFailure naming the file and the tensor.
+  torch::Tensor read(const std::string& name) const;
+  torch::Tensor read_range(const std::string& name, int64_t begin, int64_t count) const;
+
+ private:
+  std::string path_;
+  SafetensorsHeader header_;
+  std::map<std::string, std::size_t> index_;
+};
 // Parses from memory; `name` is used in error messages.
 SafetensorsFile parse_safetensors(const std::vector<char>& bytes, const std::string& name);
 

@@ -100,6 +100,11 @@ int run_checkpoint_inspect(const std::string& checkpoint_dir) {
                                          : "resumable")
     << "\n";
   o << "layout: " << describe_layout(dir, manifest) << "\n";
+  if (manifest.layout.is_object()) {  // as the manifest records it (the partition map summarised above)
+    nlohmann::json recorded = manifest.layout;
+    recorded.erase("partition");
+    o << "recorded layout: " << recorded.dump() << "\n";
+  }
   o << "precision: " << describe_precision(dir) << "\n";
   uint64_t total = 0;
   for (const auto& f : manifest.files) total += f.size;

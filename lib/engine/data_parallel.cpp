@@ -1,5 +1,6 @@
 // Data-parallel / ZeRO stage 0-2 engine (see data_parallel.h).
 #include "engine/data_parallel.h"
+#include "engine/zero_checkpoint.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -682,13 +683,7 @@ EngineShard DataParallelEngine::export_shard() const {
   for (const auto& [k, v] : optimizer_->state()) shard.tensors.emplace_back("optimizer_state." + k, v);
   if (scaler_.dynamic())
     for (const auto& [k, v] : scaler_.state()) shard.tensors.emplace_back(k, v);
-  shard.metadata = {{"format", "hftrain-zero-shard"},
-                    {"version", "1"},
-                    {"zero_stage", std::to_string(stage_)},
-                    {"precision", precision_name(dtype_)},
-                    {"rank", std::to_string(rank_)},
-                    {"world_size", std::to_string(world_)},
-                    {"partition", map_.to_json().dump()}};
+  shard.metadata = zero_shard_metadata(stage_, precision_name(dtype_), rank_, map_);
   return shard;
 }
 
@@ -699,17 +694,6 @@ void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>
     if (it == metadata.end()) throw RuntimeFailure("'" + source + "': shard metadata has no '" + key + "'");
     return it->second;
   };
-  const int saved_world = std::stoi(meta("world_size"));
-  if (saved_world != world_)
-    throw RuntimeFailure("'" + source + "': this ZeRO checkpoint was saved by " + std::to_string(saved_world) +
-                         " workers but this run has " + std::to_string(world_) +
-                         "; sharded optimizer state resumes only at the same world size (rebuild the weights with "
-                         "`hftrain zero-to-fp32` and start a new run from them)");
-  if (std::stoi(meta("zero_stage")) != stage_ && (std::stoi(meta("zero_stage")) == 3 || stage_ == 3))
-    throw RuntimeFailure("'" + source + "': this checkpoint was saved at ZeRO stage " + meta("zero_stage") +
-                         " but this run uses stage " + std::to_string(stage_) +
-                         "; stage 3 partitions the parameters module by module, so its shards resume only at stage 3 "
-                         "(rebuild the weights with `hftrain zero-to-fp32` and start a new run from them)");
   if (std::stoi(meta("rank")) != rank_)
     throw RuntimeFailure("'" + source + "': shard of rank " + meta("rank") + " offered to rank " + std::to_string(rank_));
   const auto saved_precision = metadata.count("precision") ? metadata.at("precision") : std::string("fp32");
@@ -717,9 +701,8 @@ void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>
     std::cerr << "resuming a checkpoint trained in " << saved_precision << " as " << precision_name(dtype_)
               << ": training continues from its fp32 master weights and optimizer state" << std::endl;
   PartitionMap saved = PartitionMap::from_json(nlohmann::json::parse(meta("partition")), source);
-  if (saved.to_json() != map_.to_json())
-    throw RuntimeFailure("'" + source + "': the checkpoint's parameter layout differs from this model's (different "
-                         "parameters, shapes or groups)");
+  if (saved.to_json() != map_.to_json())  // load_zero_checkpoint cuts other layouts into this one first
+    throw RuntimeFailure("'" + source + "': the shard's partition map differs from this engine's");
   torch::NoGradGuard no_grad;
   std::map<std::string, torch::Tensor> optim;
   for (const auto& [k, v] : tensors)

@@ -72,6 +72,7 @@ class DataParallelEngine : public Engine {
   GatherHooks* gather_hooks() override { return coordinator_.get(); }
   void gather_full_parameters() override;
   EngineShard export_shard() const override;
+  const PartitionMap* partition_map() const override { return stage_ >= 1 ? &map_ : nullptr; }
   void import_shard(const std::map<std::string, torch::Tensor>& tensors, const std::map<std::string, std::string>& metadata,
                     const std::string& source) override;
   EngineMemory memory() const override;

@@ -16,6 +16,7 @@ namespace hftrain {
 
 class BackwardStepper;
 class GatherHooks;
+struct PartitionMap;
 
 // Bytes one rank holds for the training state (the memory model of the ZeRO paper, Rajbhandari et al. 2020).
 struct EngineMemory {
@@ -59,6 +60,8 @@ class Engine {
   // hold one shard per rank (see engine/zero_checkpoint.h) instead of a full optimizer file.
   virtual bool sharded() const { return false; }
   virtual EngineShard export_shard() const { return {}; }
+  // The layout of the shards (sharded engines), which a checkpoint of another layout is cut into.
+  virtual const PartitionMap* partition_map() const { return nullptr; }
   // `source` names the file in errors.
   virtual void import_shard(const std::map<std::string, torch::Tensor>& tensors,
                             const std::map<std::string, std::string>& metadata, const std::string& source) {}

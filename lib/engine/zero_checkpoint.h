@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,16 @@ namespace hftrain {
 std::string zero_tag(int64_t global_step);  // "global_step<N>"
 std::string zero_shard_file_name(int rank);  // "zero_pp_rank_<r>_mp_rank_00_optim_states.safetensors"
 extern const char* const kZeroModelStatesFile;  // "mp_rank_00_model_states.safetensors"
+
+struct PartitionMap;
+
+// The metadata of rank `rank`'s shard (the engine's export and `hftrain checkpoint convert` write it).
+std::map<std::string, std::string> zero_shard_metadata(int zero_stage, const std::string& precision, int rank,
+                                                       const PartitionMap& map);
+// The metadata of mp_rank_00_model_states: `tensor_order` lists every tensor of model.safetensors.
+std::map<std::string, std::string> zero_model_states_metadata(const std::vector<std::string>& tensor_order,
+                                                              const std::string& config_json, int zero_stage,
+                                                              int world_size, int64_t global_step);
 
 // Collective, run while a checkpoint is being committed: `tmp_dir` (the checkpoint's temporary
 // directory) exists -- rank 0 created it and calls this from its commit hook, the other ranks call it
@@ -42,10 +53,14 @@ std::vector<std::string> write_rank_checkpoint_files(const std::string& tmp_dir,
 bool has_zero_checkpoint(const std::string& checkpoint_dir);
 // The tag <dir>/latest names ("global_stepN", trailing whitespace removed); "" when there is no such file.
 std::string read_zero_tag(const std::string& checkpoint_dir);
+// The ZeRO stage a checkpoint was saved at (its rank-0 shard's metadata), 0 when it has no shards.
+int saved_zero_stage(const std::string& checkpoint_dir);
 
-// Loads this rank's shard (tag from <checkpoint_dir>/latest) into the engine. Collective (the engine
-// all-gathers the restored partitions). A missing file, another world size or another layout throws
-// RuntimeFailure naming the file.
+// Loads this rank's shard into a sharded engine. Collective (the engine all-gathers the restored
+// partitions). A checkpoint of the same layout gives each rank its own saved shard; any other (another
+// world size, stage 3 <-> 1/2, a stage-0 checkpoint) is cut into this engine's layout by parameter name
+// (engine/universal_state.h). A missing or inconsistent file throws RuntimeFailure naming it; a different
+// parameter set, ConfigError naming the parameter.
 void load_zero_checkpoint(const std::string& checkpoint_dir, Engine& engine, Comm& comm);
 
 }  // namespace hftrain

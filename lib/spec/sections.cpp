@@ -70,6 +70,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "training cannot resume from them).");
   s.add("ignore_data_skip", &TrainingArgs::ignore_data_skip,
         "On resume, do not skip the batches the interrupted epoch already consumed (start it from its first batch).");
+  s.add("ignore_optimizer_state", &TrainingArgs::ignore_optimizer_state,
+        "On resume, take the checkpoint's weights, schedule, RNG and data position but not its optimizer state "
+        "(moments start at zero, with a warning): for a checkpoint of another optimizer or parameter set "
+        "(DeepSpeed's load_checkpoint(load_optimizer_states=False)).");
   s.add("load_best_model_at_end", &TrainingArgs::load_best_model_at_end,
         "Load the best checkpoint (by metric_for_best_model) when training ends.");
   s.add("metric_for_best_model", &TrainingArgs::metric_for_best_model,

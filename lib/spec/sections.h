@@ -95,6 +95,7 @@ struct TrainingArgs {
   int64_t save_total_limit = 0;  // 0 = keep all (HF: None)
   bool save_only_model = false;   // checkpoints hold only the model (not resumable)
   bool ignore_data_skip = false;  // on resume, start the interrupted epoch from its first batch
+  bool ignore_optimizer_state = false;  // on resume, weights and schedule only (fresh optimizer moments)
   bool load_best_model_at_end = false;
   std::string metric_for_best_model;          // "" = "loss" (HF: None)
   std::optional<bool> greater_is_better;      // null = not metric.endswith("loss") (HF default)

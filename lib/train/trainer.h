@@ -16,6 +16,7 @@
 namespace hftrain {
 
 class MemoryTracker;
+class CheckpointReader;
 
 class Trainer {
  public:
@@ -58,6 +59,10 @@ class Trainer {
   };
   // Creates the checkpoint manager; when resuming, restores everything but the RNG streams.
   ResumePoint prepare_checkpointing(const TrainingPlan& plan);
+  // What the manifest records of the state's layout (world size, stage, dtypes, partition map).
+  nlohmann::json checkpoint_layout() const;
+  // Model weights and (unless !with_optimizer) the optimizer state, from any saved layout.
+  void load_training_state(const CheckpointReader& ckpt, bool with_optimizer);
   // Restores the resumed checkpoint's RNG state (HF: after skipping the consumed batches).
   void restore_rng_state();
   [[noreturn]] void stop_for_signal(int signal);

@@ -20,6 +20,8 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "dist/comm.h"
+#include "engine/partition.h"
+#include "engine/universal_state.h"
 #include "engine/zero_checkpoint.h"
 #include "spec/run_spec.h"
 #include "train/trainer.h"
@@ -82,25 +84,17 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   const CheckpointReader ckpt(dir);
   // Optimizer state means something only to the optimizer that wrote it (AdamW's exp_avg read as Lion's
   // momentum would train on silently): another optimizer type is refused before anything is loaded.
-  if (ckpt.has(ckpt::kRunSpecFile)) {
+  const bool with_optimizer = !args.ignore_optimizer_state;
+  if (ckpt.has(ckpt::kRunSpecFile) && with_optimizer) {
     const YAML::Node saved_type = lookup(lookup(YAML::Load(ckpt.text(ckpt::kRunSpecFile)), "optimizer"), "type");
     if (saved_type.IsScalar() && saved_type.Scalar() != spec_.optimizer.type)
       throw ConfigError("'" + dir + "' holds the state of optimizer '" + saved_type.Scalar() + "' (" +
                         ckpt.path(ckpt::kRunSpecFile) + ") but this run uses '" + spec_.optimizer.type +
                         "': its moments would be read as another optimizer's. Resume with optimizer.type: " +
-                        saved_type.Scalar() + ", or start a new run from the weights (model.from_pretrained: " + dir + ")");
+                        saved_type.Scalar() + ", or with training.ignore_optimizer_state: true to take only the "
+                        "weights, schedule and data position");
   }
-
-  const SafetensorsFile model_file = ckpt.safetensors(ckpt::kModelFile);
-  if (!engine_->partitions_parameters())  // stage 3: the shards below are the parameters
-    load_model_weights(model_file, ckpt.path(ckpt::kModelFile), *pipeline_.model);
-  if (!engine_->sharded())  // mixed precision: the checkpoint's fp32 weights become the master weights
-    engine_->load_master_weights(model_file.tensors, ckpt.path(ckpt::kModelFile));
-  if (engine_->sharded())  // ZeRO: this rank's shard of global_stepN/ (engine/zero_checkpoint.h)
-    load_zero_checkpoint(dir, *engine_, world());
-  else
-    engine_->load_optimizer_state(ckpt.safetensors(ckpt::kOptimizerFile).tensors);
-
+  load_training_state(ckpt, with_optimizer);
   const std::string sched_path = ckpt.path(ckpt::kSchedulerFile);
   const TrainerState saved =
       TrainerState::from_json_text(ckpt.text(ckpt::kTrainerStateFile), ckpt.path(ckpt::kTrainerStateFile));
@@ -149,16 +143,17 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
 
   const int64_t saved_world = saved_world_size(ckpt), world_size = world().world_size();
   std::string rng_name = ckpt::rng_state_file(world().rank(), world_size);
-  if (saved_world != world_size) {
+  const int saved_stage = saved_zero_stage(dir), stage = spec_.zero.stage;
+  if ((saved_world != world_size || saved_stage != stage) && world().rank() == 0) {
     const int64_t ga = args.gradient_accumulation_steps;
-    if (world().rank() == 0)
-      std::cerr << "resuming a checkpoint of " << saved_world << " workers as " << world_size << " workers: global batch "
-                << saved.train_batch_size * ga * saved_world << " -> " << plan.global_batch_size << " (per device "
-                << saved.train_batch_size << " -> " << args.per_device_train_batch_size << ", accumulation " << ga << "), "
-                << plan.updates_per_epoch << " optimizer steps per epoch" << std::endl;
-    // Rank r continues the random stream of saved rank r mod W (dropout then differs from an uninterrupted run).
-    rng_name = ckpt::rng_state_file(world().rank() % saved_world, saved_world);
+    std::cerr << "resuming a checkpoint of " << workers_text(saved_world) << " at stage " << saved_stage << " as "
+              << workers_text(world_size) << " at stage " << stage << ": global batch "
+              << saved.train_batch_size * ga * saved_world << " -> " << plan.global_batch_size << " (per device "
+              << saved.train_batch_size << " -> " << args.per_device_train_batch_size << ", accumulation " << ga << "), "
+              << plan.updates_per_epoch << " optimizer steps per epoch" << std::endl;
   }
+  // Rank r continues the random stream of saved rank r mod W (dropout then differs from an uninterrupted run).
+  if (saved_world != world_size) rng_name = ckpt::rng_state_file(world().rank() % saved_world, saved_world);
   SafetensorsFile rng = ckpt.safetensors(rng_name);
   if (!rng.tensors.count("cpu")) throw RuntimeFailure("'" + ckpt.path(rng_name) + "': tensor 'cpu' is missing");
   resume_rng_state_ = rng.tensors.at("cpu");
@@ -199,6 +194,37 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
             << " batches of it)" << std::endl;
   point.dir = dir;
   return point;
+}
+
+void Trainer::load_training_state(const CheckpointReader& ckpt, bool with_optimizer) {
+  const std::string& dir = ckpt.dir();
+  const SafetensorsFile model_file = ckpt.safetensors(ckpt::kModelFile);
+  // Stage 3's parameters are its shards; without optimizer state they come from the consolidated weights.
+  if (!engine_->partitions_parameters()) load_model_weights(model_file, ckpt.path(ckpt::kModelFile), *pipeline_.model);
+  if (!with_optimizer) {
+    warn("training.ignore_optimizer_state: the weights, schedule and data position of '" + dir +
+         "' are restored, its optimizer state is not: the optimizer starts from zero moments");
+    engine_->load_master_weights(model_file.tensors, ckpt.path(ckpt::kModelFile));
+    return;
+  }
+  if (engine_->sharded()) {  // ZeRO: this rank's shard, cut from any saved layout (engine/zero_checkpoint.h)
+    load_zero_checkpoint(dir, *engine_, world());
+    return;
+  }
+  // Mixed precision: the checkpoint's fp32 weights become the master weights.
+  engine_->load_master_weights(model_file.tensors, ckpt.path(ckpt::kModelFile));
+  if (!has_zero_checkpoint(dir)) {
+    engine_->load_optimizer_state(ckpt.safetensors(ckpt::kOptimizerFile).tensors);
+    return;
+  }
+  // A ZeRO checkpoint resumed at stage 0: every parameter's state consolidated from the shards.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> trainable;
+  for (const auto& np : pipeline_.model->named_parameters())
+    if (np.value().requires_grad()) trainable.emplace_back(np.key(), np.value().sizes().vec());
+  const StateLayout saved = saved_state_layout(dir);
+  if (world().rank() == 0)
+    std::cerr << "consolidating the optimizer state of " << saved.describe() << " for stage 0" << std::endl;
+  engine_->load_optimizer_state(cut_state(saved, per_parameter_state_layout(trainable)).state);
 }
 
 void Trainer::restore_rng_state() {
@@ -271,8 +297,10 @@ void Trainer::save_checkpoint(bool for_resume) {
   std::optional<int64_t> best_step;
   if (!state_.best_model_checkpoint.is_null() && !state_.best_global_step.is_null())
     best_step = state_.best_global_step.get<int64_t>();
+  const nlohmann::json layout = model_only ? nlohmann::json() : checkpoint_layout();
   if (!per_rank || model_only) {
-    if (world().rank() == 0) checkpoints_->save(gs, files, model_only, best_step);
+    if (world().rank() == 0)
+      checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) { writer.set_layout(layout); });
   } else {
     auto write_own = [&](const std::string& tmp_dir) {
       return write_rank_checkpoint_files(tmp_dir, gs, *engine_, *pipeline_.model, own_files, world());
@@ -283,6 +311,7 @@ void Trainer::save_checkpoint(bool for_resume) {
         for (const auto& f : files) added.insert(f.first);
         for (const auto& name : write_own(writer.tmp_dir()))
           if (!added.count(name)) writer.adopt(name);
+        writer.set_layout(layout);
       });
     } else {
       write_own((fs::path(args.output_dir) / ckpt::partial_dir_name(gs)).string());
@@ -290,6 +319,20 @@ void Trainer::save_checkpoint(bool for_resume) {
     world().barrier("checkpoint committed");
   }
   last_resumable_save_step_ = model_only ? -1 : gs;
+}
+
+nlohmann::json Trainer::checkpoint_layout() const {
+  const PrecisionArgs& p = spec_.precision;
+  nlohmann::json layout = {{"world_size", world().world_size()},
+                           {"zero_stage", spec_.zero.stage},
+                           {"optimizer", spec_.optimizer.type},
+                           {"dtypes",
+                            {{"parameters", p.bf16 ? "bf16" : p.fp16 ? "fp16" : "fp32"},
+                             {"master_weights", "fp32"},
+                             {"optimizer_state", "fp32"}}},
+                           {"optimizer_state", engine_->sharded() ? "ZeRO shards (latest)" : ckpt::kOptimizerFile}};
+  if (const PartitionMap* map = engine_->partition_map()) layout["partition"] = map->to_json();
+  return layout;
 }
 
 void Trainer::finish_checkpointing() {

@@ -27,4 +27,10 @@ bool keep_freed_memory_for_reuse() {
   return true;
 }
 
+bool return_freed_memory_promptly() {
+  if (user_tunes_malloc(environ)) return false;
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);  // fixed: every block above 1 MiB is its own mapping, unmapped on free
+  return true;
+}
+
 }  // namespace hftrain

@@ -123,7 +123,7 @@ TEST_CASE("resuming mid-epoch with accumulation and dropout continues bitwise ex
   CHECK(!same_grad_norms(state_a, read_json(noskip + "/out/trainer_state.json"), 6, 14));
 }
 
-TEST_CASE("a checkpoint of one optimizer is not resumed by another", "[integration][checkpoint]") {
+TEST_CASE("a checkpoint of one optimizer is not resumed by another, unless its optimizer state is ignored", "[integration][checkpoint]") {
   const std::string dir = scratch_dir("resume_other_optimizer");
   write_text(dir + "/spec.yaml", exact_spec());
   CliResult r = run_hftrain("train spec.yaml --set training.max_steps=5", dir);
@@ -134,6 +134,23 @@ TEST_CASE("a checkpoint of one optimizer is not resumed by another", "[integrati
   CHECK(lion.exit_code == 2);
   CHECK_THAT(lion.output, Catch::Contains("holds the state of optimizer 'adamw'") && Catch::Contains("this run uses 'lion'"));
   CHECK_FALSE(std::filesystem::exists(dir + "/lion"));  // refused before anything was written
+  CHECK_THAT(lion.output, Catch::Contains("training.ignore_optimizer_state: true"));
+
+  // ignore_optimizer_state: the weights, data position and RNG are restored (step 6's loss and gradient norm,
+  // computed before any update, equal those of a plain AdamW resume), the optimizer state is not.
+  CliResult adamw = run_hftrain("train spec.yaml --set training.max_steps=6 --set training.output_dir=adamw --resume out/checkpoint-5", dir);
+  REQUIRE(adamw.exit_code == 0);
+  lion = run_hftrain("train spec.yaml --set optimizer.type=lion --set training.ignore_optimizer_state=true "
+                     "--set training.max_steps=6 --set training.output_dir=lion --resume out/checkpoint-5", dir);
+  INFO(lion.output);
+  REQUIRE(lion.exit_code == 0);
+  CHECK_THAT(lion.output, Catch::Contains("its optimizer state is not: the optimizer starts from zero moments"));
+  const auto a = read_json(dir + "/adamw/trainer_state.json")["log_history"][5];
+  const auto l = read_json(dir + "/lion/trainer_state.json")["log_history"][5];
+  REQUIRE(a["step"] == 6);
+  REQUIRE(l["step"] == 6);
+  CHECK(l["loss"] == a["loss"]);
+  CHECK(l["grad_norm"] == a["grad_norm"]);
 }
 
 TEST_CASE("a checkpoint holds HF's files and fields", "[integration][checkpoint]") {

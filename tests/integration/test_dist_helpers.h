@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "cli_runner.h"
 
 namespace hftrain_test {
@@ -42,6 +44,19 @@ inline std::string dist_spec(int64_t max_steps, const std::string& extra_trainin
          "  max_grad_norm: 1.0\n"
          "  logging_steps: 1\n"
          + std::string(sets_save_strategy ? "" : "  save_strategy: \"no\"\n") + extra_training;
+}
+
+// A fresh directory where dist_spec(max_steps) with a checkpoint every `save_steps` steps has been trained
+// with `train_args` (e.g. "--nproc-per-node 2 --set zero.stage=2"); the run must succeed.
+inline std::string trained_dist_dir(const std::string& name, int64_t max_steps, int64_t save_steps,
+                                    const std::string& train_args) {
+  const std::string dir = dist_dir(name);
+  write_text(dir + "/spec.yaml",
+             dist_spec(max_steps, "  save_strategy: steps\n  save_steps: " + std::to_string(save_steps) + "\n"));
+  CliResult r = run_hftrain("train spec.yaml " + train_args, dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return dir;
 }
 
 // log_history entries that carry a training loss, in order.

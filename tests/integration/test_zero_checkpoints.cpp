@@ -1,6 +1,6 @@
 // ZeRO checkpoints through the real binary: every rank's shard lands in checkpoint-N/global_stepN/ with a
 // `latest` file; resuming at the same world size continues bit for bit, and on another world size (stage
-// 1 <-> 2) from shards re-partitioned for it; `hftrain zero-to-fp32` rebuilds
+// and stage) from the state re-partitioned for it; `hftrain zero-to-fp32` rebuilds
 // exactly the fp32 weights the engine held (the checkpoint's own model.safetensors, written from the
 // full parameters), splits large outputs HF-style, streams with flat memory, and names the file at
 // fault for a missing shard, a truncated file or shards from different checkpoints.
@@ -100,24 +100,28 @@ TEST_CASE("ZeRO checkpoints hold one shard per rank and resume exactly at the sa
   fs::remove_all(dir);
 }
 
-TEST_CASE("ZeRO shards resume on another number of workers and stage 1 <-> 2, re-partitioned", "[integration][zero]") {
+TEST_CASE("ZeRO shards resume on another number of workers and at any stage, re-partitioned", "[integration][zero]") {
   const std::string dir = train_with_checkpoints("zero_universal", 2, 2);
   const auto full = train_logs(dir + "/out/trainer_state.json");
-  // The same global batch (6 x 2 accumulation) on 3 workers at stage 1 and on 1 worker at stage 2: steps 7-12
-  // follow the uninterrupted 2-worker run within the stage-equivalence tolerance (reduction order differs).
-  for (const auto& [world, stage] : std::vector<std::pair<int, int>>{{3, 1}, {1, 2}}) {
+  // The same global batch (6 x 2 accumulation) on 3 workers at stage 1, 1 worker at stage 2, 1 worker at stage 0
+  // and 2 workers at stage 3: steps 7-12 follow the uninterrupted 2-worker stage-2 run within the
+  // stage-equivalence tolerance (reductions add in another order).
+  for (const auto& [world, stage] : std::vector<std::pair<int, int>>{{3, 1}, {1, 2}, {1, 0}, {2, 3}}) {
     const std::string out = "w" + std::to_string(world) + "_s" + std::to_string(stage);
     CliResult r = run_hftrain("train spec.yaml --nproc-per-node " + std::to_string(world) + " --set zero.stage=" +
                                   std::to_string(stage) + " --set training.per_device_train_batch_size=" +
                                   std::to_string(6 / world) + " --set training.output_dir=" + out +
+                                  (stage == 3 ? " --set zero.stage3_param_persistence_threshold=20" : "") +
                                   " --resume out/checkpoint-6",
                               dir);
     INFO(out << "\n" << r.output);
     REQUIRE(r.exit_code == 0);
-    CHECK_THAT(r.output, Catch::Contains("re-partitioning the ZeRO stage-2 shards of 2 workers for " + std::to_string(world) +
-                                         " workers"));
-    CHECK_THAT(r.output, Catch::Contains("resuming a checkpoint of 2 workers as " + std::to_string(world) +
-                                         " workers: global batch 12 -> 12"));
+    const std::string workers = world == 1 ? "1 worker" : std::to_string(world) + " workers";
+    CHECK_THAT(r.output, Catch::Contains(stage == 0 ? "consolidating the optimizer state of 2 workers at ZeRO stage 2 (fp32) for stage 0"
+                                                    : "re-partitioning the training state of 2 workers at ZeRO stage 2 (fp32) for " +
+                                                          workers));
+    CHECK_THAT(r.output, Catch::Contains("resuming a checkpoint of 2 workers at stage 2 as " + workers + " at stage " +
+                                         std::to_string(stage) + ": global batch 12 -> 12"));
     check_continuation_close(full, train_logs(dir + "/" + out + "/trainer_state.json"));
   }
   // The re-partitioned fp32 masters are the saved ones bit for bit: resumed on 3 workers with nothing left to
@@ -138,7 +142,7 @@ TEST_CASE("ZeRO shards resume on another number of workers and stage 1 <-> 2, re
   fs::remove_all(dir);
 }
 
-TEST_CASE("ZeRO-3 checkpoints resume exactly, only at stage 3, and on another world size", "[integration][zero][zero3]") {
+TEST_CASE("ZeRO-3 checkpoints resume exactly, at stages 2 and 0, and on another world size", "[integration][zero][zero3]") {
   const std::string dir = train_with_checkpoints("zero3_resume", 3, 2);
   const std::string ckpt = dir + "/out/checkpoint-6";
   auto shard = hftrain::load_safetensors(ckpt + "/global_step6/zero_pp_rank_1_mp_rank_00_optim_states.safetensors");
@@ -151,11 +155,17 @@ TEST_CASE("ZeRO-3 checkpoints resume exactly, only at stage 3, and on another wo
   REQUIRE(r.exit_code == 0);
   check_resumed_equals_full_run(dir, "resumed");
 
-  r = run_hftrain("train spec.yaml --nproc-per-node 2 --set zero.stage=2 --set training.per_device_train_batch_size=3 "
-                  "--set training.output_dir=stage2 --resume out/checkpoint-6",
-                  dir);
-  CHECK(r.exit_code == 1);
-  CHECK_THAT(r.output, Catch::Contains("saved at ZeRO stage 3 but this run uses stage 2"));
+  // Stage 2 on 2 workers and stage 0 on one from the stage-3 shards (another partition map, cut by name).
+  for (const auto& [world, stage] : std::vector<std::pair<int, int>>{{2, 2}, {1, 0}}) {
+    const std::string out = "w" + std::to_string(world) + "_s" + std::to_string(stage);
+    r = run_hftrain("train spec.yaml --nproc-per-node " + std::to_string(world) + " --set zero.stage=" +
+                        std::to_string(stage) + " --set training.per_device_train_batch_size=" + std::to_string(6 / world) +
+                        " --set training.output_dir=" + out + " --resume out/checkpoint-6",
+                    dir);
+    INFO(out << "\n" << r.output);
+    REQUIRE(r.exit_code == 0);
+    check_continuation_close(train_logs(dir + "/out/trainer_state.json"), train_logs(dir + "/" + out + "/trainer_state.json"));
+  }
 
   // Stage 3 on 3 workers from the 2-worker shards: re-partitioned, and steps 7-12 follow the uninterrupted run.
   r = run_hftrain("train spec.yaml --nproc-per-node 3 --set zero.stage=3 --set training.per_device_train_batch_size=2 "
@@ -163,7 +173,7 @@ TEST_CASE("ZeRO-3 checkpoints resume exactly, only at stage 3, and on another wo
                   dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("re-partitioning the ZeRO stage-3 shards of 2 workers for 3 workers"));
+  CHECK_THAT(r.output, Catch::Contains("re-partitioning the training state of 2 workers at ZeRO stage 3 (fp32) for 3 workers"));
   check_continuation_close(train_logs(dir + "/out/trainer_state.json"), train_logs(dir + "/w3/trainer_state.json"));
   fs::remove_all(dir);
 }
