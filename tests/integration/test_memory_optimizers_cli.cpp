@@ -96,6 +96,11 @@ TEST_CASE("memory optimizers: HF optim names and optim_args select them, the log
   CHECK(opt.at(w + ".exp_avg_q8").sizes().vec() == std::vector<int64_t>{4, 16});
   CHECK(opt.count(w + ".exp_avg_sq_absmax") == 1);
   CHECK(opt.count("transformer.h.0.attn.c_proj.weight.galore_left") == 0);  // not targeted
+  // Such state cannot be re-partitioned offline either.
+  CliResult c = run_with_fault("", "checkpoint convert out/checkpoint-5 --nproc-per-node 2 --stage 1 converted", dir);
+  INFO(c.output);
+  CHECK(c.exit_code == 2);
+  CHECK_THAT(c.output, Catch::Contains("written by optimizer 'galore_adamw_8bit'"));
 }
 
 TEST_CASE("memory optimizers: resume continues bitwise exactly", "[integration][optim][checkpoint]") {
