@@ -1,6 +1,7 @@
 // Adam moments in float32 or block-wise 8-bit (see adam_moments.h).
 #include "optim/adam_moments.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "util/error.h"
@@ -38,6 +39,39 @@ AdamMoments::Work AdamMoments::update(const torch::Tensor& grad, double lr) {
     q_avg_sq_ = quantize_blockwise(v, QuantSign::kUnsigned, config_.block_size);
   }
   return w;
+}
+
+void AdamMoments::update_param(torch::Tensor& param, const torch::Tensor& grad, double lr) {
+  if (!config_.quantized || !param.is_contiguous() || param.scalar_type() != torch::kFloat) {
+    const Work w = update(grad, lr);
+    param.addcdiv_(w.exp_avg, w.denom, -w.step_size);
+    return;
+  }
+  const double b1 = config_.beta1, b2 = config_.beta2;
+  step_ += 1;
+  const double t = static_cast<double>(step_);
+  const double step_size = lr / (1 - std::pow(b1, t)), bias_correction2_sqrt = std::sqrt(1 - std::pow(b2, t));
+  const int64_t n = param.numel(), block = config_.block_size;
+  const int64_t run_blocks = std::max<int64_t>(1, (int64_t{1} << 20) / block);
+  torch::Tensor p = param.view({-1}), g = grad.reshape({-1});
+  torch::Tensor m_codes = q_avg_.codes.view({-1}), v_codes = q_avg_sq_.codes.view({-1});
+  for (int64_t b0 = 0; b0 * block < n; b0 += run_blocks) {
+    const int64_t lo = b0 * block, hi = std::min(n, (b0 + run_blocks) * block);
+    const int64_t blocks = quant_block_count(hi - lo, block);
+    QuantizedTensor qm{m_codes.narrow(0, lo, hi - lo), q_avg_.absmax.narrow(0, b0, blocks)};
+    QuantizedTensor qv{v_codes.narrow(0, lo, hi - lo), q_avg_sq_.absmax.narrow(0, b0, blocks)};
+    torch::Tensor m = dequantize_blockwise(qm, QuantSign::kSigned, block);
+    torch::Tensor v = dequantize_blockwise(qv, QuantSign::kUnsigned, block);
+    const torch::Tensor gr = g.narrow(0, lo, hi - lo);
+    m.mul_(b1).add_(gr, 1 - b1);
+    v.mul_(b2).addcmul_(gr, gr, 1 - b2);
+    const torch::Tensor denom = (v.sqrt() / bias_correction2_sqrt).add_(config_.eps);
+    p.narrow(0, lo, hi - lo).addcdiv_(m, denom, -step_size);
+    const QuantizedTensor nm = quantize_blockwise(m, QuantSign::kSigned, block);
+    const QuantizedTensor nv = quantize_blockwise(v, QuantSign::kUnsigned, block);
+    qm.codes.copy_(nm.codes), qm.absmax.copy_(nm.absmax);
+    qv.codes.copy_(nv.codes), qv.absmax.copy_(nv.absmax);
+  }
 }
 
 void AdamMoments::save(const std::string& name, std::map<std::string, torch::Tensor>& out) const {

@@ -34,6 +34,10 @@ class AdamMoments {
   int64_t step() const { return step_; }
   // One Adam moment update with gradient `grad` (float32, the moments' shape).
   Work update(const torch::Tensor& grad, double lr);
+  // update() and param -= step_size * m / denom in one go. 8-bit moments of a contiguous parameter are
+  // processed in runs of whole blocks (about 1M elements), so the float32 working copies never exceed one run
+  // (block-wise quantisation is per block, so the result is bitwise that of update()).
+  void update_param(torch::Tensor& param, const torch::Tensor& grad, double lr);
   // Checkpoint slots under "<name>.": step, exp_avg / exp_avg_sq (fp32) or exp_avg_q8 / exp_avg_absmax /
   // exp_avg_sq_q8 / exp_avg_sq_absmax (8-bit).
   void save(const std::string& name, std::map<std::string, torch::Tensor>& out) const;

@@ -34,8 +34,7 @@ void AdamW8bit::step(double lr, const StepScaling& scaling) {
       auto it = slots_.find(group.names[i]);
       if (it == slots_.end()) it = slots_.emplace(group.names[i], AdamMoments(param.sizes(), config_for(param))).first;
       param.mul_(1 - lr * group.weight_decay);
-      const AdamMoments::Work w = it->second.update(grad, lr);
-      param.addcdiv_(w.exp_avg, w.denom, -w.step_size);
+      it->second.update_param(param, grad, lr);
     }
   }
 }

@@ -114,12 +114,12 @@ void GaloreAdam::update(const std::string& name, torch::Tensor& param, const tor
   auto it = moments_.find(name);
   if (it == moments_.end()) it = moments_.emplace(name, AdamMoments(r.sizes(), config_for(r.numel()))).first;
   param.mul_(1 - lr * weight_decay);
-  const AdamMoments::Work w = it->second.update(r, lr);
-  if (projector) {
-    param.add_(projector->project_back(w.exp_avg / w.denom), -w.step_size);
-  } else {
-    param.addcdiv_(w.exp_avg, w.denom, -w.step_size);
+  if (!projector) {
+    it->second.update_param(param, r, lr);
+    return;
   }
+  const AdamMoments::Work w = it->second.update(r, lr);
+  param.add_(projector->project_back(w.exp_avg / w.denom), -w.step_size);
 }
 
 void GaloreAdam::save_inner(std::map<std::string, torch::Tensor>& out) const {

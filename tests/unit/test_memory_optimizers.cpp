@@ -6,6 +6,7 @@
 
 #include "builtins/components.h"
 #include "engine/backward_stepper.h"
+#include "optim/adam_moments.h"
 #include "optim/blockwise_quant.h"
 #include "optim/galore.h"
 #include "optim/galore_projector.h"
@@ -263,4 +264,24 @@ TEST_CASE("layer-wise galore steps inside backward like the plain step, one grad
   }
   CHECK(stepper.peak_grad_bytes() == 24 * 10 * 4);  // the largest gradient alone
   CHECK(stepper.all_grad_bytes() == (24 * 10 + 10) * 4);
+}
+
+TEST_CASE("8-bit moments of a large tensor update in runs of blocks, bitwise as in one piece", "[unit][optim][quant]") {
+  torch::manual_seed(4);
+  const std::vector<int64_t> shape{1100, 1000};  // 1.1M elements: two runs of 512 blocks of 2048
+  torch::Tensor a = torch::randn(shape), b = a.clone();
+  AdamMomentsConfig config;
+  config.quantized = true;
+  AdamMoments whole(shape, config), runs(shape, config);
+  for (int k = 0; k < 3; ++k) {
+    const torch::Tensor g = torch::randn(shape) * 0.1;
+    const AdamMoments::Work w = whole.update(g, 1e-3);
+    a.addcdiv_(w.exp_avg, w.denom, -w.step_size);
+    runs.update_param(b, g, 1e-3);
+  }
+  CHECK(torch::equal(a, b));
+  std::map<std::string, torch::Tensor> sa, sb;
+  whole.save("x", sa);
+  runs.save("x", sb);
+  for (const auto& [k, v] : sa) CHECK(torch::equal(v, sb.at(k)));
 }
