@@ -9,7 +9,9 @@ packages=(
   libopenblas0-openmp                # optimised BLAS sharing LibTorch's OpenMP pool; see README "Threads and BLAS"
   libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libxxhash-dev
   libsentencepiece-dev libpcre2-dev libutf8proc-dev  # tokenizers: sentencepiece models, Unicode regex, NFD / categories
+  libaio-dev                         # Linux AIO for NVMe offload's swap files
   catch2                             # Catch2 v2 (tests)
+  fio                                # raw disk bandwidth, the yardstick of the offload benchmark
   python3 python3-torch python3-numpy  # independent reference implementation used by tests
   chromium                           # headless browser that renders `hftrain report` pages in the tests
 )

@@ -28,6 +28,8 @@ struct Plan {
   long long steps = 0;      // write steps seen so far
   std::set<long long> overflow_at;  // overflow:<k> (may repeat)
   long long optimizer_steps = 0;    // mixed-precision optimizer steps seen so far
+  long long aio_eio_at = 0, aio_enospc_at = 0;  // aio_eio:<k>, aio_enospc:<k>
+  long long aio_requests = 0;                   // asynchronous I/O requests seen so far
 };
 
 long long parse_count(const std::string& item, const std::string& value) {
@@ -55,10 +57,12 @@ Plan parse(const char* text) {
     else if (key == "trace") p.trace = true;
     else if (key == "skip_rng_restore") p.skip_rng = true;
     else if (key == "overflow") p.overflow_at.insert(parse_count(item, value));
+    else if (key == "aio_eio") p.aio_eio_at = parse_count(item, value);
+    else if (key == "aio_enospc") p.aio_enospc_at = parse_count(item, value);
     else
       throw ConfigError("HFTRAIN_FAULT_INJECT: unknown item '" + item +
                         "' (known: save:<k>, enospc:<k>, eacces:<k>, trace, step_delay_ms:<m>, skip_rng_restore, "
-                        "overflow:<k>)");
+                        "overflow:<k>, aio_eio:<k>, aio_enospc:<k>)");
   }
   return p;
 }
@@ -92,6 +96,14 @@ void after_optimizer_step() {
 }
 
 bool skip_rng_restore() { return plan().skip_rng; }
+
+int aio_request() {
+  Plan& p = plan();
+  const long long n = ++p.aio_requests;
+  if (p.aio_eio_at == n) return EIO;
+  if (p.aio_enospc_at == n) return ENOSPC;
+  return 0;
+}
 
 bool forced_overflow() {
   Plan& p = plan();

@@ -8,6 +8,8 @@
 //   skip_rng_restore  resume does not restore the RNG streams (a negative control for exactness tests)
 //   overflow:<k>      mixed precision: rank 0's gradients hold an inf at the k-th optimizer step this
 //                     process takes (1-based; may be given several times), so the step must be skipped
+//   aio_eio:<k>       the k-th asynchronous I/O request of this process (offload swap files) completes
+//                     with EIO; aio_enospc:<k> with ENOSPC
 // A "write step" is one durable action of a save: writing part of a file, an fsync, a rename, a delete.
 #pragma once
 
@@ -25,6 +27,9 @@ void after_optimizer_step();
 
 // True when "skip_rng_restore" is set.
 bool skip_rng_restore();
+
+// Called once per asynchronous I/O request (offload/aio_file.h): 0, or the errno it must complete with.
+int aio_request();
 
 // Called once per mixed-precision optimizer step: true when overflow:<k> names this step.
 bool forced_overflow();

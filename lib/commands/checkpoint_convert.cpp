@@ -38,7 +38,7 @@ double saved_weight_decay(const fs::path& dir) {
 
 // Stages 1-2: HF's two parameter groups (decay, no decay) in the model's order, as the trainer builds them
 // (optim/optimizer.h make_param_groups), partitioned for `world` workers as the engine does.
-PartitionMap stage12_map(const StateLayout& saved, double weight_decay, int world) {
+PartitionMap stage12_map(const SlabLayout& saved, double weight_decay, int world) {
   PartitionMap::GroupInput decay, no_decay;
   decay.weight_decay = weight_decay;
   for (std::size_t i = 0; i < saved.trainable.size(); ++i) {
@@ -58,7 +58,7 @@ bool is_optimizer_layout_file(const std::string& name, const std::string& tag) {
 
 // mp_rank_00_model_states: the tensors of model.safetensors that no shard holds (buffers, frozen
 // parameters) and the order of all of them, read from model.safetensors.
-std::string model_states_bytes(const fs::path& dir, const StateLayout& saved, int stage, int world, int64_t step) {
+std::string model_states_bytes(const fs::path& dir, const SlabLayout& saved, int stage, int world, int64_t step) {
   const SafetensorsReader model((dir / ckpt::kModelFile).string());
   std::vector<SafetensorsHeader::Entry> entries = model.header().tensors;
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
@@ -99,7 +99,7 @@ int run_checkpoint_convert(const ConvertRequest& request) {
                        "', whose state is not one value per parameter element, so it cannot be re-partitioned "
                        "(that works for adamw, adam, sgd, lion, adagrad)");
   }
-  const StateLayout saved = saved_state_layout(dir.string());
+  const SlabLayout saved = saved_state_layout(dir.string());
   const int world = request.nproc_per_node, stage = request.stage;
   const int64_t step = manifest.global_step;
   std::cerr << "converting " << dir.string() << " (step " << step << ", " << saved.describe() << ") to "

@@ -98,7 +98,7 @@ int run_estimate(const EstimateRequest& request) {
                                beta1.IsDefined() && !beta1.IsNull());
 
   const bool spec_mixed = spec.precision.bf16 || spec.precision.fp16;
-  const std::string spec_offload = spec.zero.offload_optimizer;
+  const std::string spec_offload = spec.zero.offload_optimizer.device;
   std::vector<Row> rows;
   for (int stage = 0; stage <= 3; ++stage)
     for (bool mixed : {false, true})

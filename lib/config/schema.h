@@ -208,10 +208,48 @@ class Field : public FieldBase<S> {
   std::function<std::string(const V&)> rule_;
 };
 
+template <class S>
+class Schema;
+template <class S>
+const Schema<S>& schema_of();
+
+// A nested section: a mapping parsed with V's own schema (V::declare). When `shorthand` names one of V's
+// options, a scalar stands for that option alone (DeepSpeed's `offload_optimizer: cpu` shorthand).
+template <class S, class V>
+class SectionField : public FieldBase<S> {
+ public:
+  SectionField(std::string name, V S::*member, std::string help, std::string shorthand)
+      : FieldBase<S>(std::move(name), std::move(help)), member_(member), shorthand_(std::move(shorthand)) {}
+
+  void parse(const YAML::Node& n, const std::string& path, S& out, Issues& issues) const override {
+    if (n.IsScalar() && !shorthand_.empty()) {
+      YAML::Node m(YAML::NodeType::Map);
+      m[shorthand_] = n;
+      schema_of<V>().parse(m, path, out.*member_, issues);
+      return;
+    }
+    schema_of<V>().parse(n, path, out.*member_, issues);
+  }
+  YAML::Node dump(const S& s) const override { return schema_of<V>().dump(s.*member_); }
+  std::string type_name() const override {
+    return "mapping" + (shorthand_.empty() ? std::string() : " (or its " + shorthand_ + " alone)");
+  }
+
+ private:
+  V S::*member_;
+  std::string shorthand_;
+};
+
 // ---- Schema --------------------------------------------------------------------------------------
 template <class S>
 class Schema {
  public:
+  // A nested section (see SectionField).
+  template <class V>
+  void add_section(const std::string& name, V S::*member, const std::string& help, const std::string& shorthand = "") {
+    fields_.push_back(std::make_unique<SectionField<S, V>>(name, member, help, shorthand));
+  }
+
   template <class V>
   Field<S, V>& add(const std::string& name, V S::*member, const std::string& help) {
     auto f = std::make_unique<Field<S, V>>(name, member, help);

@@ -34,8 +34,8 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
 }
 
 // Stage 0: every parameter of model.safetensors is a slab of its own; its slots are in optimizer.safetensors.
-StateLayout stage0_layout(const fs::path& dir) {
-  StateLayout layout;
+SlabLayout stage0_layout(const fs::path& dir) {
+  SlabLayout layout;
   layout.world_size = 0;  // one RNG state file per worker
   for (const auto& entry : fs::directory_iterator(dir))
     if (entry.path().filename().string().rfind("rng_state", 0) == 0) ++layout.world_size;
@@ -104,7 +104,7 @@ std::vector<StateSlab> partition_slabs(const PartitionMap& map, int rank) {
   return slabs;
 }
 
-StateLayout sharded_layout(const fs::path& dir, const std::string& tag) {
+SlabLayout sharded_layout(const fs::path& dir, const std::string& tag) {
   const fs::path tag_dir = dir / tag;
   const std::string first = (tag_dir / zero_shard_file_name(0)).string();
   if (!fs::exists(first)) throw RuntimeFailure("missing ZeRO shard '" + first + "'");
@@ -114,7 +114,7 @@ StateLayout sharded_layout(const fs::path& dir, const std::string& tag) {
     if (it == header.metadata.end()) throw RuntimeFailure("'" + first + "': shard metadata has no '" + key + "'");
     return it->second;
   };
-  StateLayout layout;
+  SlabLayout layout;
   PartitionMap map;
   try {
     layout.world_size = std::stoi(meta("world_size"));
@@ -186,7 +186,7 @@ std::vector<std::string> slots_of(const SafetensorsReader& reader, const std::st
   return slots;
 }
 
-void check_parameter_sets(const StateLayout& saved, const StateLayout& target) {
+void check_parameter_sets(const SlabLayout& saved, const SlabLayout& target) {
   for (const auto& slab : target.slabs)
     for (const auto& piece : slab.pieces) {
       auto it = saved.shapes.find(piece.param);
@@ -212,18 +212,18 @@ void check_parameter_sets(const StateLayout& saved, const StateLayout& target) {
 
 std::string workers_text(int64_t n) { return std::to_string(n) + (n == 1 ? " worker" : " workers"); }
 
-std::string StateLayout::describe() const {
+std::string SlabLayout::describe() const {
   return workers_text(world_size) + " at ZeRO stage " +
          std::to_string(zero_stage) + (precision.empty() ? "" : " (" + precision + ")");
 }
 
-StateLayout saved_state_layout(const std::string& checkpoint_dir) {
+SlabLayout saved_state_layout(const std::string& checkpoint_dir) {
   const std::string tag = read_zero_tag(checkpoint_dir);
   return tag.empty() ? stage0_layout(checkpoint_dir) : sharded_layout(checkpoint_dir, tag);
 }
 
-StateLayout shard_state_layout(const PartitionMap& map, int rank, int zero_stage) {
-  StateLayout layout;
+SlabLayout shard_state_layout(const PartitionMap& map, int rank, int zero_stage) {
+  SlabLayout layout;
   layout.world_size = map.world_size;
   layout.zero_stage = zero_stage;
   layout.slabs = partition_slabs(map, rank);
@@ -233,8 +233,8 @@ StateLayout shard_state_layout(const PartitionMap& map, int rank, int zero_stage
   return layout;
 }
 
-StateLayout per_parameter_state_layout(const std::vector<std::pair<std::string, std::vector<int64_t>>>& params) {
-  StateLayout layout;
+SlabLayout per_parameter_state_layout(const std::vector<std::pair<std::string, std::vector<int64_t>>>& params) {
+  SlabLayout layout;
   for (const auto& [name, shape] : params) {
     StateSlab slab;
     slab.master_key = name;
@@ -250,7 +250,7 @@ StateLayout per_parameter_state_layout(const std::vector<std::pair<std::string, 
   return layout;
 }
 
-CutState cut_state(const StateLayout& saved, const StateLayout& target) {
+CutState cut_state(const SlabLayout& saved, const SlabLayout& target) {
   check_parameter_sets(saved, target);
   std::map<std::string, std::vector<Destination>> destinations;
   for (std::size_t s = 0; s < target.slabs.size(); ++s)

@@ -41,7 +41,7 @@ struct StateSlab {
   std::vector<Piece> pieces;
 };
 
-struct StateLayout {
+struct SlabLayout {
   int world_size = 1;
   int zero_stage = 0;
   std::string precision;  // "fp32", "bf16", "fp16"; "" when the files do not say (stage 0)
@@ -55,12 +55,12 @@ struct StateLayout {
 // The layout a checkpoint directory was saved in (its `latest` shards, else stage 0's files). A missing
 // shard, metadata that disagrees between shards or a malformed partition map throws RuntimeFailure naming
 // the file.
-StateLayout saved_state_layout(const std::string& checkpoint_dir);
+SlabLayout saved_state_layout(const std::string& checkpoint_dir);
 
 // Target layouts: rank `rank`'s partition of a ZeRO engine's map (keys as its shard: fp32_flat_group_<g>,
 // optimizer_state.flat_group_<g>.<slot>), and stage 0's per-parameter state (keys <name>, <name>.<slot>).
-StateLayout shard_state_layout(const PartitionMap& map, int rank, int zero_stage);
-StateLayout per_parameter_state_layout(const std::vector<std::pair<std::string, std::vector<int64_t>>>& params);
+SlabLayout shard_state_layout(const PartitionMap& map, int rank, int zero_stage);
+SlabLayout per_parameter_state_layout(const std::vector<std::pair<std::string, std::vector<int64_t>>>& params);
 
 // The saved state cut into `target`: fp32 masters under the target slabs' master keys, optimizer slots
 // (and the loss scaler's tensors) under their state keys, per-parameter slots in the parameter's shape.
@@ -70,6 +70,6 @@ struct CutState {
   std::map<std::string, torch::Tensor> masters;
   std::map<std::string, torch::Tensor> state;
 };
-CutState cut_state(const StateLayout& saved, const StateLayout& target);
+CutState cut_state(const SlabLayout& saved, const SlabLayout& target);
 
 }  // namespace hftrain

@@ -136,7 +136,7 @@ void load_zero_checkpoint(const std::string& checkpoint_dir, Engine& engine, Com
     }
   }
   // Another world size, stage or a stage-0 checkpoint: this rank's partition is cut out of the saved state.
-  const StateLayout saved = saved_state_layout(checkpoint_dir);
+  const SlabLayout saved = saved_state_layout(checkpoint_dir);
   const int stage = engine.partitions_parameters() ? 3 : saved.zero_stage;  // 1 and 2 share a layout
   if (comm.rank() == 0)
     std::cerr << "re-partitioning the training state of " << saved.describe() << " for " << workers_text(comm.world_size())

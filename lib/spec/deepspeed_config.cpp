@@ -139,11 +139,22 @@ const std::vector<KnownKey> kZeroOthers = {
     {"mics_hierarchical_params_gather", KeyKind::refused, "MiCS hierarchical gathers are not available", "false"},
 };
 
-const std::vector<std::string> kOffloadOptimizerHints = {"nvme_path",     "pin_memory",     "buffer_count", "fast_init",
-                                                         "pipeline_read", "pipeline_write", "ratio"};
+// offload_optimizer keys placed into zero.offload_optimizer, and those accepted without effect (why).
+const std::vector<std::string> kOffloadOptimizerKeys = {"device", "nvme_path", "buffer_count"};
+const std::vector<std::pair<std::string, std::string>> kOffloadOptimizerHints = {
+    {"pin_memory", "nothing is pinned on a CPU build"},
+    {"fast_init", "the swap files are written once at the start either way"},
+    {"pipeline_read", "hftrain always reads the next sub-group while the current one is updated"},
+    {"pipeline_write", "hftrain always writes the previous sub-group back while the current one is updated"},
+    {"ratio", "a partial-offload ratio for accelerators; on the CPU the whole update runs here"}};
 const std::vector<std::string> kOffloadParamHints = {"nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu"};
-const std::vector<std::string> kAioKeys = {"block_size",     "queue_depth", "thread_count", "single_submit",
-                                           "overlap_events", "use_gds",     "intra_op_parallelism"};
+// aio keys placed into zero.aio, and those accepted without effect.
+const std::vector<std::string> kAioKeys = {"block_size", "queue_depth", "overlap_events"};
+const std::vector<std::pair<std::string, std::string>> kAioHints = {
+    {"thread_count", "one submitting thread per rank; the kernel runs the requests"},
+    {"single_submit", "requests are submitted as they are cut"},
+    {"use_gds", "GPUDirect Storage needs a GPU"},
+    {"intra_op_parallelism", "one submitting thread per rank"}};
 // fp16 loss-scaler keys: the precision section's options of the same name.
 const std::vector<std::string> kLossScalerKeys = {"loss_scale",  "initial_scale_power",    "loss_scale_window",
                                                   "hysteresis", "consecutive_hysteresis", "min_loss_scale"};
@@ -210,7 +221,7 @@ class DeepSpeedReader {
       } else if (key == "scheduler") {
         scheduler(v);
       } else if (key == "aio") {
-        hints_only(key, v, kAioKeys, "used only by NVMe offload, which this version does not have");
+        aio(v);
       } else if (key == "communication_data_type") {
         communication_data_type(v);
       } else if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" ||
@@ -340,11 +351,36 @@ class DeepSpeedReader {
     }
   }
 
+  // Keys of `section` (a DeepSpeed mapping) placed into the spec section `into`, or noted as hints.
+  void place_keys(const std::string& section, const YAML::Node& v, const std::string& into,
+                  const std::vector<std::string>& placed, const std::vector<std::pair<std::string, std::string>>& hints) {
+    if (!expect_map(section, v)) return;
+    std::vector<std::string> known = placed;
+    for (const auto& h : hints) known.push_back(h.first);
+    for (const auto& kv : v) {
+      const std::string key = kv.first.Scalar(), path = section + "." + key;
+      auto hint = std::find_if(hints.begin(), hints.end(), [&](const auto& h) { return h.first == key; });
+      if (contains(placed, key)) place(path, kv.second, into, key, kv.second);
+      else if (hint != hints.end()) note(path, hint->second);
+      else unknown(path, key, kv.second, known);
+    }
+  }
+
   void offload(const std::string& which, const YAML::Node& v) {
     const std::string path = "zero_optimization." + which;
+    if (which == "offload_optimizer") {
+      // The spec's own `offload_optimizer: cpu` shorthand becomes {device: cpu}, so each key meets its match.
+      YAML::Node zero = lookup(root_, "zero");
+      if (YAML::Node own = lookup(zero, "offload_optimizer"); own.IsScalar()) {
+        YAML::Node expanded(YAML::NodeType::Map);
+        expanded["device"] = own;
+        zero["offload_optimizer"] = expanded;
+      }
+      place_keys(path, v, "zero.offload_optimizer", kOffloadOptimizerKeys, kOffloadOptimizerHints);
+      return;
+    }
     if (!expect_map(path, v)) return;
-    const std::vector<std::string>& hints = which == "offload_optimizer" ? kOffloadOptimizerHints : kOffloadParamHints;
-    std::vector<std::string> known = hints;
+    std::vector<std::string> known = kOffloadParamHints;
     known.push_back("device");
     for (const auto& kv : v) {
       const std::string key = kv.first.Scalar();
@@ -352,6 +388,8 @@ class DeepSpeedReader {
       else if (!contains(known, key)) unknown(path + "." + key, key, kv.second, known);
     }
   }
+
+  void aio(const YAML::Node& v) { place_keys("aio", v, "zero.aio", kAioKeys, kAioHints); }
 
   void fp16(const YAML::Node& v) {
     if (!expect_map("fp16", v)) return;

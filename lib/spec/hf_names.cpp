@@ -289,12 +289,18 @@ const std::vector<HfName>& hf_names() {
 
 void place_setting(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins, const std::string& section,
                    const std::string& key, const YAML::Node& value, const std::string& shown, const SettingSource& source) {
-  YAML::Node node = lookup(root, section);
-  if (!node.IsDefined() || node.IsNull()) {
-    root[section] = YAML::Node(YAML::NodeType::Map);
-    node = root[section];
+  // `section` may be nested ("zero.offload_optimizer"): missing levels are created as mappings.
+  YAML::Node node = root;
+  std::stringstream parts(section);
+  for (std::string part; std::getline(parts, part, '.');) {
+    YAML::Node next = lookup(node, part);
+    if (!next.IsDefined() || next.IsNull()) {
+      node[part] = YAML::Node(YAML::NodeType::Map);
+      next.reset(node[part]);
+    }
+    if (!next.IsMap()) return;  // the section's own parse reports it
+    node.reset(next);  // rebinds the handle (operator= would overwrite the node it refers to)
   }
-  if (!node.IsMap()) return;  // the section's own parse reports it
   const std::string path = section + "." + key;
   if (YAML::Node own = lookup(node, key); own.IsDefined()) {
     if (!same_yaml_value(own, value))

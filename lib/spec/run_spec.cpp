@@ -267,12 +267,18 @@ void check_precision(const RunSpec& spec, const YAML::Node& root, Issues& issues
 void check_offload(RunSpec& spec, const YAML::Node& root, Issues& issues) {
   const ZeroArgs& z = spec.zero;
   const YAML::Node zero = lookup(root, "zero");
-  if (z.offload_optimizer != "none" && z.stage == 0)
+  if (z.offload_optimizer.device != "none" && z.stage == 0)
     issues.add("zero.offload_optimizer", lookup(zero, "offload_optimizer"),
                "offloading the optimizer state needs zero.stage 1, 2 or 3 (as in DeepSpeed)");
   if (z.offload_param != "none" && z.stage != 3)
     issues.add("zero.offload_param", lookup(zero, "offload_param"), "offloading parameters needs zero.stage 3 (as in DeepSpeed)");
-  if (z.offload_optimizer == "cpu")
+  if (z.offload_optimizer.device == "nvme" && z.offload_optimizer.nvme_path.empty())
+    issues.add("zero.offload_optimizer.nvme_path", lookup(zero, "offload_optimizer"),
+               "device nvme needs nvme_path: the directory for the swap files");
+  if (z.offload_optimizer.device == "nvme" && z.aio.block_size % 4096 != 0)
+    issues.add("zero.aio.block_size", lookup(lookup(zero, "aio"), "block_size"),
+               "must be a multiple of 4096 (direct I/O alignment), got " + std::to_string(z.aio.block_size));
+  if (z.offload_optimizer.device == "cpu")
     spec.notes.push_back("zero.offload_optimizer cpu: this build runs on the CPU, where the optimizer state and fp32 "
                          "master weights already live; nothing is moved");
   if (spec.training.eval_accumulation_steps)

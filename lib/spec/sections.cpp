@@ -180,9 +180,32 @@ void DistributedArgs::declare(Schema<DistributedArgs>& s) {
         "LibTorch intra-op threads per worker; 0 = automatic (cores / workers with OpenMP OpenBLAS, 1 with pthread OpenBLAS).").min(0);
 }
 
+void OffloadOptimizerArgs::declare(Schema<OffloadOptimizerArgs>& s) {
+  s.add("device", &OffloadOptimizerArgs::device,
+        "Where the fp32 master weights (mixed precision) and optimizer state live: none, cpu (this CPU build's "
+        "memory: nothing moves) or nvme (swap files under nvme_path, streamed through the step).")
+      .choices({"none", "cpu", "nvme"});
+  s.add("nvme_path", &OffloadOptimizerArgs::nvme_path,
+        "device nvme: an existing, writable directory; each rank keeps its swap files in a subdirectory, removed "
+        "at exit.");
+  s.add("buffer_count", &OffloadOptimizerArgs::buffer_count,
+        "device nvme: aligned buffers the optimizer step streams the state through (one sub-group being "
+        "updated, the next being read, the previous being written back).")
+      .min(3);
+}
+
+void AioArgs::declare(Schema<AioArgs>& s) {
+  s.add("block_size", &AioArgs::block_size, "Bytes per asynchronous I/O request to the swap files.").min(4096);
+  s.add("queue_depth", &AioArgs::queue_depth, "Asynchronous I/O requests in flight at most.").min(1);
+  s.add("overlap_events", &AioArgs::overlap_events,
+        "Submit further requests while earlier ones complete (false: one request at a time).");
+}
+
 void ZeroArgs::declare(Schema<ZeroArgs>& s) {
   s.add("stage", &ZeroArgs::stage, "ZeRO stage: 0 (plain data parallel), 1, 2 or 3.").min(0).max(3);
-  s.add("offload_optimizer", &ZeroArgs::offload_optimizer, "Optimizer-state offload device.").choices({"none", "cpu"});
+  s.add_section("offload_optimizer", &ZeroArgs::offload_optimizer,
+                "Optimizer-state offload (DeepSpeed's offload_optimizer): a mapping, or the device alone.", "device");
+  s.add_section("aio", &ZeroArgs::aio, "Asynchronous I/O of NVMe offload (DeepSpeed's aio section).");
   s.add("offload_param", &ZeroArgs::offload_param, "Parameter offload device.").choices({"none", "cpu"});
   s.add("reduce_dtype", &ZeroArgs::reduce_dtype,
         "Dtype gradients are reduced in across workers (DeepSpeed communication_data_type): auto = the "

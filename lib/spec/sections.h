@@ -146,10 +146,29 @@ struct DistributedArgs {
   static void declare(Schema<DistributedArgs>& s);
 };
 
+// zero_optimization.offload_optimizer (DeepSpeed's names and defaults).
+struct OffloadOptimizerArgs {
+  std::string device = "none";  // none | cpu | nvme
+  std::string nvme_path;        // nvme: the directory that holds the swap files
+  int64_t buffer_count = 4;     // nvme: aligned buffers the optimizer step streams the state through
+
+  static void declare(Schema<OffloadOptimizerArgs>& s);
+};
+
+// DeepSpeed's `aio` section: how the NVMe swap files are read and written.
+struct AioArgs {
+  int64_t block_size = 1048576;
+  int64_t queue_depth = 8;
+  bool overlap_events = true;
+
+  static void declare(Schema<AioArgs>& s);
+};
+
 // DeepSpeed zero_optimization subset.
 struct ZeroArgs {
   int64_t stage = 0;
-  std::string offload_optimizer = "none";
+  OffloadOptimizerArgs offload_optimizer;
+  AioArgs aio;
   std::string offload_param = "none";
   std::string reduce_dtype = "auto";  // DeepSpeed communication_data_type: auto = the parameters' dtype, or fp32
   int64_t stage3_param_persistence_threshold = 100000;

@@ -221,7 +221,7 @@ void Trainer::load_training_state(const CheckpointReader& ckpt, bool with_optimi
   std::vector<std::pair<std::string, std::vector<int64_t>>> trainable;
   for (const auto& np : pipeline_.model->named_parameters())
     if (np.value().requires_grad()) trainable.emplace_back(np.key(), np.value().sizes().vec());
-  const StateLayout saved = saved_state_layout(dir);
+  const SlabLayout saved = saved_state_layout(dir);
   if (world().rank() == 0)
     std::cerr << "consolidating the optimizer state of " << saved.describe() << " for stage 0" << std::endl;
   engine_->load_optimizer_state(cut_state(saved, per_parameter_state_layout(trainable)).state);

@@ -66,7 +66,7 @@ TEST_CASE("the HF docs' ZeRO-2 config maps onto the sections and logs what has n
   const std::string ds = write_file("ds_config_zero2.json", kZero2);
   RunSpec spec = load(write_file("zero2.yaml", spec_with(ds)));
   CHECK(spec.zero.stage == 2);
-  CHECK(spec.zero.offload_optimizer == "cpu");
+  CHECK(spec.zero.offload_optimizer.device == "cpu");
   CHECK(spec.optimizer.type == "adamw");
   CHECK(spec.scheduler.type == "WarmupLR");
   CHECK(spec.precision.loss_scale_window == 1000);

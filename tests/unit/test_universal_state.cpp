@@ -125,7 +125,7 @@ void check_equal_maps(const std::map<std::string, torch::Tensor>& got, const std
   }
 }
 
-void check_cut_into_shards(const StateLayout& saved, const PartitionMap& map, const FullState& s) {
+void check_cut_into_shards(const SlabLayout& saved, const PartitionMap& map, const FullState& s) {
   for (int r = 0; r < map.world_size; ++r) {
     INFO("rank " << r << " of " << map.world_size);
     CutState cut = cut_state(saved, shard_state_layout(map, r, 2));
@@ -135,7 +135,7 @@ void check_cut_into_shards(const StateLayout& saved, const PartitionMap& map, co
   }
 }
 
-void check_cut_per_parameter(const StateLayout& saved, const FullState& s) {
+void check_cut_per_parameter(const SlabLayout& saved, const FullState& s) {
   CutState cut = cut_state(saved, per_parameter_state_layout(param_shapes()));
   check_equal_maps(cut.masters, s.master);
   std::map<std::string, torch::Tensor> want;
@@ -152,7 +152,7 @@ TEST_CASE("ZeRO shards of 2 workers cut exactly into any layout", "[unit][univer
   const FullState s = make_state();
   const fs::path dir = fresh_dir("sharded");
   write_sharded(dir, make_map(2, false), s);
-  const StateLayout saved = saved_state_layout(dir.string());
+  const SlabLayout saved = saved_state_layout(dir.string());
   CHECK(saved.describe() == "2 workers at ZeRO stage 2 (bf16)");
   CHECK(saved.trainable == std::vector<std::string>{"a.weight", "b.bias", "c.weight"});
   check_cut_per_parameter(saved, s);
@@ -166,7 +166,7 @@ TEST_CASE("A stage-0 checkpoint cuts exactly into ZeRO shards", "[unit][universa
   const FullState s = make_state();
   const fs::path dir = fresh_dir("stage0");
   write_stage0(dir, s);
-  const StateLayout saved = saved_state_layout(dir.string());
+  const SlabLayout saved = saved_state_layout(dir.string());
   CHECK(saved.zero_stage == 0);
   CHECK(saved.trainable == std::vector<std::string>{"a.weight", "b.bias", "c.weight"});  // file order, buffer left out
   check_cut_into_shards(saved, make_map(2, false), s);
@@ -203,7 +203,7 @@ TEST_CASE("Universal state names the file or parameter at fault", "[unit][univer
   }
   SECTION("a parameter the checkpoint lacks, or holds in another shape") {
     write_sharded(dir, map, s);
-    const StateLayout saved = saved_state_layout(dir.string());
+    const SlabLayout saved = saved_state_layout(dir.string());
     auto params = param_shapes();
     params.emplace_back("d.weight", std::vector<int64_t>{2, 2});
     CHECK_THROWS_AS(cut_state(saved, per_parameter_state_layout(params)), ConfigError);
@@ -221,7 +221,7 @@ TEST_CASE("Universal state names the file or parameter at fault", "[unit][univer
     write_stage0(dir, s);
     save_safetensors((dir / "optimizer.safetensors").string(),
                      {{"a.weight.exp_avg_sq_row", torch::zeros({5})}, {"a.weight.step", torch::tensor(int64_t{4})}});
-    const StateLayout saved = saved_state_layout(dir.string());
+    const SlabLayout saved = saved_state_layout(dir.string());
     CHECK_THROWS_WITH(cut_state(saved, shard_state_layout(map, 0, 2)),
                       Catch::Contains("'a.weight.exp_avg_sq_row' is [5]") && Catch::Contains("cannot be re-partitioned"));
   }
