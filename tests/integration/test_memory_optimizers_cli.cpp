@@ -61,6 +61,12 @@ TEST_CASE("memory optimizers: refused combinations exit 2 naming the option", "[
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains(c.expect));
   }
+  // The estimate does not model GaLore's projected state: it says so rather than print a wrong figure.
+  write_text(dir + "/spec.yaml", small_spec("{type: galore_adamw}", kTargets));
+  CliResult e = run_with_fault("", "estimate spec.yaml", dir);
+  INFO(e.output);
+  CHECK(e.exit_code == 2);
+  CHECK_THAT(e.output, Catch::Contains("optimizer 'galore_adamw' keeps state in the projected shape"));
   // ZeRO partitions: GaLore needs whole matrices, the 8-bit blocks would follow the partition.
   for (const std::string opt : {"galore_adamw", "adamw_8bit", "galore_adamw_layerwise"}) {
     INFO(opt);

@@ -199,14 +199,20 @@ TEST_CASE("training.optim maps HF optimizer names onto optimizer.type", "[unit][
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"adamw_torch", "adamw"}, {"adamw_torch_fused", "adamw"}, {"adamw_hf", "adamw"},
       {"adafactor", "adafactor"}, {"sgd", "sgd"},                 {"lion_32bit", "lion"},
-      {"adagrad", "adagrad"}};
+      {"adagrad", "adagrad"}, {"adamw_8bit", "adamw_8bit"}, {"adamw_bnb_8bit", "adamw_8bit"},
+      {"galore_adamw", "galore_adamw"}, {"galore_adamw_8bit", "galore_adamw_8bit"},
+      {"galore_adafactor", "galore_adafactor"}, {"galore_adamw_layerwise", "galore_adamw_layerwise"},
+      {"galore_adamw_8bit_layerwise", "galore_adamw_8bit_layerwise"},
+      {"galore_adafactor_layerwise", "galore_adafactor_layerwise"}, {"lomo", "lomo"}, {"adalomo", "adalomo"}};
   for (const auto& [hf, type] : cases) {
     INFO(hf);
     CHECK(load_run_spec(path, {"training.optim=" + hf}, c.catalog()).optimizer.type == type);
   }
-  std::string err = load_error(path, {"training.optim=adamw_bnb_8bit"});
-  CHECK_THAT(err, Catch::Contains("training.optim: 'adamw_bnb_8bit' is not an HF optimizer hftrain runs"));
-  CHECK_THAT(err, Catch::Contains("it runs: adamw_torch, adamw_torch_fused, adamw_hf, adamw_apex_fused, adafactor, sgd, lion_32bit, adagrad"));
+  std::string err = load_error(path, {"training.optim=adamw_anyprecision"});
+  CHECK_THAT(err, Catch::Contains("training.optim: 'adamw_anyprecision' is not an HF optimizer hftrain runs"));
+  CHECK_THAT(err, Catch::Contains("it runs: adamw_torch, adamw_torch_fused, adamw_hf, adamw_apex_fused, adafactor, sgd, lion_32bit, "
+                                  "adagrad, adamw_8bit, adamw_bnb_8bit, galore_adamw, galore_adamw_8bit, galore_adafactor, "
+                                  "galore_adamw_layerwise, galore_adamw_8bit_layerwise, galore_adafactor_layerwise, lomo, adalomo"));
 }
 
 TEST_CASE("HF fsdp / fsdp_config map onto the ZeRO stage and its settings", "[unit][spec]") {
