@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -111,6 +112,7 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
 }
 
 SwappedOptimizer::~SwappedOptimizer() {
+  if (steps_ > 0) std::cerr << io_summary() << std::endl;
   file_.reset();  // waits for anything in flight
   std::error_code ec;
   if (!options_.swap_dir.empty()) fs::remove_all(options_.swap_dir, ec);
@@ -179,7 +181,9 @@ void SwappedOptimizer::start_read(int k) {
   if (b < 0) return;
   SubGroup& s = subgroups_[k];
   const int64_t bytes = round_up_to_alignment(static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4);
+  const auto t0 = std::chrono::steady_clock::now();  // io_submit can block too: that time counts as waiting
   buffers_[b].pending = file_->submit_read(buffers_[b].memory->data(), bytes, s.offset);
+  io_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   io_.read_bytes += bytes;
 }
 
@@ -198,7 +202,9 @@ void SwappedOptimizer::release(int k) {
 void SwappedOptimizer::write_back(int k, Buffer& b) {
   SubGroup& s = subgroups_[k];
   const int64_t bytes = round_up_to_alignment(static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4);
+  const auto t0 = std::chrono::steady_clock::now();
   b.pending = file_->submit_write(b.memory->data(), bytes, s.offset);
+  io_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   b.writing = true;
   io_.written_bytes += bytes;
   s.on_disk = true;
@@ -224,6 +230,7 @@ void SwappedOptimizer::adopt_new_state(int k, Buffer& b) {
 
 void SwappedOptimizer::step(double lr, const StepScaling& scaling) {
   io_ = StepIo{};
+  const auto started = std::chrono::steady_clock::now();
   const int n = static_cast<int>(subgroups_.size());
   for (int k = 0; k < n; ++k) {
     SubGroup& s = subgroups_[k];
@@ -250,6 +257,23 @@ void SwappedOptimizer::step(double lr, const StepScaling& scaling) {
     release(k);
   }
   for (auto& b : buffers_) wait(b);  // the swap file is complete when the step returns
+  total_step_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  total_io_.read_bytes += io_.read_bytes;
+  total_io_.written_bytes += io_.written_bytes;
+  total_io_.wait_seconds += io_.wait_seconds;
+  ++steps_;
+}
+
+std::string SwappedOptimizer::io_summary() const {
+  char buf[320];
+  const double moved = static_cast<double>(total_io_.read_bytes + total_io_.written_bytes);
+  std::snprintf(buf, sizeof buf,
+                "offload: %lld optimizer steps moved %.1f MB (read %.1f, written %.1f) in %.3f s of steps (%.0f MB/s); "
+                "%.3f s (%.1f%%) of it waiting for I/O",
+                static_cast<long long>(steps_), moved / 1e6, total_io_.read_bytes / 1e6, total_io_.written_bytes / 1e6,
+                total_step_seconds_, total_step_seconds_ > 0 ? moved / 1e6 / total_step_seconds_ : 0.0,
+                total_io_.wait_seconds, total_step_seconds_ > 0 ? 100.0 * total_io_.wait_seconds / total_step_seconds_ : 0.0);
+  return buf;
 }
 
 std::map<std::string, torch::Tensor> SwappedOptimizer::state() const {

@@ -43,12 +43,14 @@ class SwappedOptimizer : public Optimizer {
 
   const std::string& swap_file() const { return file_->path(); }
   bool direct_io() const { return file_->direct(); }
-  // Bytes read and written by the last step, and the seconds it spent waiting for I/O.
+  // Bytes read and written by the last step, and the seconds it spent blocked on I/O (submitting or waiting).
   struct StepIo {
     int64_t read_bytes = 0, written_bytes = 0;
     double wait_seconds = 0;
   };
   const StepIo& last_step_io() const { return io_; }
+  // "offload: 30 steps moved ..." for the end of the run: bytes, time in steps, time waiting for I/O.
+  std::string io_summary() const;
 
  private:
   struct SubGroup {
@@ -87,6 +89,9 @@ class SwappedOptimizer : public Optimizer {
   int64_t swap_bytes_ = 0;
   bool fuses_ = false;
   StepIo io_;
+  StepIo total_io_;          // over every step
+  double total_step_seconds_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace hftrain
