@@ -18,11 +18,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 std::string offload_args(const std::string& nvme) {
   return " --set zero.offload_optimizer.device=nvme --set zero.offload_optimizer.nvme_path=" + nvme +
          " --set zero.sub_group_size=300";
@@ -51,10 +46,10 @@ TEST_CASE("nvme offload gives bitwise the run without it, and resumes exactly", 
     REQUIRE(off.exit_code == 0);
     CHECK_THAT(off.output, Catch::Contains("optimizer state offloaded to nvme") && Catch::Contains("sub-groups swapped to"));
     CHECK(train_logs(dir + "/" + name + "_nvme/trainer_state.json") == train_logs(dir + "/" + name + "_ref/trainer_state.json"));
-    CHECK(bytes_of(dir + "/" + name + "_nvme/model.safetensors") == bytes_of(dir + "/" + name + "_ref/model.safetensors"));
+    CHECK(read_bytes(dir + "/" + name + "_nvme/model.safetensors") == read_bytes(dir + "/" + name + "_ref/model.safetensors"));
     for (int r = 0; r < c.world; ++r) {  // the checkpoint holds the complete state, read back from the swap file
       const std::string shard = "/checkpoint-4/global_step4/zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_optim_states.safetensors";
-      CHECK(bytes_of(dir + "/" + name + "_nvme" + shard) == bytes_of(dir + "/" + name + "_ref" + shard));
+      CHECK(read_bytes(dir + "/" + name + "_nvme" + shard) == read_bytes(dir + "/" + name + "_ref" + shard));
     }
     CHECK(fs::is_empty(dir + "/nvme"));  // swap files are part of the run, removed at exit
   }
@@ -65,7 +60,7 @@ TEST_CASE("nvme offload gives bitwise the run without it, and resumes exactly", 
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(train_logs(dir + "/resumed/trainer_state.json") == train_logs(dir + "/w2s2_ref/trainer_state.json"));
-  CHECK(bytes_of(dir + "/resumed/model.safetensors") == bytes_of(dir + "/w2s2_ref/model.safetensors"));
+  CHECK(read_bytes(dir + "/resumed/model.safetensors") == read_bytes(dir + "/w2s2_ref/model.safetensors"));
   fs::remove_all(dir);
 }
 
