@@ -12,6 +12,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "config/issues.h"
+#include "engine/factory.h"
 #include "engine/partition.h"
 #include "engine/universal_state.h"
 #include "engine/zero_checkpoint.h"
@@ -90,6 +91,14 @@ int run_checkpoint_convert(const ConvertRequest& request) {
   if (manifest.save_only_model)
     throw RuntimeFailure("checkpoint convert: '" + request.checkpoint_dir +
                          "' holds only the model (save_only_model): there is no optimizer state to re-partition");
+  // Only element-wise optimizer state can change layout (GaLore projections, 8-bit blocks, factored moments cannot).
+  if (manifest.layout.is_object() && manifest.layout.contains("optimizer") && manifest.layout["optimizer"].is_string()) {
+    const std::string optimizer = manifest.layout["optimizer"].get<std::string>();
+    if (!optimizer_is_shardable(optimizer))
+      throw UsageError("checkpoint convert: '" + request.checkpoint_dir + "' was written by optimizer '" + optimizer +
+                       "', whose state is not one value per parameter element, so it cannot be re-partitioned "
+                       "(that works for adamw, adam, sgd, lion, adagrad)");
+  }
   const SlabLayout saved = saved_state_layout(dir.string());
   const int world = request.nproc_per_node, stage = request.stage;
   const int64_t step = manifest.global_step;

@@ -1,6 +1,9 @@
 // Single-process engine and gradient clipping (see engine.h).
 #include "engine/engine.h"
 
+#include "engine/backward_stepper.h"
+#include "log/logger.h"
+
 namespace hftrain {
 
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
@@ -19,12 +22,38 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
 }
 
 LocalEngine::LocalEngine(std::vector<torch::Tensor> params, std::unique_ptr<Optimizer> optimizer, double max_grad_norm)
-    : params_(std::move(params)), optimizer_(std::move(optimizer)), max_grad_norm_(max_grad_norm) {}
+    : params_(std::move(params)), optimizer_(std::move(optimizer)), max_grad_norm_(max_grad_norm) {
+  if (optimizer_->steps_in_backward()) stepper_ = std::make_unique<BackwardStepper>(*optimizer_);
+}
 
-void LocalEngine::backward(const torch::Tensor& loss, bool) { loss.backward(); }
+LocalEngine::~LocalEngine() = default;
+
+void LocalEngine::begin_step(double lr) {
+  if (stepper_) stepper_->begin(lr);
+}
+
+void LocalEngine::backward(const torch::Tensor& loss, bool) {
+  if (stepper_ && max_grad_norm_ > 0) {  // LOMO's clipping: measure the norm, then update in a second pass
+    stepper_->measure_pass();
+    loss.backward({}, /*retain_graph=*/true);
+    stepper_->update_pass(max_grad_norm_);
+  }
+  loss.backward();
+}
 
 StepResult LocalEngine::step(double lr) {
   StepResult r;
+  if (stepper_) {  // the update ran inside backward
+    r.grad_norm = stepper_->finish();
+    for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+    if (!reported_) {
+      reported_ = true;
+      log_info("layer-wise step: at most " + std::to_string(stepper_->peak_grad_bytes()) +
+               " gradient bytes alive at once during backward (all gradients together: " +
+               std::to_string(stepper_->all_grad_bytes()) + " bytes)");
+    }
+    return r;
+  }
   r.grad_norm = clip_grad_norm(params_, max_grad_norm_);
   optimizer_->step(lr);
   for (auto& p : params_) p.mutable_grad() = torch::Tensor();
@@ -35,8 +64,9 @@ EngineMemory LocalEngine::memory() const {
   EngineMemory m;
   for (const auto& p : params_) {
     m.param_bytes += static_cast<int64_t>(p.nbytes());
-    if (p.requires_grad()) m.grad_bytes += static_cast<int64_t>(p.nbytes());
+    if (p.requires_grad() && !stepper_) m.grad_bytes += static_cast<int64_t>(p.nbytes());
   }
+  if (stepper_) m.grad_transient_peak = stepper_->peak_grad_bytes();
   for (const auto& kv : optimizer_->state()) m.optimizer_state_bytes += static_cast<int64_t>(kv.second.nbytes());
   return m;
 }

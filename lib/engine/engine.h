@@ -14,6 +14,7 @@
 
 namespace hftrain {
 
+class BackwardStepper;
 class GatherHooks;
 struct PartitionMap;
 
@@ -47,6 +48,9 @@ class Engine {
   // Backpropagates one micro-batch's (already window-scaled) loss. `is_last_micro_step` marks the end
   // of the accumulation window, where gradient synchronisation happens.
   virtual void backward(const torch::Tensor& loss, bool is_last_micro_step) = 0;
+  // Called before a step's first backward with the learning rate that step() will get (a layer-wise optimizer
+  // applies it inside backward).
+  virtual void begin_step(double /*lr*/) {}
   // Clips to max_grad_norm (when > 0), applies the optimizer at `lr`, clears the gradients.
   virtual StepResult step(double lr) = 0;
   // Named tensors for checkpoints (optimizer state) and their restoration.
@@ -85,7 +89,10 @@ class Engine {
 // Stage 0, one process: plain backward, torch-identical clipping, optimizer over all parameters.
 class LocalEngine : public Engine {
  public:
+  // A layer-wise optimizer (steps_in_backward) is run from hooks inside backward (engine/backward_stepper.h).
   LocalEngine(std::vector<torch::Tensor> params, std::unique_ptr<Optimizer> optimizer, double max_grad_norm);
+  ~LocalEngine() override;
+  void begin_step(double lr) override;
   void backward(const torch::Tensor& loss, bool is_last_micro_step) override;
   StepResult step(double lr) override;
   std::map<std::string, torch::Tensor> optimizer_state() const override { return optimizer_->state(); }
@@ -96,6 +103,8 @@ class LocalEngine : public Engine {
   std::vector<torch::Tensor> params_;
   std::unique_ptr<Optimizer> optimizer_;
   double max_grad_norm_;
+  std::unique_ptr<BackwardStepper> stepper_;
+  bool reported_ = false;
 };
 
 // Global L2 norm of all gradients; when max_norm > 0 the gradients are scaled by

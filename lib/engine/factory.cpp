@@ -65,6 +65,14 @@ const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>>
 
 }  // namespace
 
+bool optimizer_clips_with_second_backward(const std::string& type) { return type == "lomo" || type == "adalomo"; }
+
+bool optimizer_steps_in_backward(const std::string& type) {
+  if (optimizer_clips_with_second_backward(type)) return true;
+  const std::string suffix = "_layerwise";
+  return type.size() > suffix.size() && type.compare(type.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 bool optimizer_is_shardable(const std::string& type) {
   return type == "adamw" || type == "adam" || type == "sgd" || type == "lion" || type == "adagrad";
 }
@@ -81,6 +89,14 @@ std::unique_ptr<Engine> make_engine(const EngineConfig& config,
       torch::Tensor p = named.second;  // a handle on the model's parameter
       if (!p.requires_grad() && p.is_floating_point()) p.set_data(p.to(config.precision.param_dtype));
     }
+  }
+  if (optimizer_steps_in_backward(config.optimizer_type) && config.stage == 0) {
+    const std::string what = "optimizer '" + config.optimizer_type + "' updates each parameter inside backward, ";
+    if (comm.world_size() > 1)
+      throw ConfigError("distributed.nproc_per_node: " + what + "which runs in one process only (world size " +
+                        std::to_string(comm.world_size()) + ")");
+    if (config.precision.enabled())
+      throw ConfigError("precision: " + what + "which runs in float32 only (no bf16 / fp16 master weights)");
   }
   EngineInputs in{config, named_params, groups, build_optimizer, comm};
   return it->second(in);

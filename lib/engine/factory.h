@@ -35,6 +35,12 @@ std::unique_ptr<Engine> make_engine(const EngineConfig& config,
                                     const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
                                     std::vector<ParamGroup> groups, const OptimizerFactory& build_optimizer, Comm& comm);
 
+// Layer-wise optimizers (galore_*_layerwise, lomo, adalomo): they step inside backward, in the single-process fp32
+// engine only.
+bool optimizer_steps_in_backward(const std::string& type);
+// Of those, the ones that clip by a second backward (LOMO's scheme); the others refuse training.max_grad_norm.
+bool optimizer_clips_with_second_backward(const std::string& type);
+
 // Optimizers whose update is element-wise, so stepping a flat slice equals stepping the whole tensors.
 bool optimizer_is_shardable(const std::string& type);
 

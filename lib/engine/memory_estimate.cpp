@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <map>
 
+#include "util/error.h"
+
 namespace hftrain {
 
 int64_t ModelSize::parameters() const {
@@ -59,6 +61,20 @@ int64_t optimizer_state_elements(const std::string& optimizer, const std::vector
       total += numel;
     } else if (optimizer == "sgd") {
       total += sgd_momentum ? numel : 0;
+    } else if (optimizer == "adamw_8bit") {  // two 1-byte moments (+ a float per 2048-block) from 4096 elements
+      total += numel >= 4096 ? (2 * numel + 8 * ((numel + 2047) / 2048) + 3) / 4 : 2 * numel;
+    } else if (optimizer == "lomo") {
+      // no state
+    } else if (optimizer == "adalomo") {  // Adafactor's factored second moment, no first moment
+      if (shape.size() >= 2) {
+        total += numel / shape.back() + numel / shape[shape.size() - 2];
+      } else {
+        total += numel;
+      }
+    } else if (optimizer.rfind("galore_", 0) == 0) {
+      throw ConfigError("hftrain estimate: optimizer '" + optimizer +
+                        "' keeps state in the projected shape of the training.optim_target_modules weights, which the "
+                        "estimate does not model yet; estimate with adamw (an upper bound) or measure a short run");
     } else if (optimizer == "adafactor") {  // factored second moment for matrices (rows + columns)
       if (shape.size() >= 2) {
         const int64_t rows = numel / shape.back(), cols = numel / shape[shape.size() - 2];

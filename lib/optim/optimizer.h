@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,13 @@ struct StepScaling {
 };
 
 // training.adam_beta1 / adam_beta2 / adam_epsilon (HF TrainingArguments).
+// training.optim_target_modules, resolved by the trainer to the parameter names of the weights it selects
+// (optim/target_modules.h): the weights GaLore updates in low rank.
 struct OptimizerHyper {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  std::set<std::string> low_rank_params;
 };
 
 class Optimizer {
@@ -46,6 +50,13 @@ class Optimizer {
   virtual bool fuses_low_precision() const { return false; }
   // How the update runs, for the run-start block: the kernel's instruction set and threads, or "op-by-op".
   virtual std::string kernel_description() const { return "op-by-op"; }
+  // Layer-wise optimizers (galore_*_layerwise) update each parameter from inside backward as soon as its
+  // gradient is complete (engine/backward_stepper.h hooks them in), so whole-model gradients never exist.
+  virtual bool steps_in_backward() const { return false; }
+  // The parameters such an optimizer steps, by name.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> backward_parameters() const { return {}; }
+  // One parameter's update with its complete gradient `grad` at learning rate lr (layer-wise optimizers).
+  virtual void step_parameter(const std::string& /*name*/, const torch::Tensor& /*grad*/, double /*lr*/) {}
   // Named state tensors (for checkpoints): "<param name>.<slot>".
   virtual std::map<std::string, torch::Tensor> state() const = 0;
   // Restores state() output. Parameters without saved state start fresh (they were never stepped);

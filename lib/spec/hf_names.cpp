@@ -17,6 +17,11 @@ const std::vector<HfOptimizer> kHfOptimizers = {
     {"adamw_torch", "adamw"}, {"adamw_torch_fused", "adamw"}, {"adamw_hf", "adamw"}, {"adamw_apex_fused", "adamw"},
     {"adafactor", "adafactor"}, {"sgd", "sgd"},                 {"lion_32bit", "lion"},
     {"adagrad", "adagrad"},
+    {"adamw_8bit", "adamw_8bit"}, {"adamw_bnb_8bit", "adamw_8bit"},
+    {"galore_adamw", "galore_adamw"}, {"galore_adamw_8bit", "galore_adamw_8bit"}, {"galore_adafactor", "galore_adafactor"},
+    {"galore_adamw_layerwise", "galore_adamw_layerwise"}, {"galore_adamw_8bit_layerwise", "galore_adamw_8bit_layerwise"},
+    {"galore_adafactor_layerwise", "galore_adafactor_layerwise"},
+    {"lomo", "lomo"}, {"adalomo", "adalomo"},
 };
 
 class Mover;

@@ -42,6 +42,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("adam_beta1", &TrainingArgs::adam_beta1, "Adam beta1.").min(0).max(1);
   s.add("adam_beta2", &TrainingArgs::adam_beta2, "Adam beta2.").min(0).max(1);
   s.add("adam_epsilon", &TrainingArgs::adam_epsilon, "Adam epsilon.").greater_than(0);
+  s.add("optim_target_modules", &TrainingArgs::optim_target_modules,
+        "Modules whose weights GaLore updates in low rank (galore_* optimizers only): one regular expression the "
+        "whole module name must match, or a list of exact names, substrings or start-anchored regular expressions "
+        "(HF's rules); only Linear modules count, and a pattern that selects none is an error.");
   s.add("max_grad_norm", &TrainingArgs::max_grad_norm, "Global gradient-norm clipping threshold (0 = off).").min(0);
   s.add("warmup_steps", &TrainingArgs::warmup_steps, "Linear warmup steps; overrides warmup_ratio when > 0.").min(0);
   s.add("warmup_ratio", &TrainingArgs::warmup_ratio, "Warmup as a fraction of total steps.").min(0).max(1);

@@ -31,6 +31,38 @@ struct ValueTraits<ReportTargets> {
   static YAML::Node dump(const ReportTargets& v) { return ValueTraits<std::vector<std::string>>::dump(v.names); }
 };
 
+// optim_target_modules (HF TrainingArguments): one string, which HF takes as a regular expression the whole
+// module name must match, or a list of strings (exact module names, substrings or regular expressions
+// matched at the start; see optim/target_modules.h). Empty: none given.
+struct TargetModules {
+  bool single = false;  // written as one string
+  std::vector<std::string> patterns;
+  bool given() const { return !patterns.empty(); }
+};
+
+template <>
+struct ValueTraits<TargetModules> {
+  static std::string name() { return "module name pattern or list of them"; }
+  static bool parse(const YAML::Node& n, TargetModules& out) {
+    if (n.IsNull()) {
+      out = TargetModules{};
+      return true;
+    }
+    if (n.IsScalar()) {
+      out.single = true;
+      out.patterns = {n.Scalar()};
+      return true;
+    }
+    out.single = false;
+    return ValueTraits<std::vector<std::string>>::parse(n, out.patterns);
+  }
+  static YAML::Node dump(const TargetModules& v) {
+    if (!v.given()) return YAML::Node(YAML::NodeType::Null);
+    if (v.single) return YAML::Node(v.patterns.front());
+    return ValueTraits<std::vector<std::string>>::dump(v.patterns);
+  }
+};
+
 // HF TrainingArguments subset (names and defaults as in transformers).
 struct TrainingArgs {
   std::string output_dir;
@@ -47,6 +79,7 @@ struct TrainingArgs {
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;
+  TargetModules optim_target_modules;  // the weights GaLore projects
   int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;
   std::string logging_strategy = "steps";

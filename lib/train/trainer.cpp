@@ -18,6 +18,7 @@
 #include "log/reporting.h"
 #include "log/run_summary.h"
 #include "log/speed_metrics.h"
+#include "optim/target_modules.h"
 #include "train/evaluation.h"
 #include "train/training_loss.h"
 #include "util/fs.h"
@@ -83,9 +84,20 @@ void Trainer::setup(const TrainingPlan& plan) {
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (auto& np : pipeline_.model->named_parameters()) named.emplace_back(np.key(), np.value());
   std::string optimizer_kernel;
+  OptimizerHyper hyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon};
+  hyper.low_rank_params = low_rank_targets(*pipeline_.model, args.optim_target_modules, spec_.optimizer.type);
+  if (optimizer_steps_in_backward(spec_.optimizer.type)) {  // HF refuses accumulation for these too
+    if (args.gradient_accumulation_steps != 1)
+      throw ConfigError("training.gradient_accumulation_steps: optimizer '" + spec_.optimizer.type +
+                        "' updates each parameter inside backward, so gradients cannot accumulate; it needs 1, got " +
+                        std::to_string(args.gradient_accumulation_steps));
+    if (args.max_grad_norm > 0 && !optimizer_clips_with_second_backward(spec_.optimizer.type))
+      throw ConfigError("training.max_grad_norm: optimizer '" + spec_.optimizer.type +
+                        "' updates each parameter inside backward, before the global gradient norm exists, so it "
+                        "cannot clip; set training.max_grad_norm: 0 (got " + format_number(args.max_grad_norm) + ")");
+  }
   auto build_optimizer = [&](std::vector<ParamGroup> groups) {
-    auto optimizer = components_.optimizers.build(spec_.optimizer.type, spec_.optimizer.options, std::move(groups),
-                                                  OptimizerHyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon});
+    auto optimizer = components_.optimizers.build(spec_.optimizer.type, spec_.optimizer.options, std::move(groups), hyper);
     optimizer_kernel = optimizer->kernel_description();
     return optimizer;
   };
@@ -163,7 +175,10 @@ nlohmann::json Trainer::train() {
       const int64_t window = plan.window_size(w, ga);
       double step_loss = 0;
       for (int64_t m = 0; m < window; ++m) {
-        if (m == 0) callbacks_.on_step_begin(state_);
+        if (m == 0) {
+          callbacks_.on_step_begin(state_);
+          engine_->begin_step(schedule_->lr(schedule_step()));
+        }
         Batch batch;
         const auto wait_start = std::chrono::steady_clock::now();
         batches.next(batch);
