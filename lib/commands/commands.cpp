@@ -1,4 +1,5 @@
 // Implementation of the train / eval / predict / zero-to-fp32 / components commands.
+#include <unistd.h>
 #include "commands/commands.h"
 
 #include <chrono>
@@ -203,7 +204,15 @@ std::vector<SpecCheck> train_spec_checks() {
   return {[](const RunSpec& spec, const SpecProblemReport& report) {
     const std::string problem = resume_setting_problem(spec.training.resume_from_checkpoint, spec.training.output_dir);
     if (!problem.empty()) report("training.resume_from_checkpoint", problem);
-  }};
+  },
+          [](const RunSpec& spec, const SpecProblemReport& report) {
+            const OffloadOptimizerArgs& o = spec.zero.offload_optimizer;
+            if (o.device != "nvme" || o.nvme_path.empty()) return;
+            if (!fs::is_directory(o.nvme_path))
+              report("zero.offload_optimizer.nvme_path", "'" + o.nvme_path + "' is not an existing directory");
+            else if (::access(o.nvme_path.c_str(), W_OK | X_OK) != 0)
+              report("zero.offload_optimizer.nvme_path", "'" + o.nvme_path + "' is not writable");
+          }};
 }
 
 // Creates output_dir and saves the resolved spec once the trainer is set up (optimizer, schedule,

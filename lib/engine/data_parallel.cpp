@@ -201,7 +201,13 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
       }
     }
   }
-  optimizer_ = build_optimizer(stage_ == 0 && !mixed_ ? groups : optimizer_groups);
+  if (options_.nvme_offload && stage_ >= 1) {  // the optimizer state lives in this rank's swap file
+    SwapOptions swap = *options_.nvme_offload;
+    swap.swap_dir = swap.swap_dir + "/hftrain-swap-rank" + std::to_string(rank_);
+    optimizer_ = std::make_unique<SwappedOptimizer>(optimizer_groups, build_optimizer, swap);
+  } else {
+    optimizer_ = build_optimizer(stage_ == 0 && !mixed_ ? groups : optimizer_groups);
+  }
   build_buckets(static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024));
   install_hooks();
   if (stage_ == 3) {
@@ -624,14 +630,15 @@ EngineMemory DataParallelEngine::memory() const {
   else
     for (const auto& f : partition_grads_) m.grad_bytes += tensor_bytes(f);
   m.grad_transient_peak = transient_peak_;
-  for (const auto& kv : optimizer_->state()) m.optimizer_state_bytes += tensor_bytes(kv.second);
+  m.optimizer_state_bytes = optimizer_->state_bytes_in_memory();
+  m.optimizer_state_offloaded_bytes = optimizer_->state_bytes_offloaded();
   return m;
 }
 
 void DataParallelEngine::report_first_step() {
   const EngineMemory m = memory();
   std::vector<int64_t> mine = {m.param_bytes, m.master_bytes, m.grad_bytes, m.grad_transient_peak, m.optimizer_state_bytes,
-                               m.param_gathered_peak};
+                               m.param_gathered_peak, m.optimizer_state_offloaded_bytes};
   for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"}) {
     auto it = last_step_bytes_.find(op);
     mine.push_back(it == last_step_bytes_.end() ? 0 : static_cast<int64_t>(it->second));
@@ -648,7 +655,8 @@ void DataParallelEngine::report_first_step() {
                      {"grad_transient_peak_bytes", v[3]},
                      {"optimizer_state_bytes", v[4]},
                      {"param_gathered_peak_bytes", v[5]},
-                     {"sent_bytes_first_step", {{"all_reduce", v[6]}, {"reduce_scatter", v[7]}, {"all_gather", v[8]}}}});
+                     {"optimizer_state_offloaded_bytes", v[6]},
+                     {"sent_bytes_first_step", {{"all_reduce", v[7]}, {"reduce_scatter", v[8]}, {"all_gather", v[9]}}}});
   }
   nlohmann::json report = {{"zero_stage", stage_}, {"world_size", world_}, {"numel", map_.total_numel()},
                            {"padded_numel", map_.total_padded()}, {"ranks", ranks}};
@@ -661,6 +669,8 @@ std::string DataParallelEngine::describe() const {
                   std::to_string(map_.groups.size()) + " flat groups (padded to " + std::to_string(map_.total_padded()) +
                   "), " + std::to_string(buckets_.size()) + " gradient buckets";
   if (stage_ >= 1) s += ", partition of " + std::to_string(map_.partition_numel()) + " elements per rank";
+  if (const auto* swapped = dynamic_cast<const SwappedOptimizer*>(optimizer_.get()))
+    s += "; optimizer state offloaded to nvme: " + swapped->kernel_description();
   if (stage_ == 3)
     s += ", parameters gathered per module (" + std::to_string(coordinator_->unit_count()) +
          " gather units; flat groups kept whole: " + std::to_string(coordinator_->persistent_count()) + ")";

@@ -25,12 +25,14 @@
 
 #include <deque>
 #include <functional>
+#include <optional>
 
 #include "dist/comm.h"
 #include "engine/engine.h"
 #include "engine/param_coordinator.h"
 #include "engine/partition.h"
 #include "engine/precision.h"
+#include "offload/swapped_optimizer.h"
 
 namespace torch::autograd {
 struct Node;
@@ -50,6 +52,9 @@ struct DataParallelOptions {
   std::vector<std::vector<std::string>> gather_units;
   int64_t persistence_threshold = 100000;  // zero.stage3_param_persistence_threshold
   CoordinatorLimits gather_limits;
+  // zero.offload_optimizer device nvme (stages 1-3): the optimizer state in swap files under
+  // nvme_offload->swap_dir (the engine adds this rank's subdirectory).
+  std::optional<SwapOptions> nvme_offload;
 };
 
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;

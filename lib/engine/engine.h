@@ -24,7 +24,8 @@ struct EngineMemory {
   int64_t master_bytes = 0;           // fp32 master weights this rank owns (a view of the parameters in fp32)
   int64_t grad_bytes = 0;             // gradients kept between backward and step
   int64_t grad_transient_peak = 0;    // peak of in-flight reduction buffers (stage 2)
-  int64_t optimizer_state_bytes = 0;  // optimizer state this rank holds
+  int64_t optimizer_state_bytes = 0;  // optimizer state this rank holds in memory
+  int64_t optimizer_state_offloaded_bytes = 0;  // ... and in swap files (NVMe offload)
   int64_t param_gathered_peak = 0;    // stage 3: peak bytes of parameters gathered whole at one time
 };
 

@@ -33,6 +33,7 @@ DataParallelOptions data_parallel_options(const EngineConfig& config) {
   o.gather_units = config.gather_units;
   o.persistence_threshold = config.persistence_threshold;
   o.gather_limits = config.gather_limits;
+  o.nvme_offload = config.nvme_offload;
   return o;
 }
 

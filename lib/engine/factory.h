@@ -26,6 +26,7 @@ struct EngineConfig {
   std::vector<std::vector<std::string>> gather_units;
   int64_t persistence_threshold = 100000;
   CoordinatorLimits gather_limits;
+  std::optional<SwapOptions> nvme_offload;  // zero.offload_optimizer device nvme
 };
 
 // `named_params` in the model's order (all of them; frozen ones are skipped), `groups` the optimizer

@@ -20,6 +20,12 @@ bool is_no_decay_parameter(const std::string& name) {
   return false;
 }
 
+int64_t Optimizer::state_bytes_in_memory() const {
+  int64_t bytes = 0;
+  for (const auto& [k, t] : state()) bytes += static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
+  return bytes;
+}
+
 std::vector<ParamGroup> make_param_groups(const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
                                           double weight_decay) {
   ParamGroup decay, no_decay;

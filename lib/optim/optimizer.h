@@ -62,6 +62,9 @@ class Optimizer {
   // Restores state() output. Parameters without saved state start fresh (they were never stepped);
   // a saved tensor whose shape does not match its parameter's is a RuntimeFailure naming it.
   virtual void load_state(const std::map<std::string, torch::Tensor>& state) = 0;
+  // Bytes of state held in memory, and in swap files (NVMe offload).
+  virtual int64_t state_bytes_in_memory() const;
+  virtual int64_t state_bytes_offloaded() const { return 0; }
 };
 
 // Splits parameters into HF's decay / no-decay groups: biases and normalisation weights get no decay.

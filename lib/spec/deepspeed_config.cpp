@@ -117,7 +117,6 @@ const std::vector<KnownKey> kZeroOthers = {
     {"allgather_partitions", KeyKind::hint, "the result is the same either way"},
     {"allgather_bucket_size", KeyKind::hint, "hftrain all-gathers per parameter group"},
     {"reduce_scatter", KeyKind::hint, "the result is the same either way"},
-    {"sub_group_size", KeyKind::hint, "the optimizer steps each flat group in one pass"},
     {"round_robin_gradients", KeyKind::hint, "a copy-order optimisation for CPU offload"},
     {"elastic_checkpoint", KeyKind::hint, "hftrain's checkpoints record their layout"},
     {"stage3_max_reuse_distance", KeyKind::hint, "hftrain releases a gathered module once its uses are done"},
@@ -297,16 +296,6 @@ class DeepSpeedReader {
     if (!is_neutral(KnownKey{key, KeyKind::refused, reason}, v)) problem(key, v, reason + "; remove '" + key + "'");
   }
 
-  void hints_only(const std::string& section, const YAML::Node& v, const std::vector<std::string>& keys,
-                  const std::string& reason) {
-    if (!expect_map(section, v)) return;
-    for (const auto& kv : v) {
-      const std::string key = kv.first.Scalar();
-      if (!contains(keys, key)) unknown(section + "." + key, key, kv.second, keys);
-    }
-    if (v.size() > 0) note(section, reason);
-  }
-
   void zero_optimization(const YAML::Node& z) {
     if (!expect_map("zero_optimization", z)) return;
     std::vector<std::string> known = {"stage", "offload_optimizer", "offload_param", "reduce_bucket_size", "cpu_offload",
@@ -314,16 +303,17 @@ class DeepSpeedReader {
                                       "param_persistence_threshold", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
                                       "stage3_max_live_parameters", "max_live_parameters",
                                       "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
-                                      "gather_16bit_weights_on_model_save"};
+                                      "gather_16bit_weights_on_model_save", "sub_group_size"};
     for (const auto& k : kZeroOthers) known.push_back(k.name);
-    // DeepSpeed's aliases for the stage-3 names.
+    // DeepSpeed names (and aliases) of zero section keys.
     const std::map<std::string, std::string> stage3 = {
         {"stage3_param_persistence_threshold", "stage3_param_persistence_threshold"},
         {"param_persistence_threshold", "stage3_param_persistence_threshold"},
         {"stage3_prefetch_bucket_size", "stage3_prefetch_bucket_size"},
         {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
         {"stage3_max_live_parameters", "stage3_max_live_parameters"},
-        {"max_live_parameters", "stage3_max_live_parameters"}};
+        {"max_live_parameters", "stage3_max_live_parameters"},
+        {"sub_group_size", "sub_group_size"}};
     for (const auto& kv : z) {
       const std::string key = kv.first.Scalar();
       const std::string path = "zero_optimization." + key;

@@ -206,6 +206,10 @@ void ZeroArgs::declare(Schema<ZeroArgs>& s) {
   s.add_section("offload_optimizer", &ZeroArgs::offload_optimizer,
                 "Optimizer-state offload (DeepSpeed's offload_optimizer): a mapping, or the device alone.", "device");
   s.add_section("aio", &ZeroArgs::aio, "Asynchronous I/O of NVMe offload (DeepSpeed's aio section).");
+  s.add("sub_group_size", &ZeroArgs::sub_group_size,
+        "offload_optimizer nvme: elements of a partition the optimizer swaps in, updates and writes back at a time "
+        "(DeepSpeed's name and default; without nvme offload each partition is stepped in one pass).")
+      .min(1);
   s.add("offload_param", &ZeroArgs::offload_param, "Parameter offload device.").choices({"none", "cpu"});
   s.add("reduce_dtype", &ZeroArgs::reduce_dtype,
         "Dtype gradients are reduced in across workers (DeepSpeed communication_data_type): auto = the "

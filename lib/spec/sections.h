@@ -169,6 +169,7 @@ struct ZeroArgs {
   int64_t stage = 0;
   OffloadOptimizerArgs offload_optimizer;
   AioArgs aio;
+  int64_t sub_group_size = 1000000000;  // elements the nvme-offloaded optimizer swaps and steps at a time
   std::string offload_param = "none";
   std::string reduce_dtype = "auto";  // DeepSpeed communication_data_type: auto = the parameters' dtype, or fp32
   int64_t stage3_param_persistence_threshold = 100000;

@@ -112,6 +112,14 @@ void Trainer::setup(const TrainingPlan& plan) {
     engine_config.persistence_threshold = spec_.zero.stage3_param_persistence_threshold;
     engine_config.gather_limits = CoordinatorLimits{spec_.zero.stage3_prefetch_bucket_size, spec_.zero.stage3_max_live_parameters};
   }
+  if (const OffloadOptimizerArgs& offload = spec_.zero.offload_optimizer; offload.device == "nvme") {
+    SwapOptions swap;
+    swap.swap_dir = offload.nvme_path;
+    swap.buffer_count = static_cast<int>(offload.buffer_count);
+    swap.sub_group_size = spec_.zero.sub_group_size;
+    swap.aio = AioOptions{spec_.zero.aio.block_size, static_cast<int>(spec_.zero.aio.queue_depth), spec_.zero.aio.overlap_events};
+    engine_config.nvme_offload = swap;
+  }
   engine_ = make_engine(engine_config, named, make_param_groups(named, args.weight_decay), build_optimizer, world());
   pipeline_.model->set_gather_hooks(engine_->gather_hooks());
   if (world().world_size() > 1 || spec_.zero.stage > 0 || engine_config.precision.enabled())

@@ -49,4 +49,10 @@ inline std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// A file's exact bytes ("" when it cannot be read), for bitwise comparisons.
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 }  // namespace hftrain_test

@@ -19,11 +19,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // A ZeRO run with checkpoints at steps 6 and 12.
 // Stage 3 partitions the matrices (persistence threshold 20) and keeps the 16-element vectors whole.
 std::string train_with_checkpoints(const std::string& name, int stage, int world) {
@@ -46,7 +41,7 @@ void check_resumed_equals_full_run(const std::string& dir, const std::string& re
   REQUIRE(full.size() == 12);
   REQUIRE(got.size() == 12);
   for (std::size_t i = 6; i < 12; ++i) CHECK(got[i] == full[i]);  // loss, grad_norm, lr, epoch: identical
-  CHECK(bytes_of(dir + "/" + resumed + "/model.safetensors") == bytes_of(dir + "/out/model.safetensors"));
+  CHECK(read_bytes(dir + "/" + resumed + "/model.safetensors") == read_bytes(dir + "/out/model.safetensors"));
 }
 
 // Steps 7-12 of a run resumed on another layout follow the uninterrupted run (out/) within the tolerance of
@@ -94,8 +89,8 @@ TEST_CASE("ZeRO checkpoints hold one shard per rank and resume exactly at the sa
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   check_resumed_equals_full_run(dir, "resumed");
-  CHECK(bytes_of(dir + "/resumed/checkpoint-12/global_step12/zero_pp_rank_1_mp_rank_00_optim_states.safetensors") ==
-        bytes_of(dir + "/out/checkpoint-12/global_step12/zero_pp_rank_1_mp_rank_00_optim_states.safetensors"));
+  CHECK(read_bytes(dir + "/resumed/checkpoint-12/global_step12/zero_pp_rank_1_mp_rank_00_optim_states.safetensors") ==
+        read_bytes(dir + "/out/checkpoint-12/global_step12/zero_pp_rank_1_mp_rank_00_optim_states.safetensors"));
 
   fs::remove_all(dir);
 }
@@ -187,12 +182,12 @@ TEST_CASE("zero-to-fp32 rebuilds the engine's fp32 weights bit for bit", "[integ
     REQUIRE(r.exit_code == 0);
     CHECK(r.output.find("peak RSS") != std::string::npos);
     // Same bytes as model.safetensors, which rank 0 wrote from the engine's full parameters.
-    CHECK(bytes_of(dir + "/fp32/model.safetensors") == bytes_of(dir + "/out/checkpoint-12/model.safetensors"));
+    CHECK(read_bytes(dir + "/fp32/model.safetensors") == read_bytes(dir + "/out/checkpoint-12/model.safetensors"));
     CHECK(json::parse(read_text(dir + "/fp32/config.json")) == json::parse(read_text(dir + "/out/checkpoint-12/config.json")));
     // The default output sits beside the checkpoint (not inside it, not matched by checkpoint rotation).
     r = run_hftrain("zero-to-fp32 out/checkpoint-6", dir);
     REQUIRE(r.exit_code == 0);
-    CHECK(bytes_of(dir + "/out/fp32-checkpoint-6/model.safetensors") == bytes_of(dir + "/out/checkpoint-6/model.safetensors"));
+    CHECK(read_bytes(dir + "/out/fp32-checkpoint-6/model.safetensors") == read_bytes(dir + "/out/checkpoint-6/model.safetensors"));
 
     // Split output: every file under the limit (unless one tensor alone is larger), the index maps each
     // tensor to its file, and the tensors equal the unsplit ones.
@@ -224,7 +219,7 @@ TEST_CASE("zero-to-fp32 names the file at fault", "[integration][zero]") {
   // Messages name the files as the user gave the directory (relative to the run directory here).
   const std::string rel = "out/checkpoint-12/global_step12/zero_pp_rank_1_mp_rank_00_optim_states.safetensors";
   const std::string shard1 = dir + "/" + rel;
-  const std::string saved = bytes_of(shard1);
+  const std::string saved = read_bytes(shard1);
 
   // A missing shard.
   fs::rename(shard1, shard1 + ".away");

@@ -1,0 +1,323 @@
+// Optimizer state in a swap file, streamed through aligned buffers (see swapped_optimizer.h).
+#include "offload/swapped_optimizer.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "util/error.h"
+
+namespace hftrain {
+namespace fs = std::filesystem;
+namespace {
+
+// The number of fp32 values per element the wrapped optimizer keeps, found by stepping a copy of it on
+// a two-element parameter with learning rate 0.
+int64_t probe_state_slots(const SwappedOptimizer::Factory& build, const ParamGroup& like) {
+  ParamGroup g;
+  g.names = {"probe"};
+  g.weight_decay = like.weight_decay;
+  auto p = torch::zeros({2});
+  p.mutable_grad() = torch::zeros({2});
+  g.params = {p};
+  auto probe = build({g});
+  probe->step(0.0);
+  int64_t slots = 0;
+  for (const auto& [k, t] : probe->state())
+    if (t.scalar_type() == torch::kFloat32 && t.numel() == 2) ++slots;
+  return slots;
+}
+
+// This rank's swap directory: a directory left by a run that is no longer alive is removed (with a
+// message); one in use by a live process is refused.
+void claim_swap_dir(const std::string& dir) {
+  const fs::path owner = fs::path(dir) / "owner.pid";
+  if (fs::exists(dir)) {
+    long pid = 0;
+    std::ifstream(owner) >> pid;
+    if (pid > 0 && pid != ::getpid() && fs::exists("/proc/" + std::to_string(pid)))
+      throw ConfigError("zero.offload_optimizer.nvme_path: '" + dir + "' is in use by a running process (pid " +
+                        std::to_string(pid) + "); give each run its own nvme_path");
+    std::cerr << "offload: removing the stale swap directory '" << dir << "' of a run that did not finish" << std::endl;
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw ConfigError("zero.offload_optimizer.nvme_path: cannot create '" + dir + "': " + ec.message());
+  std::ofstream(owner) << ::getpid() << "\n";
+}
+
+std::string human_bytes(int64_t b) { return std::to_string(b) + " bytes (" + std::to_string(b >> 20) + " MiB)"; }
+
+}  // namespace
+
+SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory& build, SwapOptions options)
+    : groups_(std::move(groups)), options_(std::move(options)) {
+  if (options_.buffer_count < 3)
+    throw ConfigError("zero.offload_optimizer.buffer_count must be at least 3 (reading, updating, writing back)");
+  if (options_.sub_group_size < 1) throw ConfigError("zero.sub_group_size must be at least 1");
+  int64_t largest = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& group = groups_[g];
+    if (group.params.size() != 1)
+      throw RuntimeFailure("offload: each optimizer group must be one flat partition (got " +
+                           std::to_string(group.params.size()) + " tensors)");
+    const int64_t n = group.params[0].numel();
+    for (int64_t begin = 0; begin < n; begin += options_.sub_group_size) {
+      SubGroup s;
+      s.group = g;
+      s.begin = begin;
+      s.numel = std::min(options_.sub_group_size, n - begin);
+      ParamGroup sub;
+      sub.names = group.names;
+      sub.weight_decay = group.weight_decay;
+      sub.params = {group.params[0].narrow(0, begin, s.numel)};
+      if (!group.grads16.empty()) sub.grads16 = {group.grads16[0].narrow(0, begin, s.numel)};
+      if (!group.params16.empty()) sub.params16 = {group.params16[0].narrow(0, begin, s.numel)};
+      s.view = sub.params[0];
+      s.optimizer = build({sub});
+      largest = std::max(largest, s.numel);
+      subgroups_.push_back(std::move(s));
+    }
+  }
+  if (subgroups_.empty()) return;
+  fuses_ = subgroups_.front().optimizer->fuses_low_precision();
+  const int64_t slots = probe_state_slots(build, groups_.front());
+  stride_ = round_up_to_alignment(std::max<int64_t>(1, slots) * largest * 4);
+  for (std::size_t k = 0; k < subgroups_.size(); ++k) subgroups_[k].offset = static_cast<int64_t>(k) * stride_;
+  swap_bytes_ = slots == 0 ? 0 : stride_ * static_cast<int64_t>(subgroups_.size());
+
+  claim_swap_dir(options_.swap_dir);
+  struct statvfs vfs {};
+  if (::statvfs(options_.swap_dir.c_str(), &vfs) == 0) {
+    const int64_t available = static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+    if (available < swap_bytes_)
+      throw ConfigError("zero.offload_optimizer.nvme_path: '" + options_.swap_dir + "' needs " + human_bytes(swap_bytes_) +
+                        " for this rank's optimizer state but its filesystem has " + human_bytes(available) + " free");
+  }
+  file_ = std::make_unique<AioFile>((fs::path(options_.swap_dir) / "optimizer_state.swap").string(), swap_bytes_, options_.aio);
+  for (int i = 0; i < options_.buffer_count; ++i) {
+    Buffer b;
+    b.memory = std::make_unique<AlignedBuffer>(stride_);
+    buffers_.push_back(std::move(b));
+  }
+}
+
+SwappedOptimizer::~SwappedOptimizer() {
+  if (steps_ > 0) std::cerr << io_summary() << std::endl;
+  file_.reset();  // waits for anything in flight
+  std::error_code ec;
+  if (!options_.swap_dir.empty()) fs::remove_all(options_.swap_dir, ec);
+}
+
+std::string SwappedOptimizer::kernel_description() const {
+  const std::string inner = subgroups_.empty() ? "op-by-op" : subgroups_.front().optimizer->kernel_description();
+  return inner + "; state in " + std::to_string(subgroups_.size()) + " sub-groups swapped to '" +
+         (file_ ? file_->path() : std::string("-")) + "' (" +
+         (file_ && file_->direct() ? "direct I/O" : "buffered I/O: the filesystem refuses O_DIRECT") + ", " +
+         std::to_string(options_.buffer_count) + " buffers of " + std::to_string(stride_) + " bytes)";
+}
+
+int64_t SwappedOptimizer::state_bytes_in_memory() const { return stride_ * static_cast<int64_t>(buffers_.size()); }
+
+std::vector<torch::Tensor> SwappedOptimizer::swapped_tensors(SubGroup& s) const {
+  std::vector<torch::Tensor> out;
+  const auto state = s.optimizer->state();
+  for (const auto& key : s.slot_keys) out.push_back(state.at(key));
+  return out;
+}
+
+void SwappedOptimizer::refresh_views(SubGroup& s) {
+  const torch::Tensor& full = groups_[s.group].params[0];
+  if (full.grad().defined()) s.view.mutable_grad() = full.grad().narrow(0, s.begin, s.numel);
+  else s.view.mutable_grad() = torch::Tensor();
+}
+
+int SwappedOptimizer::buffer_of(int k) const {
+  for (std::size_t i = 0; i < buffers_.size(); ++i)
+    if (buffers_[i].holder == k) return static_cast<int>(i);
+  return -1;
+}
+
+void SwappedOptimizer::wait(Buffer& b) {
+  if (!b.pending) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const AioFile::Ticket t = b.pending;
+  b.pending = 0;
+  file_->wait(t);
+  io_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (b.writing) {
+    b.writing = false;
+    b.holder = -1;
+  }
+}
+
+int SwappedOptimizer::acquire_buffer(int for_subgroup) {
+  for (std::size_t i = 0; i < buffers_.size(); ++i)
+    if (buffers_[i].holder < 0 && !buffers_[i].pending) {
+      buffers_[i].holder = for_subgroup;
+      return static_cast<int>(i);
+    }
+  // The oldest write back: wait for it.
+  int oldest = -1;
+  for (std::size_t i = 0; i < buffers_.size(); ++i)
+    if (buffers_[i].writing && (oldest < 0 || buffers_[i].holder < buffers_[oldest].holder)) oldest = static_cast<int>(i);
+  if (oldest < 0) return -1;
+  wait(buffers_[oldest]);
+  buffers_[oldest].holder = for_subgroup;
+  return oldest;
+}
+
+void SwappedOptimizer::start_read(int k) {
+  const int b = acquire_buffer(k);
+  if (b < 0) return;
+  SubGroup& s = subgroups_[k];
+  const int64_t bytes = round_up_to_alignment(static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4);
+  const auto t0 = std::chrono::steady_clock::now();  // io_submit can block too: that time counts as waiting
+  buffers_[b].pending = file_->submit_read(buffers_[b].memory->data(), bytes, s.offset);
+  io_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  io_.read_bytes += bytes;
+}
+
+void SwappedOptimizer::bind(int k, Buffer& b) {
+  SubGroup& s = subgroups_[k];
+  auto* base = static_cast<float*>(b.memory->data());
+  std::vector<torch::Tensor> tensors = swapped_tensors(s);
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    tensors[i].set_(torch::from_blob(base + static_cast<int64_t>(i) * s.numel, {s.numel}, torch::kFloat32));
+}
+
+void SwappedOptimizer::release(int k) {
+  for (auto& t : swapped_tensors(subgroups_[k])) t.set_();
+}
+
+void SwappedOptimizer::write_back(int k, Buffer& b) {
+  SubGroup& s = subgroups_[k];
+  const int64_t bytes = round_up_to_alignment(static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4);
+  const auto t0 = std::chrono::steady_clock::now();
+  b.pending = file_->submit_write(b.memory->data(), bytes, s.offset);
+  io_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  b.writing = true;
+  io_.written_bytes += bytes;
+  s.on_disk = true;
+}
+
+// Copies the freshly created state of sub-group k into a buffer and binds it there.
+void SwappedOptimizer::adopt_new_state(int k, Buffer& b) {
+  SubGroup& s = subgroups_[k];
+  const auto state = s.optimizer->state();
+  s.slot_keys.clear();
+  for (const auto& [key, t] : state)
+    if (t.scalar_type() == torch::kFloat32 && t.numel() == s.numel && key.size() > 5 &&
+        key.compare(key.size() - 5, 5, ".step") != 0)
+      s.slot_keys.push_back(key);
+  if (static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4 > stride_)
+    throw RuntimeFailure("offload: the optimizer keeps " + std::to_string(s.slot_keys.size()) +
+                         " state tensors per element, more than the swap file reserved");
+  auto* base = static_cast<float*>(b.memory->data());
+  for (std::size_t i = 0; i < s.slot_keys.size(); ++i)
+    std::memcpy(base + static_cast<int64_t>(i) * s.numel, state.at(s.slot_keys[i]).data_ptr<float>(), s.numel * 4);
+  bind(k, b);
+}
+
+void SwappedOptimizer::step(double lr, const StepScaling& scaling) {
+  io_ = StepIo{};
+  const auto started = std::chrono::steady_clock::now();
+  const int n = static_cast<int>(subgroups_.size());
+  for (int k = 0; k < n; ++k) {
+    SubGroup& s = subgroups_[k];
+    refresh_views(s);
+    if (s.on_disk && buffer_of(k) < 0) start_read(k);
+    if (k + 1 < n && subgroups_[k + 1].on_disk && buffer_of(k + 1) < 0) start_read(k + 1);  // prefetch
+    int b = buffer_of(k);
+    if (s.on_disk) {
+      if (b < 0) throw RuntimeFailure("offload: no buffer for sub-group " + std::to_string(k));
+      wait(buffers_[b]);
+      bind(k, buffers_[b]);
+    }
+    s.optimizer->step(lr, scaling);
+    if (!s.on_disk) {
+      const auto state = s.optimizer->state();
+      bool has_state = false;
+      for (const auto& [key, t] : state) has_state = has_state || (t.scalar_type() == torch::kFloat32 && t.numel() == s.numel);
+      if (!has_state) continue;  // nothing stepped (no gradient) or a stateless optimizer
+      b = acquire_buffer(k);
+      if (b < 0) throw RuntimeFailure("offload: no free buffer for sub-group " + std::to_string(k));
+      adopt_new_state(k, buffers_[b]);
+    }
+    write_back(k, buffers_[b]);
+    release(k);
+  }
+  for (auto& b : buffers_) wait(b);  // the swap file is complete when the step returns
+  total_step_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  total_io_.read_bytes += io_.read_bytes;
+  total_io_.written_bytes += io_.written_bytes;
+  total_io_.wait_seconds += io_.wait_seconds;
+  ++steps_;
+}
+
+std::string SwappedOptimizer::io_summary() const {
+  char buf[320];
+  const double moved = static_cast<double>(total_io_.read_bytes + total_io_.written_bytes);
+  std::snprintf(buf, sizeof buf,
+                "offload: %lld optimizer steps moved %.1f MB (read %.1f, written %.1f) in %.3f s of steps (%.0f MB/s); "
+                "%.3f s (%.1f%%) of it waiting for I/O",
+                static_cast<long long>(steps_), moved / 1e6, total_io_.read_bytes / 1e6, total_io_.written_bytes / 1e6,
+                total_step_seconds_, total_step_seconds_ > 0 ? moved / 1e6 / total_step_seconds_ : 0.0,
+                total_io_.wait_seconds, total_step_seconds_ > 0 ? 100.0 * total_io_.wait_seconds / total_step_seconds_ : 0.0);
+  return buf;
+}
+
+std::map<std::string, torch::Tensor> SwappedOptimizer::state() const {
+  std::map<std::string, torch::Tensor> out;
+  AlignedBuffer scratch(stride_);
+  for (std::size_t k = 0; k < subgroups_.size(); ++k) {
+    const SubGroup& s = subgroups_[k];
+    const int64_t partition = groups_[s.group].params[0].numel();
+    for (const auto& [key, t] : s.optimizer->state())  // step counters (the same for every sub-group)
+      if (std::find(s.slot_keys.begin(), s.slot_keys.end(), key) == s.slot_keys.end()) out.emplace(key, t.clone());
+    if (!s.on_disk) continue;
+    const int64_t bytes = round_up_to_alignment(static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4);
+    file_->wait(file_->submit_read(scratch.data(), bytes, s.offset));
+    auto* base = static_cast<float*>(scratch.data());
+    for (std::size_t i = 0; i < s.slot_keys.size(); ++i) {
+      auto it = out.find(s.slot_keys[i]);
+      if (it == out.end()) it = out.emplace(s.slot_keys[i], torch::zeros({partition})).first;
+      std::memcpy(it->second.data_ptr<float>() + s.begin, base + static_cast<int64_t>(i) * s.numel, s.numel * 4);
+    }
+  }
+  return out;
+}
+
+void SwappedOptimizer::load_state(const std::map<std::string, torch::Tensor>& state) {
+  for (std::size_t k = 0; k < subgroups_.size(); ++k) {
+    SubGroup& s = subgroups_[k];
+    const ParamGroup& group = groups_[s.group];
+    const int64_t partition = group.params[0].numel();
+    std::map<std::string, torch::Tensor> mine;
+    for (const auto& [key, t] : state) {
+      if (key.rfind(group.names[0] + ".", 0) != 0) continue;
+      mine[key] = t.numel() == partition && partition > 1 ? t.narrow(0, s.begin, s.numel).clone() : t;
+    }
+    s.optimizer->load_state(mine);
+    s.on_disk = false;
+    bool has_state = false;
+    for (const auto& [key, t] : s.optimizer->state()) has_state = has_state || (t.scalar_type() == torch::kFloat32 && t.numel() == s.numel);
+    if (!has_state) continue;
+    const int b = acquire_buffer(static_cast<int>(k));
+    adopt_new_state(static_cast<int>(k), buffers_[b]);
+    write_back(static_cast<int>(k), buffers_[b]);
+    release(static_cast<int>(k));
+  }
+  for (auto& b : buffers_) wait(b);
+}
+
+}  // namespace hftrain

@@ -1,0 +1,97 @@
+// NVMe offload of optimizer state (DeepSpeed's offload_optimizer device nvme; ZeRO-Infinity). Wraps the
+// optimizer a sharded engine steps: each flat group's partition is updated in sub-groups of at most
+// `sub_group_size` elements, each by its own instance of the wrapped optimizer (same kernels, so the
+// update is bitwise what the in-memory optimizer does), and each sub-group's state (Adam moments, Lion
+// momentum, ...) lives in this rank's swap file between steps. A step streams the sub-groups through
+// `buffer_count` aligned buffers: sub-group k+1 is read while k is updated and k-1 is written back
+// (DeepSpeed's pipeline_read / pipeline_write). Step counters stay in memory. state() / load_state() give
+// and take the usual full-partition tensors, so checkpoints are unchanged (read back from the swap file
+// when saving; a resume writes the swap file anew). The swap directory is removed on destruction.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "offload/aio_file.h"
+#include "optim/optimizer.h"
+
+namespace hftrain {
+
+struct SwapOptions {
+  std::string swap_dir;             // this rank's directory (created; removed on destruction)
+  int64_t sub_group_size = 1000000000;  // elements per swapped sub-group (zero.sub_group_size)
+  int buffer_count = 4;             // aligned buffers in the pipeline (>= 3)
+  AioOptions aio;
+};
+
+class SwappedOptimizer : public Optimizer {
+ public:
+  using Factory = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;
+  // `groups`: one flat partition per group (params[0]), as the sharded engine builds them.
+  SwappedOptimizer(std::vector<ParamGroup> groups, const Factory& build, SwapOptions options);
+  ~SwappedOptimizer() override;
+
+  void step(double lr, const StepScaling& scaling) override;
+  bool fuses_low_precision() const override { return fuses_; }
+  std::string kernel_description() const override;
+  std::map<std::string, torch::Tensor> state() const override;
+  void load_state(const std::map<std::string, torch::Tensor>& state) override;
+  int64_t state_bytes_in_memory() const override;
+  int64_t state_bytes_offloaded() const override { return swap_bytes_; }
+
+  const std::string& swap_file() const { return file_->path(); }
+  bool direct_io() const { return file_->direct(); }
+  // Bytes read and written by the last step, and the seconds it spent blocked on I/O (submitting or waiting).
+  struct StepIo {
+    int64_t read_bytes = 0, written_bytes = 0;
+    double wait_seconds = 0;
+  };
+  const StepIo& last_step_io() const { return io_; }
+  // "offload: 30 steps moved ..." for the end of the run: bytes, time in steps, time waiting for I/O.
+  std::string io_summary() const;
+
+ private:
+  struct SubGroup {
+    std::size_t group;           // index into groups_
+    int64_t begin, numel;        // range of the group's partition
+    torch::Tensor view;          // the range of the partition its optimizer steps
+    std::unique_ptr<Optimizer> optimizer;
+    std::vector<std::string> slot_keys;  // its state tensors that are swapped, in file order
+    int64_t offset = 0;          // in the swap file
+    bool on_disk = false;        // the swap file holds this sub-group's state
+  };
+  struct Buffer {
+    std::unique_ptr<AlignedBuffer> memory;
+    int holder = -1;             // sub-group whose state it holds, or -1
+    AioFile::Ticket pending = 0;  // a read or write in flight, or 0
+    bool writing = false;         // the request in flight is a write back (the buffer is free after it)
+  };
+
+  std::vector<torch::Tensor> swapped_tensors(SubGroup& s) const;  // its state tensors of numel elements
+  int buffer_of(int k) const;
+  int acquire_buffer(int for_subgroup);
+  void start_read(int k);
+  void bind(int k, Buffer& b);
+  void release(int k);
+  void wait(Buffer& b);
+  void write_back(int k, Buffer& b);
+  void adopt_new_state(int k, Buffer& b);
+  void refresh_views(SubGroup& s);
+
+  std::vector<ParamGroup> groups_;
+  std::vector<SubGroup> subgroups_;
+  std::vector<Buffer> buffers_;
+  SwapOptions options_;
+  std::unique_ptr<AioFile> file_;
+  int64_t stride_ = 0;       // bytes per sub-group in the swap file
+  int64_t swap_bytes_ = 0;
+  bool fuses_ = false;
+  StepIo io_;
+  StepIo total_io_;          // over every step
+  double total_step_seconds_ = 0;
+  int64_t steps_ = 0;
+};
+
+}  // namespace hftrain
