@@ -13,7 +13,6 @@ import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -24,52 +23,12 @@ except ImportError:
     sys.exit("hf_models_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
+from safetensors_io import read_safetensors, write_safetensors  # noqa: E402 (after the torch check)
+
 TOL = 1e-5  # |hftrain - reference| <= TOL * max(1, |reference|)
 
 
-# ---- safetensors, written and read here ------------------------------------------------------------
-def write_safetensors(path, named, metadata=None):
-    header, blobs, offset = {}, [], 0
-    if metadata is not None:
-        header["__metadata__"] = metadata
-    for name, t in named:
-        t = t.detach().contiguous()
-        if t.dtype == torch.float32:
-            blob, dtype = struct.pack("<%df" % t.numel(), *t.flatten().tolist()), "F32"
-        else:
-            blob, dtype = struct.pack("<%dq" % t.numel(), *t.flatten().tolist()), "I64"
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header, separators=(",", ":"))
-    text += " " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text.encode("utf-8"))
-        for blob in blobs:
-            f.write(blob)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n].decode("utf-8"))
-    base = 8 + n
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        b, en = e["data_offsets"]
-        if e["dtype"] == "F32":
-            vals = struct.unpack("<%df" % ((en - b) // 4), data[base + b:base + en])
-            out[name] = torch.tensor(vals, dtype=torch.float32).reshape(e["shape"])
-        elif e["dtype"] == "I64":
-            vals = struct.unpack("<%dq" % ((en - b) // 8), data[base + b:base + en])
-            out[name] = torch.tensor(vals, dtype=torch.int64).reshape(e["shape"])
-        else:
-            raise RuntimeError("%s: tensor %s has dtype %s" % (path, name, e["dtype"]))
-    return out, header.get("__metadata__")
+# ---- safetensors: tests/reference/safetensors_io.py ----------------------------------------------
 
 
 def write_model_dir(d, config, tensors, shards=1):

@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -20,42 +19,7 @@ try:
 except ImportError:
     sys.exit("quant_reference: this Python (%s) cannot import torch" % sys.executable)
 
-DTYPES = {torch.float32: ("F32", "f", 4), torch.uint8: ("U8", "B", 1)}
-
-
-def write_safetensors(path, named):
-    header, blobs, offset = {}, [], 0
-    for name, t in named:
-        t = t.detach().contiguous()
-        code, fmt, _ = DTYPES[t.dtype]
-        blob = struct.pack("<%d%s" % (t.numel(), fmt), *t.flatten().tolist())
-        header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header, separators=(",", ":"))
-    text += " " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text.encode("utf-8"))
-        for b in blobs:
-            f.write(b)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n].decode("utf-8"))
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        dtype = {"F32": torch.float32, "U8": torch.uint8}[e["dtype"]]
-        _, fmt, size = DTYPES[dtype]
-        b, en = e["data_offsets"]
-        vals = struct.unpack("<%d%s" % ((en - b) // size, fmt), data[8 + n + b:8 + n + en])
-        out[name] = torch.tensor(vals, dtype=dtype).reshape(e["shape"])
-    return out
+from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 
 def table(signed, g):
@@ -106,7 +70,7 @@ def main():
     r = subprocess.run([args.tests, "[quant_ref]"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         sys.exit("hftrain_unit_tests [quant_ref] failed:\n" + r.stdout[-4000:])
-    got = read_safetensors(os.path.join(work, "hftrain_output.safetensors"))
+    got, _ = read_safetensors(os.path.join(work, "hftrain_output.safetensors"))
     x_by = dict(inputs)
     failures, codes_checked, distinct = [], 0, set()
     for c in cases:
