@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <set>
 
 #include "checkpoint/safetensors.h"
 #include "log/logger.h"
@@ -88,9 +90,10 @@ std::string shape_text(const torch::Tensor& t) { return c10::str(t.sizes()); }
 
 }  // namespace
 
-NamedTensors model_tensors(Model& model, const SavedWeights& weights) {
+NamedTensors model_tensors(Model& model, const SavedWeights& weights, const std::set<std::string>& skip) {
   NamedTensors tensors;
   auto add = [&](const std::string& name, const torch::Tensor& own) {
+    if (skip.count(name)) return;
     auto it = weights.replacements.find(name);
     torch::Tensor t = it == weights.replacements.end() ? own : it->second;
     if (t.is_floating_point() && t.scalar_type() != weights.dtype) t = t.to(weights.dtype);
@@ -101,19 +104,60 @@ NamedTensors model_tensors(Model& model, const SavedWeights& weights) {
   return tensors;
 }
 
-void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes, const SavedWeights& weights) {
+namespace {
+
+// The entries of a model file: the streamed tensors first (in the producer's order), then the model's
+// own (replaced) tensors, which are returned in `own`.
+std::vector<SafetensorsStreamWriter::Entry> model_file_entries(Model& model, const SavedWeights& weights,
+                                                               const StreamedWeights* streamed, NamedTensors& own,
+                                                               const std::string& where) {
+  std::map<std::string, torch::Tensor> parameters;
+  for (const auto& np : model.named_parameters()) parameters.emplace(np.key(), np.value());
+  std::vector<SafetensorsStreamWriter::Entry> entries;
+  std::set<std::string> streamed_set;
+  if (streamed)
+    for (const auto& name : streamed->names) {
+      auto it = parameters.find(name);
+      if (it == parameters.end()) throw RuntimeFailure("saving '" + where + "': the model has no parameter '" + name + "'");
+      entries.push_back({name, it->second.is_floating_point() ? weights.dtype : it->second.scalar_type(),
+                         it->second.sizes().vec()});
+      streamed_set.insert(name);
+    }
+  for (auto& t : model_tensors(model, weights, streamed_set)) {
+    entries.push_back({t.first, t.second.scalar_type(), t.second.sizes().vec()});
+    own.push_back(std::move(t));
+  }
+  return entries;
+}
+
+}  // namespace
+
+void write_model_file(const std::string& path, Model& model, const SavedWeights& weights, const StreamedWeights* streamed) {
+  NamedTensors own;
+  SafetensorsStreamWriter writer(path, model_file_entries(model, weights, streamed, own, path));
+  if (streamed) streamed->produce([&](const std::string& name, const torch::Tensor& values) { writer.add(name, values); });
+  for (const auto& [name, t] : own) writer.add(name, t);
+  writer.finish();
+}
+
+void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes, const SavedWeights& weights,
+                    const StreamedWeights* streamed) {
   std::filesystem::create_directories(dir);
-  NamedTensors tensors = model_tensors(model, weights);
-  // Greedy packing in parameter order, as HF's shard splitting does.
-  std::vector<NamedTensors> shards(1);
+  // Tensors are packed greedily in file order, as HF's shard splitting does.
+  NamedTensors own;
+  const std::vector<SafetensorsStreamWriter::Entry> entries = model_file_entries(model, weights, streamed, own, dir);
+  std::vector<std::size_t> file_of(entries.size(), 0);
+  std::vector<std::vector<SafetensorsStreamWriter::Entry>> files(1);
   uint64_t current = 0, total = 0;
-  for (auto& t : tensors) {
-    const uint64_t bytes = static_cast<uint64_t>(t.second.numel()) * t.second.element_size();
-    if (!shards.back().empty() && current + bytes > max_shard_bytes) {
-      shards.emplace_back();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    uint64_t bytes = torch::elementSize(entries[i].dtype);
+    for (int64_t n : entries[i].shape) bytes *= static_cast<uint64_t>(n);
+    if (!files.back().empty() && current + bytes > max_shard_bytes) {
+      files.emplace_back();
       current = 0;
     }
-    shards.back().push_back(t);
+    files.back().push_back(entries[i]);
+    file_of[i] = files.size() - 1;
     current += bytes;
     total += bytes;
   }
@@ -125,17 +169,35 @@ void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_byt
          name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0))
       std::filesystem::remove(entry.path());
   }
-  if (shards.size() == 1) {
-    save_safetensors(dir + "/model.safetensors", shards[0]);
-  } else {
+  auto file_name = [&](std::size_t f) { return files.size() == 1 ? std::string("model.safetensors") : shard_name(f + 1, files.size()); };
+  // Files are written one after another; each is complete before the next opens.
+  std::unique_ptr<SafetensorsStreamWriter> writer;
+  std::size_t open_file = 0, next_entry = 0;
+  auto finish_open = [&] {
+    writer->finish();
+    writer.reset();
+    rename_durably(dir + "/" + file_name(open_file) + ".tmp", dir + "/" + file_name(open_file));
+  };
+  const TensorSink write = [&](const std::string& name, const torch::Tensor& values) {
+    if (next_entry >= entries.size()) throw RuntimeFailure("saving '" + dir + "': unexpected tensor '" + name + "'");
+    const std::size_t f = file_of[next_entry++];
+    if (writer && f != open_file) finish_open();
+    if (!writer) {
+      open_file = f;
+      writer = std::make_unique<SafetensorsStreamWriter>(dir + "/" + file_name(f) + ".tmp", files[f]);
+    }
+    writer->add(name, values);
+  };
+  if (streamed) streamed->produce(write);
+  for (const auto& [name, t] : own) write(name, t);
+  if (!writer && entries.empty()) writer = std::make_unique<SafetensorsStreamWriter>(dir + "/" + file_name(0) + ".tmp", files[0]);
+  if (writer) finish_open();
+  if (files.size() > 1) {
     nlohmann::json index;
     index["metadata"] = {{"total_size", total}};
     index["weight_map"] = nlohmann::json::object();
-    for (std::size_t i = 0; i < shards.size(); ++i) {
-      const std::string name = shard_name(i + 1, shards.size());
-      save_safetensors(dir + "/" + name, shards[i]);
-      for (const auto& t : shards[i]) index["weight_map"][t.first] = name;
-    }
+    for (std::size_t f = 0; f < files.size(); ++f)
+      for (const auto& e : files[f]) index["weight_map"][e.name] = file_name(f);
     write_file_atomic(dir + "/" + kIndexFile, index.dump(2) + "\n");
   }
   nlohmann::json config = model.config_json();

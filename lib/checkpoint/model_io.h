@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/streamed_weights.h"
 #include "models/model.h"
 
 namespace hftrain {
@@ -26,11 +28,19 @@ struct SavedWeights {
 // shards model-0000x-of-0000y.safetensors (each at most max_shard_bytes unless one tensor is larger)
 // plus model.safetensors.index.json {"metadata": {"total_size"}, "weight_map"}. Weight files are
 // written with metadata {"format": "pt"}; tied weights are stored once (they are one parameter).
+// Files are written as streams, one tensor at a time; with `streamed`, its tensors come first (in the
+// producer's order) and never all exist at once (the model's own tensors of those names are not read).
 void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes = kDefaultMaxShardBytes,
-                    const SavedWeights& weights = {});
+                    const SavedWeights& weights = {}, const StreamedWeights* streamed = nullptr);
+
+// One model.safetensors file at `path` (no config.json, never split; e.g. inside a checkpoint), written as
+// save_model_dir writes each file. The caller makes it durable where it lands (it is fsynced).
+void write_model_file(const std::string& path, Model& model, const SavedWeights& weights = {},
+                      const StreamedWeights* streamed = nullptr);
 
 // The tensors model.safetensors holds: parameters then buffers, under their HF names.
-NamedTensors model_tensors(Model& model, const SavedWeights& weights = {});
+// Names in `skip` are left out (and not read).
+NamedTensors model_tensors(Model& model, const SavedWeights& weights = {}, const std::set<std::string>& skip = {});
 
 // Loads model.safetensors from `path` into `model`, in place. When `path` does not exist but its
 // directory holds model.safetensors.index.json, the shards are loaded. Missing, unexpected or wrongly

@@ -1,7 +1,11 @@
 // safetensors reader/writer (see safetensors.h).
 #include "checkpoint/safetensors.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -43,20 +47,20 @@ constexpr uint64_t kMaxHeader = 100ull * 1024 * 1024;  // the reference implemen
 
 namespace {
 
-// The 8-byte length and JSON header of `tensors`, and the contiguous CPU tensors whose bytes follow it.
-std::string header_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
-                         std::vector<torch::Tensor>& contiguous, uint64_t& data_bytes) {
+// The 8-byte length and JSON header of tensors with these names, dtypes and shapes, stored in this order.
+std::string header_bytes(const std::vector<SafetensorsStreamWriter::Entry>& entries,
+                         const std::map<std::string, std::string>& metadata, uint64_t& data_bytes) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    if (header.contains(name)) throw RuntimeFailure("safetensors: duplicate tensor name '" + name + "'");
-    auto c = t.detach().to(torch::kCPU).contiguous();
-    const auto& d = dtype_by_type(c.scalar_type(), name);
-    uint64_t bytes = static_cast<uint64_t>(c.numel()) * d.size;
-    header[name] = {{"dtype", d.name}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+  for (const auto& e : entries) {
+    if (header.contains(e.name)) throw RuntimeFailure("safetensors: duplicate tensor name '" + e.name + "'");
+    const auto& d = dtype_by_type(e.dtype, e.name);
+    uint64_t numel = 1;
+    for (int64_t n : e.shape) numel *= static_cast<uint64_t>(n);
+    const uint64_t bytes = numel * d.size;
+    header[e.name] = {{"dtype", d.name}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    contiguous.push_back(c);
   }
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0) h += ' ';  // align the data section to 8 bytes
@@ -67,7 +71,77 @@ std::string header_bytes(const NamedTensors& tensors, const std::map<std::string
   return out + h;
 }
 
+// The header of `tensors`, and the contiguous CPU tensors whose bytes follow it.
+std::string header_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
+                         std::vector<torch::Tensor>& contiguous, uint64_t& data_bytes) {
+  std::vector<SafetensorsStreamWriter::Entry> entries;
+  for (const auto& [name, t] : tensors) {
+    contiguous.push_back(t.detach().to(torch::kCPU).contiguous());
+    entries.push_back({name, contiguous.back().scalar_type(), contiguous.back().sizes().vec()});
+  }
+  return header_bytes(entries, metadata, data_bytes);
+}
+
+std::vector<SafetensorsStreamWriter::Entry> entries_of(const NamedTensors& tensors) {
+  std::vector<SafetensorsStreamWriter::Entry> entries;
+  for (const auto& [name, t] : tensors) entries.push_back({name, t.scalar_type(), t.sizes().vec()});
+  return entries;
+}
+
 }  // namespace
+
+SafetensorsStreamWriter::SafetensorsStreamWriter(std::string path, std::vector<Entry> entries,
+                                                 const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)), entries_(std::move(entries)) {
+  uint64_t data_bytes = 0;
+  const std::string header = header_bytes(entries_, metadata, data_bytes);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw RuntimeFailure("cannot write '" + path_ + "': " + std::strerror(errno));
+  write_bytes(header.data(), header.size());
+}
+
+SafetensorsStreamWriter::~SafetensorsStreamWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(path_.c_str());
+}
+
+void SafetensorsStreamWriter::write_bytes(const void* data, std::size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, p, std::min<std::size_t>(size, 1u << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw RuntimeFailure("cannot write '" + path_ + "': " + std::strerror(errno));
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void SafetensorsStreamWriter::add(const std::string& name, const torch::Tensor& values) {
+  if (next_ >= entries_.size() || entries_[next_].name != name)
+    throw RuntimeFailure("'" + path_ + "': tensor '" + name + "' arrived out of order (expected '" +
+                         (next_ < entries_.size() ? entries_[next_].name : std::string("nothing more")) + "')");
+  const Entry& e = entries_[next_];
+  int64_t numel = 1;
+  for (int64_t n : e.shape) numel *= n;
+  if (values.numel() != numel)
+    throw RuntimeFailure("'" + path_ + "': tensor '" + name + "' has " + std::to_string(values.numel()) +
+                         " elements, its declared shape holds " + std::to_string(numel));
+  const torch::Tensor c = values.detach().to(torch::kCPU).to(e.dtype).contiguous();
+  write_bytes(c.data_ptr(), c.nbytes());
+  ++next_;
+}
+
+void SafetensorsStreamWriter::finish() {
+  if (next_ != entries_.size())
+    throw RuntimeFailure("'" + path_ + "': tensor '" + entries_[next_].name + "' was never written");
+  if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+    fd_ = -1;
+    ::unlink(path_.c_str());
+    throw RuntimeFailure("cannot write '" + path_ + "': " + std::strerror(errno));
+  }
+  fd_ = -1;
+}
 
 std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   std::vector<torch::Tensor> contiguous;
@@ -80,14 +154,9 @@ std::string serialize_safetensors(const NamedTensors& tensors, const std::map<st
 
 void write_safetensors_streamed(const std::string& path, const NamedTensors& tensors,
                                 const std::map<std::string, std::string>& metadata) {
-  std::vector<torch::Tensor> contiguous;
-  uint64_t data_bytes = 0;
-  const std::string header = header_bytes(tensors, metadata, contiguous, data_bytes);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  for (const auto& c : contiguous) out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-  out.flush();
-  if (!out) throw RuntimeFailure("cannot write '" + path + "' (disk full?)");
+  SafetensorsStreamWriter writer(path, entries_of(tensors), metadata);
+  for (const auto& [name, t] : tensors) writer.add(name, t);
+  writer.finish();
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

@@ -23,9 +23,42 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 std::string serialize_safetensors(const NamedTensors& tensors,
                                   const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
-// Writes the file tensor by tensor, never holding its bytes in memory (no fsync: the caller makes it durable).
+// Writes the file tensor by tensor, never holding its bytes in memory (fsynced; the caller renames or
+// records it).
 void write_safetensors_streamed(const std::string& path, const NamedTensors& tensors,
                                 const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+// A safetensors file written as its tensors become available: the header (every name, dtype and shape,
+// declared up front) is written first, then each tensor's bytes as add() receives them, in the declared
+// order, so a writer can produce one tensor at a time (e.g. gathered from ZeRO-3 shards). A tensor of
+// another size or out of order throws RuntimeFailure naming it; finish() checks that all arrived and
+// fsyncs. An unfinished file is removed when the writer is destroyed.
+class SafetensorsStreamWriter {
+ public:
+  struct Entry {
+    std::string name;
+    torch::ScalarType dtype;
+    std::vector<int64_t> shape;
+  };
+  SafetensorsStreamWriter(std::string path, std::vector<Entry> entries,
+                          const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+  ~SafetensorsStreamWriter();
+  SafetensorsStreamWriter(const SafetensorsStreamWriter&) = delete;
+  SafetensorsStreamWriter& operator=(const SafetensorsStreamWriter&) = delete;
+
+  // The next declared tensor's values (converted to its declared dtype).
+  void add(const std::string& name, const torch::Tensor& values);
+  void finish();
+  std::size_t written() const { return next_; }
+
+ private:
+  void write_bytes(const void* data, std::size_t size);
+
+  std::string path_;
+  std::vector<Entry> entries_;
+  std::size_t next_ = 0;
+  int fd_ = -1;
+};
 
 struct SafetensorsFile {
   std::map<std::string, torch::Tensor> tensors;

@@ -309,27 +309,32 @@ int run_train(const TrainRequest& request) {
     throw StoppedBySignal(std::string(stop.what()) + "\nresume with:\n  " + resume_command(request, stop.checkpoint_dir()),
                           stop.signal(), stop.checkpoint_dir());
   }
-  const SavedWeights weights = trainer.weights_to_save();  // collective: mixed precision gathers the fp32 masters
-  trainer.gather_full_model();  // stage 3: whole parameters for the final evaluation and save (collective)
+  const bool model_saved = trainer.save_final_model(out);  // collective; rank 0 writes
+  auto eval_split = pipeline.data->split("eval");
+  const bool final_eval = spec.training.do_eval && eval_split && eval_split->size() > 0;
+  nlohmann::json eval_metrics;
+  auto run_final_eval = [&] {
+    memory.start("eval");
+    eval_metrics = evaluate(pipeline, c, "eval", spec.training.per_device_eval_batch_size, "eval");
+    memory.stop_and_update_metrics("eval", eval_metrics);
+  };
+  if (final_eval && trainer.model_partitioned()) run_final_eval();  // ZeRO-3: every rank gathers unit by unit
   if (env.world_size > 1) {  // all ranks are done; only rank 0 writes the results
     world().barrier("end of training");
     set_world(std::make_unique<LocalComm>());
     if (!main_rank) return 0;
   }
-  save_model_dir(out, *pipeline.model, kDefaultMaxShardBytes, weights);
   write_file_atomic(out + "/trainer_state.json", trainer.state().to_json_text());
   save_metrics(out, "train", train_metrics);
   print_metrics("train", train_metrics);
 
-  if (auto eval_split = pipeline.data->split("eval"); spec.training.do_eval && eval_split && eval_split->size() > 0) {
-    memory.start("eval");
-    nlohmann::json eval_metrics = evaluate(pipeline, c, "eval", spec.training.per_device_eval_batch_size, "eval");
-    memory.stop_and_update_metrics("eval", eval_metrics);
+  if (final_eval) {
+    if (eval_metrics.is_null()) run_final_eval();
     eval_metrics["epoch"] = trainer.state().epoch;
     print_metrics("eval", eval_metrics);
     save_metrics(out, "eval", eval_metrics);
   }
-  std::cout << "model saved to " << out << "/model.safetensors" << std::endl;
+  if (model_saved) std::cout << "model saved to " << out << "/model.safetensors" << std::endl;
   return 0;
 }
 

@@ -596,6 +596,24 @@ std::map<std::string, torch::Tensor> DataParallelEngine::master_weights() {
   return out;
 }
 
+StreamedWeights DataParallelEngine::stream_master_weights() {
+  StreamedWeights out;
+  if (stage_ < 3) return out;
+  for (const auto& info : map_.groups)
+    for (const auto& p : info.params) out.names.push_back(p.name);
+  out.produce = [this](const TensorSink& sink) {
+    torch::NoGradGuard no_grad;
+    for (std::size_t g = 0; g < master_.size(); ++g) {
+      const FlatGroupInfo& info = map_.groups[g];
+      if (info.params.empty()) continue;
+      auto full = torch::empty({info.padded_numel}, torch::kFloat32);
+      if (info.padded_numel > 0) comm_.all_gather(master_[g], full, "fp32 master weights of group " + std::to_string(g));
+      for (const auto& p : info.params) sink(p.name, full.narrow(0, p.offset, p.numel).view(p.shape));
+    }
+  };
+  return out;
+}
+
 void DataParallelEngine::load_master_weights(const std::map<std::string, torch::Tensor>& weights, const std::string& source) {
   if (!mixed_ && stage_ < 3) return;
   torch::NoGradGuard no_grad;

@@ -83,6 +83,7 @@ class DataParallelEngine : public Engine {
   EngineMemory memory() const override;
   std::string describe() const override;
   std::map<std::string, torch::Tensor> master_weights() override;
+  StreamedWeights stream_master_weights() override;
   void load_master_weights(const std::map<std::string, torch::Tensor>& weights, const std::string& source) override;
 
   const PartitionMap& partition() const { return map_; }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/streamed_weights.h"
 #include "optim/optimizer.h"
 
 namespace hftrain {
@@ -79,6 +80,9 @@ class Engine {
   // (stage 3 always returns them: its parameters are partitioned). At stage 0
   // the tensors are views of the live masters: copy them to keep a snapshot.
   virtual std::map<std::string, torch::Tensor> master_weights() { return {}; }
+  // Stage 3: the fp32 master weights as a stream, one flat group gathered at a time (never the whole
+  // model); collective: every rank runs produce. Empty (no names) for engines that keep them whole.
+  virtual StreamedWeights stream_master_weights() { return {}; }
   // Sets the master weights (and the 16-bit parameters) from full fp32 tensors, e.g. a checkpoint's
   // model.safetensors; no-op for fp32 engines, whose parameters were loaded directly. Collective.
   virtual void load_master_weights(const std::map<std::string, torch::Tensor>& /*weights*/, const std::string& /*source*/) {}

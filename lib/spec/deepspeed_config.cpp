@@ -330,9 +330,9 @@ class DeepSpeedReader {
         if (!is_auto(v)) place(path, v, "zero", s->second, v);  // "auto": filled from the model at stage 3
       } else if (key == "reduce_bucket_size") {
         // Elements; converted to distributed.ddp_bucket_cap_mb once the gradient dtype is known.
-      } else if (key.find("gather_16bit_weights_on_model_save") != std::string::npos ||
-                 key == "stage3_gather_fp16_weights_on_model_save") {
-        note(path, "hftrain always writes the consolidated model.safetensors at the end of training");
+      } else if ((key.find("gather_16bit_weights_on_model_save") != std::string::npos ||
+                  key == "stage3_gather_fp16_weights_on_model_save") && !is_auto(v)) {
+        place(path, v, "zero", "stage3_gather_16bit_weights_on_model_save", v);
       } else if (is_auto(v) && contains(known, key)) {
         note(path, "\"auto\" is not filled for this key (as in HF); DeepSpeed drops it and uses its default");
       } else {

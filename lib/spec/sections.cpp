@@ -228,6 +228,11 @@ void ZeroArgs::declare(Schema<ZeroArgs>& s) {
         "Stage 3: prefetching stops where it would make more elements whole at once; the module that runs is "
         "always gathered (DeepSpeed's name and default).")
       .min(1);
+  s.add("stage3_gather_16bit_weights_on_model_save", &ZeroArgs::stage3_gather_16bit_weights_on_model_save,
+        "Stage 3: at the end of training write model.safetensors, gathering one parameter group at a time from "
+        "the ranks' shards to rank 0 (never the whole model in one process). false = write only a final "
+        "checkpoint of the shards and consolidate it later with `hftrain zero-to-fp32` (DeepSpeed's name; its "
+        "default is false, hftrain's true so that every run ends with a model).");
 }
 
 void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {

@@ -280,19 +280,43 @@ void Trainer::note_skipped_step(const StepResult& step) {
   if (is_main_rank()) log_warning(msg + " (" + std::to_string(loop_.skipped_steps) + " skipped so far)");
 }
 
-void Trainer::gather_full_model() {
-  engine_->gather_full_parameters();
-  pipeline_.model->set_gather_hooks(nullptr);
+namespace {
+
+// precision.save_dtype as a tensor dtype.
+torch::ScalarType saved_dtype(const PrecisionArgs& precision) {
+  const std::string& d = precision.save_dtype;
+  return d == "bf16" ? torch::kBFloat16 : d == "fp16" ? torch::kHalf : torch::kFloat;
 }
+
+}  // namespace
 
 SavedWeights Trainer::weights_to_save(bool for_checkpoint) {
   SavedWeights w;
   w.replacements = engine_->master_weights();
-  if (!for_checkpoint) {  // checkpoints always keep fp32 so that resume continues exactly
-    const std::string& d = spec_.precision.save_dtype;
-    w.dtype = d == "bf16" ? torch::kBFloat16 : d == "fp16" ? torch::kHalf : torch::kFloat;
-  }
+  if (!for_checkpoint) w.dtype = saved_dtype(spec_.precision);  // checkpoints keep fp32 so that resume is exact
   return w;
+}
+
+bool Trainer::save_final_model(const std::string& dir) {
+  const StreamedWeights streamed = engine_->stream_master_weights();
+  const bool main_rank = world().rank() == 0;
+  if (streamed.names.empty()) {  // stages 0-2: every rank holds the whole model
+    const SavedWeights weights = weights_to_save();  // collective: mixed precision gathers the fp32 masters
+    if (main_rank) save_model_dir(dir, *pipeline_.model, kDefaultMaxShardBytes, weights);
+    return true;
+  }
+  if (!spec_.zero.stage3_gather_16bit_weights_on_model_save) {
+    if (last_resumable_save_step_ != state_.global_step) save_checkpoint(/*for_resume=*/true);
+    const std::string ckpt = checkpoints_->dir_for(state_.global_step);
+    if (main_rank)
+      log_info("model.safetensors not written (zero.stage3_gather_16bit_weights_on_model_save: false): the trained "
+               "weights are the ZeRO-3 shards in " + ckpt + "; consolidate them with\n  hftrain zero-to-fp32 " + ckpt +
+               " " + dir);
+    return false;
+  }
+  if (main_rank) save_model_dir(dir, *pipeline_.model, kDefaultMaxShardBytes, SavedWeights{{}, saved_dtype(spec_.precision)}, &streamed);
+  else streamed.produce([](const std::string&, const torch::Tensor&) {});
+  return true;
 }
 
 void Trainer::log(nlohmann::json entry) {

@@ -28,9 +28,14 @@ class Trainer {
   // The weights to save as the model (collective on every rank): mixed precision saves the fp32 master
   // weights (converted to precision.save_dtype unless `for_checkpoint`).
   SavedWeights weights_to_save(bool for_checkpoint = false);
-  // ZeRO stage 3: makes the model whole on this rank and detaches it from the engine (after training, so
-  // that it can be evaluated and used alone). Collective; nothing to do at other stages.
-  void gather_full_model();
+  // Writes the trained model into `dir` (model.safetensors + config.json); collective, rank 0 writes.
+  // ZeRO-3 streams the weights from the shards one parameter group at a time, or, with
+  // zero.stage3_gather_16bit_weights_on_model_save false, writes a final checkpoint of the shards instead
+  // and logs how to consolidate it. Returns whether model.safetensors was written.
+  bool save_final_model(const std::string& dir);
+  // ZeRO-3: the model's parameters exist whole only inside its gather units, so anything that runs it
+  // (the final evaluation) must run on every rank.
+  bool model_partitioned() const { return engine_->partitions_parameters(); }
   // Tracks the train stage's memory (HF TrainerMemoryTracker); train metrics then carry its figures.
   void set_memory_tracker(MemoryTracker* tracker) { memory_ = tracker; }
   // training.deepspeed with every "auto" filled by the value this run uses (JSON text; "" without one).

@@ -256,7 +256,19 @@ void Trainer::save_checkpoint(bool for_resume) {
 
   CheckpointFiles files;
   // Mixed precision: the fp32 master weights (gathered from every rank's partition), so resume is exact.
-  files.emplace_back(ckpt::kModelFile, serialize_safetensors(model_tensors(*pipeline_.model, weights_to_save(true))));
+  // Stage 3 streams them (one flat group gathered at a time, rank 0 writing) into the checkpoint.
+  const StreamedWeights streamed = engine_->stream_master_weights();
+  auto stream_model = [&](const std::string& dir) {
+    if (streamed.names.empty()) return std::vector<std::string>{};
+    if (world().rank() != 0) {
+      streamed.produce([](const std::string&, const torch::Tensor&) {});
+      return std::vector<std::string>{};
+    }
+    write_model_file(dir + "/" + ckpt::kModelFile, *pipeline_.model, SavedWeights{}, &streamed);
+    return std::vector<std::string>{ckpt::kModelFile};
+  };
+  if (streamed.names.empty())
+    files.emplace_back(ckpt::kModelFile, serialize_safetensors(model_tensors(*pipeline_.model, weights_to_save(true))));
   files.emplace_back(ckpt::kConfigFile, pipeline_.model->config_json().dump(2) + "\n");
   // Data-parallel runs: every rank writes its own RNG state, and a sharded (ZeRO) engine its shard,
   // into the checkpoint while rank 0 commits it (engine/zero_checkpoint.h).
@@ -300,7 +312,12 @@ void Trainer::save_checkpoint(bool for_resume) {
   const nlohmann::json layout = model_only ? nlohmann::json() : checkpoint_layout();
   if (!per_rank || model_only) {
     if (world().rank() == 0)
-      checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) { writer.set_layout(layout); });
+      checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) {
+        for (const auto& name : stream_model(writer.tmp_dir())) writer.adopt(name);
+        writer.set_layout(layout);
+      });
+    else
+      stream_model("");
   } else {
     auto write_own = [&](const std::string& tmp_dir) {
       return write_rank_checkpoint_files(tmp_dir, gs, *engine_, *pipeline_.model, own_files, world());
@@ -309,11 +326,13 @@ void Trainer::save_checkpoint(bool for_resume) {
       checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) {
         std::set<std::string> added;
         for (const auto& f : files) added.insert(f.first);
+        for (const auto& name : stream_model(writer.tmp_dir())) writer.adopt(name);
         for (const auto& name : write_own(writer.tmp_dir()))
           if (!added.count(name)) writer.adopt(name);
         writer.set_layout(layout);
       });
     } else {
+      stream_model("");
       write_own((fs::path(args.output_dir) / ckpt::partial_dir_name(gs)).string());
     }
     world().barrier("checkpoint committed");

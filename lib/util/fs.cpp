@@ -67,6 +67,10 @@ void write_file_atomic(const std::string& path, const void* data, std::size_t si
     ::unlink(tmp.c_str());
     throw RuntimeFailure("cannot write '" + path + "': " + why);
   }
+  rename_durably(tmp, path);
+}
+
+void rename_durably(const std::string& tmp, const std::string& path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = errno_text();
     ::unlink(tmp.c_str());

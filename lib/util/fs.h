@@ -17,6 +17,10 @@ void write_file_atomic(const std::string& path, const std::string& text);
 
 void fsync_directory(const std::string& dir);
 
+// Renames the complete, fsynced file `tmp` over `path` and fsyncs the directory (write_file_atomic's
+// last step, for files written as a stream). On failure `tmp` is removed.
+void rename_durably(const std::string& tmp, const std::string& path);
+
 // True when `dir` does not exist or holds no entries.
 bool directory_is_empty(const std::string& dir);
 

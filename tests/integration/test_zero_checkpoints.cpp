@@ -34,6 +34,18 @@ std::string train_with_checkpoints(const std::string& name, int stage, int world
   return dir;
 }
 
+// The two safetensors files hold the same tensors (names, dtypes, shapes, bits), in whatever order.
+// (A stage-3 model file lists its tensors in the order they are gathered, zero-to-fp32 in model order.)
+bool same_tensors(const std::string& a, const std::string& b) {
+  const auto x = hftrain::load_safetensors(a).tensors, y = hftrain::load_safetensors(b).tensors;
+  if (x.size() != y.size()) return false;
+  for (const auto& [name, t] : x) {
+    auto it = y.find(name);
+    if (it == y.end() || it->second.scalar_type() != t.scalar_type() || !it->second.equal(t)) return false;
+  }
+  return !x.empty();
+}
+
 // Steps 7-12 and the final weights of the run resumed into `resumed` equal the uninterrupted run's (out/).
 void check_resumed_equals_full_run(const std::string& dir, const std::string& resumed) {
   const auto full = train_logs(dir + "/out/trainer_state.json");
@@ -181,13 +193,13 @@ TEST_CASE("zero-to-fp32 rebuilds the engine's fp32 weights bit for bit", "[integ
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     CHECK(r.output.find("peak RSS") != std::string::npos);
-    // Same bytes as model.safetensors, which rank 0 wrote from the engine's full parameters.
-    CHECK(read_bytes(dir + "/fp32/model.safetensors") == read_bytes(dir + "/out/checkpoint-12/model.safetensors"));
+    // The tensors of model.safetensors, which rank 0 wrote from the engine's gathered parameters.
+    CHECK(same_tensors(dir + "/fp32/model.safetensors", dir + "/out/checkpoint-12/model.safetensors"));
     CHECK(json::parse(read_text(dir + "/fp32/config.json")) == json::parse(read_text(dir + "/out/checkpoint-12/config.json")));
     // The default output sits beside the checkpoint (not inside it, not matched by checkpoint rotation).
     r = run_hftrain("zero-to-fp32 out/checkpoint-6", dir);
     REQUIRE(r.exit_code == 0);
-    CHECK(read_bytes(dir + "/out/fp32-checkpoint-6/model.safetensors") == read_bytes(dir + "/out/checkpoint-6/model.safetensors"));
+    CHECK(same_tensors(dir + "/out/fp32-checkpoint-6/model.safetensors", dir + "/out/checkpoint-6/model.safetensors"));
 
     // Split output: every file under the limit (unless one tensor alone is larger), the index maps each
     // tensor to its file, and the tensors equal the unsplit ones.
@@ -331,5 +343,40 @@ TEST_CASE("zero-to-fp32 streams: peak memory stays under 1.2x the output size", 
     CHECK(torch::equal(got.at(name), want));
     offset += want.numel();
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("ZeRO-3 writes the final model from the shards, or only the shards when asked", "[integration][zero3]") {
+  const std::string dir = dist_dir("zero3_final_save");
+  write_text(dir + "/spec.yaml", dist_spec(4));
+  const std::string args = "train spec.yaml --nproc-per-node 3 --set zero.stage=3 --set training.per_device_train_batch_size=2 "
+                           "--set zero.stage3_param_persistence_threshold=20";
+  CliResult r = run_hftrain(args, dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("model saved to out/model.safetensors"));
+
+  // Shards only: a final checkpoint instead of model.safetensors, and the command that consolidates it.
+  r = run_hftrain(args + " --set training.output_dir=shards --set zero.stage3_gather_16bit_weights_on_model_save=false", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_FALSE(fs::exists(dir + "/shards/model.safetensors"));
+  CHECK(fs::exists(dir + "/shards/checkpoint-4/global_step4/zero_pp_rank_2_mp_rank_00_optim_states.safetensors"));
+  CHECK_THAT(r.output, Catch::Contains("zero.stage3_gather_16bit_weights_on_model_save: false") &&
+                           Catch::Contains("hftrain zero-to-fp32 shards/checkpoint-4 shards"));
+  CHECK(train_logs(dir + "/shards/trainer_state.json") == train_logs(dir + "/out/trainer_state.json"));
+  r = run_hftrain("zero-to-fp32 shards/checkpoint-4 shards", dir);
+  REQUIRE(r.exit_code == 0);
+  // The streamed model (gathered group by group to rank 0) holds exactly what zero-to-fp32 rebuilds.
+  CHECK(same_tensors(dir + "/shards/model.safetensors", dir + "/out/model.safetensors"));
+
+  // bf16 with precision.save_dtype bf16: the streamed masters are written rounded to bf16.
+  r = run_hftrain(args + " --set training.output_dir=bf16 --set precision.bf16=true --set precision.save_dtype=bf16", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto saved = hftrain::load_safetensors(dir + "/bf16/model.safetensors").tensors;
+  CHECK(saved.size() == hftrain::load_safetensors(dir + "/out/model.safetensors").tensors.size());
+  for (const auto& [name, t] : saved) CHECK(t.scalar_type() == torch::kBFloat16);
+  CHECK(json::parse(read_text(dir + "/bf16/config.json"))["torch_dtype"] == "bfloat16");
   fs::remove_all(dir);
 }

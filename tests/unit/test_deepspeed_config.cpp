@@ -90,7 +90,9 @@ TEST_CASE("the HF docs' ZeRO-3 config fills the model-derived 'auto' values as H
   CHECK(spec.zero.stage3_param_persistence_threshold == 10 * hidden);
   CHECK(spec.zero.stage3_max_live_parameters == 1000000000);
   CHECK(spec.distributed.ddp_bucket_cap_mb == Approx(hidden * hidden * 4 / (1024.0 * 1024.0)));
-  CHECK(has_note(spec, "stage3_gather_16bit_weights_on_model_save"));
+  CHECK(spec.zero.stage3_gather_16bit_weights_on_model_save);  // placed from the file (true there)
+  CHECK_THAT(spec.origins.at("zero.stage3_gather_16bit_weights_on_model_save"),
+             Catch::Contains("zero_optimization.stage3_gather_16bit_weights_on_model_save"));
   // A bf16 run: 2-byte gradient buckets.
   RunSpec bf16 = load(write_file("zero3_bf16.yaml", spec_with(ds, "precision: {bf16: true}\n")));
   CHECK(bf16.distributed.ddp_bucket_cap_mb == Approx(hidden * hidden * 2 / (1024.0 * 1024.0)));
