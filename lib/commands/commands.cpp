@@ -291,7 +291,7 @@ int run_train(const TrainRequest& request) {
   const bool main_rank = env.rank == 0;
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   memory.start("init");
-  Pipeline pipeline = build_pipeline(spec, c);  // fails on bad data before anything is written
+  Pipeline pipeline = build_pipeline(spec, c, /*for_training=*/true);  // fails on bad data before anything is written
   if (spec.training.eval_strategy != "no" && split_size(pipeline, "eval") == 0)  // as HF's Trainer, before training
     throw ConfigError("training.eval_strategy: '" + spec.training.eval_strategy +
                       "' needs evaluation examples, and the data source has none (give data an evaluation split, or "

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "checkpoint/fault_injection.h"
+#include "util/tensor_storage.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -133,7 +134,42 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
 
   // Flat parameter buffers; the model's parameters become views of them. Rank 0's fp32 values win (DDP);
   // with mixed precision they become the masters and the 16-bit buffer holds them rounded.
-  for (std::size_t g = 0; g < groups.size(); ++g) {
+  const bool sharded_init = stage_ == 3 && options_.initial_values;
+  if (options_.initial_values && !sharded_init)
+    throw RuntimeFailure("data-parallel engine: sharded construction needs ZeRO stage 3 (got stage " + std::to_string(stage_) + ")");
+  if (sharded_init) {  // each initial value in turn; only this rank's partition of it is kept
+    for (const auto& info : map_.groups) master_.push_back(torch::zeros({info.partition_size}, torch::kFloat32));
+    std::map<std::string, std::pair<std::size_t, std::size_t>> where;  // name -> (group, index)
+    for (std::size_t g = 0; g < map_.groups.size(); ++g)
+      for (std::size_t i = 0; i < map_.groups[g].params.size(); ++i) where[map_.groups[g].params[i].name] = {g, i};
+    options_.initial_values([&](const std::string& name, const torch::Tensor& value) {
+      auto it = where.find(name);
+      if (it == where.end()) return true;  // not trained here: it stays whole in the model
+      const FlatGroupInfo& info = map_.groups[it->second.first];
+      const auto& at = info.params[it->second.second];
+      const int64_t begin = info.partition_begin(rank_), end = begin + info.partition_size;
+      const int64_t lo = std::max(begin, at.offset), hi = std::min(end, at.offset + at.numel);
+      if (lo < hi) master_[it->second.first].narrow(0, lo - begin, hi - lo).copy_(value.reshape({-1}).narrow(0, lo - at.offset, hi - lo));
+      return false;
+    });
+    for (std::size_t g = 0; g < master_.size() && mixed_; ++g) shard16_.push_back(master_[g].to(dtype_));
+  }
+  for (std::size_t g = 0; g < groups.size() && sharded_init; ++g) {
+    // The full buffer exists just long enough for the parameters (released since construction) to become
+    // views of it; the persistent groups keep it (they are gathered whole from the shards).
+    const FlatGroupInfo& info = map_.groups[g];
+    auto flat = torch::empty({info.padded_numel}, dtype_);
+    std::vector<torch::Tensor> ps;
+    for (std::size_t i = 0; i < info.params.size(); ++i) {
+      auto& p = groups[g].params[i];
+      p.set_data(flat.narrow(0, info.params[i].offset, info.params[i].numel).view(p.sizes()));
+      ps.push_back(p);
+    }
+    if (!layout.persistent[g]) release_storage(flat);
+    flat_params_.push_back(flat);
+    params_.push_back(std::move(ps));
+  }
+  for (std::size_t g = 0; g < groups.size() && !sharded_init; ++g) {
     const FlatGroupInfo& info = map_.groups[g];
     auto full32 = torch::zeros({info.padded_numel}, torch::kFloat32);
     for (std::size_t i = 0; i < info.params.size(); ++i)

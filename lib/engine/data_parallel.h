@@ -55,6 +55,10 @@ struct DataParallelOptions {
   // zero.offload_optimizer device nvme (stages 1-3): the optimizer state in swap files under
   // nvme_offload->swap_dir (the engine adds this rank's subdirectory).
   std::optional<SwapOptions> nvme_offload;
+  // Stage 3, sharded construction (zero.Init): the model's parameters hold no memory yet; this produces
+  // their initial values one at a time (Model::materialise_parameters) and the engine keeps only this
+  // rank's partition of each, so no rank ever holds the whole model.
+  std::function<void(const ParameterVisitor&)> initial_values;
 };
 
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;

@@ -34,6 +34,7 @@ DataParallelOptions data_parallel_options(const EngineConfig& config) {
   o.persistence_threshold = config.persistence_threshold;
   o.gather_limits = config.gather_limits;
   o.nvme_offload = config.nvme_offload;
+  o.initial_values = config.initial_values;
   return o;
 }
 

@@ -5,23 +5,10 @@
 
 #include <algorithm>
 
+#include "util/tensor_storage.h"
+
 namespace hftrain {
 namespace {
-
-// A full buffer's memory comes and goes; the tensor (and every view of it) stays.
-void free_storage(const torch::Tensor& t) {
-  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
-  s->set_nbytes(0);
-}
-
-void allocate_storage(const torch::Tensor& t) {
-  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-  const std::size_t bytes = static_cast<std::size_t>(t.numel()) * t.element_size();
-  c10::Allocator* allocator = s->allocator() ? s->allocator() : c10::GetAllocator(t.device().type());
-  s->set_data_ptr_noswap(allocator->allocate(bytes));
-  s->set_nbytes(bytes);
-}
 
 // Identity on a unit's output whose backward gathers the unit's parameters before the unit's own
 // backward runs (the unit's operations feed this node, so autograd reaches it first).
@@ -92,7 +79,7 @@ void ParamCoordinator::release(std::size_t g) {
     group.op->wait();
     group.op.reset();
   }
-  free_storage(group.full);
+  release_storage(group.full);
   live_elements_ -= group.full.numel();
   group.state = State::kReleased;
 }

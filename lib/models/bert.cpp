@@ -92,10 +92,13 @@ class BertEncoder : public torch::nn::Module {
     position_ = emb->register_module("position_embeddings", torch::nn::Embedding(o.max_position_embeddings, o.hidden_size));
     token_type_ = emb->register_module("token_type_embeddings", torch::nn::Embedding(o.type_vocab_size, o.hidden_size));
     emb_norm_ = emb->register_module("LayerNorm", layer_norm(o));
+    release_built_parameters(*emb);  // sharded construction: one unit's memory at a time
     auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
     auto layers = encoder->register_module("layer", std::make_shared<torch::nn::Module>());
-    for (int64_t i = 0; i < o.num_hidden_layers; ++i)
+    for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
       layers_.push_back(layers->register_module(std::to_string(i), std::make_shared<Layer>(o)));
+      release_built_parameters(*layers_.back());
+    }
     if (pooler) {
       auto p = register_module("pooler", std::make_shared<torch::nn::Module>());
       pooler_ = p->register_module("dense", torch::nn::Linear(o.hidden_size, o.hidden_size));
@@ -200,11 +203,14 @@ class BertEncoder : public torch::nn::Module {
 
 namespace {
 
-// HF BertPreTrainedModel._init_weights over a whole model; the pad token's embedding row is zeroed.
-void init_bert(torch::nn::Module& model, BertEncoder& encoder, const BertConfig& o) {
-  hf_init_parameters(model, o.initializer_range, {"LayerNorm"});
-  torch::NoGradGuard no_grad;
-  encoder.word_->weight[o.pad_token_id].zero_();
+// HF BertPreTrainedModel._init_weights as one pass; the pad token's word embedding row is zeroed.
+InitPass bert_init_pass(const BertConfig& o) {
+  InitPass pass = hf_init_pass(o.initializer_range, {"LayerNorm"});
+  pass.init = [hf = pass.init, pad = o.pad_token_id](const std::string& name, torch::Tensor& p) {
+    hf(name, p);
+    if (name == "bert.embeddings.word_embeddings.weight") p[pad].zero_();
+  };
+  return pass;
 }
 
 // The encoder's parameters (bert.*), with or without the pooler.
@@ -275,7 +281,7 @@ BertForSequenceClassification::BertForSequenceClassification(const Options& opti
   if (static_cast<int64_t>(context.label_names.size()) == o.num_labels) label_names_ = context.label_names;
   bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/true));
   classifier_ = register_module("classifier", torch::nn::Linear(o.hidden_size, o.num_labels));
-  init_bert(*this, *bert_, o);
+  initialise_parameters({bert_init_pass(o)});
 }
 
 ModelOutput BertForSequenceClassification::forward(const Batch& batch) {
@@ -333,7 +339,7 @@ BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& con
   transform_dense_ = transform->register_module("dense", torch::nn::Linear(o.hidden_size, o.hidden_size));
   transform_norm_ = transform->register_module("LayerNorm", layer_norm(o));
   decoder_bias_ = predictions->register_parameter("bias", torch::zeros({o.vocab_size}));
-  init_bert(*this, *bert_, o);
+  initialise_parameters({bert_init_pass(o)});
 }
 
 ModelOutput BertForMaskedLM::forward(const Batch& batch) {

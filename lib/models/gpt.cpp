@@ -123,10 +123,12 @@ Gpt::Gpt(const Options& options, const ModelContext& context) : options_(resolve
   transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
   wte_ = transformer_->register_module("wte", torch::nn::Embedding(options_.vocab_size, options_.n_embd));
   wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(options_.block_size, options_.n_embd));
+  release_built_parameters(*transformer_);  // sharded construction: one unit's memory at a time
   drop_ = transformer_->register_module("drop", torch::nn::Dropout(options_.dropout));
   auto h = transformer_->register_module("h", std::make_shared<torch::nn::Module>());
   for (int64_t i = 0; i < options_.n_layer; ++i) {
     blocks_.push_back(h->register_module(std::to_string(i), std::make_shared<Block>(options_)));
+    release_built_parameters(*blocks_.back());
     Block* block = blocks_.back().get();
     const std::size_t unit = blocks_.size();  // unit 0 is the embeddings
     block_fns_.emplace_back([this, block, unit](const torch::Tensor& x) {
@@ -135,11 +137,10 @@ Gpt::Gpt(const Options& options, const ModelContext& context) : options_(resolve
   }
   ln_f_ = transformer_->register_module("ln_f", make_layer_norm(options_.n_embd));
 
-  torch::NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(options_.n_layer));
-  for (auto& np : named_parameters()) {
-    const std::string& name = np.key();
-    auto& p = np.value();
+  InitPass pass;
+  pass.selects = [](const std::string&) { return true; };
+  pass.init = [residual_std](const std::string& name, torch::Tensor& p) {
     if (name.find("ln_") != std::string::npos) {
       if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) p.fill_(1.0); else p.zero_();
     } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
@@ -149,7 +150,8 @@ Gpt::Gpt(const Options& options, const ModelContext& context) : options_(resolve
     } else {
       p.normal_(0.0, 0.02);
     }
-  }
+  };
+  initialise_parameters({pass});
 }
 
 torch::Tensor Gpt::hidden_states(const torch::Tensor& idx, KvCache* cache) {

@@ -109,22 +109,28 @@ Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(resol
   transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
   wte_ = transformer_->register_module("wte", torch::nn::Embedding(o.vocab_size, o.n_embd));
   wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(o.n_positions, o.n_embd));
+  release_built_parameters(*transformer_);  // sharded construction: one unit's memory at a time
   auto h = transformer_->register_module("h", std::make_shared<torch::nn::Module>());
-  for (int64_t i = 0; i < o.n_layer; ++i)
+  for (int64_t i = 0; i < o.n_layer; ++i) {
     blocks_.push_back(h->register_module(std::to_string(i), std::make_shared<Block>(o, inner)));
+    release_built_parameters(*blocks_.back());
+  }
   ln_f_ = transformer_->register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.n_embd}).eps(o.layer_norm_epsilon)));
   if (!o.tie_word_embeddings) {
     auto head = register_module("lm_head", std::make_shared<torch::nn::Module>());
     lm_head_ = head->register_parameter("weight", torch::empty({o.vocab_size, o.n_embd}));
   }
 
-  hf_init_parameters(*this, o.initializer_range, {"ln_"});
-  torch::NoGradGuard no_grad;
+  // HF GPT2PreTrainedModel._init_weights: every parameter, then the residual projections again with
+  // std / sqrt(2 n_layer), block by block.
+  InitPass residual;
+  residual.selects = [](const std::string& name) {
+    return name.rfind("transformer.h.", 0) == 0 && (name.find(".attn.c_proj.weight") != std::string::npos ||
+                                                    name.find(".mlp.c_proj.weight") != std::string::npos);
+  };
   const double residual_std = o.initializer_range / std::sqrt(2.0 * static_cast<double>(o.n_layer));
-  for (auto& block : blocks_) {
-    block->attn_proj->weight.normal_(0.0, residual_std);
-    block->mlp_proj->weight.normal_(0.0, residual_std);
-  }
+  residual.init = [residual_std](const std::string&, torch::Tensor& p) { p.normal_(0.0, residual_std); };
+  initialise_parameters({hf_init_pass(o.initializer_range, {"ln_"}), residual});
 }
 
 torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {

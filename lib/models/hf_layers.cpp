@@ -61,11 +61,10 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 #endif
 }
 
-void hf_init_parameters(torch::nn::Module& module, double std, const std::vector<std::string>& norm_markers) {
-  torch::NoGradGuard no_grad;
-  for (auto& np : module.named_parameters()) {
-    const std::string& name = np.key();
-    auto& p = np.value();
+InitPass hf_init_pass(double std, const std::vector<std::string>& norm_markers) {
+  InitPass pass;
+  pass.selects = [](const std::string&) { return true; };
+  pass.init = [std, norm_markers](const std::string& name, torch::Tensor& p) {
     bool is_norm = false;
     for (const auto& m : norm_markers) is_norm = is_norm || name.find(m) != std::string::npos;
     const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
@@ -75,7 +74,8 @@ void hf_init_parameters(torch::nn::Module& module, double std, const std::vector
       p.zero_();
     else
       p.normal_(0.0, std);
-  }
+  };
+  return pass;
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {

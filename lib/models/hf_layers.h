@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "models/model.h"
 #include "util/torch_compat.h"
 
 namespace hftrain {
@@ -25,9 +26,10 @@ torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarTyp
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
                      bool causal, double dropout_p);
 
-// HF _init_weights for Linear / Embedding / LayerNorm-like parameters selected by name:
-// weights N(0, std), biases 0, norm weights 1 (names containing one of `norm_markers`).
-void hf_init_parameters(torch::nn::Module& module, double std, const std::vector<std::string>& norm_markers);
+// HF _init_weights for Linear / Embedding / LayerNorm-like parameters selected by name, as one pass over
+// every parameter (Model::initialise_parameters): weights N(0, std), biases 0, norm weights 1 (names
+// containing one of `norm_markers`).
+InitPass hf_init_pass(double std, const std::vector<std::string>& norm_markers);
 
 // RMSNorm as in HF Llama: x * rsqrt(mean(x^2) + eps) computed in float32, times weight.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);

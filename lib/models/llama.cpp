@@ -151,15 +151,18 @@ Llama::Llama(const Options& options, const ModelContext& context) : options_(res
 
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens_ = model->register_module("embed_tokens", torch::nn::Embedding(o.vocab_size, o.hidden_size));
+  release_built_parameters(*embed_tokens_);  // sharded construction: one unit's memory at a time
   auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
-  for (int64_t i = 0; i < o.num_hidden_layers; ++i)
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     layers_.push_back(layers->register_module(std::to_string(i), std::make_shared<Layer>(o, kv_heads_, head_dim_)));
+    release_built_parameters(*layers_.back());
+  }
   norm_weight_ = model->register_module("norm", std::make_shared<torch::nn::Module>())
                      ->register_parameter("weight", torch::ones({o.hidden_size}));
   if (!o.tie_word_embeddings)
     lm_head_ = register_module("lm_head", std::make_shared<torch::nn::Module>())
                    ->register_parameter("weight", torch::empty({o.vocab_size, o.hidden_size}));
-  hf_init_parameters(*this, o.initializer_range, {"norm"});
+  initialise_parameters({hf_init_pass(o.initializer_range, {"norm"})});
 }
 
 torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {

@@ -2,6 +2,7 @@
 #include "models/model.h"
 
 #include "util/error.h"
+#include "util/tensor_storage.h"
 
 namespace hftrain {
 
@@ -62,6 +63,71 @@ std::vector<std::vector<std::string>> resolve_gather_units(const Model& model, c
                         "' belongs to none of its gather units, so it could not be gathered for the forward pass");
   }
   return out;
+}
+
+namespace {
+thread_local bool deferred_init_active = false;
+}  // namespace
+
+DeferredInit::DeferredInit(bool enabled) : previous_(deferred_init_active) { deferred_init_active = enabled; }
+DeferredInit::~DeferredInit() { deferred_init_active = previous_; }
+bool DeferredInit::active() { return deferred_init_active; }
+
+void release_built_parameters(torch::nn::Module& module) {
+  if (!DeferredInit::active()) return;
+  for (const auto& p : module.parameters()) release_storage(p);
+}
+
+void Model::initialise_parameters(std::vector<InitPass> passes) {
+  torch::NoGradGuard no_grad;
+  init_passes_ = std::move(passes);
+  if (!DeferredInit::active()) {
+    run_init_passes(nullptr);
+    init_passes_.clear();
+    return;
+  }
+  for (const auto& np : named_parameters()) {
+    bool selected = false;
+    for (const auto& pass : init_passes_) selected = selected || pass.selects(np.key());
+    if (!selected)
+      throw RuntimeFailure("sharded construction: model type '" + config_json().value("model_type", std::string("?")) +
+                           "' does not initialise parameter '" + np.key() + "' itself");
+    release_storage(np.value());
+  }
+  deferred_ = true;
+  init_rng_state_ = at::detail::getDefaultCPUGenerator().get_state();
+  const ParameterVisitor discard = [](const std::string&, const torch::Tensor&) { return false; };
+  run_init_passes(&discard);  // advances the generator as the undeferred construction does
+}
+
+void Model::run_init_passes(const ParameterVisitor* visit) {
+  auto params = named_parameters();
+  std::vector<int> last(params.size(), -1);
+  for (std::size_t k = 0; k < init_passes_.size(); ++k)
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (init_passes_[k].selects(params[i].key())) last[i] = static_cast<int>(k);
+  for (std::size_t k = 0; k < init_passes_.size(); ++k)
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (!init_passes_[k].selects(params[i].key())) continue;
+      torch::Tensor& p = params[i].value();
+      if (visit) allocate_storage(p);
+      init_passes_[k].init(params[i].key(), p);
+      if (visit && !(last[i] == static_cast<int>(k) && (*visit)(params[i].key(), p))) release_storage(p);
+    }
+}
+
+void Model::materialise_parameters(const ParameterVisitor& visit) {
+  if (!deferred_)
+    throw RuntimeFailure("model type '" + config_json().value("model_type", std::string("?")) +
+                         "': its parameters were built whole, there is nothing to materialise");
+  torch::NoGradGuard no_grad;
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  const torch::Tensor current = generator.get_state();
+  generator.set_state(init_rng_state_);
+  run_init_passes(&visit);
+  generator.set_state(current);
+  deferred_ = false;
+  init_passes_.clear();
 }
 
 void Model::set_neftune_noise_alpha(double) {

@@ -103,8 +103,45 @@ class GatherHooks {
 // Runs `body` as gather unit `unit` (just `body()` when `hooks` is null).
 torch::Tensor run_unit(GatherHooks* hooks, std::size_t unit, const std::function<torch::Tensor()>& body);
 
+// zero.Init (DeepSpeed's sharded construction): while a DeferredInit scope with enabled = true lives on
+// this thread, families that support it build their modules with each unit's parameters released as soon
+// as the unit is built (release_built_parameters), so construction never holds the whole model; their
+// initial values are produced later, one parameter at a time, by Model::materialise_parameters.
+class DeferredInit {
+ public:
+  explicit DeferredInit(bool enabled);
+  ~DeferredInit();
+  DeferredInit(const DeferredInit&) = delete;
+  DeferredInit& operator=(const DeferredInit&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
+// Under an active DeferredInit: frees the memory of `module`'s parameters (shapes kept). Otherwise nothing.
+void release_built_parameters(torch::nn::Module& module);
+
+// A family's initialisation as passes over named_parameters(), each drawing from torch's global
+// generator in that order; a parameter ends with the value of the last pass that selects it.
+struct InitPass {
+  std::function<bool(const std::string& name)> selects;
+  std::function<void(const std::string& name, torch::Tensor& p)> init;
+};
+
+// Receives a parameter's initial value; returns true to keep it in the model (parameters that stay
+// whole), false to release it again.
+using ParameterVisitor = std::function<bool(const std::string& name, const torch::Tensor& value)>;
+
 class Model : public torch::nn::Module {
  public:
+  // True after construction under DeferredInit: the parameters hold no memory until materialised.
+  bool initialisation_deferred() const { return deferred_; }
+  // Produces each parameter's initial value in turn -- exactly the values (and random draws) of an
+  // undeferred construction -- hands it to `visit` and releases it unless visit keeps it. Torch's global
+  // generator is left as it was. Once only; RuntimeFailure when the model was not deferred.
+  void materialise_parameters(const ParameterVisitor& visit);
+
   virtual ModelOutput forward(const Batch& batch) = 0;
   // True for causal LMs: logits at position t predict labels at t+1 (HF's internal shift).
   virtual bool is_causal_lm() const = 0;
@@ -131,6 +168,17 @@ class Model : public torch::nn::Module {
     return run_unit(gather_hooks_, unit, body);
   }
   GatherHooks* gather_hooks_ = nullptr;
+
+  // Families end construction with this: the passes run now, or, under DeferredInit, once now with each
+  // parameter materialised in turn and released (so the global generator advances exactly as it would)
+  // and again in materialise_parameters. Under DeferredInit every parameter must be selected by a pass.
+  void initialise_parameters(std::vector<InitPass> passes);
+
+ private:
+  void run_init_passes(const ParameterVisitor* visit);
+  std::vector<InitPass> init_passes_;
+  torch::Tensor init_rng_state_;
+  bool deferred_ = false;
 };
 
 // Parameter names of each gather unit of `model` among `trainable` (the names the engine partitions);

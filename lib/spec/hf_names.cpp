@@ -200,11 +200,8 @@ class Mover {
       } else if (key == "backward_prefetch") {
         if (yaml_text(kv.second) == "NO_PREFETCH" || yaml_text(kv.second) == "no_prefetch")
           place(HfName{hf.name, "zero", hf.help, hf.move}, located, "stage3_prefetch_bucket_size", YAML::Node(0), shown);
-      } else if (key == "cpu_ram_efficient_loading") {
-        if (yaml_text(kv.second) != "false")
-          issues_.add("training.fsdp_config." + key, located,
-                      "sharded model construction is not available yet (each rank builds the whole model, then "
-                      "partitions it); remove it or set false");
+      } else if (key == "cpu_ram_efficient_loading") {  // FSDP's sharded loading = zero.Init here
+        place(HfName{hf.name, "zero", hf.help, hf.move}, located, "zero3_init_flag", kv.second, shown);
       } else if (std::find(satisfied.begin(), satisfied.end(), key) == satisfied.end()) {
         issues_.add("training.fsdp_config." + key, located, "'" + key + "' has no equivalent in hftrain" +
                                                                  did_you_mean(key, satisfied));
@@ -276,7 +273,8 @@ const std::vector<HfName>& hf_names() {
          &Mover::fsdp},
         {"fsdp_config", "zero",
          "HF FSDP settings: activation_checkpointing = training.gradient_checkpointing, offload_params = "
-         "zero.offload_param cpu, backward_prefetch NO_PREFETCH = zero.stage3_prefetch_bucket_size 0; min_num_params, "
+         "zero.offload_param cpu, backward_prefetch NO_PREFETCH = zero.stage3_prefetch_bucket_size 0, "
+         "cpu_ram_efficient_loading = zero.zero3_init_flag; min_num_params, "
          "transformer_layer_cls_to_wrap, forward_prefetch, limit_all_gathers, sync_module_states, use_orig_params are "
          "what hftrain does; others are refused.",
          &Mover::fsdp_config},

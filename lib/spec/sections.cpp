@@ -233,6 +233,11 @@ void ZeroArgs::declare(Schema<ZeroArgs>& s) {
         "the ranks' shards to rank 0 (never the whole model in one process). false = write only a final "
         "checkpoint of the shards and consolidate it later with `hftrain zero-to-fp32` (DeepSpeed's name; its "
         "default is false, hftrain's true so that every run ends with a model).");
+  s.add("zero3_init_flag", &ZeroArgs::zero3_init_flag,
+        "Stage 3: build the model without ever holding it whole (DeepSpeed's zero.Init; Accelerate's name): each "
+        "module's parameters are released as soon as it is built and every rank keeps only its partition of "
+        "the initial values, which equal those of a whole-model construction (gpt, gpt2, llama, bert; mlp and "
+        "model.from_pretrained are built whole, then partitioned, as the log says).");
 }
 
 void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {

@@ -176,6 +176,7 @@ struct ZeroArgs {
   int64_t stage3_prefetch_bucket_size = 50000000;
   int64_t stage3_max_live_parameters = 1000000000;
   bool stage3_gather_16bit_weights_on_model_save = true;
+  bool zero3_init_flag = true;
 
   static void declare(Schema<ZeroArgs>& s);
 };

@@ -19,13 +19,22 @@ void load_pretrained(const std::string& dir, Model& model) {
   }
 }
 
-Pipeline build_pipeline(const RunSpec& spec, const Components& components) {
+Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool for_training) {
   Pipeline p;
   p.data = components.data.build(spec.data.type, spec.data.options);
   DataShape shape = p.data->shape();
   ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
   torch::manual_seed(static_cast<uint64_t>(spec.training.seed));
-  p.model = components.models.build(spec.model.type, spec.model.options, context);
+  const bool sharded_init = for_training && spec.zero.stage == 3 && spec.zero.zero3_init_flag;
+  {
+    DeferredInit deferred(sharded_init && spec.model.from_pretrained.empty());
+    p.model = components.models.build(spec.model.type, spec.model.options, context);
+  }
+  if (sharded_init && !p.model->initialisation_deferred())
+    log_info("zero.zero3_init_flag: the model is built whole on each rank, then partitioned (" +
+             std::string(spec.model.from_pretrained.empty()
+                             ? "model type '" + spec.model.type + "' initialises inside its layers' constructors"
+                             : "model.from_pretrained is loaded whole, then partitioned") + ")");
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
   if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);
   if (!spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);

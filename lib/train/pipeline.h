@@ -25,7 +25,9 @@ void load_pretrained(const std::string& dir, Model& model);
 
 // Builds the data source first (so a bad data file fails before anything else), then the model
 // initialised from `seed` (torch's global RNG is seeded here), or loaded from model.from_pretrained.
-Pipeline build_pipeline(const RunSpec& spec, const Components& components);
+// `for_training`: at ZeRO stage 3 with zero.zero3_init_flag the model is built without holding it whole
+// (DeferredInit; the engine materialises each rank's partition), where the model family supports it.
+Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool for_training = false);
 
 // `hftrain eval` / `predict`: training.bf16_full_eval turns the model itself into bfloat16 (HF casts the
 // model for evaluation outside training); otherwise precision.bf16 keeps the weights and autocasts.

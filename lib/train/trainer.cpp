@@ -111,6 +111,10 @@ void Trainer::setup(const TrainingPlan& plan) {
     engine_config.gather_units = resolve_gather_units(*pipeline_.model, trainable);
     engine_config.persistence_threshold = spec_.zero.stage3_param_persistence_threshold;
     engine_config.gather_limits = CoordinatorLimits{spec_.zero.stage3_prefetch_bucket_size, spec_.zero.stage3_max_live_parameters};
+    if (pipeline_.model->initialisation_deferred())  // zero.Init: the engine keeps each value's partition only
+      engine_config.initial_values = [model = pipeline_.model](const ParameterVisitor& visit) {
+        model->materialise_parameters(visit);
+      };
   }
   if (const OffloadOptimizerArgs& offload = spec_.zero.offload_optimizer; offload.device == "nvme") {
     SwapOptions swap;

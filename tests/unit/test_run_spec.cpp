@@ -236,8 +236,11 @@ TEST_CASE("HF fsdp / fsdp_config map onto the ZeRO stage and its settings", "[un
   CHECK_THAT(load_error(path, {"training.fsdp=hybrid_shard"}), Catch::Contains("'hybrid_shard'") && Catch::Contains("no equivalent"));
   CHECK_THAT(load_error(path, {"training.fsdp=full_shard", "training.fsdp_config={xla: true}"}),
              Catch::Contains("training.fsdp_config.xla: 'xla' has no equivalent in hftrain"));
-  CHECK_THAT(load_error(path, {"training.fsdp=full_shard", "training.fsdp_config={cpu_ram_efficient_loading: true}"}),
-             Catch::Contains("training.fsdp_config.cpu_ram_efficient_loading: sharded model construction is not available"));
+  CHECK_FALSE(load_run_spec(path, {"training.fsdp=full_shard", "training.fsdp_config={cpu_ram_efficient_loading: false}"},
+                            c.catalog())
+                  .zero.zero3_init_flag);
+  CHECK(load_run_spec(path, {"training.fsdp=full_shard", "training.fsdp_config={cpu_ram_efficient_loading: true}"}, c.catalog())
+            .zero.zero3_init_flag);
   // offload is mapped (never dropped): accepted at stage 3 with a note.
   RunSpec offload = load_run_spec(path, {"training.fsdp=full_shard offload"}, builtin_components().catalog());
   CHECK(offload.zero.offload_param == "cpu");

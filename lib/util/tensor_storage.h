@@ -1,0 +1,16 @@
+// A tensor whose memory comes and goes while the tensor (and every view of it) stays: ZeRO-3 releases
+// a gathered parameter group's buffer and re-allocates it for the next gather (the technique PyTorch
+// FSDP uses), and sharded model construction releases each parameter as soon as it is built. Shapes,
+// strides and views survive; reading a released tensor is an error the caller must avoid.
+#pragma once
+
+#include "util/torch_compat.h"
+
+namespace hftrain {
+
+// Frees the memory of `t`'s storage (it then holds 0 bytes).
+void release_storage(const torch::Tensor& t);
+// Gives `t`'s storage fresh, uninitialised memory for t.numel() elements.
+void allocate_storage(const torch::Tensor& t);
+
+}  // namespace hftrain
