@@ -161,7 +161,7 @@ def make_cases(root):
     cases = []
     for model, (forward, cfg, W) in models.items():
         V = cfg["vocab_size"]
-        for p in range(2):
+        for p in range(4):
             prompt = torch.randint(3, V, (4 + p,), generator=gen).tolist()
             lp = make_logprobs(forward, cfg, W, 0)
             # eos candidates that beam search meets: the greedy token at step 2 (greedy stops there), the
@@ -191,6 +191,12 @@ def make_cases(root):
                                                  num_return_sequences=2, max_new_tokens=10)),
                 ("b2_never_early_ret2", settings(num_beams=2, early_stopping="never", eos=early_eos,
                                                  num_return_sequences=2, max_new_tokens=10)),
+                ("b3_true_freq_ret3", settings(num_beams=3, early_stopping="true", eos=frequent, num_return_sequences=3,
+                                               max_new_tokens=10)),
+                ("b3_false_freq_ret3", settings(num_beams=3, early_stopping="false", eos=frequent,
+                                                num_return_sequences=3, max_new_tokens=10)),
+                ("b3_never_freq_ret3", settings(num_beams=3, early_stopping="never", eos=frequent,
+                                                num_return_sequences=3, max_new_tokens=10)),
                 ("b2_true_lp05", settings(num_beams=2, early_stopping="true", length_penalty=0.5, eos=frequent)),
                 ("b2_false_lp05", settings(num_beams=2, early_stopping="false", length_penalty=0.5, eos=frequent)),
                 ("b2_never_lp05", settings(num_beams=2, early_stopping="never", length_penalty=0.5, eos=frequent)),
