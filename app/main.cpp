@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> predict_overrides;
   std::string predict_model;
   auto* predict_cmd = app.add_subcommand("predict", "Write predictions.jsonl for the test split")
-                          ->footer("Example:\n  hftrain predict runs/quickstart --set generation.max_new_tokens=6");
+                          ->footer("Examples:\n  hftrain predict runs/quickstart --set generation.max_new_tokens=6\n"
+                                  "  hftrain predict runs/x --num-beams 4 --num-return-sequences 2 --length-penalty 0.6");
   predict_cmd->add_option("target", predict_target, "Run directory or run spec")->required();
   predict_cmd->add_option("--model", predict_model,
                           "Model directory to predict with (as model.from_pretrained) instead of the run's trained model");
@@ -71,8 +72,10 @@ int main(int argc, char** argv) {
     std::string flag = info.name;
     std::replace(flag.begin(), flag.end(), '_', '-');
     generation_flags.emplace_back(info.name, "");
-    generation_options.push_back(predict_cmd->add_option("--" + flag, generation_flags.back().second,
-                                                         info.help + " (generation." + info.name + ")"));
+    generation_options.push_back(predict_cmd
+                                     ->add_option("--" + flag, generation_flags.back().second,
+                                                  info.help + " (generation." + info.name + ")")
+                                     ->type_name(info.type));
   }
 
   train_cmd->add_option("--nproc-per-node", train.nproc_per_node,

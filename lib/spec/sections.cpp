@@ -270,8 +270,9 @@ void GenerationArgs::declare(Schema<GenerationArgs>& s) {
         "Beam search: a finished hypothesis scores sum of log-probabilities / generated length ** length_penalty "
         "(> 0 favours longer, < 0 shorter sequences).");
   s.add("early_stopping", &GenerationArgs::early_stopping,
-        "Beam search: true = stop once num_beams hypotheses are finished; false = also when the best running "
-        "beam, at its current length, cannot beat them; never = only when no running beam can.")
+        "Beam search: true = stop once num_beams hypotheses are finished; false = once they are and the best "
+        "running beam, scored at its current length, cannot beat the worst of them; never = only when no running "
+        "beam can.")
       .choices({"false", "true", "never"});
   s.add("num_return_sequences", &GenerationArgs::num_return_sequences,
         "Beam search: write this many best hypotheses per prompt (at most num_beams).")
