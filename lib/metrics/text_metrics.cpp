@@ -351,8 +351,12 @@ BleuScore corpus_bleu(const std::vector<std::string>& predictions, const std::ve
       if (it != ref_max.end()) b.counts[n] += std::min(count, it->second);
     }
   }
-  if (b.sys_len == 0) return b;  // nothing predicted: score and brevity penalty 0
-  b.bp = b.sys_len < b.ref_len ? std::exp(1.0 - static_cast<double>(b.ref_len) / static_cast<double>(b.sys_len)) : 1.0;
+  if (b.sys_len < b.ref_len)
+    b.bp = b.sys_len > 0 ? std::exp(1.0 - static_cast<double>(b.ref_len) / static_cast<double>(b.sys_len)) : 0.0;
+  else
+    b.bp = 1.0;
+  // Not a single matching n-gram of any order: BLEU 0 and precisions 0, without smoothing.
+  if (std::all_of(b.counts.begin(), b.counts.end(), [](int64_t c) { return c == 0; })) return b;
   double smooth = 1.0;
   for (int n = 0; n < kBleuOrder; ++n) {
     if (b.totals[n] == 0) break;  // no n-grams this long: precision stays 0, so BLEU is 0

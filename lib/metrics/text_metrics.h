@@ -54,8 +54,9 @@ struct BleuScore {
   int64_t sys_len = 0, ref_len = 0;  // tokens of the predictions; of the closest reference per example
 };
 
-// Corpus BLEU (max n-gram order 4, exp smoothing, no effective order, case-sensitive):
-// `references[i]` holds one or more references for `predictions[i]`.
+// Corpus BLEU (max n-gram order 4, exp smoothing, no effective order, case-sensitive; sacreBLEU 2.x, which
+// returns 0 without smoothing when no n-gram of any order matches): `references[i]` holds one or more
+// references for `predictions[i]`.
 BleuScore corpus_bleu(const std::vector<std::string>& predictions, const std::vector<std::vector<std::string>>& references);
 
 }  // namespace hftrain

@@ -193,16 +193,27 @@ TEST_CASE("corpus BLEU on hand-checked examples", "[unit][text_metrics]") {
     CHECK(b.ref_len == 9);
     CHECK(b.score == Approx(100.0 * std::exp(-0.5)));  // 60.65
   }
-  SECTION("empty reference, empty corpus") {
-    // hyp "a b" vs "": 1-grams 0/2 -> 100/4, 2-grams 0/1 -> 100/4, no 3-grams -> 0
+  SECTION("no match at all: 0 without smoothing") {
+    // "a b c d" vs "e f g h": every count 0 -> BLEU 0, precisions 0 (smoothing would give 100/2/4 ... > 0)
+    auto none = corpus_bleu({"a b c d"}, {{"e f g h"}});
+    CHECK(none.score == 0.0);
+    CHECK(none.precisions == std::vector<double>{0, 0, 0, 0});
+    CHECK(none.bp == 1.0);
+  }
+  SECTION("empty reference, empty prediction, empty corpus") {
+    // hyp "a b" vs "": nothing matches -> 0; ref_len 0 <= sys_len 2 -> bp 1
     auto b = corpus_bleu({"a b"}, {{""}});
     CHECK(b.ref_len == 0);
     CHECK(b.bp == 1.0);
-    CHECK(b.precisions[0] == Approx(25.0));
-    CHECK(b.precisions[1] == Approx(25.0));
     CHECK(b.score == 0.0);
-    CHECK(corpus_bleu({""}, {{"a"}}).score == 0.0);
-    CHECK(corpus_bleu({}, {}).score == 0.0);
+    // "" vs "a": sys_len 0 < ref_len 1 -> bp 0; nothing to match -> 0
+    auto e = corpus_bleu({""}, {{"a"}});
+    CHECK(e.bp == 0.0);
+    CHECK(e.score == 0.0);
+    // nothing at all: sys_len = ref_len = 0 -> bp 1, BLEU 0
+    auto empty = corpus_bleu({}, {});
+    CHECK(empty.bp == 1.0);
+    CHECK(empty.score == 0.0);
   }
   SECTION("several references: clipped by the most occurrences in one, closest length (shorter on a tie)") {
     // hyp "the the the the the" (5): 'the' appears twice in ref 1, once in ref 2 -> 2 of 5 count.
