@@ -2,6 +2,7 @@
 // exit codes (0 ok, 1 runtime failure, 2 usage or config error, 130 / 143 stopped by SIGINT / SIGTERM
 // after saving a checkpoint).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <exception>
 #include <iostream>
 
@@ -14,6 +15,7 @@
 #include "commands/zero_to_fp32.h"
 #include "commands/report.h"
 #include "log/logger.h"
+#include "spec/sections.h"
 #include "util/error.h"
 #include "util/malloc_policy.h"
 #include "util/threads.h"
@@ -54,11 +56,27 @@ int main(int argc, char** argv) {
   std::vector<std::string> predict_overrides;
   std::string predict_model;
   auto* predict_cmd = app.add_subcommand("predict", "Write predictions.jsonl for the test split")
-                          ->footer("Example:\n  hftrain predict runs/quickstart --set generation.max_new_tokens=6");
+                          ->footer("Examples:\n  hftrain predict runs/quickstart --set generation.max_new_tokens=6\n"
+                                  "  hftrain predict runs/x --num-beams 4 --num-return-sequences 2 --length-penalty 0.6");
   predict_cmd->add_option("target", predict_target, "Run directory or run spec")->required();
   predict_cmd->add_option("--model", predict_model,
                           "Model directory to predict with (as model.from_pretrained) instead of the run's trained model");
   predict_cmd->add_option("--set", predict_overrides, "Override a spec value: dotted.key=value (repeatable)");
+  // Every `generation` option is also a flag (--num-beams 4 = --set generation.num_beams=4), taken from the
+  // section's one declaration, so the spec validates it as any other value.
+  std::vector<std::pair<std::string, std::string>> generation_flags;  // option name, value as given
+  std::vector<CLI::Option*> generation_options;
+  const auto generation_infos = hftrain::schema_of<hftrain::GenerationArgs>().describe();
+  generation_flags.reserve(generation_infos.size());  // the options hold references into it
+  for (const auto& info : generation_infos) {
+    std::string flag = info.name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    generation_flags.emplace_back(info.name, "");
+    generation_options.push_back(predict_cmd
+                                     ->add_option("--" + flag, generation_flags.back().second,
+                                                  info.help + " (generation." + info.name + ")")
+                                     ->type_name(info.type));
+  }
 
   train_cmd->add_option("--nproc-per-node", train.nproc_per_node,
                         "Worker processes on this node (data parallel); overrides distributed.nproc_per_node")
@@ -134,6 +152,9 @@ int main(int argc, char** argv) {
   }
 
   if (resume_opt->count() > 0 && train.resume.empty()) train.resume = "last";
+  for (std::size_t i = 0; i < generation_options.size(); ++i)
+    if (generation_options[i]->count() > 0)
+      predict_overrides.push_back("generation." + generation_flags[i].first + "=" + generation_flags[i].second);
   // Commands that run model steps keep freed memory for the next step; the others give large blocks back
   // as soon as they are freed (util/malloc_policy.h).
   if (*train_cmd || *eval_cmd || *predict_cmd)

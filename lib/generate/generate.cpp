@@ -3,8 +3,10 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
 #include <limits>
 
+#include "generate/beam_search.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -32,6 +34,51 @@ torch::Tensor warp_logits(const torch::Tensor& logits_in, const GenerationConfig
   return scores;
 }
 
+void validate_generation_config(const GenerationConfig& c) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  if (c.max_new_tokens < 1) throw ConfigError("generation.max_new_tokens must be >= 1, got " + n(c.max_new_tokens));
+  if (c.num_beams < 1) throw ConfigError("generation.num_beams must be >= 1, got " + n(c.num_beams));
+  if (c.num_return_sequences < 1)
+    throw ConfigError("generation.num_return_sequences must be >= 1, got " + n(c.num_return_sequences));
+  if (c.num_return_sequences > c.num_beams)
+    throw ConfigError("generation.num_return_sequences (" + n(c.num_return_sequences) + ") must be <= generation.num_beams (" +
+                      n(c.num_beams) + "): beam search returns at most its num_beams best hypotheses" +
+                      (c.num_beams == 1 ? "; greedy decoding and sampling return one sequence" : ""));
+  if (c.do_sample && c.num_beams > 1)
+    throw ConfigError("generation.do_sample with generation.num_beams > 1 (HF's beam sampling) is not built; "
+                      "use do_sample: false for beam search or num_beams: 1 for sampling");
+  if (c.min_new_tokens < 0) throw ConfigError("generation.min_new_tokens must be >= 0, got " + n(c.min_new_tokens));
+  if (c.no_repeat_ngram_size < 0)
+    throw ConfigError("generation.no_repeat_ngram_size must be >= 0, got " + n(c.no_repeat_ngram_size));
+  if (!std::isfinite(c.length_penalty)) throw ConfigError("generation.length_penalty must be a finite number");
+}
+
+void mask_forbidden_tokens(torch::Tensor& scores, const std::vector<std::vector<int64_t>>& rows, int64_t prompt_length,
+                           const GenerationConfig& config) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  if (scores.scalar_type() != torch::kFloat || !scores.is_contiguous()) scores = scores.to(torch::kFloat).contiguous();
+  const int64_t vocab = scores.size(-1);
+  const auto n = static_cast<std::size_t>(config.no_repeat_ngram_size);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const auto& row = rows[r];
+    float* row_scores = scores.data_ptr<float>() + static_cast<int64_t>(r) * vocab;
+    // NoRepeatNGram: the last n - 1 tokens followed by any token that followed them before.
+    if (n > 0 && row.size() + 1 >= n) {
+      const std::size_t prefix_begin = row.size() + 1 - n;
+      for (std::size_t i = 0; i + n <= row.size(); ++i)
+        if (std::equal(row.begin() + static_cast<std::ptrdiff_t>(i), row.begin() + static_cast<std::ptrdiff_t>(i + n - 1),
+                       row.begin() + static_cast<std::ptrdiff_t>(prefix_begin))) {
+          const int64_t banned = row[i + n - 1];
+          if (banned >= 0 && banned < vocab) row_scores[banned] = neg_inf;
+        }
+    }
+    // MinNewTokensLength: no eos before min_new_tokens tokens were generated.
+    if (config.eos_token_id && static_cast<int64_t>(row.size()) - prompt_length < config.min_new_tokens &&
+        *config.eos_token_id >= 0 && *config.eos_token_id < vocab)
+      row_scores[*config.eos_token_id] = neg_inf;
+  }
+}
+
 int64_t next_token(const torch::Tensor& logits, const GenerationConfig& config, at::Generator& generator) {
   if (!config.do_sample) return logits.argmax(-1).item<int64_t>();
   auto probs = torch::softmax(warp_logits(logits, config), -1);
@@ -40,6 +87,7 @@ int64_t next_token(const torch::Tensor& logits, const GenerationConfig& config, 
 
 std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, const GenerationConfig& config,
                               at::Generator& generator) {
+  validate_generation_config(config);
   if (config.do_sample && config.temperature <= 0)
     throw ConfigError("generation.temperature must be > 0 when do_sample is true");
   if (prompt.empty()) throw RuntimeFailure("generate: the prompt is empty (nothing to condition on)");
@@ -59,12 +107,22 @@ std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, 
       b.input_ids = torch::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.end()), torch::kLong).unsqueeze(0);
       logits = model.forward(b).logits;
     }
-    const int64_t token = next_token(logits[0][logits.size(1) - 1].to(torch::kFloat), config, generator);
+    auto scores = logits[0][logits.size(1) - 1].to(torch::kFloat).unsqueeze(0);  // [1, V]
+    if (config.no_repeat_ngram_size > 0 || config.min_new_tokens > 0)
+      mask_forbidden_tokens(scores, {tokens}, static_cast<int64_t>(prompt.size()), config);
+    const int64_t token = next_token(scores[0], config, generator);
     tokens.push_back(token);
     generated.push_back(token);
     if (config.eos_token_id && token == *config.eos_token_id) break;
   }
   return generated;
+}
+
+std::vector<GeneratedSequence> generate_sequences(Model& model, const std::vector<int64_t>& prompt,
+                                                  const GenerationConfig& config, at::Generator& generator) {
+  validate_generation_config(config);
+  if (config.num_beams > 1) return beam_search(model, prompt, config);
+  return {GeneratedSequence{generate(model, prompt, config, generator), 0.0}};
 }
 
 int64_t model_max_context(const Model& model) {

@@ -1,6 +1,7 @@
 // Text generation for causal LMs, as HF generate() does it for one prompt: greedy decoding, or
 // sampling after HF's logits warpers (temperature, then top-k, then top-p) with a seeded generator;
-// up to max_new_tokens, stopping after the eos token. Models with a KV cache (gpt, gpt2, llama) run the
+// up to max_new_tokens, stopping after the eos token; HF's no_repeat_ngram_size and min_new_tokens
+// processors apply to both (beam search is beam_search.h; generate_sequences picks the method). Models with a KV cache (gpt, gpt2, llama) run the
 // prompt once and then one token per step; once the context outgrows max_context the window slides and
 // each step reruns it (positions move), as models without a cache always do.
 #pragma once
@@ -21,7 +22,33 @@ struct GenerationConfig {
   double top_p = 1.0;         // 1 = off
   std::optional<int64_t> eos_token_id;  // stop after generating it (it is kept in the output)
   int64_t max_context = 0;    // > 0: the model sees only the last max_context tokens
+  int64_t min_new_tokens = 0;         // eos is masked until this many tokens were generated
+  int64_t no_repeat_ngram_size = 0;   // > 0: no n-gram of this size (prompt included) occurs twice
+  // Beam search (beam_search.h) when num_beams > 1.
+  int64_t num_beams = 1;
+  double length_penalty = 1.0;        // a finished beam scores sum_logprobs / generated_length ** length_penalty
+  enum class EarlyStopping { kFalse, kTrue, kNever };
+  EarlyStopping early_stopping = EarlyStopping::kFalse;
+  int64_t num_return_sequences = 1;   // <= num_beams
 };
+
+// One generated continuation: the tokens after the prompt (ending with eos when it finished by eos) and,
+// for beam search, its length-penalised score (0 for greedy and sampling).
+struct GeneratedSequence {
+  std::vector<int64_t> tokens;
+  double score = 0;
+};
+
+// Checks the combination of settings (num_return_sequences <= num_beams, no beam sampling, ...);
+// throws ConfigError naming the generation.* option.
+void validate_generation_config(const GenerationConfig& config);
+
+// HF's logits processors that only forbid tokens, on next-token scores [rows, V] for the sequences
+// `rows` (prompt included; `prompt_length` tokens of each are the prompt): NoRepeatNGram (a token that
+// would complete an n-gram already in the row) and MinNewTokensLength (eos while fewer than
+// min_new_tokens were generated) set -inf.
+void mask_forbidden_tokens(torch::Tensor& scores, const std::vector<std::vector<int64_t>>& rows, int64_t prompt_length,
+                           const GenerationConfig& config);
 
 // HF's sampling warpers on one row of next-token logits [V]: divide by temperature, keep the top_k
 // largest (others -inf), keep the smallest set whose probability reaches top_p (at least one token).
@@ -33,6 +60,11 @@ int64_t next_token(const torch::Tensor& logits, const GenerationConfig& config, 
 // The generated continuation of `prompt` (without the prompt). `generator` is advanced by sampling.
 std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, const GenerationConfig& config,
                               at::Generator& generator);
+
+// num_return_sequences continuations of `prompt`: beam search when num_beams > 1, else one sequence from
+// generate(). HF generate()'s dispatch for decoder-only models.
+std::vector<GeneratedSequence> generate_sequences(Model& model, const std::vector<int64_t>& prompt,
+                                                  const GenerationConfig& config, at::Generator& generator);
 
 // A CPU generator seeded like torch.Generator().manual_seed(seed).
 at::Generator make_generator(uint64_t seed);

@@ -379,6 +379,16 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
     issues.add("distributed.backend", lookup(lookup(root, "distributed"), "backend"),
                "nccl needs CUDA, and this build runs on the CPU; use gloo (or auto)");
   check_precision(spec, root, issues);
+  const GenerationArgs& g = spec.generation;
+  const YAML::Node generation = lookup(root, "generation");
+  if (g.num_return_sequences > g.num_beams)
+    issues.add("generation.num_return_sequences", lookup(generation, "num_return_sequences"),
+               "must be <= generation.num_beams (" + std::to_string(g.num_beams) + "), got " +
+                   std::to_string(g.num_return_sequences) + "; beam search returns at most its num_beams best hypotheses");
+  if (g.do_sample && g.num_beams > 1)
+    issues.add("generation.num_beams", lookup(generation, "num_beams"),
+               "do_sample with num_beams > 1 (HF's beam sampling) is not built; use do_sample: false for beam search "
+               "or num_beams: 1 for sampling");
 
   for (const auto& check : checks)
     check(spec, [&](const std::string& key, const std::string& message) { issues.add(key, node_at(root, key), message); });

@@ -270,6 +270,23 @@ void GenerationArgs::declare(Schema<GenerationArgs>& s) {
   s.add("top_p", &GenerationArgs::top_p, "Nucleus sampling: smallest set of tokens with this total probability.").greater_than(0).max(1);
   s.add("seed", &GenerationArgs::seed, "Seed of the sampling generator; null = training.seed.");
   s.add("eos_token_id", &GenerationArgs::eos_token_id, "Stop after this token; null = the tokenizer's eos token (if any).");
+  s.add("min_new_tokens", &GenerationArgs::min_new_tokens, "The eos token is forbidden until this many tokens were generated.")
+      .min(0);
+  s.add("no_repeat_ngram_size", &GenerationArgs::no_repeat_ngram_size,
+        "Forbid any token that would repeat an n-gram of this size (prompt included); 0 = off.")
+      .min(0);
+  s.add("num_beams", &GenerationArgs::num_beams, "Beam search with this many beams; 1 = greedy decoding or sampling.").min(1);
+  s.add("length_penalty", &GenerationArgs::length_penalty,
+        "Beam search: a finished hypothesis scores sum of log-probabilities / generated length ** length_penalty "
+        "(> 0 favours longer, < 0 shorter sequences).");
+  s.add("early_stopping", &GenerationArgs::early_stopping,
+        "Beam search: true = stop once num_beams hypotheses are finished; false = once they are and the best "
+        "running beam, scored at its current length, cannot beat the worst of them; never = only when no running "
+        "beam can.")
+      .choices({"false", "true", "never"});
+  s.add("num_return_sequences", &GenerationArgs::num_return_sequences,
+        "Beam search: write this many best hypotheses per prompt (at most num_beams).")
+      .min(1);
 }
 
 }  // namespace hftrain

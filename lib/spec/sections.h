@@ -205,6 +205,12 @@ struct GenerationArgs {
   double top_p = 1.0;                    // 1 = off
   std::optional<int64_t> seed;           // null = training.seed
   std::optional<int64_t> eos_token_id;   // null = the tokenizer's eos token, if it has one
+  int64_t min_new_tokens = 0;
+  int64_t no_repeat_ngram_size = 0;      // 0 = off
+  int64_t num_beams = 1;                 // 1 = greedy / sampling; > 1 = beam search
+  double length_penalty = 1.0;
+  std::string early_stopping = "false";  // HF's early_stopping: true, false or "never"
+  int64_t num_return_sequences = 1;
 
   static void declare(Schema<GenerationArgs>& s);
 };

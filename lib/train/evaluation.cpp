@@ -85,6 +85,15 @@ GenerationConfig generation_config(const Pipeline& p, const GenerationArgs& args
   if (!config.eos_token_id && p.data->tokenizer()) config.eos_token_id = p.data->tokenizer()->special_tokens().eos;
   config.max_context = model_max_context(*p.model);
   if (config.max_context == 0) config.max_context = p.data->shape().max_length;
+  config.min_new_tokens = args.min_new_tokens;
+  config.no_repeat_ngram_size = args.no_repeat_ngram_size;
+  config.num_beams = args.num_beams;
+  config.length_penalty = args.length_penalty;
+  config.early_stopping = args.early_stopping == "true"    ? GenerationConfig::EarlyStopping::kTrue
+                          : args.early_stopping == "never" ? GenerationConfig::EarlyStopping::kNever
+                                                           : GenerationConfig::EarlyStopping::kFalse;
+  config.num_return_sequences = args.num_return_sequences;
+  validate_generation_config(config);
   return config;
 }
 
@@ -93,6 +102,7 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
   auto dataset = p.data->split(split);
   if (!dataset || dataset->size() == 0)
     throw ConfigError("cannot predict: the data source has no '" + split + "' examples (data: give it a test or evaluation split)");
+  const GenerationConfig config = generation_config(p, generation);  // its problems before anything is written
   std::ofstream out(path);
   if (!out) throw RuntimeFailure("cannot write predictions to '" + path + "'");
   p.model->eval();
@@ -101,7 +111,6 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
   DataLoader loader(dataset, p.data->task(), batch_size, false, 0, false);
   loader.start_epoch(0);
   const Tokenizer* tok = p.data->tokenizer();
-  const GenerationConfig config = generation_config(p, generation);
   // One generator for the whole split, seeded once (HF: set_seed, then generate over the batches).
   at::Generator generator = make_generator(static_cast<uint64_t>(generation.seed.value_or(p.seed)));
   bool has_labels = false;
@@ -144,13 +153,22 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
     } else {
       for (const auto& ex : examples) {
         std::vector<int64_t> prompt(ex.input_ids.begin(), ex.input_ids.begin() + ex.prompt_length);
-        std::vector<int64_t> generated = generate(*p.model, prompt, config, generator);
-        std::vector<int64_t> text_ids = generated;  // the text leaves out the final eos, as skip_special_tokens
-        if (config.eos_token_id && !text_ids.empty() && text_ids.back() == *config.eos_token_id) text_ids.pop_back();
+        const std::vector<GeneratedSequence> sequences = generate_sequences(*p.model, prompt, config, generator);
+        auto text = [&](std::vector<int64_t> ids) {  // the text leaves out the final eos, as skip_special_tokens
+          if (config.eos_token_id && !ids.empty() && ids.back() == *config.eos_token_id) ids.pop_back();
+          return tok ? tok->decode(ids) : std::string();
+        };
         nlohmann::json line;
         line["prompt"] = tok ? tok->decode(prompt) : "";
-        line["generated"] = tok ? tok->decode(text_ids) : "";
-        line["generated_ids"] = generated;
+        line["generated"] = text(sequences.front().tokens);  // the best sequence
+        line["generated_ids"] = sequences.front().tokens;
+        if (config.num_beams > 1) line["sequence_score"] = sequences.front().score;
+        if (sequences.size() > 1) {  // num_return_sequences > 1: all of them, best first
+          nlohmann::json all = nlohmann::json::array();
+          for (const auto& s : sequences)
+            all.push_back({{"generated", text(s.tokens)}, {"generated_ids", s.tokens}, {"sequence_score", s.score}});
+          line["sequences"] = all;
+        }
         std::vector<int64_t> reference;
         for (std::size_t t = static_cast<std::size_t>(ex.prompt_length); t < ex.labels.size(); ++t)
           if (ex.labels[t] != -100) reference.push_back(ex.labels[t]);
