@@ -30,7 +30,10 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
     DeferredInit deferred(sharded_init && spec.model.from_pretrained.empty());
     p.model = components.models.build(spec.model.type, spec.model.options, context);
   }
-  if (sharded_init && !p.model->initialisation_deferred())
+  if (p.model->initialisation_deferred())
+    log_info("zero.zero3_init_flag: sharded construction (each unit's parameters released as built; each rank "
+             "keeps only its partition of the initial values)");
+  else if (sharded_init)
     log_info("zero.zero3_init_flag: the model is built whole on each rank, then partitioned (" +
              std::string(spec.model.from_pretrained.empty()
                              ? "model type '" + spec.model.type + "' initialises inside its layers' constructors"
