@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include <c10/util/Exception.h>
 
@@ -20,6 +21,24 @@
 #include "util/malloc_policy.h"
 #include "util/threads.h"
 #include "util/version.h"
+
+namespace {
+
+const char* const kOutOfMemoryHint =
+    "hint: this worker's memory (or its limit) does not hold the run's state: shard more of it (zero.stage 3, "
+    "more workers), offload the optimizer state (zero.offload_optimizer nvme), or lower the batch size; "
+    "`hftrain estimate` sizes each option";
+
+// "error: <what>"; a failed allocation (LibTorch's CPU allocator, or one inside a collective) is named
+// as running out of memory, with what to do about it.
+void report_error(const std::string& what) {
+  if (what.find("can't allocate memory") != std::string::npos)
+    std::cerr << "error: out of memory: " << what << "\n" << kOutOfMemoryHint << std::endl;
+  else
+    std::cerr << "error: " << what << std::endl;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   hftrain::reexec_with_short_openmp_spin(argv);  // see util/threads.h
@@ -176,13 +195,16 @@ int main(int argc, char** argv) {
     std::cerr << e.what() << std::endl;
     return hftrain::finish_after_error(e.exit_code());
   } catch (const hftrain::Error& e) {
-    std::cerr << "error: " << e.what() << std::endl;
+    report_error(e.what());
     return hftrain::finish_after_error(e.exit_code());
   } catch (const c10::Error& e) {
-    std::cerr << "error: LibTorch: " << e.what_without_backtrace() << std::endl;
+    report_error(std::string("LibTorch: ") + e.what_without_backtrace());
+    return hftrain::finish_after_error(1);
+  } catch (const std::bad_alloc&) {
+    report_error("can't allocate memory (std::bad_alloc)");
     return hftrain::finish_after_error(1);
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
+    report_error(e.what());
     return hftrain::finish_after_error(1);
   }
   return 2;

@@ -19,9 +19,11 @@ using Clock = std::chrono::steady_clock;
 
 std::string short_error(const std::exception& e) {
   std::string msg = e.what();
-  // c10 errors carry a backtrace after the first line; keep the message.
-  auto cut = msg.find("\nException raised from");
-  if (cut != std::string::npos) msg = msg.substr(0, cut);
+  // c10 errors carry a backtrace after the message ("Exception raised from ..." or "frame #0: ...").
+  for (const char* marker : {"\nException raised from", "\nframe #"}) {
+    auto cut = msg.find(marker);
+    if (cut != std::string::npos) msg = msg.substr(0, cut);
+  }
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
   return msg;
 }
@@ -57,14 +59,17 @@ class GlooPending : public PendingOp {
       std::snprintf(head, sizeof head, "%s of %s (%s) on rank %d ", op_.c_str(), what_.c_str(),
                     human_bytes(bytes_).c_str(), rank_);
       std::string msg = head;
-      if (elapsed + 0.05 >= limit) {
+      const std::string cause = short_error(e);
+      if (cause.find("can't allocate memory") != std::string::npos) {
+        msg += "ran out of memory on this rank";
+      } else if (elapsed + 0.05 >= limit) {
         std::snprintf(head, sizeof head, "did not finish within distributed.ddp_timeout (%g s)", limit);
         msg += head;
       } else {
         std::snprintf(head, sizeof head, "failed after %.1f s (another worker probably exited; see its error)", elapsed);
         msg += head;
       }
-      throw RuntimeFailure("collective " + msg + ": " + short_error(e));
+      throw RuntimeFailure("collective " + msg + ": " + cause);
     }
     if (finish_) finish_();
   }

@@ -159,3 +159,42 @@ TEST_CASE("ZeRO-3 in bf16 trains, and each rank holds only its share of the para
   for (const auto& rank : reports[0]["ranks"]) CHECK(rank["param_bytes"] == 2 * reports[0]["padded_numel"].get<int64_t>());
   fs::remove_all(dir);
 }
+
+// The point of ZeRO-3: a gpt of 100 M parameters (fp32 training state 16 bytes/param = 1.6 GB) under a
+// per-worker cap on the data segment (prlimit --data, inherited by the launcher's workers). With 3
+// workers stage 2 needs the whole parameters plus a third of the rest (~8 bytes/param) and runs out of
+// memory with an error naming the rank; stage 3 (~16/3 bytes/param, one block gathered at a time,
+// sharded construction) trains. Measured with this spec on a 2-core machine: stage 3 trains under a cap of
+// 1500 MB and fails under 1350 MB; stage 2 fails under 1900 MB and trains under 2300 MB. The test's cap,
+// 1700 MB, leaves about 200 MB either side. A fixed 1 MiB mmap threshold makes the data segment track live
+// memory (hftrain's keep-freed policy keeps freed blocks in the heap, where the limit counts them).
+TEST_CASE("a model whose training state exceeds a per-worker memory cap fails at stage 2 and trains at stage 3",
+          "[integration][zero3]") {
+  const std::string dir = dist_dir("zero3_memory_cap");
+  write_text(dir + "/spec.yaml",
+             "model: {type: gpt, n_layer: 8, n_head: 8, n_embd: 1024}\n"
+             "data: {type: digit_reversal, num_digits: 3, train_size: 60, eval_size: 0, test_size: 0}\n"
+             "training:\n"
+             "  output_dir: out\n"
+             "  per_device_train_batch_size: 1\n"
+             "  max_steps: 2\n"
+             "  logging_steps: 1\n"
+             "  save_strategy: \"no\"\n"
+             "  skip_memory_metrics: true\n"
+             "zero: {stage3_prefetch_bucket_size: 0}\n");
+  const std::string capped = "MALLOC_MMAP_THRESHOLD_=1048576 prlimit --data=1700000000 '" + std::string(HFTRAIN_BINARY) +
+                             "' train spec.yaml --nproc-per-node 3 --set zero.stage=";
+  CliResult r = run_shell("cd '" + dir + "' && " + capped + "2 --set training.output_dir=stage2 2>&1");
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("error: out of memory") && Catch::Contains("hint: this worker's memory"));
+  CHECK_THAT(r.output, Catch::Contains("worker rank ") && Catch::Contains(") exited with code 1"));
+  CHECK_FALSE(fs::exists(dir + "/stage2/model.safetensors"));
+
+  r = run_shell("cd '" + dir + "' && " + capped + "3 --set training.output_dir=stage3 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("sharded construction") && Catch::Contains("step 2/2"));
+  CHECK(fs::file_size(dir + "/stage3/model.safetensors") > 400000000);  // 100 M fp32 parameters, streamed to rank 0
+  fs::remove_all(dir);
+}
