@@ -248,16 +248,62 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
   }
 }
 
-void load_pretrained_dir(const std::string& dir, Model& model) {
-  torch::NoGradGuard no_grad;
-  DirTensors files = read_model_dir(dir, /*strict_config_error=*/true);
+namespace {
+
+// The safetensors files of an HF model directory with the tensors each holds (headers only).
+std::map<std::string, std::vector<std::string>> model_dir_files(const std::string& dir) {
+  std::map<std::string, std::vector<std::string>> files;
+  const std::string single = dir + "/model.safetensors";
+  const std::string index_path = dir + "/" + kIndexFile;
+  if (std::filesystem::exists(single)) {
+    for (const auto& e : read_safetensors_header(single).tensors) files[single].push_back(e.name);
+    return files;
+  }
+  if (!std::filesystem::exists(index_path)) throw ConfigError("'" + dir + "': no model.safetensors and no " + kIndexFile);
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(read_text_file(index_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("'" + index_path + "': not valid JSON: " + e.what());
+  }
+  if (!index.contains("weight_map") || !index["weight_map"].is_object())
+    throw ConfigError("'" + index_path + "': no \"weight_map\" object");
+  std::map<std::string, std::vector<std::string>> listed;
+  for (const auto& kv : index["weight_map"].items()) {
+    if (!kv.value().is_string()) throw ConfigError("'" + index_path + "': weight_map[\"" + kv.key() + "\"] is not a file name");
+    listed[kv.value().get<std::string>()].push_back(kv.key());
+  }
+  for (const auto& [file, names] : listed) {
+    const std::string path = dir + "/" + file;
+    if (file.find('/') != std::string::npos || file.find("..") != std::string::npos)
+      throw ConfigError("'" + index_path + "': shard name '" + file + "' is not a plain file name");
+    if (!std::filesystem::exists(path)) throw ConfigError("'" + index_path + "': shard '" + file + "' does not exist");
+    std::set<std::string> held;
+    for (const auto& e : read_safetensors_header(path).tensors) held.insert(e.name);
+    for (const auto& name : names) {
+      if (!held.count(name))
+        throw ConfigError("'" + path + "': tensor '" + name + "' listed in " + kIndexFile + " is not in this shard");
+      held.erase(name);
+    }
+    for (const auto& name : held) throw ConfigError("'" + path + "': tensor '" + name + "' is not listed in " + kIndexFile);
+    files[path] = names;
+  }
+  return files;
+}
+
+bool is_floating_dtype(const std::string& dtype) {
+  return dtype == "F64" || dtype == "F32" || dtype == "F16" || dtype == "BF16";
+}
+
+}  // namespace
+
+PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
   const LoadRules rules = load_rules_for(hftrain_type_of(model.config_json()));
   std::map<std::string, torch::Tensor> targets;
   for (auto& np : model.named_parameters()) targets.emplace(np.key(), np.value());
   for (auto& nb : model.named_buffers()) targets.emplace(nb.key(), nb.value());
   const std::string where = std::filesystem::exists(dir + "/model.safetensors") ? dir + "/model.safetensors"
                                                                                   : dir + "/" + kIndexFile;
-
   // File name -> model name: HF's renames (LayerNorm gamma/beta) and the base-model prefix.
   auto model_name = [&](std::string name) {
     for (const auto& [from, to] : {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
@@ -267,28 +313,31 @@ void load_pretrained_dir(const std::string& dir, Model& model) {
       name = rules.base_prefix + name;
     return name;
   };
-  std::vector<std::string> unexpected;
-  for (auto& kv : files.tensors) {
-    const std::string name = model_name(kv.first);
-    auto it = targets.find(name);
-    if (it == targets.end()) {
-      bool ignored = false;
-      for (const auto& pattern : rules.ignored_unexpected) ignored = ignored || matches(name, pattern) || matches(kv.first, pattern);
-      if (!ignored) unexpected.push_back(kv.first);
-      continue;
+  PretrainedPlan plan;
+  std::vector<std::pair<std::string, std::string>> unexpected;  // tensor, file
+  for (const auto& [path, names] : model_dir_files(dir)) {
+    const SafetensorsHeader header = read_safetensors_header(path);
+    for (const auto& e : header.tensors) {
+      const std::string name = model_name(e.name);
+      auto it = targets.find(name);
+      if (it == targets.end()) {
+        bool ignored = false;
+        for (const auto& pattern : rules.ignored_unexpected) ignored = ignored || matches(name, pattern) || matches(e.name, pattern);
+        if (!ignored) unexpected.emplace_back(e.name, path);
+        continue;
+      }
+      if (!it->second.sizes().equals(e.shape))
+        throw ConfigError("'" + path + "': tensor '" + e.name + "' has shape " + c10::str(c10::IntArrayRef(e.shape)) +
+                          " but the model (" + dir + "/config.json) expects " + shape_text(it->second));
+      if (!is_floating_dtype(e.dtype) && it->second.is_floating_point())
+        throw ConfigError("'" + path + "': tensor '" + e.name + "' has a non-floating dtype");
+      plan.sources[name] = {path, e.name};
+      targets.erase(it);
     }
-    const auto& src = kv.second;
-    if (!src.sizes().equals(it->second.sizes()))
-      throw ConfigError("'" + files.source[kv.first] + "': tensor '" + kv.first + "' has shape " + shape_text(src) +
-                        " but the model (" + dir + "/config.json) expects " + shape_text(it->second));
-    if (!src.is_floating_point() && it->second.is_floating_point())
-      throw ConfigError("'" + files.source[kv.first] + "': tensor '" + kv.first + "' has a non-floating dtype");
-    it->second.copy_(src);
-    targets.erase(it);
   }
   if (!unexpected.empty()) {
     std::string list;
-    for (const auto& n : unexpected) list += (list.empty() ? "" : ", ") + n + " (in " + files.source[n] + ")";
+    for (const auto& [n, file] : unexpected) list += (list.empty() ? "" : ", ") + n + " (in " + file + ")";
     throw ConfigError("'" + where + "': unexpected tensors not in the model: " + list);
   }
   std::string missing, fresh;
@@ -302,6 +351,23 @@ void load_pretrained_dir(const std::string& dir, Model& model) {
   if (!fresh.empty())
     log_warning("Some weights of the model were not in " + where + " and are newly initialized: " + fresh +
                 " (train the model on a down-stream task before using it for predictions)");
+  return plan;
+}
+
+torch::Tensor PretrainedPlan::read(const std::string& name, int64_t begin, int64_t count) const {
+  const Source& s = sources.at(name);
+  auto it = readers_.find(s.file);
+  if (it == readers_.end()) it = readers_.emplace(s.file, std::make_shared<SafetensorsReader>(s.file)).first;
+  return count < 0 ? it->second->read(s.key) : it->second->read_range(s.key, begin, count);
+}
+
+void load_pretrained_dir(const std::string& dir, Model& model) {
+  torch::NoGradGuard no_grad;
+  const PretrainedPlan plan = plan_pretrained_dir(dir, model);
+  std::map<std::string, torch::Tensor> targets;
+  for (auto& np : model.named_parameters()) targets.emplace(np.key(), np.value());
+  for (auto& nb : model.named_buffers()) targets.emplace(nb.key(), nb.value());
+  for (const auto& [name, source] : plan.sources) targets.at(name).copy_(plan.read(name).view(targets.at(name).sizes()));
 }
 
 }  // namespace hftrain

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -55,5 +56,22 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
 // A missing, unexpected or wrongly shaped tensor raises ConfigError naming the tensor, the file and
 // both shapes.
 void load_pretrained_dir(const std::string& dir, Model& model);
+
+// Where each of the model's tensors is in an HF model directory, under load_pretrained_dir's rules and
+// checks (read from the files' headers alone; a bad directory is a ConfigError naming the file and
+// tensor). Tensors it does not list are the heads HF initialises when missing (logged as a warning).
+// read() gives a tensor's values, or `count` flat elements from `begin`, without reading the rest of the
+// file -- so that each ZeRO-3 rank reads only its partition of the weights.
+struct PretrainedPlan {
+  struct Source {
+    std::string file, key;
+  };
+  std::map<std::string, Source> sources;  // model tensor name -> file and name in it
+  torch::Tensor read(const std::string& name, int64_t begin = 0, int64_t count = -1) const;
+
+ private:
+  mutable std::map<std::string, std::shared_ptr<SafetensorsReader>> readers_;
+};
+PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model);
 
 }  // namespace hftrain

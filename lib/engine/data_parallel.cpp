@@ -142,14 +142,14 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
     std::map<std::string, std::pair<std::size_t, std::size_t>> where;  // name -> (group, index)
     for (std::size_t g = 0; g < map_.groups.size(); ++g)
       for (std::size_t i = 0; i < map_.groups[g].params.size(); ++i) where[map_.groups[g].params[i].name] = {g, i};
-    options_.initial_values([&](const std::string& name, const torch::Tensor& value) {
+    options_.initial_values([&](const std::string& name, const ValueReader& read) {
       auto it = where.find(name);
       if (it == where.end()) return true;  // not trained here: it stays whole in the model
       const FlatGroupInfo& info = map_.groups[it->second.first];
       const auto& at = info.params[it->second.second];
       const int64_t begin = info.partition_begin(rank_), end = begin + info.partition_size;
       const int64_t lo = std::max(begin, at.offset), hi = std::min(end, at.offset + at.numel);
-      if (lo < hi) master_[it->second.first].narrow(0, lo - begin, hi - lo).copy_(value.reshape({-1}).narrow(0, lo - at.offset, hi - lo));
+      if (lo < hi) master_[it->second.first].narrow(0, lo - begin, hi - lo).copy_(read(lo - at.offset, hi - lo));
       return false;
     });
     for (std::size_t g = 0; g < master_.size() && mixed_; ++g) shard16_.push_back(master_[g].to(dtype_));

@@ -40,6 +40,13 @@ struct Node;
 
 namespace hftrain {
 
+// Stage 3 sharded construction: a parameter's initial value as runs of its flat fp32 elements
+// (begin, count), so that a rank reads only its partition (e.g. from the safetensors files).
+using ValueReader = std::function<torch::Tensor(int64_t begin, int64_t count)>;
+// Receives each parameter's initial value; returns true to keep the whole value in the model (a
+// parameter this engine does not train, which stays whole).
+using InitialValueVisitor = std::function<bool(const std::string& name, const ValueReader& read)>;
+
 struct DataParallelOptions {
   int stage = 0;
   double max_grad_norm = 0;
@@ -55,10 +62,10 @@ struct DataParallelOptions {
   // zero.offload_optimizer device nvme (stages 1-3): the optimizer state in swap files under
   // nvme_offload->swap_dir (the engine adds this rank's subdirectory).
   std::optional<SwapOptions> nvme_offload;
-  // Stage 3, sharded construction (zero.Init): the model's parameters hold no memory yet; this produces
-  // their initial values one at a time (Model::materialise_parameters) and the engine keeps only this
-  // rank's partition of each, so no rank ever holds the whole model.
-  std::function<void(const ParameterVisitor&)> initial_values;
+  // Stage 3, sharded construction (zero.Init): the model's parameters hold no memory yet; this hands
+  // the engine each parameter's initial value in turn (Model::materialise_parameters, or the pretrained
+  // files) and the engine reads only this rank's partition of each, so no rank holds the whole model.
+  std::function<void(const InitialValueVisitor&)> initial_values;
 };
 
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;

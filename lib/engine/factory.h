@@ -27,7 +27,7 @@ struct EngineConfig {
   int64_t persistence_threshold = 100000;
   CoordinatorLimits gather_limits;
   std::optional<SwapOptions> nvme_offload;  // zero.offload_optimizer device nvme
-  std::function<void(const ParameterVisitor&)> initial_values;  // stage 3 sharded construction (zero.Init)
+  std::function<void(const InitialValueVisitor&)> initial_values;  // stage 3 sharded construction (zero.Init)
 };
 
 // `named_params` in the model's order (all of them; frozen ones are skipped), `groups` the optimizer

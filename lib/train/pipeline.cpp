@@ -25,22 +25,35 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
   DataShape shape = p.data->shape();
   ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
   torch::manual_seed(static_cast<uint64_t>(spec.training.seed));
+  // zero.Init: an HF model directory is read rank by rank later (bare weights are loaded whole).
   const bool sharded_init = for_training && spec.zero.stage == 3 && spec.zero.zero3_init_flag;
+  const bool hf_dir = !spec.model.from_pretrained.empty() &&
+                      std::filesystem::exists(spec.model.from_pretrained + "/config.json");
   {
-    DeferredInit deferred(sharded_init && spec.model.from_pretrained.empty());
+    DeferredInit deferred(sharded_init && (spec.model.from_pretrained.empty() || hf_dir));
     p.model = components.models.build(spec.model.type, spec.model.options, context);
   }
-  if (p.model->initialisation_deferred())
-    log_info("zero.zero3_init_flag: sharded construction (each unit's parameters released as built; each rank "
-             "keeps only its partition of the initial values)");
-  else if (sharded_init)
-    log_info("zero.zero3_init_flag: the model is built whole on each rank, then partitioned (" +
-             std::string(spec.model.from_pretrained.empty()
-                             ? "model type '" + spec.model.type + "' initialises inside its layers' constructors"
-                             : "model.from_pretrained is loaded whole, then partitioned") + ")");
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
   if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);
-  if (!spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);
+  if (p.model->initialisation_deferred()) {
+    log_info("zero.zero3_init_flag: sharded construction (each unit's parameters released as built; each rank "
+             "keeps only its partition of the " + std::string(hf_dir ? "pretrained weights, read from " +
+             spec.model.from_pretrained : "initial values") + ")");
+    if (hf_dir) {
+      auto plan = std::make_shared<PretrainedPlan>(plan_pretrained_dir(spec.model.from_pretrained, *p.model));
+      torch::NoGradGuard no_grad;
+      for (auto& nb : p.model->named_buffers())  // buffers are built whole; only parameters are deferred
+        if (plan->sources.count(nb.key())) nb.value().copy_(plan->read(nb.key()).view(nb.value().sizes()));
+      p.deferred_weights = plan;
+    }
+  } else {
+    if (sharded_init)
+      log_info("zero.zero3_init_flag: the model is built whole on each rank, then partitioned (" +
+               std::string(spec.model.from_pretrained.empty()
+                               ? "model type '" + spec.model.type + "' initialises inside its layers' constructors"
+                               : "model.from_pretrained holds bare weights without config.json") + ")");
+    if (!spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);
+  }
   p.label_smoothing_factor = spec.training.label_smoothing_factor;
   p.prediction_loss_only = spec.training.prediction_loss_only;
   p.seed = spec.training.seed;

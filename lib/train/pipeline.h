@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "builtins/components.h"
+#include "checkpoint/model_io.h"
 
 namespace hftrain {
 
@@ -17,6 +18,9 @@ struct Pipeline {
   int64_t seed = 42;                    // training.seed (generation's default sampling seed)
   // Forward passes run under autocast with this dtype (engine/precision.h); kFloat = plain fp32.
   torch::ScalarType compute_dtype = torch::kFloat;
+  // Sharded construction with model.from_pretrained: the model's parameters are not loaded yet; the
+  // training engine reads each rank's partition of them from these files (checked when planned).
+  std::shared_ptr<const PretrainedPlan> deferred_weights;
 };
 
 // Loads model.from_pretrained: an HF model directory (config.json + model.safetensors or the sharded

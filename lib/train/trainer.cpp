@@ -112,8 +112,14 @@ void Trainer::setup(const TrainingPlan& plan) {
     engine_config.persistence_threshold = spec_.zero.stage3_param_persistence_threshold;
     engine_config.gather_limits = CoordinatorLimits{spec_.zero.stage3_prefetch_bucket_size, spec_.zero.stage3_max_live_parameters};
     if (pipeline_.model->initialisation_deferred())  // zero.Init: the engine keeps each value's partition only
-      engine_config.initial_values = [model = pipeline_.model](const ParameterVisitor& visit) {
-        model->materialise_parameters(visit);
+      engine_config.initial_values = [model = pipeline_.model, files = pipeline_.deferred_weights](const InitialValueVisitor& visit) {
+        model->materialise_parameters([&](const std::string& name, const torch::Tensor& init) {
+          if (!files || !files->sources.count(name))  // initialised here (no pretrained weights, or a fresh head)
+            return visit(name, [&](int64_t begin, int64_t count) { return init.reshape({-1}).narrow(0, begin, count); });
+          const bool keep = visit(name, [&](int64_t begin, int64_t count) { return files->read(name, begin, count).to(torch::kFloat); });
+          if (keep) init.copy_(files->read(name).view(init.sizes()));  // not trained: whole, from the file
+          return keep;
+        });
       };
   }
   if (const OffloadOptimizerArgs& offload = spec_.zero.offload_optimizer; offload.device == "nvme") {

@@ -198,3 +198,37 @@ TEST_CASE("a model whose training state exceeds a per-worker memory cap fails at
   CHECK(fs::file_size(dir + "/stage3/model.safetensors") > 400000000);  // 100 M fp32 parameters, streamed to rank 0
   fs::remove_all(dir);
 }
+
+// zero.Init with model.from_pretrained: each rank reads only its partition of every parameter from the
+// safetensors files (PretrainedPlan::read ranges); the run is bit for bit the run that loads the whole
+// model on every rank and partitions it (zero.zero3_init_flag false).
+TEST_CASE("ZeRO-3 reads each rank's share of a pretrained model and trains as if it had loaded it whole",
+          "[integration][zero3]") {
+  const std::string dir = dist_dir("zero3_pretrained");
+  const std::string data = "data: {type: digit_reversal, num_digits: 3, train_size: 64, eval_size: 8, test_size: 0}\n";
+  const std::vector<std::pair<std::string, std::string>> bases = {
+      {"gpt2", "model: {type: gpt2, n_layer: 2, n_head: 2, n_embd: 16, resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0}\n"},
+      {"llama", "model: {type: llama, hidden_size: 16, intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, "
+                "num_key_value_heads: 2, tie_word_embeddings: false}\n"}};
+  for (const auto& [name, model] : bases) {
+    INFO(name);
+    write_text(dir + "/" + name + "_base.yaml", model + data + "training: {output_dir: " + name + "_base, max_steps: 2, "
+                                                "per_device_train_batch_size: 4, save_strategy: \"no\"}\n");
+    CliResult r = run_hftrain("train " + name + "_base.yaml", dir);
+    REQUIRE(r.exit_code == 0);
+    write_text(dir + "/" + name + ".yaml", "model: {from_pretrained: " + name + "_base}\n" + data +
+                                               "training: {output_dir: " + name + "_sharded, max_steps: 3, logging_steps: 1, "
+                                               "per_device_train_batch_size: 2, save_strategy: \"no\"}\n"
+                                               "zero: {stage: 3, stage3_param_persistence_threshold: 20}\n");
+    r = run_hftrain("train " + name + ".yaml --nproc-per-node 2", dir);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("pretrained weights, read from " + name + "_base"));
+    CliResult whole = run_hftrain("train " + name + ".yaml --nproc-per-node 2 --set zero.zero3_init_flag=false "
+                                  "--set training.output_dir=" + name + "_whole", dir);
+    REQUIRE(whole.exit_code == 0);
+    CHECK(train_logs(dir + "/" + name + "_sharded/trainer_state.json") == train_logs(dir + "/" + name + "_whole/trainer_state.json"));
+    CHECK(read_bytes(dir + "/" + name + "_sharded/model.safetensors") == read_bytes(dir + "/" + name + "_whole/model.safetensors"));
+  }
+  fs::remove_all(dir);
+}
