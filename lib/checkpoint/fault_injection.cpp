@@ -30,6 +30,7 @@ struct Plan {
   long long optimizer_steps = 0;    // mixed-precision optimizer steps seen so far
   long long aio_eio_at = 0, aio_enospc_at = 0;  // aio_eio:<k>, aio_enospc:<k>
   long long aio_requests = 0;                   // asynchronous I/O requests seen so far
+  long long swap_free = -1;                     // swap_free_bytes:<n>
 };
 
 long long parse_count(const std::string& item, const std::string& value) {
@@ -59,10 +60,11 @@ Plan parse(const char* text) {
     else if (key == "overflow") p.overflow_at.insert(parse_count(item, value));
     else if (key == "aio_eio") p.aio_eio_at = parse_count(item, value);
     else if (key == "aio_enospc") p.aio_enospc_at = parse_count(item, value);
+    else if (key == "swap_free_bytes") p.swap_free = parse_count(item, value);
     else
       throw ConfigError("HFTRAIN_FAULT_INJECT: unknown item '" + item +
                         "' (known: save:<k>, enospc:<k>, eacces:<k>, trace, step_delay_ms:<m>, skip_rng_restore, "
-                        "overflow:<k>, aio_eio:<k>, aio_enospc:<k>)");
+                        "overflow:<k>, aio_eio:<k>, aio_enospc:<k>, swap_free_bytes:<n>)");
   }
   return p;
 }
@@ -104,6 +106,8 @@ int aio_request() {
   if (p.aio_enospc_at == n) return ENOSPC;
   return 0;
 }
+
+long long swap_free_bytes() { return plan().swap_free; }
 
 bool forced_overflow() {
   Plan& p = plan();

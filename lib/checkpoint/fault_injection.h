@@ -10,6 +10,7 @@
 //                     process takes (1-based; may be given several times), so the step must be skipped
 //   aio_eio:<k>       the k-th asynchronous I/O request of this process (offload swap files) completes
 //                     with EIO; aio_enospc:<k> with ENOSPC
+//   swap_free_bytes:<n> the offload swap directory's filesystem reports n bytes free (a full disk)
 // A "write step" is one durable action of a save: writing part of a file, an fsync, a rename, a delete.
 #pragma once
 
@@ -30,6 +31,9 @@ bool skip_rng_restore();
 
 // Called once per asynchronous I/O request (offload/aio_file.h): 0, or the errno it must complete with.
 int aio_request();
+
+// The free bytes swap_free_bytes:<n> makes the swap directory's filesystem report, or -1 (unset).
+long long swap_free_bytes();
 
 // Called once per mixed-precision optimizer step: true when overflow:<k> names this step.
 bool forced_overflow();

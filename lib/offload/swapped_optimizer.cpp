@@ -1,6 +1,8 @@
 // Optimizer state in a swap file, streamed through aligned buffers (see swapped_optimizer.h).
 #include "offload/swapped_optimizer.h"
 
+#include "checkpoint/fault_injection.h"
+
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -98,10 +100,14 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
   claim_swap_dir(options_.swap_dir);
   struct statvfs vfs {};
   if (::statvfs(options_.swap_dir.c_str(), &vfs) == 0) {
-    const int64_t available = static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
-    if (available < swap_bytes_)
+    const long long injected = fault::swap_free_bytes();
+    const int64_t available = injected >= 0 ? injected : static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+    if (available < swap_bytes_) {
+      std::error_code ec;
+      fs::remove_all(options_.swap_dir, ec);  // the claim above; nothing else was written
       throw ConfigError("zero.offload_optimizer.nvme_path: '" + options_.swap_dir + "' needs " + human_bytes(swap_bytes_) +
                         " for this rank's optimizer state but its filesystem has " + human_bytes(available) + " free");
+    }
   }
   file_ = std::make_unique<AioFile>((fs::path(options_.swap_dir) / "optimizer_state.swap").string(), swap_bytes_, options_.aio);
   for (int i = 0; i < options_.buffer_count; ++i) {

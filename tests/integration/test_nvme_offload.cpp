@@ -95,6 +95,17 @@ TEST_CASE("nvme offload: I/O errors, stale swap files and bad paths", "[integrat
   CHECK_THAT(r.output, Catch::Contains("removing the stale swap directory"));
   CHECK(fs::is_empty(dir + "/nvme"));
 
+  // Too little free space for this rank's state (the filesystem's figure injected): exit 2 before the
+  // first step, naming the key and both sizes; the swap directory is removed again.
+  r = run_shell("cd '" + dir + "' && HFTRAIN_FAULT_INJECT=swap_free_bytes:4096 '" + HFTRAIN_BINARY + "' " + base +
+                " --set training.output_dir=full 2>&1");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("zero.offload_optimizer.nvme_path: ") && Catch::Contains(" for this rank's optimizer state") &&
+                           Catch::Contains("its filesystem has 4096 bytes (0 MiB) free"));
+  CHECK(r.output.find("step 1/") == std::string::npos);
+  CHECK(fs::is_empty(dir + "/nvme"));
+
   // A missing nvme_path: exit 2 naming the key, nothing written.
   r = run_hftrain("train spec.yaml --set zero.stage=1 --set zero.offload_optimizer.device=nvme "
                   "--set zero.offload_optimizer.nvme_path=missing --set training.output_dir=never",
