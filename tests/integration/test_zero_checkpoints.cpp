@@ -274,9 +274,12 @@ TEST_CASE("zero-to-fp32 names the file at fault", "[integration][zero]") {
 }
 
 TEST_CASE("zero-to-fp32 streams: peak memory stays under 1.2x the output size", "[integration][zero]") {
-  // A synthetic 3-rank stage-2 checkpoint of ~192 MiB, laid out by the documented partition rule, with
-  // values the test knows; the conversion's peak RSS is measured by the kernel (wait4).
-  const std::string dir = dist_dir("zero_fp32_rss");
+  // A synthetic 3-rank checkpoint of ~192 MiB, laid out by the documented partition rule, with values
+  // the test knows; the conversion's peak RSS is measured by the kernel (wait4). Stage 2: one flat group;
+  // stage 3: a flat group per gather unit (here two).
+  const int stage = GENERATE(2, 3);
+  INFO("stage " << stage);
+  const std::string dir = dist_dir("zero_fp32_rss_" + std::to_string(stage));
   // Fork the converter now, before this process grows: the kernel's peak RSS of a child includes the
   // image it was forked from. It waits on a pipe until the checkpoint exists.
   const std::string out = dir + "/fp32";
@@ -299,31 +302,36 @@ TEST_CASE("zero-to-fp32 streams: peak memory stays under 1.2x the output size", 
   const int world = 3;
   const std::vector<std::pair<std::string, std::vector<int64_t>>> params = {
       {"a.weight", {4096, 4096}}, {"b.weight", {4096, 4097}}, {"c.weight", {3000, 5000}}, {"d.bias", {77}}};
-  hftrain::PartitionMap::GroupInput group;
+  std::vector<hftrain::PartitionMap::GroupInput> groups(stage == 3 ? 2 : 1);
   for (std::size_t i = 0; i < params.size(); ++i) {
+    auto& group = groups[stage == 3 && i >= 2 ? 1 : 0];
     group.names.push_back(params[i].first);
     group.shapes.push_back(params[i].second);
     group.model_index.push_back(static_cast<int64_t>(i));
   }
-  const auto map = hftrain::PartitionMap::build({group}, world);
+  const auto map = hftrain::PartitionMap::build(groups, world);
   torch::manual_seed(3);
-  auto flat = torch::randn({map.groups[0].numel});
+  std::vector<torch::Tensor> flats;
+  for (const auto& g : map.groups) flats.push_back(torch::randn({g.numel}));
   uint64_t output_bytes = 0;
   for (const auto& p : params) output_bytes += 4 * static_cast<uint64_t>(torch::empty(p.second).numel());
   for (int r = 0; r < world; ++r) {
-    const auto& g = map.groups[0];
-    auto part = flat.narrow(0, g.partition_begin(r), g.partition_real(r)).clone();
-    hftrain::save_safetensors(tag + "/zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_optim_states.safetensors",
-                              {{"fp32_flat_group_0", part}},
-                              {{"format", "hftrain-zero-shard"}, {"zero_stage", "2"}, {"rank", std::to_string(r)},
+    hftrain::NamedTensors parts;
+    for (std::size_t k = 0; k < map.groups.size(); ++k) {
+      const auto& g = map.groups[k];
+      parts.emplace_back("fp32_flat_group_" + std::to_string(k), flats[k].narrow(0, g.partition_begin(r), g.partition_real(r)).clone());
+    }
+    hftrain::save_safetensors(tag + "/zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_optim_states.safetensors", parts,
+                              {{"format", "hftrain-zero-shard"}, {"zero_stage", std::to_string(stage)}, {"rank", std::to_string(r)},
                                {"world_size", std::to_string(world)}, {"global_step", "1"},
                                {"partition", map.to_json().dump()}});
+    parts.clear();
   }
   json order = json::array();
   for (const auto& p : params) order.push_back(p.first);
   hftrain::save_safetensors(tag + "/mp_rank_00_model_states.safetensors", {},
                             {{"format", "hftrain-zero-model-states"}, {"tensor_order", order.dump()},
-                             {"zero_stage", "2"}, {"world_size", std::to_string(world)}, {"global_step", "1"}});
+                             {"zero_stage", std::to_string(stage)}, {"world_size", std::to_string(world)}, {"global_step", "1"}});
 
   REQUIRE(::write(go[1], "x", 1) == 1);
   ::close(go[1]);
@@ -337,12 +345,9 @@ TEST_CASE("zero-to-fp32 streams: peak memory stays under 1.2x the output size", 
   CHECK(peak <= 1.2 * static_cast<double>(output_bytes));
 
   auto got = hftrain::load_safetensors(out + "/model.safetensors").tensors;
-  int64_t offset = 0;
-  for (const auto& [name, shape] : params) {
-    auto want = flat.narrow(0, offset, torch::empty(shape).numel()).view(shape);
-    CHECK(torch::equal(got.at(name), want));
-    offset += want.numel();
-  }
+  for (std::size_t k = 0; k < map.groups.size(); ++k)
+    for (const auto& at : map.groups[k].params) CHECK(torch::equal(got.at(at.name), flats[k].narrow(0, at.offset, at.numel).view(at.shape)));
+  CHECK(got.size() == params.size());
   fs::remove_all(dir);
 }
 
