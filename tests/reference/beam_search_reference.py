@@ -25,11 +25,8 @@
 #            prompt + max_new_tokens tokens, when every running beam is offered (length = its generated
 #            tokens, no eos).
 #   result   the num_return_sequences best kept, best first, equal scores: the later-offered first.
-import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 try:
@@ -38,7 +35,8 @@ except ImportError:
     sys.exit("beam_search_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import gpt2_case, gpt2_forward, llama_case, llama_forward, write_model_dir  # noqa: E402
+from hf_models_reference import (gpt2_case, gpt2_forward, llama_case, llama_forward, run_hftrain_side,  # noqa: E402
+                                 write_model_dir)
 
 NEG_INF = float("-inf")
 
@@ -221,20 +219,9 @@ def make_cases(root):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--tests", required=True, help="the hftrain_unit_tests binary")
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    root = os.path.abspath(os.path.join(args.workdir, "beam_search"))
-    shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(root)
-    cases = make_cases(root)
-    with open(os.path.join(root, "cases.json"), "w") as f:
-        json.dump([{k: v for k, v in c.items() if k != "expected"} for c in cases], f, indent=1)
-    env = dict(os.environ, HFTRAIN_BEAM_REFERENCE_DIR=root)
-    r = subprocess.run([args.tests, "[beam_ref]"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True)
-    print(r.stdout[-4000:])
+    root, cases, r = run_hftrain_side("beam_search", make_cases,
+                                      lambda cases: [{k: v for k, v in c.items() if k != "expected"} for c in cases],
+                                      "HFTRAIN_BEAM_REFERENCE_DIR", "[beam_ref]", 4000)
     if r.returncode != 0:
         print("FAILED: hftrain side exited %d" % r.returncode)
         return 1

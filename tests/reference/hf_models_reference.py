@@ -462,21 +462,30 @@ def check_resaved(case):
     return problems
 
 
-def main():
+def run_hftrain_side(subdir, build_cases, describe, env_var, tag, tail_chars):
+    """The reference scripts' shared driver: parses --tests / --workdir, builds the cases in a fresh
+    <workdir>/<subdir>, writes describe(cases) to cases.json there, runs the unit-test binary's `tag`
+    with `env_var` naming the directory, prints the end of its output. Returns (root, cases, result)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--tests", required=True, help="the hftrain_unit_tests binary")
     ap.add_argument("--workdir", required=True)
     args = ap.parse_args()
-    root = os.path.abspath(os.path.join(args.workdir, "hf_models"))
+    root = os.path.abspath(os.path.join(args.workdir, subdir))
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
-    cases = make_cases(root)
+    cases = build_cases(root)
     with open(os.path.join(root, "cases.json"), "w") as f:
-        json.dump([c["name"] for c in cases], f)
-    env = dict(os.environ, HFTRAIN_HF_REFERENCE_DIR=root)
-    r = subprocess.run([args.tests, "[hfmodels_ref]"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        json.dump(describe(cases), f, indent=1)
+    env = dict(os.environ, **{env_var: root})
+    r = subprocess.run([args.tests, tag], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
-    print(r.stdout[-6000:])
+    print(r.stdout[-tail_chars:])
+    return root, cases, r
+
+
+def main():
+    root, cases, r = run_hftrain_side("hf_models", make_cases, lambda cases: [c["name"] for c in cases],
+                                      "HFTRAIN_HF_REFERENCE_DIR", "[hfmodels_ref]", 6000)
     failures = []
     if r.returncode != 0:
         failures.append("hftrain side failed (exit %d)" % r.returncode)
