@@ -98,22 +98,26 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
   swap_bytes_ = slots == 0 ? 0 : stride_ * static_cast<int64_t>(subgroups_.size());
 
   claim_swap_dir(options_.swap_dir);
-  struct statvfs vfs {};
-  if (::statvfs(options_.swap_dir.c_str(), &vfs) == 0) {
-    const long long injected = fault::swap_free_bytes();
-    const int64_t available = injected >= 0 ? injected : static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
-    if (available < swap_bytes_) {
-      std::error_code ec;
-      fs::remove_all(options_.swap_dir, ec);  // the claim above; nothing else was written
-      throw ConfigError("zero.offload_optimizer.nvme_path: '" + options_.swap_dir + "' needs " + human_bytes(swap_bytes_) +
-                        " for this rank's optimizer state but its filesystem has " + human_bytes(available) + " free");
+  try {  // from here on a failure removes the claimed directory (the destructor will not run)
+    struct statvfs vfs {};
+    if (::statvfs(options_.swap_dir.c_str(), &vfs) == 0) {
+      const long long injected = fault::swap_free_bytes();
+      const int64_t available = injected >= 0 ? injected : static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+      if (available < swap_bytes_)
+        throw ConfigError("zero.offload_optimizer.nvme_path: '" + options_.swap_dir + "' needs " + human_bytes(swap_bytes_) +
+                          " for this rank's optimizer state but its filesystem has " + human_bytes(available) + " free");
     }
-  }
-  file_ = std::make_unique<AioFile>((fs::path(options_.swap_dir) / "optimizer_state.swap").string(), swap_bytes_, options_.aio);
-  for (int i = 0; i < options_.buffer_count; ++i) {
-    Buffer b;
-    b.memory = std::make_unique<AlignedBuffer>(stride_);
-    buffers_.push_back(std::move(b));
+    file_ = std::make_unique<AioFile>((fs::path(options_.swap_dir) / "optimizer_state.swap").string(), swap_bytes_, options_.aio);
+    for (int i = 0; i < options_.buffer_count; ++i) {
+      Buffer b;
+      b.memory = std::make_unique<AlignedBuffer>(stride_);
+      buffers_.push_back(std::move(b));
+    }
+  } catch (...) {
+    file_.reset();
+    std::error_code ec;
+    fs::remove_all(options_.swap_dir, ec);
+    throw;
   }
 }
 
