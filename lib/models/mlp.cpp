@@ -1,6 +1,9 @@
 // `mlp` classifier implementation (see mlp.h). Parameters: layers.N.weight / layers.N.bias.
 #include "models/mlp.h"
 
+#include <cmath>
+#include <map>
+
 #include "util/error.h"
 
 namespace hftrain {
@@ -54,9 +57,27 @@ std::vector<ParameterShape> MlpClassifier::parameter_shapes(const Options& optio
 
 MlpClassifier::MlpClassifier(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
   auto layers = register_module("layers", std::make_shared<torch::nn::Module>());
-  for (const auto& [in, out] : layer_sizes(options_))
+  std::map<std::string, int64_t> fan_in;
+  for (const auto& [in, out] : layer_sizes(options_)) {
+    fan_in["layers." + std::to_string(layers_.size()) + ".bias"] = in;
     layers_.push_back(layers->register_module(std::to_string(layers_.size()), torch::nn::Linear(in, out)));
+    release_built_parameters(*layers_.back());  // sharded construction: one layer's memory at a time
+  }
   dropout_ = register_module("dropout", torch::nn::Dropout(options_.dropout));
+  // torch's Linear initialisation, which each layer drew in its constructor: weight kaiming_uniform_ with
+  // a = sqrt(5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+  InitPass linear;
+  linear.selects = [](const std::string&) { return true; };
+  linear.init = [fan_in](const std::string& name, torch::Tensor& p) {
+    auto bias = fan_in.find(name);
+    if (bias == fan_in.end()) {
+      torch::nn::init::kaiming_uniform_(p, std::sqrt(5.0));
+    } else {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(bias->second));
+      torch::nn::init::uniform_(p, -bound, bound);
+    }
+  };
+  restate_constructor_initialisation({linear});
 }
 
 ModelOutput MlpClassifier::forward(const Batch& batch) {

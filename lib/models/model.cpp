@@ -78,14 +78,12 @@ void release_built_parameters(torch::nn::Module& module) {
   for (const auto& p : module.parameters()) release_storage(p);
 }
 
-void Model::initialise_parameters(std::vector<InitPass> passes) {
-  torch::NoGradGuard no_grad;
+Model::Model() {
+  if (DeferredInit::active()) construction_rng_state_ = at::detail::getDefaultCPUGenerator().get_state();
+}
+
+void Model::defer_init(std::vector<InitPass> passes) {
   init_passes_ = std::move(passes);
-  if (!DeferredInit::active()) {
-    run_init_passes(nullptr);
-    init_passes_.clear();
-    return;
-  }
   for (const auto& np : named_parameters()) {
     bool selected = false;
     for (const auto& pass : init_passes_) selected = selected || pass.selects(np.key());
@@ -95,9 +93,26 @@ void Model::initialise_parameters(std::vector<InitPass> passes) {
     release_storage(np.value());
   }
   deferred_ = true;
+}
+
+void Model::initialise_parameters(std::vector<InitPass> passes) {
+  torch::NoGradGuard no_grad;
+  if (!DeferredInit::active()) {
+    init_passes_ = std::move(passes);
+    run_init_passes(nullptr);
+    init_passes_.clear();
+    return;
+  }
+  defer_init(std::move(passes));
   init_rng_state_ = at::detail::getDefaultCPUGenerator().get_state();
   const ParameterVisitor discard = [](const std::string&, const torch::Tensor&) { return false; };
   run_init_passes(&discard);  // advances the generator as the undeferred construction does
+}
+
+void Model::restate_constructor_initialisation(std::vector<InitPass> passes) {
+  if (!DeferredInit::active()) return;  // the constructors have set the values
+  defer_init(std::move(passes));
+  init_rng_state_ = construction_rng_state_;  // the constructors' draws advanced the generator already
 }
 
 void Model::run_init_passes(const ParameterVisitor* visit) {

@@ -135,6 +135,7 @@ using ParameterVisitor = std::function<bool(const std::string& name, const torch
 
 class Model : public torch::nn::Module {
  public:
+  Model();
   // True after construction under DeferredInit: the parameters hold no memory until materialised.
   bool initialisation_deferred() const { return deferred_; }
   // Produces each parameter's initial value in turn -- exactly the values (and random draws) of an
@@ -173,8 +174,15 @@ class Model : public torch::nn::Module {
   // parameter materialised in turn and released (so the global generator advances exactly as it would)
   // and again in materialise_parameters. Under DeferredInit every parameter must be selected by a pass.
   void initialise_parameters(std::vector<InitPass> passes);
+  // For families whose layers draw their initial values in their own constructors (torch's defaults),
+  // `passes` restate those draws in the same order. Normally nothing more happens; under DeferredInit
+  // the parameters are released and materialise_parameters replays the passes from the generator
+  // state this model's construction started with.
+  void restate_constructor_initialisation(std::vector<InitPass> passes);
 
  private:
+  void defer_init(std::vector<InitPass> passes);
+  torch::Tensor construction_rng_state_;  // under DeferredInit: the generator when construction began
   void run_init_passes(const ParameterVisitor* visit);
   std::vector<InitPass> init_passes_;
   torch::Tensor init_rng_state_;

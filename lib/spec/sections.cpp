@@ -236,8 +236,8 @@ void ZeroArgs::declare(Schema<ZeroArgs>& s) {
   s.add("zero3_init_flag", &ZeroArgs::zero3_init_flag,
         "Stage 3: build the model without ever holding it whole (DeepSpeed's zero.Init; Accelerate's name): each "
         "module's parameters are released as soon as it is built and every rank keeps only its partition of "
-        "the initial values, which equal those of a whole-model construction (gpt, gpt2, llama, bert; mlp and "
-        "model.from_pretrained are built whole, then partitioned, as the log says).");
+        "the initial values, which equal those of a whole-model construction (every model family; a "
+        "model.from_pretrained directory without config.json is loaded whole, then partitioned, as the log says).");
 }
 
 void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {

@@ -50,7 +50,7 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
     if (sharded_init)
       log_info("zero.zero3_init_flag: the model is built whole on each rank, then partitioned (" +
                std::string(spec.model.from_pretrained.empty()
-                               ? "model type '" + spec.model.type + "' initialises inside its layers' constructors"
+                               ? "model type '" + spec.model.type + "' does not build itself unit by unit"
                                : "model.from_pretrained holds bare weights without config.json") + ")");
     if (!spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);
   }
