@@ -97,7 +97,13 @@ SafetensorsStreamWriter::SafetensorsStreamWriter(std::string path, std::vector<E
   const std::string header = header_bytes(entries_, metadata, data_bytes);
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw RuntimeFailure("cannot write '" + path_ + "': " + std::strerror(errno));
-  write_bytes(header.data(), header.size());
+  try {
+    write_bytes(header.data(), header.size());
+  } catch (...) {  // the destructor will not run: leave no descriptor and no partial file behind
+    ::close(fd_);
+    ::unlink(path_.c_str());
+    throw;
+  }
 }
 
 SafetensorsStreamWriter::~SafetensorsStreamWriter() {
@@ -135,12 +141,13 @@ void SafetensorsStreamWriter::add(const std::string& name, const torch::Tensor& 
 void SafetensorsStreamWriter::finish() {
   if (next_ != entries_.size())
     throw RuntimeFailure("'" + path_ + "': tensor '" + entries_[next_].name + "' was never written");
-  if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
-    fd_ = -1;
-    ::unlink(path_.c_str());
-    throw RuntimeFailure("cannot write '" + path_ + "': " + std::strerror(errno));
-  }
+  int err = ::fsync(fd_) != 0 ? errno : 0;
+  if (::close(fd_) != 0 && err == 0) err = errno;
   fd_ = -1;
+  if (err != 0) {
+    ::unlink(path_.c_str());
+    throw RuntimeFailure("cannot write '" + path_ + "': " + std::strerror(err));
+  }
 }
 
 std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {

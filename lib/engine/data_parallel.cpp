@@ -9,6 +9,7 @@
 #include <cmath>
 #include <iostream>
 #include <limits>
+#include <set>
 #include <unordered_set>
 
 #include "checkpoint/fault_injection.h"
@@ -142,9 +143,11 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
     std::map<std::string, std::pair<std::size_t, std::size_t>> where;  // name -> (group, index)
     for (std::size_t g = 0; g < map_.groups.size(); ++g)
       for (std::size_t i = 0; i < map_.groups[g].params.size(); ++i) where[map_.groups[g].params[i].name] = {g, i};
+    std::set<std::string> received;
     options_.initial_values([&](const std::string& name, const ValueReader& read) {
       auto it = where.find(name);
       if (it == where.end()) return true;  // not trained here: it stays whole in the model
+      received.insert(name);
       const FlatGroupInfo& info = map_.groups[it->second.first];
       const auto& at = info.params[it->second.second];
       const int64_t begin = info.partition_begin(rank_), end = begin + info.partition_size;
@@ -152,6 +155,10 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
       if (lo < hi) master_[it->second.first].narrow(0, lo - begin, hi - lo).copy_(read(lo - at.offset, hi - lo));
       return false;
     });
+    options_.initial_values = nullptr;  // the model (and pretrained files) it holds are not needed any more
+    for (const auto& [name, at] : where)
+      if (!received.count(name))
+        throw RuntimeFailure("ZeRO-3 sharded construction: no initial value arrived for parameter '" + name + "'");
     for (std::size_t g = 0; g < master_.size() && mixed_; ++g) shard16_.push_back(master_[g].to(dtype_));
   }
   for (std::size_t g = 0; g < groups.size() && sharded_init; ++g) {

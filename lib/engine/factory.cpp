@@ -88,7 +88,12 @@ std::unique_ptr<Engine> make_engine(const EngineConfig& config,
     torch::NoGradGuard no_grad;
     for (const auto& named : named_params) {
       torch::Tensor p = named.second;  // a handle on the model's parameter
-      if (!p.requires_grad() && p.is_floating_point()) p.set_data(p.to(config.precision.param_dtype));
+      if (!p.requires_grad() && p.is_floating_point()) {
+        if (config.initial_values)  // released until the engine materialises it: it cannot be converted here
+          throw ConfigError("zero.zero3_init_flag: frozen parameter '" + named.first +
+                            "' cannot be built sharded with mixed precision; set zero.zero3_init_flag: false");
+        p.set_data(p.to(config.precision.param_dtype));
+      }
     }
   }
   if (optimizer_steps_in_backward(config.optimizer_type) && config.stage == 0) {

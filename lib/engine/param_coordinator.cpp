@@ -50,11 +50,13 @@ ParamCoordinator::ParamCoordinator(Comm& comm, std::vector<torch::Tensor> full, 
 ParamCoordinator::~ParamCoordinator() {
   // Gathers still in flight must finish before their buffers go; one that failed (a worker died, the
   // error that unwinds us is already on its way) must not throw from a destructor.
-  for (auto& group : groups_)
-    if (group.op) try {
-        group.op->wait();
-      } catch (const std::exception&) {
-      }
+  for (auto& group : groups_) {
+    if (!group.op) continue;
+    try {
+      group.op->wait();
+    } catch (const std::exception&) {
+    }
+  }
 }
 
 void ParamCoordinator::start_gather(std::size_t g) {

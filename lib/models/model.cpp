@@ -1,6 +1,9 @@
 // Losses shared by model families (see model.h).
 #include "models/model.h"
 
+#include <mutex>
+#include <set>
+
 #include "util/error.h"
 #include "util/tensor_storage.h"
 
@@ -84,13 +87,18 @@ Model::Model() {
 
 void Model::defer_init(std::vector<InitPass> passes) {
   init_passes_ = std::move(passes);
+  std::set<const void*> storages;
   for (const auto& np : named_parameters()) {
     bool selected = false;
     for (const auto& pass : init_passes_) selected = selected || pass.selects(np.key());
     if (!selected)
       throw RuntimeFailure("sharded construction: model type '" + config_json().value("model_type", std::string("?")) +
                            "' does not initialise parameter '" + np.key() + "' itself");
-    release_storage(np.value());
+    const torch::Tensor& p = np.value();
+    if (p.storage_offset() != 0 || !p.is_contiguous() || !storages.insert(p.storage().unsafeGetStorageImpl()).second)
+      throw RuntimeFailure("sharded construction: parameter '" + np.key() +
+                           "' is not a tensor of its own (a view, or storage shared with another parameter)");
+    release_storage(p);
   }
   deferred_ = true;
 }
@@ -134,13 +142,23 @@ void Model::run_init_passes(const ParameterVisitor* visit) {
 void Model::materialise_parameters(const ParameterVisitor& visit) {
   if (!deferred_)
     throw RuntimeFailure("model type '" + config_json().value("model_type", std::string("?")) +
-                         "': its parameters were built whole, there is nothing to materialise");
+                         "': its parameters are not waiting to be materialised (built whole, or done already)");
   torch::NoGradGuard no_grad;
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  const torch::Tensor current = generator.get_state();
-  generator.set_state(init_rng_state_);
+  // The replay draws from the state construction saved; the generator is given back as it was, also
+  // when the visitor throws.
+  struct GeneratorRestore {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    torch::Tensor saved;
+    GeneratorRestore(const torch::Tensor& replay_from) : saved(generator.get_state()) {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(replay_from);
+    }
+    ~GeneratorRestore() {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(saved);
+    }
+  } restore(init_rng_state_);
   run_init_passes(&visit);
-  generator.set_state(current);
   deferred_ = false;
   init_passes_.clear();
 }

@@ -1,8 +1,6 @@
 // Optimizer state in a swap file, streamed through aligned buffers (see swapped_optimizer.h).
 #include "offload/swapped_optimizer.h"
 
-#include "checkpoint/fault_injection.h"
-
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -14,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "checkpoint/fault_injection.h"
 #include "util/error.h"
 
 namespace hftrain {

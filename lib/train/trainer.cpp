@@ -316,8 +316,10 @@ bool Trainer::save_final_model(const std::string& dir) {
     return true;
   }
   if (!spec_.zero.stage3_gather_16bit_weights_on_model_save) {
-    if (last_resumable_save_step_ != state_.global_step) save_checkpoint(/*for_resume=*/true);
-    const std::string ckpt = checkpoints_->dir_for(state_.global_step);
+    // The shards that hold the trained weights: the best checkpoint's when load_best_model_at_end loaded
+    // it, else those of the last step (saved now unless they were).
+    if (loaded_best_checkpoint_.empty() && last_resumable_save_step_ != state_.global_step) save_checkpoint(/*for_resume=*/true);
+    const std::string ckpt = loaded_best_checkpoint_.empty() ? checkpoints_->dir_for(state_.global_step) : loaded_best_checkpoint_;
     if (main_rank)
       log_info("model.safetensors not written (zero.stage3_gather_16bit_weights_on_model_save: false): the trained "
                "weights are the ZeRO-3 shards in " + ckpt + "; consolidate them with\n  hftrain zero-to-fp32 " + ckpt +
@@ -375,6 +377,7 @@ void Trainer::load_best_model() {
   const std::string dir = state_.best_model_checkpoint.get<std::string>();
   log_info("loading best model from " + dir + " (" + best_.metric_for_best_model + " = " + state_.best_metric.dump() + ")");
   SafetensorsFile best = load_safetensors(dir + "/model.safetensors");
+  loaded_best_checkpoint_ = dir;
   if (!engine_->partitions_parameters()) load_model_weights(best, dir + "/model.safetensors", *pipeline_.model);
   engine_->load_master_weights(best.tensors, dir + "/model.safetensors");
 }

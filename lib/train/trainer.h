@@ -98,6 +98,7 @@ class Trainer {
   } loop_;
   std::unique_ptr<CheckpointManager> checkpoints_;
   int64_t last_resumable_save_step_ = -1;
+  std::string loaded_best_checkpoint_;  // load_best_model_at_end: the checkpoint whose weights the model holds
   torch::Tensor resume_rng_state_;
   std::string resume_rng_source_;
 };
