@@ -24,27 +24,20 @@ std::string shard_name(std::size_t i, std::size_t n) {
   return buf;
 }
 
-// The tensors of an HF model directory: one file or the shards of the index, each tensor with the file
-// it came from.
-struct DirTensors {
-  std::map<std::string, torch::Tensor> tensors;
-  std::map<std::string, std::string> source;  // tensor name -> file path
-};
-
-DirTensors read_model_dir(const std::string& dir, bool strict_config_error) {
+// The safetensors files of a model directory -- model.safetensors, or the shards its index lists, each
+// checked against the index -- with their headers (no tensor data is read). Problems are ConfigErrors
+// (a user's from_pretrained directory) or RuntimeFailures (a directory hftrain wrote).
+std::map<std::string, SafetensorsHeader> model_dir_files(const std::string& dir, bool strict_config_error) {
   auto fail = [&](const std::string& message) -> void {
     if (strict_config_error) throw ConfigError(message);
     throw RuntimeFailure(message);
   };
-  DirTensors out;
+  std::map<std::string, SafetensorsHeader> files;
   const std::string single = dir + "/model.safetensors";
   const std::string index_path = dir + "/" + kIndexFile;
   if (std::filesystem::exists(single)) {
-    for (auto& kv : load_safetensors(single).tensors) {
-      out.source[kv.first] = single;
-      out.tensors.emplace(kv.first, std::move(kv.second));
-    }
-    return out;
+    files.emplace(single, read_safetensors_header(single));
+    return files;
   }
   if (!std::filesystem::exists(index_path)) fail("'" + dir + "': no model.safetensors and no " + kIndexFile);
   nlohmann::json index;
@@ -55,29 +48,27 @@ DirTensors read_model_dir(const std::string& dir, bool strict_config_error) {
   }
   if (!index.contains("weight_map") || !index["weight_map"].is_object())
     fail("'" + index_path + "': no \"weight_map\" object");
-  std::map<std::string, std::vector<std::string>> by_file;
+  std::map<std::string, std::vector<std::string>> listed;
   for (const auto& kv : index["weight_map"].items()) {
     if (!kv.value().is_string()) fail("'" + index_path + "': weight_map[\"" + kv.key() + "\"] is not a file name");
-    by_file[kv.value().get<std::string>()].push_back(kv.key());
+    listed[kv.value().get<std::string>()].push_back(kv.key());
   }
-  for (const auto& fk : by_file) {
-    const std::string path = dir + "/" + fk.first;
-    if (fk.first.find('/') != std::string::npos || fk.first.find("..") != std::string::npos)
-      fail("'" + index_path + "': shard name '" + fk.first + "' is not a plain file name");
-    if (!std::filesystem::exists(path)) fail("'" + index_path + "': shard '" + fk.first + "' does not exist");
-    auto file = load_safetensors(path);
-    for (const auto& name : fk.second) {
-      auto it = file.tensors.find(name);
-      if (it == file.tensors.end())
-        fail("'" + path + "': tensor '" + name + "' listed in " + kIndexFile + " is not in this shard");
-      out.source[name] = path;
-      out.tensors.emplace(name, std::move(it->second));
-      file.tensors.erase(it);
+  for (const auto& [file, names] : listed) {
+    const std::string path = dir + "/" + file;
+    if (file.find('/') != std::string::npos || file.find("..") != std::string::npos)
+      fail("'" + index_path + "': shard name '" + file + "' is not a plain file name");
+    if (!std::filesystem::exists(path)) fail("'" + index_path + "': shard '" + file + "' does not exist");
+    SafetensorsHeader header = read_safetensors_header(path);
+    std::set<std::string> held;
+    for (const auto& e : header.tensors) held.insert(e.name);
+    for (const auto& name : names) {
+      if (!held.count(name)) fail("'" + path + "': tensor '" + name + "' listed in " + kIndexFile + " is not in this shard");
+      held.erase(name);
     }
-    for (const auto& kv : file.tensors)
-      fail("'" + path + "': tensor '" + kv.first + "' is not listed in " + kIndexFile);
+    for (const auto& name : held) fail("'" + path + "': tensor '" + name + "' is not listed in " + kIndexFile);
+    files.emplace(path, std::move(header));
   }
-  return out;
+  return files;
 }
 
 bool matches(const std::string& name, const std::string& pattern) {
@@ -209,9 +200,11 @@ void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_byt
 void load_model_weights(const std::string& path, Model& model) {
   const std::filesystem::path p(path);
   if (!std::filesystem::exists(p) && std::filesystem::exists(p.parent_path() / kIndexFile)) {
-    DirTensors dir = read_model_dir(p.parent_path().string(), /*strict_config_error=*/false);
     SafetensorsFile file;
-    file.tensors = std::move(dir.tensors);
+    for (const auto& [shard, header] : model_dir_files(p.parent_path().string(), /*strict_config_error=*/false)) {
+      const SafetensorsReader reader(shard);
+      for (const auto& e : header.tensors) file.tensors.emplace(e.name, reader.read(e.name));
+    }
     load_model_weights(std::move(file), (p.parent_path() / kIndexFile).string(), model);
     return;
   }
@@ -250,47 +243,6 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
 
 namespace {
 
-// The safetensors files of an HF model directory with the tensors each holds (headers only).
-std::map<std::string, std::vector<std::string>> model_dir_files(const std::string& dir) {
-  std::map<std::string, std::vector<std::string>> files;
-  const std::string single = dir + "/model.safetensors";
-  const std::string index_path = dir + "/" + kIndexFile;
-  if (std::filesystem::exists(single)) {
-    for (const auto& e : read_safetensors_header(single).tensors) files[single].push_back(e.name);
-    return files;
-  }
-  if (!std::filesystem::exists(index_path)) throw ConfigError("'" + dir + "': no model.safetensors and no " + kIndexFile);
-  nlohmann::json index;
-  try {
-    index = nlohmann::json::parse(read_text_file(index_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError("'" + index_path + "': not valid JSON: " + e.what());
-  }
-  if (!index.contains("weight_map") || !index["weight_map"].is_object())
-    throw ConfigError("'" + index_path + "': no \"weight_map\" object");
-  std::map<std::string, std::vector<std::string>> listed;
-  for (const auto& kv : index["weight_map"].items()) {
-    if (!kv.value().is_string()) throw ConfigError("'" + index_path + "': weight_map[\"" + kv.key() + "\"] is not a file name");
-    listed[kv.value().get<std::string>()].push_back(kv.key());
-  }
-  for (const auto& [file, names] : listed) {
-    const std::string path = dir + "/" + file;
-    if (file.find('/') != std::string::npos || file.find("..") != std::string::npos)
-      throw ConfigError("'" + index_path + "': shard name '" + file + "' is not a plain file name");
-    if (!std::filesystem::exists(path)) throw ConfigError("'" + index_path + "': shard '" + file + "' does not exist");
-    std::set<std::string> held;
-    for (const auto& e : read_safetensors_header(path).tensors) held.insert(e.name);
-    for (const auto& name : names) {
-      if (!held.count(name))
-        throw ConfigError("'" + path + "': tensor '" + name + "' listed in " + kIndexFile + " is not in this shard");
-      held.erase(name);
-    }
-    for (const auto& name : held) throw ConfigError("'" + path + "': tensor '" + name + "' is not listed in " + kIndexFile);
-    files[path] = names;
-  }
-  return files;
-}
-
 bool is_floating_dtype(const std::string& dtype) {
   return dtype == "F64" || dtype == "F32" || dtype == "F16" || dtype == "BF16";
 }
@@ -315,8 +267,7 @@ PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
   };
   PretrainedPlan plan;
   std::vector<std::pair<std::string, std::string>> unexpected;  // tensor, file
-  for (const auto& [path, names] : model_dir_files(dir)) {
-    const SafetensorsHeader header = read_safetensors_header(path);
+  for (const auto& [path, header] : model_dir_files(dir, /*strict_config_error=*/true)) {
     for (const auto& e : header.tensors) {
       const std::string name = model_name(e.name);
       auto it = targets.find(name);

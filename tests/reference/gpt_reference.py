@@ -19,7 +19,6 @@ import math
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import time
@@ -32,6 +31,9 @@ try:
 except ImportError:
     sys.exit("gpt_reference: this Python (%s) cannot import torch; run the test with a Python that has torch "
              "(configure with -DHFTRAIN_REFERENCE_PYTHON=/path/to/python3)" % sys.executable)
+
+from safetensors_io import read_safetensors as read_tensors_and_metadata  # noqa: E402 (after the torch check)
+from safetensors_io import write_safetensors as write_typed_safetensors  # noqa: E402
 
 MASK64 = 0xFFFFFFFFFFFFFFFF
 LOSS_ABS_TOL = 5e-5   # hftrain logs the loss rounded to 4 decimals: half a unit in the last place ...
@@ -313,41 +315,17 @@ def is_no_decay(name):
     return name.endswith("bias") or ".ln_" in name or name.startswith("transformer.ln_")
 
 
-# ---- safetensors by hand --------------------------------------------------------------------------
+# ---- safetensors (the reference scripts' own reader and writer) -------------------------------------
 def write_safetensors(path, named):
-    header, blobs, offset = {}, [], 0
-    for name, t in named:
-        t = t.detach().contiguous().to(torch.float32)
-        blob = struct.pack("<%df" % t.numel(), *t.flatten().tolist())
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header, separators=(",", ":"))
-    text += " " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text.encode("utf-8"))
-        for blob in blobs:
-            f.write(blob)
+    write_typed_safetensors(path, [(name, t.detach().to(torch.float32)) for name, t in named])
 
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n].decode("utf-8"))
-    base = 8 + n
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        if e["dtype"] != "F32":
-            raise RuntimeError("%s: tensor %s has dtype %s, expected F32" % (path, name, e["dtype"]))
-        b, en = e["data_offsets"]
-        count = (en - b) // 4
-        vals = struct.unpack("<%df" % count, data[base + b:base + en])
-        out[name] = torch.tensor(vals, dtype=torch.float32).reshape(e["shape"])
-    return out
+    tensors, _ = read_tensors_and_metadata(path)
+    for name, t in tensors.items():
+        if t.dtype != torch.float32:
+            raise RuntimeError("%s: tensor %s has dtype %s, expected F32" % (path, name, t.dtype))
+    return tensors
 
 
 # ---- oracles: schedules ---------------------------------------------------------------------------
