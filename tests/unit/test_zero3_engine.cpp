@@ -7,6 +7,8 @@
 #include "engine/data_parallel.h"
 #include "generate/generate.h"
 #include "models/gpt.h"
+#include "models/gpt2.h"
+#include "models/mlp.h"
 #include "optim/adamw.h"
 
 using namespace hftrain;
@@ -72,4 +74,71 @@ TEST_CASE("a stage-3 gpt gathers per unit: same logits and generation, no parame
   model->set_gather_hooks(nullptr);
   CHECK(storage_bytes("transformer.h.0.attn.c_attn.weight") > 0);
   CHECK(torch::equal(model->forward(batch).logits, reference->forward(batch).logits));
+}
+
+// zero.Init at the model level: built under DeferredInit a family holds no parameter memory, leaves the
+// generator where a whole construction leaves it, and materialises exactly the whole construction's
+// values, one parameter at a time; gpt (one pass), gpt2 (two passes) and mlp (torch's Linear init,
+// drawn in the layers' constructors) cover the three ways families initialise.
+TEST_CASE("a model built under DeferredInit holds no parameter memory and materialises the whole construction's values",
+          "[unit][zero3]") {
+  ModelContext context;
+  context.vocab_size = 11;
+  context.max_length = 24;
+  context.num_labels = 3;
+  context.num_features = 5;
+  std::vector<std::pair<std::string, std::function<std::shared_ptr<Model>()>>> families = {
+      {"gpt", [&] {
+         Gpt::Options o;
+         o.n_layer = 2, o.n_head = 2, o.n_embd = 16;
+         return std::make_shared<Gpt>(o, context);
+       }},
+      {"gpt2", [&] {
+         Gpt2::Options o;
+         o.n_layer = 2, o.n_head = 2, o.n_embd = 16;
+         return std::make_shared<Gpt2>(o, context);
+       }},
+      {"mlp", [&] {
+         MlpClassifier::Options o;
+         o.hidden_sizes = {8, 8};
+         return std::make_shared<MlpClassifier>(o, context);
+       }}};
+  for (const auto& [family, build] : families) {
+    INFO(family);
+    torch::manual_seed(7);
+    const std::shared_ptr<Model> whole = build();
+    const torch::Tensor after_whole = at::detail::getDefaultCPUGenerator().get_state();
+    torch::manual_seed(7);
+    std::shared_ptr<Model> deferred;
+    {
+      DeferredInit scope(true);
+      deferred = build();
+    }
+    CHECK(torch::equal(at::detail::getDefaultCPUGenerator().get_state(), after_whole));
+    REQUIRE(deferred->initialisation_deferred());
+    for (const auto& np : deferred->named_parameters()) CHECK(np.value().storage().nbytes() == 0);
+
+    torch::manual_seed(99);  // whatever ran in between: the replay draws from the saved state
+    const torch::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
+    std::map<std::string, torch::Tensor> whole_values;
+    for (const auto& np : whole->named_parameters()) whole_values[np.key()] = np.value();
+    std::size_t seen = 0;
+    deferred->materialise_parameters([&](const std::string& name, const torch::Tensor& value) {
+      INFO(name);
+      CHECK(torch::equal(value, whole_values.at(name)));
+      ++seen;
+      return name.find("bias") != std::string::npos;  // keep some whole, release the rest
+    });
+    CHECK(seen == whole_values.size());
+    CHECK(torch::equal(at::detail::getDefaultCPUGenerator().get_state(), before));
+    for (const auto& np : deferred->named_parameters()) {
+      INFO(np.key());
+      if (np.key().find("bias") != std::string::npos)
+        CHECK(torch::equal(np.value(), whole_values.at(np.key())));
+      else
+        CHECK(np.value().storage().nbytes() == 0);
+    }
+    CHECK_THROWS_WITH(deferred->materialise_parameters([](const std::string&, const torch::Tensor&) { return false; }),
+                      Catch::Contains("not waiting to be materialised"));
+  }
 }
