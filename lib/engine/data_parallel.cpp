@@ -179,8 +179,13 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
   for (std::size_t g = 0; g < groups.size() && !sharded_init; ++g) {
     const FlatGroupInfo& info = map_.groups[g];
     auto full32 = torch::zeros({info.padded_numel}, torch::kFloat32);
-    for (std::size_t i = 0; i < info.params.size(); ++i)
-      full32.narrow(0, info.params[i].offset, info.params[i].numel).copy_(groups[g].params[i].detach().reshape({-1}));
+    for (std::size_t i = 0; i < info.params.size(); ++i) {
+      const torch::Tensor& p = groups[g].params[i];
+      full32.narrow(0, info.params[i].offset, info.params[i].numel).copy_(p.detach().reshape({-1}));
+      // The values are in the flat buffer now: free the parameter's own memory at once rather than when it
+      // becomes a view below, so that construction never holds the model twice over (unless shared).
+      if (p.storage().use_count() == 1) release_storage(p);
+    }
     if (world_ > 1 && info.padded_numel > 0) comm_.broadcast(full32, 0, "initial parameters of group " + std::to_string(g));
     auto flat = mixed_ ? full32.to(dtype_) : full32;
     std::vector<torch::Tensor> ps;
@@ -191,8 +196,12 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
     }
     flat_params_.push_back(flat);
     params_.push_back(std::move(ps));
+    // Masters bound for the swap file stay a view: it releases the whole fp32 buffer once they are written.
+    const bool masters_to_swap = options_.nvme_offload && stage_ >= 1;
     if (mixed_)
-      master_.push_back(stage_ == 0 ? full32 : full32.narrow(0, info.partition_begin(rank_), info.partition_size).clone());
+      master_.push_back(stage_ == 0 ? full32
+                                    : masters_to_swap ? full32.narrow(0, info.partition_begin(rank_), info.partition_size)
+                                                      : full32.narrow(0, info.partition_begin(rank_), info.partition_size).clone());
     else if (stage_ == 3)  // the partition outlives the (released) full buffer
       master_.push_back(flat.narrow(0, info.partition_begin(rank_), info.partition_size).clone());
     else if (stage_ >= 1)
@@ -247,7 +256,10 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
   if (options_.nvme_offload && stage_ >= 1) {  // the optimizer state lives in this rank's swap file
     SwapOptions swap = *options_.nvme_offload;
     swap.swap_dir = swap.swap_dir + "/hftrain-swap-rank" + std::to_string(rank_);
-    optimizer_ = std::make_unique<SwappedOptimizer>(optimizer_groups, build_optimizer, swap);
+    swap.swap_params = mixed_;  // the fp32 masters are separate from the parameters: they move to the file too
+    auto swapped = std::make_unique<SwappedOptimizer>(optimizer_groups, build_optimizer, swap);
+    if (mixed_) swapped_masters_ = swapped.get();
+    optimizer_ = std::move(swapped);
   } else {
     optimizer_ = build_optimizer(stage_ == 0 && !mixed_ ? groups : optimizer_groups);
   }
@@ -600,10 +612,38 @@ torch::Tensor DataParallelEngine::own_flat_params(std::size_t g) const {
 }
 
 void DataParallelEngine::write_back_masters() {
-  // Rounded to nearest even by the conversion, then shared.
-  for (std::size_t g = 0; g < master_.size(); ++g)
+  // Rounded to nearest even by the conversion, then shared. Masters in the swap file were copied by the
+  // optimizer, one sub-group at a time.
+  for (std::size_t g = 0; g < master_.size() && !swapped_masters_; ++g)
     if (flat_params_[g].numel() > 0) own_flat_params(g).copy_(master_[g]);
   share_updated_parameters();
+}
+
+torch::Tensor DataParallelEngine::gathered_masters(std::size_t g) {
+  // One rank holds the whole group: no gather, no copy (of memory-resident masters: the live ones).
+  if (stage_ == 0 || world_ == 1) return master_values(g);
+  const FlatGroupInfo& info = map_.groups[g];
+  auto full = torch::empty({info.padded_numel}, torch::kFloat32);
+  if (info.padded_numel > 0) comm_.all_gather(master_values(g), full, "fp32 master weights of group " + std::to_string(g));
+  return full;
+}
+
+torch::Tensor DataParallelEngine::master_values(std::size_t g) const {
+  if (!swapped_masters_ || map_.groups[g].numel == 0) return master_[g];
+  return swapped_masters_->read_params(group_key(g));
+}
+
+void DataParallelEngine::store_master_values(std::size_t g, const torch::Tensor& values) {
+  const int64_t n = values.numel();
+  if (swapped_masters_ && map_.groups[g].numel > 0) {
+    auto partition = torch::zeros({master_[g].numel()}, torch::kFloat32);
+    partition.narrow(0, 0, n).copy_(values.reshape({-1}));
+    swapped_masters_->write_params(group_key(g), partition);
+    if (flat_params_[g].numel() > 0) own_flat_params(g).copy_(partition);
+    return;
+  }
+  master_[g].narrow(0, 0, n).copy_(values.reshape({-1}));
+  if (mixed_ && flat_params_[g].numel() > 0) own_flat_params(g).copy_(master_[g]);
 }
 
 void DataParallelEngine::share_updated_parameters() {
@@ -629,11 +669,7 @@ std::map<std::string, torch::Tensor> DataParallelEngine::master_weights() {
   torch::NoGradGuard no_grad;
   for (std::size_t g = 0; g < master_.size(); ++g) {
     const FlatGroupInfo& info = map_.groups[g];
-    torch::Tensor full = master_[g];
-    if (stage_ >= 1) {
-      full = torch::empty({info.padded_numel}, torch::kFloat32);
-      if (info.padded_numel > 0) comm_.all_gather(master_[g], full, "fp32 master weights of group " + std::to_string(g));
-    }
+    torch::Tensor full = gathered_masters(g);
     for (const auto& p : info.params) out[p.name] = full.narrow(0, p.offset, p.numel).view(p.shape);
   }
   return out;
@@ -641,7 +677,7 @@ std::map<std::string, torch::Tensor> DataParallelEngine::master_weights() {
 
 StreamedWeights DataParallelEngine::stream_master_weights() {
   StreamedWeights out;
-  if (stage_ < 3) return out;
+  if (stage_ < 3 && !swapped_masters_) return out;  // masters resident in memory: master_weights() serves
   for (const auto& info : map_.groups)
     for (const auto& p : info.params) out.names.push_back(p.name);
   out.produce = [this](const TensorSink& sink) {
@@ -649,8 +685,11 @@ StreamedWeights DataParallelEngine::stream_master_weights() {
     for (std::size_t g = 0; g < master_.size(); ++g) {
       const FlatGroupInfo& info = map_.groups[g];
       if (info.params.empty()) continue;
-      auto full = torch::empty({info.padded_numel}, torch::kFloat32);
-      if (info.padded_numel > 0) comm_.all_gather(master_[g], full, "fp32 master weights of group " + std::to_string(g));
+      if (swapped_masters_ && world_ == 1) {  // all on this rank, in the swap file: read each tensor alone
+        for (const auto& p : info.params) sink(p.name, swapped_masters_->read_params(group_key(g), p.offset, p.numel).view(p.shape));
+        continue;
+      }
+      const torch::Tensor full = gathered_masters(g);
       for (const auto& p : info.params) sink(p.name, full.narrow(0, p.offset, p.numel).view(p.shape));
     }
   };
@@ -669,10 +708,9 @@ void DataParallelEngine::load_master_weights(const std::map<std::string, torch::
         throw RuntimeFailure("'" + source + "': tensor '" + p.name + "' is missing or has the wrong size");
       full.narrow(0, p.offset, p.numel).copy_(it->second.reshape({-1}));
     }
-    master_[g].copy_(stage_ == 0 ? full : full.narrow(0, info.partition_begin(rank_), info.partition_size));
+    store_master_values(g, stage_ == 0 ? full : full.narrow(0, info.partition_begin(rank_), info.partition_size));
   }
-  if (mixed_) write_back_masters();
-  else share_updated_parameters();
+  share_updated_parameters();
 }
 
 EngineMemory DataParallelEngine::memory() const {
@@ -685,21 +723,22 @@ EngineMemory DataParallelEngine::memory() const {
   } else {
     for (const auto& f : flat_params_) m.param_bytes += tensor_bytes(f);
   }
-  for (const auto& f : master_) m.master_bytes += tensor_bytes(f);
+  for (const auto& f : master_) (swapped_masters_ ? m.master_offloaded_bytes : m.master_bytes) += tensor_bytes(f);
   if (stage_ <= 1)
     for (const auto& f : flat_grads_) m.grad_bytes += tensor_bytes(f);
   else
     for (const auto& f : partition_grads_) m.grad_bytes += tensor_bytes(f);
   m.grad_transient_peak = transient_peak_;
   m.optimizer_state_bytes = optimizer_->state_bytes_in_memory();
-  m.optimizer_state_offloaded_bytes = optimizer_->state_bytes_offloaded();
+  m.optimizer_state_offloaded_bytes =
+      optimizer_->state_bytes_offloaded() - (swapped_masters_ ? swapped_masters_->params_bytes_offloaded() : 0);
   return m;
 }
 
 void DataParallelEngine::report_first_step() {
   const EngineMemory m = memory();
   std::vector<int64_t> mine = {m.param_bytes, m.master_bytes, m.grad_bytes, m.grad_transient_peak, m.optimizer_state_bytes,
-                               m.param_gathered_peak, m.optimizer_state_offloaded_bytes};
+                               m.param_gathered_peak, m.optimizer_state_offloaded_bytes, m.master_offloaded_bytes};
   for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"}) {
     auto it = last_step_bytes_.find(op);
     mine.push_back(it == last_step_bytes_.end() ? 0 : static_cast<int64_t>(it->second));
@@ -717,7 +756,8 @@ void DataParallelEngine::report_first_step() {
                      {"optimizer_state_bytes", v[4]},
                      {"param_gathered_peak_bytes", v[5]},
                      {"optimizer_state_offloaded_bytes", v[6]},
-                     {"sent_bytes_first_step", {{"all_reduce", v[7]}, {"reduce_scatter", v[8]}, {"all_gather", v[9]}}}});
+                     {"master_offloaded_bytes", v[7]},
+                     {"sent_bytes_first_step", {{"all_reduce", v[8]}, {"reduce_scatter", v[9]}, {"all_gather", v[10]}}}});
   }
   nlohmann::json report = {{"zero_stage", stage_}, {"world_size", world_}, {"numel", map_.total_numel()},
                            {"padded_numel", map_.total_padded()}, {"ranks", ranks}};
@@ -731,7 +771,8 @@ std::string DataParallelEngine::describe() const {
                   "), " + std::to_string(buckets_.size()) + " gradient buckets";
   if (stage_ >= 1) s += ", partition of " + std::to_string(map_.partition_numel()) + " elements per rank";
   if (const auto* swapped = dynamic_cast<const SwappedOptimizer*>(optimizer_.get()))
-    s += "; optimizer state offloaded to nvme: " + swapped->kernel_description();
+    s += std::string(swapped_masters_ ? "; fp32 master weights and optimizer state" : "; optimizer state") +
+         " offloaded to nvme: " + swapped->kernel_description();
   if (stage_ == 3)
     s += ", parameters gathered per module (" + std::to_string(coordinator_->unit_count()) +
          " gather units; flat groups kept whole: " + std::to_string(coordinator_->persistent_count()) + ")";
@@ -749,7 +790,7 @@ EngineShard DataParallelEngine::export_shard() const {
   for (std::size_t g = 0; g < master_.size(); ++g) {
     // Padding is stripped, as DeepSpeed's single_partition_of_fp32_groups does.
     const int64_t real = map_.groups[g].partition_real(rank_);
-    shard.tensors.emplace_back("fp32_flat_group_" + std::to_string(g), master_[g].narrow(0, 0, real).clone());
+    shard.tensors.emplace_back("fp32_flat_group_" + std::to_string(g), master_values(g).narrow(0, 0, real).clone());
   }
   for (const auto& [k, v] : optimizer_->state()) shard.tensors.emplace_back("optimizer_state." + k, v);
   if (scaler_.dynamic())
@@ -784,13 +825,11 @@ void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>
     const int64_t real = map_.groups[g].partition_real(rank_);
     if (it == tensors.end() || it->second.numel() != real || it->second.scalar_type() != torch::kFloat32)
       throw RuntimeFailure("'" + source + "': tensor '" + key + "' is missing or has the wrong size");
-    master_[g].narrow(0, 0, real).copy_(it->second);
+    store_master_values(g, it->second);
   }
   optimizer_->load_state(optim);
   load_scaler_state(tensors, source);
-  // The partitions are authoritative: rebuild the parameters from them.
-  if (mixed_) write_back_masters();
-  else share_updated_parameters();
+  share_updated_parameters();  // the partitions are authoritative: rebuild the parameters from them
 }
 
 std::map<std::string, torch::Tensor> DataParallelEngine::optimizer_state() const {

@@ -59,8 +59,9 @@ struct DataParallelOptions {
   std::vector<std::vector<std::string>> gather_units;
   int64_t persistence_threshold = 100000;  // zero.stage3_param_persistence_threshold
   CoordinatorLimits gather_limits;
-  // zero.offload_optimizer device nvme (stages 1-3): the optimizer state in swap files under
-  // nvme_offload->swap_dir (the engine adds this rank's subdirectory).
+  // zero.offload_optimizer device nvme (stages 1-3): the optimizer state -- with mixed precision the fp32
+  // master weights too -- in swap files under nvme_offload->swap_dir (the engine adds this rank's
+  // subdirectory).
   std::optional<SwapOptions> nvme_offload;
   // Stage 3, sharded construction (zero.Init): the model's parameters hold no memory yet; this hands
   // the engine each parameter's initial value in turn (Model::materialise_parameters, or the pretrained
@@ -128,6 +129,14 @@ class DataParallelEngine : public Engine {
   StepResult step_mixed(double lr);
   torch::Tensor own_flat_params(std::size_t g) const;  // the 16-bit range of group g the masters update
   void set_master_grads(const std::vector<torch::Tensor>& grads32);
+  // This rank's fp32 master partition of group g (read from the swap file when the masters live there).
+  torch::Tensor master_values(std::size_t g) const;
+  // The fp32 masters of the whole group g, gathered from every rank (collective); the live masters
+  // themselves when this rank holds them all (stage 0, one rank).
+  torch::Tensor gathered_masters(std::size_t g);
+  // Sets the first values.numel() elements of group g's master partition (the rest: as they were, or 0
+  // when the masters live in the swap file) and, with mixed precision, its 16-bit copy.
+  void store_master_values(std::size_t g, const torch::Tensor& values);
   void write_back_masters();
   void share_updated_parameters();
   void load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source);
@@ -150,6 +159,7 @@ class DataParallelEngine : public Engine {
   std::vector<int> group_pending_;                  // stage 3: parameters of each group still without a gradient
   std::unique_ptr<ParamCoordinator> coordinator_;   // stage 3
   std::unique_ptr<Optimizer> optimizer_;
+  SwappedOptimizer* swapped_masters_ = nullptr;     // NVMe offload with mixed precision: where master_ lives
   torch::ScalarType dtype_ = torch::kFloat;         // parameters and gradients
   torch::ScalarType reduce_dtype_ = torch::kFloat;  // what gradient reductions send
   bool mixed_ = false;

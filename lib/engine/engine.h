@@ -27,6 +27,7 @@ struct EngineMemory {
   int64_t grad_transient_peak = 0;    // peak of in-flight reduction buffers (stage 2)
   int64_t optimizer_state_bytes = 0;  // optimizer state this rank holds in memory
   int64_t optimizer_state_offloaded_bytes = 0;  // ... and in swap files (NVMe offload)
+  int64_t master_offloaded_bytes = 0;  // fp32 master weights in swap files (NVMe offload with mixed precision)
   int64_t param_gathered_peak = 0;    // stage 3: peak bytes of parameters gathered whole at one time
 };
 
@@ -77,11 +78,12 @@ class Engine {
   virtual void gather_full_parameters() {}
   // Mixed precision: the fp32 master weights of the trainable parameters by name (collective: sharded
   // engines gather them), for saving; empty when the model's parameters are themselves fp32 and whole
-  // (stage 3 always returns them: its parameters are partitioned). At stage 0
-  // the tensors are views of the live masters: copy them to keep a snapshot.
+  // (stage 3 always returns them: its parameters are partitioned). At stage 0 and on one rank the
+  // tensors may be views of the live masters: copy them to keep a snapshot.
   virtual std::map<std::string, torch::Tensor> master_weights() { return {}; }
-  // Stage 3: the fp32 master weights as a stream, one flat group gathered at a time (never the whole
-  // model); collective: every rank runs produce. Empty (no names) for engines that keep them whole.
+  // Stage 3, and masters offloaded to NVMe: the fp32 master weights as a stream, one flat group gathered
+  // (or read) at a time, never all of them at once; collective: every rank runs produce. Empty (no names)
+  // for engines that keep them in memory.
   virtual StreamedWeights stream_master_weights() { return {}; }
   // Sets the master weights (and the 16-bit parameters) from full fp32 tensors, e.g. a checkpoint's
   // model.safetensors; no-op for fp32 engines, whose parameters were loaded directly. Collective.

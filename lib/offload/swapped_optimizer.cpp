@@ -14,6 +14,7 @@
 
 #include "checkpoint/fault_injection.h"
 #include "util/error.h"
+#include "util/tensor_storage.h"
 
 namespace hftrain {
 namespace fs = std::filesystem;
@@ -56,6 +57,18 @@ void claim_swap_dir(const std::string& dir) {
   std::ofstream(owner) << ::getpid() << "\n";
 }
 
+// A state tensor the swap file holds: fp32, one value per element of the sub-group (not a step counter).
+bool is_swapped_slot(const std::string& key, const torch::Tensor& t, int64_t numel) {
+  return t.scalar_type() == torch::kFloat32 && t.numel() == numel &&
+         !(key.size() > 5 && key.compare(key.size() - 5, 5, ".step") == 0);
+}
+
+bool has_swapped_state(const Optimizer& optimizer, int64_t numel) {
+  for (const auto& [key, t] : optimizer.state())
+    if (is_swapped_slot(key, t, numel)) return true;
+  return false;
+}
+
 std::string human_bytes(int64_t b) { return std::to_string(b) + " bytes (" + std::to_string(b >> 20) + " MiB)"; }
 
 }  // namespace
@@ -80,10 +93,16 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
       ParamGroup sub;
       sub.names = group.names;
       sub.weight_decay = group.weight_decay;
-      sub.params = {group.params[0].narrow(0, begin, s.numel)};
+      if (options_.swap_params) {  // a tensor of its own, holding memory only while the step has it in a buffer
+        s.view = torch::empty({s.numel}, torch::kFloat32);
+        release_storage(s.view);
+      } else {
+        s.view = group.params[0].narrow(0, begin, s.numel);
+      }
+      sub.params = {s.view};
       if (!group.grads16.empty()) sub.grads16 = {group.grads16[0].narrow(0, begin, s.numel)};
       if (!group.params16.empty()) sub.params16 = {group.params16[0].narrow(0, begin, s.numel)};
-      s.view = sub.params[0];
+      s.slot_bytes = round_up_to_alignment(s.numel * 4);
       s.optimizer = build({sub});
       largest = std::max(largest, s.numel);
       subgroups_.push_back(std::move(s));
@@ -91,10 +110,16 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
   }
   if (subgroups_.empty()) return;
   fuses_ = subgroups_.front().optimizer->fuses_low_precision();
+  if (options_.swap_params && !fuses_)  // the 16-bit copy must be written while the slice is in its buffer
+    throw RuntimeFailure("offload: swapping the fp32 master weights needs an optimizer that writes the 16-bit "
+                         "parameters in its own pass (" + subgroups_.front().optimizer->kernel_description() + ")");
   const int64_t slots = probe_state_slots(build, groups_.front());
-  stride_ = round_up_to_alignment(std::max<int64_t>(1, slots) * largest * 4);
-  for (std::size_t k = 0; k < subgroups_.size(); ++k) subgroups_[k].offset = static_cast<int64_t>(k) * stride_;
-  swap_bytes_ = slots == 0 ? 0 : stride_ * static_cast<int64_t>(subgroups_.size());
+  stride_ = std::max<int64_t>(1, slots + leading_slots()) * round_up_to_alignment(largest * 4);
+  for (std::size_t k = 0; k < subgroups_.size(); ++k) {
+    subgroups_[k].offset = static_cast<int64_t>(k) * stride_;
+    if (options_.swap_params) swap_params_bytes_ += subgroups_[k].slot_bytes;
+  }
+  swap_bytes_ = slots + leading_slots() == 0 ? 0 : stride_ * static_cast<int64_t>(subgroups_.size());
 
   claim_swap_dir(options_.swap_dir);
   try {  // from here on a failure removes the claimed directory (the destructor will not run)
@@ -104,7 +129,8 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
       const int64_t available = injected >= 0 ? injected : static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
       if (available < swap_bytes_)
         throw ConfigError("zero.offload_optimizer.nvme_path: '" + options_.swap_dir + "' needs " + human_bytes(swap_bytes_) +
-                          " for this rank's optimizer state but its filesystem has " + human_bytes(available) + " free");
+                          " for this rank's optimizer state" +
+                        (options_.swap_params ? std::string(" and fp32 master weights") : std::string()) + " but its filesystem has " + human_bytes(available) + " free");
     }
     file_ = std::make_unique<AioFile>((fs::path(options_.swap_dir) / "optimizer_state.swap").string(), swap_bytes_, options_.aio);
     for (int i = 0; i < options_.buffer_count; ++i) {
@@ -112,12 +138,25 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
       b.memory = std::make_unique<AlignedBuffer>(stride_);
       buffers_.push_back(std::move(b));
     }
+    if (options_.swap_params) write_initial_params();
   } catch (...) {
     file_.reset();
     std::error_code ec;
     fs::remove_all(options_.swap_dir, ec);
     throw;
   }
+}
+
+// The partitions' values go to the swap file; their memory is released (the file is where they live now).
+void SwappedOptimizer::write_initial_params() {
+  void* scratch = buffers_.front().memory->data();
+  for (SubGroup& s : subgroups_) {
+    const torch::Tensor full = groups_[s.group].params[0].contiguous();
+    std::memcpy(scratch, full.data_ptr<float>() + s.begin, static_cast<std::size_t>(s.numel) * 4);
+    file_->wait(file_->submit_write(scratch, s.slot_bytes, s.offset));
+    s.on_disk = true;
+  }
+  for (const ParamGroup& g : groups_) release_storage(g.params[0]);
 }
 
 SwappedOptimizer::~SwappedOptimizer() {
@@ -129,7 +168,7 @@ SwappedOptimizer::~SwappedOptimizer() {
 
 std::string SwappedOptimizer::kernel_description() const {
   const std::string inner = subgroups_.empty() ? "op-by-op" : subgroups_.front().optimizer->kernel_description();
-  return inner + "; state in " + std::to_string(subgroups_.size()) + " sub-groups swapped to '" +
+  return inner + (options_.swap_params ? "; fp32 master weights and state in " : "; state in ") + std::to_string(subgroups_.size()) + " sub-groups swapped to '" +
          (file_ ? file_->path() : std::string("-")) + "' (" +
          (file_ && file_->direct() ? "direct I/O" : "buffered I/O: the filesystem refuses O_DIRECT") + ", " +
          std::to_string(options_.buffer_count) + " buffers of " + std::to_string(stride_) + " bytes)";
@@ -185,11 +224,15 @@ int SwappedOptimizer::acquire_buffer(int for_subgroup) {
   return oldest;
 }
 
+int64_t SwappedOptimizer::region_bytes(const SubGroup& s) const {
+  return (leading_slots() + static_cast<int64_t>(s.slot_keys.size())) * s.slot_bytes;
+}
+
 void SwappedOptimizer::start_read(int k) {
   const int b = acquire_buffer(k);
   if (b < 0) return;
   SubGroup& s = subgroups_[k];
-  const int64_t bytes = round_up_to_alignment(static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4);
+  const int64_t bytes = region_bytes(s);
   const auto t0 = std::chrono::steady_clock::now();  // io_submit can block too: that time counts as waiting
   buffers_[b].pending = file_->submit_read(buffers_[b].memory->data(), bytes, s.offset);
   io_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -198,19 +241,21 @@ void SwappedOptimizer::start_read(int k) {
 
 void SwappedOptimizer::bind(int k, Buffer& b) {
   SubGroup& s = subgroups_[k];
-  auto* base = static_cast<float*>(b.memory->data());
+  auto* base = static_cast<char*>(b.memory->data());
+  if (options_.swap_params) borrow_storage(s.view, base);
   std::vector<torch::Tensor> tensors = swapped_tensors(s);
   for (std::size_t i = 0; i < tensors.size(); ++i)
-    tensors[i].set_(torch::from_blob(base + static_cast<int64_t>(i) * s.numel, {s.numel}, torch::kFloat32));
+    tensors[i].set_(torch::from_blob(base + (leading_slots() + static_cast<int64_t>(i)) * s.slot_bytes, {s.numel}, torch::kFloat32));
 }
 
 void SwappedOptimizer::release(int k) {
+  if (options_.swap_params) release_storage(subgroups_[k].view);
   for (auto& t : swapped_tensors(subgroups_[k])) t.set_();
 }
 
 void SwappedOptimizer::write_back(int k, Buffer& b) {
   SubGroup& s = subgroups_[k];
-  const int64_t bytes = round_up_to_alignment(static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4);
+  const int64_t bytes = region_bytes(s);
   const auto t0 = std::chrono::steady_clock::now();
   b.pending = file_->submit_write(b.memory->data(), bytes, s.offset);
   io_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -225,15 +270,14 @@ void SwappedOptimizer::adopt_new_state(int k, Buffer& b) {
   const auto state = s.optimizer->state();
   s.slot_keys.clear();
   for (const auto& [key, t] : state)
-    if (t.scalar_type() == torch::kFloat32 && t.numel() == s.numel && key.size() > 5 &&
-        key.compare(key.size() - 5, 5, ".step") != 0)
-      s.slot_keys.push_back(key);
-  if (static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4 > stride_)
+    if (is_swapped_slot(key, t, s.numel)) s.slot_keys.push_back(key);
+  if (region_bytes(s) > stride_)
     throw RuntimeFailure("offload: the optimizer keeps " + std::to_string(s.slot_keys.size()) +
                          " state tensors per element, more than the swap file reserved");
-  auto* base = static_cast<float*>(b.memory->data());
+  auto* base = static_cast<char*>(b.memory->data());
   for (std::size_t i = 0; i < s.slot_keys.size(); ++i)
-    std::memcpy(base + static_cast<int64_t>(i) * s.numel, state.at(s.slot_keys[i]).data_ptr<float>(), s.numel * 4);
+    std::memcpy(base + (leading_slots() + static_cast<int64_t>(i)) * s.slot_bytes,
+                state.at(s.slot_keys[i]).data_ptr<float>(), static_cast<std::size_t>(s.numel) * 4);
   bind(k, b);
 }
 
@@ -253,15 +297,12 @@ void SwappedOptimizer::step(double lr, const StepScaling& scaling) {
       bind(k, buffers_[b]);
     }
     s.optimizer->step(lr, scaling);
-    if (!s.on_disk) {
-      const auto state = s.optimizer->state();
-      bool has_state = false;
-      for (const auto& [key, t] : state) has_state = has_state || (t.scalar_type() == torch::kFloat32 && t.numel() == s.numel);
-      if (!has_state) continue;  // nothing stepped (no gradient) or a stateless optimizer
-      b = acquire_buffer(k);
+    if (s.slot_keys.empty() && has_swapped_state(*s.optimizer, s.numel)) {  // this step created its state
+      if (b < 0) b = acquire_buffer(k);
       if (b < 0) throw RuntimeFailure("offload: no free buffer for sub-group " + std::to_string(k));
       adopt_new_state(k, buffers_[b]);
     }
+    if (b < 0) continue;  // nothing in the file and no state: nothing stepped (no gradient), or stateless
     write_back(k, buffers_[b]);
     release(k);
   }
@@ -293,14 +334,14 @@ std::map<std::string, torch::Tensor> SwappedOptimizer::state() const {
     const int64_t partition = groups_[s.group].params[0].numel();
     for (const auto& [key, t] : s.optimizer->state())  // step counters (the same for every sub-group)
       if (std::find(s.slot_keys.begin(), s.slot_keys.end(), key) == s.slot_keys.end()) out.emplace(key, t.clone());
-    if (!s.on_disk) continue;
-    const int64_t bytes = round_up_to_alignment(static_cast<int64_t>(s.slot_keys.size()) * s.numel * 4);
-    file_->wait(file_->submit_read(scratch.data(), bytes, s.offset));
-    auto* base = static_cast<float*>(scratch.data());
+    if (!s.on_disk || s.slot_keys.empty()) continue;
+    file_->wait(file_->submit_read(scratch.data(), region_bytes(s), s.offset));
+    auto* base = static_cast<char*>(scratch.data());
     for (std::size_t i = 0; i < s.slot_keys.size(); ++i) {
       auto it = out.find(s.slot_keys[i]);
       if (it == out.end()) it = out.emplace(s.slot_keys[i], torch::zeros({partition})).first;
-      std::memcpy(it->second.data_ptr<float>() + s.begin, base + static_cast<int64_t>(i) * s.numel, s.numel * 4);
+      std::memcpy(it->second.data_ptr<float>() + s.begin, base + (leading_slots() + static_cast<int64_t>(i)) * s.slot_bytes,
+                  static_cast<std::size_t>(s.numel) * 4);
     }
   }
   return out;
@@ -317,16 +358,62 @@ void SwappedOptimizer::load_state(const std::map<std::string, torch::Tensor>& st
       mine[key] = t.numel() == partition && partition > 1 ? t.narrow(0, s.begin, s.numel).clone() : t;
     }
     s.optimizer->load_state(mine);
-    s.on_disk = false;
-    bool has_state = false;
-    for (const auto& [key, t] : s.optimizer->state()) has_state = has_state || (t.scalar_type() == torch::kFloat32 && t.numel() == s.numel);
-    if (!has_state) continue;
+    s.slot_keys.clear();
+    s.on_disk = options_.swap_params;  // the parameter slice stays; the state is written anew
+    if (!has_swapped_state(*s.optimizer, s.numel)) continue;
     const int b = acquire_buffer(static_cast<int>(k));
+    if (options_.swap_params)  // the slice is written back with the state: bring it into the buffer first
+      file_->wait(file_->submit_read(buffers_[b].memory->data(), s.slot_bytes, s.offset));
     adopt_new_state(static_cast<int>(k), buffers_[b]);
     write_back(static_cast<int>(k), buffers_[b]);
     release(static_cast<int>(k));
   }
   for (auto& b : buffers_) wait(b);
+}
+
+std::vector<std::size_t> SwappedOptimizer::subgroups_of(const std::string& group_name) const {
+  if (!options_.swap_params) throw RuntimeFailure("offload: the parameters are not in the swap file");
+  std::vector<std::size_t> out;
+  for (std::size_t k = 0; k < subgroups_.size(); ++k)
+    if (groups_[subgroups_[k].group].names[0] == group_name) out.push_back(k);
+  if (out.empty()) throw RuntimeFailure("offload: no swapped partition named '" + group_name + "'");
+  return out;
+}
+
+torch::Tensor SwappedOptimizer::read_params(const std::string& group_name, int64_t begin, int64_t count) const {
+  const auto mine = subgroups_of(group_name);
+  const int64_t partition = groups_[subgroups_[mine.front()].group].params[0].numel();
+  if (count < 0) count = partition - begin;
+  if (begin < 0 || begin + count > partition)
+    throw RuntimeFailure("offload: elements " + std::to_string(begin) + "+" + std::to_string(count) + " are outside '" +
+                         group_name + "' (" + std::to_string(partition) + " elements)");
+  auto out = torch::empty({count}, torch::kFloat32);
+  AlignedBuffer scratch(subgroups_[mine.front()].slot_bytes);
+  for (std::size_t k : mine) {  // the sub-groups that overlap the range, each read whole
+    const SubGroup& s = subgroups_[k];
+    const int64_t lo = std::max(begin, s.begin), hi = std::min(begin + count, s.begin + s.numel);
+    if (lo >= hi) continue;
+    file_->wait(file_->submit_read(scratch.data(), s.slot_bytes, s.offset));
+    std::memcpy(out.data_ptr<float>() + (lo - begin), static_cast<const float*>(scratch.data()) + (lo - s.begin),
+                static_cast<std::size_t>(hi - lo) * 4);
+  }
+  return out;
+}
+
+void SwappedOptimizer::write_params(const std::string& group_name, const torch::Tensor& values) {
+  const auto mine = subgroups_of(group_name);
+  const int64_t partition = groups_[subgroups_[mine.front()].group].params[0].numel();
+  if (values.numel() != partition || values.scalar_type() != torch::kFloat32)
+    throw RuntimeFailure("offload: '" + group_name + "' takes " + std::to_string(partition) + " fp32 values, got " +
+                         std::to_string(values.numel()));
+  const torch::Tensor flat = values.contiguous();
+  AlignedBuffer scratch(subgroups_[mine.front()].slot_bytes);
+  for (std::size_t k : mine) {
+    SubGroup& s = subgroups_[k];
+    std::memcpy(scratch.data(), flat.data_ptr<float>() + s.begin, static_cast<std::size_t>(s.numel) * 4);
+    file_->wait(file_->submit_write(scratch.data(), s.slot_bytes, s.offset));
+    s.on_disk = true;
+  }
 }
 
 }  // namespace hftrain

@@ -7,6 +7,13 @@
 // (DeepSpeed's pipeline_read / pipeline_write). Step counters stay in memory. state() / load_state() give
 // and take the usual full-partition tensors, so checkpoints are unchanged (read back from the swap file
 // when saving; a resume writes the swap file anew). The swap directory is removed on destruction.
+// With `swap_params` (mixed precision: the fp32 master weights) each group's flat partition moves into
+// the swap file as well: it is written there at construction and its memory released; each sub-group's
+// slice is read with its state, stepped in the buffer (the wrapped optimizer writes the 16-bit parameters
+// in the same pass: fuses_low_precision() is required), and written back. read_params() / write_params()
+// give the engine the partitions for checkpoints and loading.
+// File layout: per sub-group [parameter slice if swapped][state tensor 0][state tensor 1]..., each tensor at
+// an aligned offset so that any one of them can be read or written alone.
 #pragma once
 
 #include <functional>
@@ -23,6 +30,7 @@ struct SwapOptions {
   std::string swap_dir;             // this rank's directory (created; removed on destruction)
   int64_t sub_group_size = 1000000000;  // elements per swapped sub-group (zero.sub_group_size)
   int buffer_count = 4;             // aligned buffers in the pipeline (>= 3)
+  bool swap_params = false;         // the groups' partitions (fp32 masters) live in the swap file too
   AioOptions aio;
 };
 
@@ -41,6 +49,13 @@ class SwappedOptimizer : public Optimizer {
   int64_t state_bytes_in_memory() const override;
   int64_t state_bytes_offloaded() const override { return swap_bytes_; }
 
+  // Swapped parameters: `count` elements from `begin` (count -1: to the end) of the partition of the group
+  // named `group_name` (its names[0]), read from the swap file; write_params stores `values` (the
+  // partition's size) there.
+  torch::Tensor read_params(const std::string& group_name, int64_t begin = 0, int64_t count = -1) const;
+  void write_params(const std::string& group_name, const torch::Tensor& values);
+  int64_t params_bytes_offloaded() const { return swap_params_bytes_; }
+
   const std::string& swap_file() const { return file_->path(); }
   bool direct_io() const { return file_->direct(); }
   // Bytes read and written by the last step, and the seconds it spent blocked on I/O (submitting or waiting).
@@ -56,10 +71,11 @@ class SwappedOptimizer : public Optimizer {
   struct SubGroup {
     std::size_t group;           // index into groups_
     int64_t begin, numel;        // range of the group's partition
-    torch::Tensor view;          // the range of the partition its optimizer steps
+    torch::Tensor view;          // the range of the partition its optimizer steps (own storage when swapped)
     std::unique_ptr<Optimizer> optimizer;
     std::vector<std::string> slot_keys;  // its state tensors that are swapped, in file order
     int64_t offset = 0;          // in the swap file
+    int64_t slot_bytes = 0;      // bytes of one of its tensors in the file (aligned)
     bool on_disk = false;        // the swap file holds this sub-group's state
   };
   struct Buffer {
@@ -70,6 +86,10 @@ class SwappedOptimizer : public Optimizer {
   };
 
   std::vector<torch::Tensor> swapped_tensors(SubGroup& s) const;  // its state tensors of numel elements
+  int64_t leading_slots() const { return options_.swap_params ? 1 : 0; }  // the parameter slice's slot
+  int64_t region_bytes(const SubGroup& s) const;  // its parameter slice and state tensors in the file
+  std::vector<std::size_t> subgroups_of(const std::string& group_name) const;
+  void write_initial_params();
   int buffer_of(int k) const;
   int acquire_buffer(int for_subgroup);
   void start_read(int k);
@@ -87,6 +107,7 @@ class SwappedOptimizer : public Optimizer {
   std::unique_ptr<AioFile> file_;
   int64_t stride_ = 0;       // bytes per sub-group in the swap file
   int64_t swap_bytes_ = 0;
+  int64_t swap_params_bytes_ = 0;  // of swap_bytes_, the parameter slices
   bool fuses_ = false;
   StepIo io_;
   StepIo total_io_;          // over every step

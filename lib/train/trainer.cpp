@@ -310,12 +310,12 @@ SavedWeights Trainer::weights_to_save(bool for_checkpoint) {
 bool Trainer::save_final_model(const std::string& dir) {
   const StreamedWeights streamed = engine_->stream_master_weights();
   const bool main_rank = world().rank() == 0;
-  if (streamed.names.empty()) {  // stages 0-2: every rank holds the whole model
+  if (streamed.names.empty()) {  // stages 0-2 with masters in memory: every rank holds the whole model
     const SavedWeights weights = weights_to_save();  // collective: mixed precision gathers the fp32 masters
     if (main_rank) save_model_dir(dir, *pipeline_.model, kDefaultMaxShardBytes, weights);
     return true;
   }
-  if (!spec_.zero.stage3_gather_16bit_weights_on_model_save) {
+  if (engine_->partitions_parameters() && !spec_.zero.stage3_gather_16bit_weights_on_model_save) {
     // The shards that hold the trained weights: the best checkpoint's when load_best_model_at_end loaded
     // it, else those of the last step (saved now unless they were).
     if (loaded_best_checkpoint_.empty() && last_resumable_save_step_ != state_.global_step) save_checkpoint(/*for_resume=*/true);

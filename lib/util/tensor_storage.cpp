@@ -17,4 +17,10 @@ void allocate_storage(const torch::Tensor& t) {
   s->set_nbytes(bytes);
 }
 
+void borrow_storage(const torch::Tensor& t, void* data) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(data, t.device()));
+  s->set_nbytes(static_cast<std::size_t>(t.numel()) * t.element_size());
+}
+
 }  // namespace hftrain

@@ -12,5 +12,8 @@ namespace hftrain {
 void release_storage(const torch::Tensor& t);
 // Gives `t`'s storage fresh, uninitialised memory for t.numel() elements.
 void allocate_storage(const torch::Tensor& t);
+// Points `t`'s storage at `data` (t.numel() elements; not owned: the caller keeps it alive until
+// release_storage). NVMe offload steps a swapped parameter slice in place in its I/O buffer this way.
+void borrow_storage(const torch::Tensor& t, void* data);
 
 }  // namespace hftrain

@@ -1,6 +1,7 @@
 // NVMe offload of the optimizer state (zero.offload_optimizer device nvme) through the real binary:
 // bitwise the weights, losses and checkpoint shards of the same run without offload (stages 1, 2, 3; one
-// and two workers; fp32 and bf16), resume of an offloaded run, injected I/O errors stop the run naming the
+// and two workers; fp32 and bf16, where the fp32 master weights move to the swap file too), resume of
+// offloaded runs, injected I/O errors stop the run naming the
 // swap file and offset with earlier checkpoints intact, a stale swap directory is cleaned, bad paths are
 // refused, DeepSpeed's config spelling works, and peak memory drops by most of the offloaded bytes.
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "test_dist_helpers.h"
+#include "test_tensor_files.h"
 
 using namespace hftrain_test;
 namespace fs = std::filesystem;
@@ -32,35 +34,46 @@ TEST_CASE("nvme offload gives bitwise the run without it, and resumes exactly", 
   struct Case {
     int world, stage;
     bool bf16;
+    const char* optimizer;
   };
-  for (const Case& c : {Case{1, 1, false}, Case{2, 2, false}, Case{2, 1, true}, Case{2, 3, false}}) {
-    const std::string name = "w" + std::to_string(c.world) + "s" + std::to_string(c.stage) + (c.bf16 ? "bf16" : "");
+  for (const Case& c : {Case{1, 1, false, "adamw"}, Case{2, 2, false, "adamw"}, Case{2, 1, true, "adamw"},
+                        Case{2, 3, false, "adamw"}, Case{2, 2, true, "lion"}, Case{2, 3, true, "adamw"}}) {
+    const std::string name = "w" + std::to_string(c.world) + "s" + std::to_string(c.stage) + (c.bf16 ? "bf16" : "") + c.optimizer;
     const std::string common = "train spec.yaml --nproc-per-node " + std::to_string(c.world) + " --set zero.stage=" +
                                std::to_string(c.stage) + " --set training.per_device_train_batch_size=" +
                                std::to_string(6 / c.world) + (c.bf16 ? " --set precision.bf16=true" : "") +
-                               " --set zero.stage3_param_persistence_threshold=20";
+                               " --set optimizer.type=" + c.optimizer + " --set zero.stage3_param_persistence_threshold=20";
     CliResult ref = run_hftrain(common + " --set training.output_dir=" + name + "_ref", dir);
     REQUIRE(ref.exit_code == 0);
     CliResult off = run_hftrain(common + " --set training.output_dir=" + name + "_nvme" + offload_args("nvme"), dir);
     INFO(name << "\n" << off.output);
     REQUIRE(off.exit_code == 0);
-    CHECK_THAT(off.output, Catch::Contains("optimizer state offloaded to nvme") && Catch::Contains("sub-groups swapped to"));
+    CHECK_THAT(off.output, Catch::Contains(c.bf16 ? "fp32 master weights and optimizer state offloaded to nvme"
+                                                  : "; optimizer state offloaded to nvme") &&
+                               Catch::Contains("sub-groups swapped to"));
     CHECK(train_logs(dir + "/" + name + "_nvme/trainer_state.json") == train_logs(dir + "/" + name + "_ref/trainer_state.json"));
-    CHECK(read_bytes(dir + "/" + name + "_nvme/model.safetensors") == read_bytes(dir + "/" + name + "_ref/model.safetensors"));
+    // (With bf16 the masters in the swap file are streamed to the model file, group by group.)
+    CHECK(same_tensors(dir + "/" + name + "_nvme/model.safetensors", dir + "/" + name + "_ref/model.safetensors"));
+    CHECK(same_tensors(dir + "/" + name + "_nvme/checkpoint-4/model.safetensors", dir + "/" + name + "_ref/checkpoint-4/model.safetensors"));
     for (int r = 0; r < c.world; ++r) {  // the checkpoint holds the complete state, read back from the swap file
       const std::string shard = "/checkpoint-4/global_step4/zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_optim_states.safetensors";
       CHECK(read_bytes(dir + "/" + name + "_nvme" + shard) == read_bytes(dir + "/" + name + "_ref" + shard));
     }
     CHECK(fs::is_empty(dir + "/nvme"));  // swap files are part of the run, removed at exit
   }
-  // Resume an offloaded run from step 4 (the swap file is written anew): steps 5-8 and the weights as before.
-  CliResult r = run_hftrain("train spec.yaml --nproc-per-node 2 --set zero.stage=2 --set training.per_device_train_batch_size=3 "
-                            "--set training.output_dir=resumed --resume w2s2_nvme/checkpoint-4" + offload_args("nvme"),
-                            dir);
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK(train_logs(dir + "/resumed/trainer_state.json") == train_logs(dir + "/w2s2_ref/trainer_state.json"));
-  CHECK(read_bytes(dir + "/resumed/model.safetensors") == read_bytes(dir + "/w2s2_ref/model.safetensors"));
+  // Resume offloaded runs from step 4 (the swap file is written anew, masters included with bf16): steps
+  // 5-8 and the weights as before.
+  for (const std::string run : {"w2s2adamw", "w2s2bf16lion"}) {
+    const bool bf16 = run.find("bf16") != std::string::npos;
+    CliResult r = run_hftrain(std::string("train spec.yaml --nproc-per-node 2 --set zero.stage=2 --set training.per_device_train_batch_size=3 ") +
+                                  (bf16 ? "--set precision.bf16=true --set optimizer.type=lion " : "") + "--set training.output_dir=resumed_" + run +
+                                  " --resume " + run + "_nvme/checkpoint-4" + offload_args("nvme"),
+                              dir);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(train_logs(dir + "/resumed_" + run + "/trainer_state.json") == train_logs(dir + "/" + run + "_ref/trainer_state.json"));
+    CHECK(same_tensors(dir + "/resumed_" + run + "/model.safetensors", dir + "/" + run + "_ref/model.safetensors"));
+  }
   fs::remove_all(dir);
 }
 
@@ -139,9 +152,9 @@ TEST_CASE("nvme offload from a DeepSpeed config", "[integration][offload]") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("nvme offload lowers peak memory by most of the offloaded state", "[integration][offload][slow]") {
+TEST_CASE("nvme offload lowers peak memory by most of the offloaded state and masters", "[integration][offload][slow]") {
   // A 19.7 M-parameter gpt whose Adam state (158 MB) is most of what stage 1 on one worker holds; peak RSS
-  // of three steps with and without offload, measured by the kernel (wait4) side by side.
+  // of three steps with and without offload, measured by the kernel (wait4) side by side, in fp32 and bf16.
   const std::string dir = dist_dir("nvme_rss");
   fs::create_directories(dir + "/nvme");
   write_text(dir + "/spec.yaml",
@@ -157,7 +170,7 @@ TEST_CASE("nvme offload lowers peak memory by most of the offloaded state", "[in
       int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
-      const std::string cmd = std::string("exec '") + HFTRAIN_BINARY + "' train spec.yaml --set training.output_dir=" + out_dir + extra;
+      const std::string cmd = std::string("exec '") + HFTRAIN_BINARY + "' train spec.yaml --set training.overwrite_output_dir=true --set training.output_dir=" + out_dir + extra;
       ::execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
       ::_exit(127);
     }
@@ -170,16 +183,23 @@ TEST_CASE("nvme offload lowers peak memory by most of the offloaded state", "[in
     REQUIRE(WEXITSTATUS(status) == 0);
     return static_cast<double>(ru.ru_maxrss) * 1024.0;
   };
-  std::string plain_out, offload_out;
-  const double plain = run("plain", "", plain_out);
-  const double offloaded = run("offloaded", " --set zero.offload_optimizer.device=nvme --set zero.offload_optimizer.nvme_path=nvme "
-                               "--set zero.sub_group_size=250000",
-                               offload_out);
-  const json report = engine_memory_report(offload_out).at("ranks").at(0);
-  const double moved = report.at("optimizer_state_offloaded_bytes").get<double>();
-  INFO("peak RSS " << plain / (1 << 20) << " MiB -> " << offloaded / (1 << 20) << " MiB; offloaded " << moved / (1 << 20)
-                   << " MiB, in-memory buffers " << report.at("optimizer_state_bytes").get<double>() / (1 << 20) << " MiB");
-  CHECK(moved >= 150e6);
-  CHECK(plain - offloaded >= 0.8 * moved);
+  // bf16: the fp32 master weights (79 MB) move to the swap file too.
+  for (const std::string precision : {"", " --set precision.bf16=true"}) {
+    std::string plain_out, offload_out;
+    const double plain = run("plain", precision, plain_out);
+    const double offloaded = run("offloaded", precision + " --set zero.offload_optimizer.device=nvme --set "
+                                 "zero.offload_optimizer.nvme_path=nvme --set zero.sub_group_size=100000",
+                                 offload_out);
+    const json report = engine_memory_report(offload_out).at("ranks").at(0);
+    const double state = report.at("optimizer_state_offloaded_bytes").get<double>();
+    const double masters = report.at("master_offloaded_bytes").get<double>();
+    INFO((precision.empty() ? "fp32" : "bf16") << ": peak RSS " << plain / (1 << 20) << " MiB -> " << offloaded / (1 << 20)
+                                               << " MiB; offloaded " << state / (1 << 20) << " MiB of state and " << masters / (1 << 20)
+                                               << " MiB of masters, in-memory buffers "
+                                               << report.at("optimizer_state_bytes").get<double>() / (1 << 20) << " MiB");
+    CHECK(state >= 150e6);
+    CHECK(masters == (precision.empty() ? 0 : 19706880.0 * 4));
+    CHECK(plain - offloaded >= 0.8 * (state + masters));
+  }
   fs::remove_all(dir);
 }

@@ -12,6 +12,7 @@
 #include "checkpoint/safetensors.h"
 #include "engine/partition.h"
 #include "test_dist_helpers.h"
+#include "test_tensor_files.h"
 
 using namespace hftrain_test;
 namespace fs = std::filesystem;
@@ -34,17 +35,6 @@ std::string train_with_checkpoints(const std::string& name, int stage, int world
   return dir;
 }
 
-// The two safetensors files hold the same tensors (names, dtypes, shapes, bits), in whatever order.
-// (A stage-3 model file lists its tensors in the order they are gathered, zero-to-fp32 in model order.)
-bool same_tensors(const std::string& a, const std::string& b) {
-  const auto x = hftrain::load_safetensors(a).tensors, y = hftrain::load_safetensors(b).tensors;
-  if (x.size() != y.size()) return false;
-  for (const auto& [name, t] : x) {
-    auto it = y.find(name);
-    if (it == y.end() || it->second.scalar_type() != t.scalar_type() || !it->second.equal(t)) return false;
-  }
-  return !x.empty();
-}
 
 // Steps 7-12 and the final weights of the run resumed into `resumed` equal the uninterrupted run's (out/).
 void check_resumed_equals_full_run(const std::string& dir, const std::string& resumed) {
