@@ -105,6 +105,9 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
       mixed_(options.precision.enabled()), scaler_(options.precision.scaler) {
   if (stage_ < 0 || stage_ > 3)
     throw ConfigError("zero.stage: the data-parallel engine implements stages 0 to 3 (got " + std::to_string(stage_) + ")");
+  swapped_shards_ = options_.nvme_offload && options_.nvme_offload->parameter_shards;
+  if (swapped_shards_ && stage_ != 3)
+    throw ConfigError("zero.offload_param: offloading parameters needs zero.stage 3 (got stage " + std::to_string(stage_) + ")");
   torch::NoGradGuard no_grad;
   Stage3Layout layout;
   if (stage_ == 3) {
@@ -256,9 +259,12 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
   if (options_.nvme_offload && stage_ >= 1) {  // the optimizer state lives in this rank's swap file
     SwapOptions swap = *options_.nvme_offload;
     swap.swap_dir = swap.swap_dir + "/hftrain-swap-rank" + std::to_string(rank_);
-    swap.swap_params = mixed_;  // the fp32 masters are separate from the parameters: they move to the file too
+    // The fp32 masters are separate from the parameters with mixed precision: they move to the file too; so
+    // do stage 3's shards with offload_param (fp32: the masters themselves; mixed: their 16-bit copies).
+    swap.swap_params = mixed_ || swapped_shards_;
+    swap.swap_params16 = mixed_ && swapped_shards_;
     auto swapped = std::make_unique<SwappedOptimizer>(optimizer_groups, build_optimizer, swap);
-    if (mixed_) swapped_masters_ = swapped.get();
+    if (swap.swap_params) swapped_masters_ = swapped.get();
     optimizer_ = std::move(swapped);
   } else {
     optimizer_ = build_optimizer(stage_ == 0 && !mixed_ ? groups : optimizer_groups);
@@ -267,8 +273,14 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
   install_hooks();
   if (stage_ == 3) {
     for (const auto& info : map_.groups) group_pending_.push_back(static_cast<int>(info.params.size()));
+    ShardReader read_shard;
+    if (swapped_shards_)
+      read_shard = [this](std::size_t g) -> torch::Tensor {
+        if (map_.groups[g].numel == 0) return mixed_ ? shard16_[g] : master_[g];  // empty: not in the file
+        return mixed_ ? swapped_masters_->read_params16(group_key(g)) : swapped_masters_->read_params(group_key(g));
+      };
     coordinator_ = std::make_unique<ParamCoordinator>(comm_, flat_params_, mixed_ ? shard16_ : master_, layout.persistent,
-                                                      layout.unit_groups, options_.gather_limits);
+                                                      layout.unit_groups, options_.gather_limits, read_shard);
   }
   stats_at_window_start_ = comm_.stats();
 }
@@ -639,7 +651,8 @@ void DataParallelEngine::store_master_values(std::size_t g, const torch::Tensor&
     auto partition = torch::zeros({master_[g].numel()}, torch::kFloat32);
     partition.narrow(0, 0, n).copy_(values.reshape({-1}));
     swapped_masters_->write_params(group_key(g), partition);
-    if (flat_params_[g].numel() > 0) own_flat_params(g).copy_(partition);
+    if (mixed_ && swapped_shards_) swapped_masters_->write_params16(group_key(g), partition.to(dtype_));
+    else if (mixed_ && flat_params_[g].numel() > 0) own_flat_params(g).copy_(partition);
     return;
   }
   master_[g].narrow(0, 0, n).copy_(values.reshape({-1}));
@@ -716,14 +729,19 @@ void DataParallelEngine::load_master_weights(const std::map<std::string, torch::
 EngineMemory DataParallelEngine::memory() const {
   EngineMemory m;
   if (stage_ == 3) {  // shards (fp32: the masters themselves) and the groups that stay whole
-    for (std::size_t g = 0; g < flat_params_.size(); ++g)
-      m.param_bytes += coordinator_->persistent(g) ? tensor_bytes(flat_params_[g])
-                           : tensor_bytes(mixed_ ? shard16_[g] : master_[g]);
+    for (std::size_t g = 0; g < flat_params_.size(); ++g) {
+      const int64_t shard = tensor_bytes(mixed_ ? shard16_[g] : master_[g]);
+      if (coordinator_->persistent(g)) m.param_bytes += tensor_bytes(flat_params_[g]);
+      else if (swapped_shards_ && map_.groups[g].numel > 0) m.param_offloaded_bytes += shard;
+      else m.param_bytes += shard;
+    }
     m.param_gathered_peak = coordinator_->live_peak_elements() * dtype_bytes(dtype_);
   } else {
     for (const auto& f : flat_params_) m.param_bytes += tensor_bytes(f);
   }
-  for (const auto& f : master_) (swapped_masters_ ? m.master_offloaded_bytes : m.master_bytes) += tensor_bytes(f);
+  // (fp32 stage 3: the masters are the shards, counted above)
+  if (mixed_ || stage_ != 3)
+    for (const auto& f : master_) (swapped_masters_ ? m.master_offloaded_bytes : m.master_bytes) += tensor_bytes(f);
   if (stage_ <= 1)
     for (const auto& f : flat_grads_) m.grad_bytes += tensor_bytes(f);
   else
@@ -731,14 +749,16 @@ EngineMemory DataParallelEngine::memory() const {
   m.grad_transient_peak = transient_peak_;
   m.optimizer_state_bytes = optimizer_->state_bytes_in_memory();
   m.optimizer_state_offloaded_bytes =
-      optimizer_->state_bytes_offloaded() - (swapped_masters_ ? swapped_masters_->params_bytes_offloaded() : 0);
+      optimizer_->state_bytes_offloaded() -
+      (swapped_masters_ ? swapped_masters_->params_bytes_offloaded() + swapped_masters_->params16_bytes_offloaded() : 0);
   return m;
 }
 
 void DataParallelEngine::report_first_step() {
   const EngineMemory m = memory();
   std::vector<int64_t> mine = {m.param_bytes, m.master_bytes, m.grad_bytes, m.grad_transient_peak, m.optimizer_state_bytes,
-                               m.param_gathered_peak, m.optimizer_state_offloaded_bytes, m.master_offloaded_bytes};
+                               m.param_gathered_peak, m.optimizer_state_offloaded_bytes, m.master_offloaded_bytes,
+                               m.param_offloaded_bytes};
   for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"}) {
     auto it = last_step_bytes_.find(op);
     mine.push_back(it == last_step_bytes_.end() ? 0 : static_cast<int64_t>(it->second));
@@ -757,7 +777,8 @@ void DataParallelEngine::report_first_step() {
                      {"param_gathered_peak_bytes", v[5]},
                      {"optimizer_state_offloaded_bytes", v[6]},
                      {"master_offloaded_bytes", v[7]},
-                     {"sent_bytes_first_step", {{"all_reduce", v[8]}, {"reduce_scatter", v[9]}, {"all_gather", v[10]}}}});
+                     {"param_offloaded_bytes", v[8]},
+                     {"sent_bytes_first_step", {{"all_reduce", v[9]}, {"reduce_scatter", v[10]}, {"all_gather", v[11]}}}});
   }
   nlohmann::json report = {{"zero_stage", stage_}, {"world_size", world_}, {"numel", map_.total_numel()},
                            {"padded_numel", map_.total_padded()}, {"ranks", ranks}};
@@ -771,7 +792,8 @@ std::string DataParallelEngine::describe() const {
                   "), " + std::to_string(buckets_.size()) + " gradient buckets";
   if (stage_ >= 1) s += ", partition of " + std::to_string(map_.partition_numel()) + " elements per rank";
   if (const auto* swapped = dynamic_cast<const SwappedOptimizer*>(optimizer_.get()))
-    s += std::string(swapped_masters_ ? "; fp32 master weights and optimizer state" : "; optimizer state") +
+    s += std::string(swapped_shards_ ? "; parameter shards, " : "; ") +
+         (swapped_masters_ && mixed_ ? "fp32 master weights and optimizer state" : "optimizer state") +
          " offloaded to nvme: " + swapped->kernel_description();
   if (stage_ == 3)
     s += ", parameters gathered per module (" + std::to_string(coordinator_->unit_count()) +

@@ -61,7 +61,8 @@ struct DataParallelOptions {
   CoordinatorLimits gather_limits;
   // zero.offload_optimizer device nvme (stages 1-3): the optimizer state -- with mixed precision the fp32
   // master weights too -- in swap files under nvme_offload->swap_dir (the engine adds this rank's
-  // subdirectory).
+  // subdirectory). With nvme_offload->parameter_shards (zero.offload_param nvme, stage 3) the parameter
+  // shards as well: each gather reads this rank's shard from the file.
   std::optional<SwapOptions> nvme_offload;
   // Stage 3, sharded construction (zero.Init): the model's parameters hold no memory yet; this hands
   // the engine each parameter's initial value in turn (Model::materialise_parameters, or the pretrained
@@ -160,6 +161,7 @@ class DataParallelEngine : public Engine {
   std::unique_ptr<ParamCoordinator> coordinator_;   // stage 3
   std::unique_ptr<Optimizer> optimizer_;
   SwappedOptimizer* swapped_masters_ = nullptr;     // NVMe offload with mixed precision: where master_ lives
+  bool swapped_shards_ = false;                     // stage 3 offload_param nvme: the gather sources are there too
   torch::ScalarType dtype_ = torch::kFloat;         // parameters and gradients
   torch::ScalarType reduce_dtype_ = torch::kFloat;  // what gradient reductions send
   bool mixed_ = false;

@@ -28,6 +28,7 @@ struct EngineMemory {
   int64_t optimizer_state_bytes = 0;  // optimizer state this rank holds in memory
   int64_t optimizer_state_offloaded_bytes = 0;  // ... and in swap files (NVMe offload)
   int64_t master_offloaded_bytes = 0;  // fp32 master weights in swap files (NVMe offload with mixed precision)
+  int64_t param_offloaded_bytes = 0;   // stage 3 parameter shards in swap files (offload_param nvme)
   int64_t param_gathered_peak = 0;    // stage 3: peak bytes of parameters gathered whole at one time
 };
 

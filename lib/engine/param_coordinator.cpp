@@ -31,8 +31,8 @@ class GatherBeforeBackward : public torch::autograd::Function<GatherBeforeBackwa
 
 ParamCoordinator::ParamCoordinator(Comm& comm, std::vector<torch::Tensor> full, std::vector<torch::Tensor> shard,
                                    std::vector<bool> persistent, std::vector<std::vector<std::size_t>> units,
-                                   CoordinatorLimits limits)
-    : comm_(comm), units_(std::move(units)), limits_(limits) {
+                                   CoordinatorLimits limits, ShardReader read_shard)
+    : comm_(comm), units_(std::move(units)), limits_(limits), read_shard_(std::move(read_shard)) {
   groups_.resize(full.size());
   for (std::size_t g = 0; g < full.size(); ++g) {
     Group& group = groups_[g];
@@ -53,7 +53,7 @@ ParamCoordinator::~ParamCoordinator() {
   for (auto& group : groups_) {
     if (!group.op) continue;
     try {
-      group.op->wait();
+      group.op->wait();  // (its source tensor is freed with the group)
     } catch (const std::exception&) {
     }
   }
@@ -65,16 +65,27 @@ void ParamCoordinator::start_gather(std::size_t g) {
   allocate_storage(group.full);
   live_elements_ += group.full.numel();
   live_peak_ = std::max(live_peak_, live_elements_);
+  gather_into_full(g);
+}
+
+void ParamCoordinator::gather_into_full(std::size_t g) {
+  Group& group = groups_[g];
+  group.source = read_shard_ ? read_shard_(g) : group.shard;
   group.state = State::kInFlight;
-  group.op = comm_.all_gather_async(group.shard, group.full, "ZeRO-3 parameters of flat group " + std::to_string(g));
+  group.op = comm_.all_gather_async(group.source, group.full, "ZeRO-3 parameters of flat group " + std::to_string(g));
+}
+
+void ParamCoordinator::finish_gather(Group& group) {
+  group.op->wait();
+  group.op.reset();
+  group.source = torch::Tensor();
 }
 
 void ParamCoordinator::wait_live(std::size_t g) {
   Group& group = groups_[g];
   if (group.state == State::kReleased) start_gather(g);
   if (group.state == State::kInFlight) {
-    group.op->wait();
-    group.op.reset();
+    finish_gather(group);
     group.state = State::kLive;
   }
 }
@@ -82,10 +93,7 @@ void ParamCoordinator::wait_live(std::size_t g) {
 void ParamCoordinator::release(std::size_t g) {
   Group& group = groups_[g];
   if (group.state == State::kReleased || group.persistent || keep_all_) return;
-  if (group.state == State::kInFlight) {  // a collective: every rank completes it before freeing
-    group.op->wait();
-    group.op.reset();
-  }
+  if (group.state == State::kInFlight) finish_gather(group);  // a collective: every rank completes it before freeing
   release_storage(group.full);
   live_elements_ -= group.full.numel();
   group.state = State::kReleased;
@@ -159,8 +167,7 @@ void ParamCoordinator::refresh_persistent() {
       start_gather(g);
     } else {  // whole already: gather the updated shards into it
       wait_live(g);
-      group.op = comm_.all_gather_async(group.shard, group.full, "ZeRO-3 parameters of flat group " + std::to_string(g));
-      group.state = State::kInFlight;
+      gather_into_full(g);
     }
   }
   for (std::size_t g = 0; g < groups_.size(); ++g)

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -19,6 +20,10 @@
 #include "models/model.h"
 
 namespace hftrain {
+
+// Where a group's shard comes from when it is gathered, when it does not stay in memory (NVMe offload of
+// the parameters): a fresh tensor with this rank's shard of group g.
+using ShardReader = std::function<torch::Tensor(std::size_t group)>;
 
 struct CoordinatorLimits {
   int64_t prefetch_elements = 50000000;    // zero.stage3_prefetch_bucket_size
@@ -28,9 +33,11 @@ struct CoordinatorLimits {
 class ParamCoordinator : public GatherHooks {
  public:
   // `full[g]`: group g's whole flat buffer (world * shard numel elements); `shard[g]`: this rank's part,
-  // the all-gather's source; `units[u]`: the groups unit u uses.
+  // the all-gather's source (or, with `read_shard`, read for each gather and dropped after it); `units[u]`:
+  // the groups unit u uses.
   ParamCoordinator(Comm& comm, std::vector<torch::Tensor> full, std::vector<torch::Tensor> shard,
-                   std::vector<bool> persistent, std::vector<std::vector<std::size_t>> units, CoordinatorLimits limits);
+                   std::vector<bool> persistent, std::vector<std::vector<std::size_t>> units, CoordinatorLimits limits,
+                   ShardReader read_shard = nullptr);
   ~ParamCoordinator() override;
 
   void before_unit(std::size_t unit) override;
@@ -60,6 +67,7 @@ class ParamCoordinator : public GatherHooks {
   enum class State { kReleased, kInFlight, kLive };
   struct Group {
     torch::Tensor full, shard;
+    torch::Tensor source;  // the shard a gather in flight reads (read_shard's tensor lives until it completes)
     bool persistent = false;
     State state = State::kReleased;
     int uses = 0;          // running units (forward or recomputation) that need it
@@ -68,6 +76,8 @@ class ParamCoordinator : public GatherHooks {
   };
 
   void start_gather(std::size_t g);
+  void gather_into_full(std::size_t g);  // starts the all-gather of the shard into the (allocated) full buffer
+  void finish_gather(Group& group);
   void wait_live(std::size_t g);
   void release(std::size_t g);
   void release_if_unused(std::size_t g);
@@ -77,6 +87,7 @@ class ParamCoordinator : public GatherHooks {
   std::vector<Group> groups_;
   std::vector<std::vector<std::size_t>> units_;
   CoordinatorLimits limits_;
+  ShardReader read_shard_;
   bool in_backward_ = false;
   bool keep_all_ = false;
   int64_t live_elements_ = 0, live_peak_ = 0;

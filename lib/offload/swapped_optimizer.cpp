@@ -85,6 +85,8 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
       throw RuntimeFailure("offload: each optimizer group must be one flat partition (got " +
                            std::to_string(group.params.size()) + " tensors)");
     const int64_t n = group.params[0].numel();
+    if (options_.swap_params16 && (!options_.swap_params || group.params16.empty()))
+      throw RuntimeFailure("offload: swapping the 16-bit parameters needs their fp32 masters swapped and given");
     for (int64_t begin = 0; begin < n; begin += options_.sub_group_size) {
       SubGroup s;
       s.group = g;
@@ -101,7 +103,15 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
       }
       sub.params = {s.view};
       if (!group.grads16.empty()) sub.grads16 = {group.grads16[0].narrow(0, begin, s.numel)};
-      if (!group.params16.empty()) sub.params16 = {group.params16[0].narrow(0, begin, s.numel)};
+      if (options_.swap_params16) {
+        dtype16_ = group.params16[0].scalar_type();
+        s.view16 = torch::empty({s.numel}, group.params16[0].options());
+        release_storage(s.view16);
+        s.slot16_bytes = round_up_to_alignment(s.numel * group.params16[0].element_size());
+        sub.params16 = {s.view16};
+      } else if (!group.params16.empty()) {
+        sub.params16 = {group.params16[0].narrow(0, begin, s.numel)};
+      }
       s.slot_bytes = round_up_to_alignment(s.numel * 4);
       s.optimizer = build({sub});
       largest = std::max(largest, s.numel);
@@ -110,16 +120,19 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
   }
   if (subgroups_.empty()) return;
   fuses_ = subgroups_.front().optimizer->fuses_low_precision();
-  if (options_.swap_params && !fuses_)  // the 16-bit copy must be written while the slice is in its buffer
+  if (options_.swap_params && !groups_.front().params16.empty() && !fuses_)  // written while the slice is in its buffer
     throw RuntimeFailure("offload: swapping the fp32 master weights needs an optimizer that writes the 16-bit "
                          "parameters in its own pass (" + subgroups_.front().optimizer->kernel_description() + ")");
   const int64_t slots = probe_state_slots(build, groups_.front());
-  stride_ = std::max<int64_t>(1, slots + leading_slots()) * round_up_to_alignment(largest * 4);
+  const int64_t fp32_slots = slots + (options_.swap_params ? 1 : 0);
+  stride_ = std::max<int64_t>(1, fp32_slots) * round_up_to_alignment(largest * 4) +
+            (options_.swap_params16 ? round_up_to_alignment(largest * c10::elementSize(dtype16_)) : 0);
   for (std::size_t k = 0; k < subgroups_.size(); ++k) {
     subgroups_[k].offset = static_cast<int64_t>(k) * stride_;
     if (options_.swap_params) swap_params_bytes_ += subgroups_[k].slot_bytes;
+    swap_params16_bytes_ += subgroups_[k].slot16_bytes;
   }
-  swap_bytes_ = slots + leading_slots() == 0 ? 0 : stride_ * static_cast<int64_t>(subgroups_.size());
+  swap_bytes_ = fp32_slots == 0 ? 0 : stride_ * static_cast<int64_t>(subgroups_.size());
 
   claim_swap_dir(options_.swap_dir);
   try {  // from here on a failure removes the claimed directory (the destructor will not run)
@@ -130,7 +143,7 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
       if (available < swap_bytes_)
         throw ConfigError("zero.offload_optimizer.nvme_path: '" + options_.swap_dir + "' needs " + human_bytes(swap_bytes_) +
                           " for this rank's optimizer state" +
-                        (options_.swap_params ? std::string(" and fp32 master weights") : std::string()) + " but its filesystem has " + human_bytes(available) + " free");
+                        (options_.swap_params ? std::string(options_.swap_params16 ? " and parameters" : " and fp32 master weights") : std::string()) + " but its filesystem has " + human_bytes(available) + " free");
     }
     file_ = std::make_unique<AioFile>((fs::path(options_.swap_dir) / "optimizer_state.swap").string(), swap_bytes_, options_.aio);
     for (int i = 0; i < options_.buffer_count; ++i) {
@@ -149,14 +162,22 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
 
 // The partitions' values go to the swap file; their memory is released (the file is where they live now).
 void SwappedOptimizer::write_initial_params() {
-  void* scratch = buffers_.front().memory->data();
+  auto* scratch = static_cast<char*>(buffers_.front().memory->data());
   for (SubGroup& s : subgroups_) {
     const torch::Tensor full = groups_[s.group].params[0].contiguous();
     std::memcpy(scratch, full.data_ptr<float>() + s.begin, static_cast<std::size_t>(s.numel) * 4);
-    file_->wait(file_->submit_write(scratch, s.slot_bytes, s.offset));
+    if (options_.swap_params16) {
+      const torch::Tensor full16 = groups_[s.group].params16[0].contiguous();
+      const std::size_t e = full16.element_size();
+      std::memcpy(scratch + s.slot_bytes, static_cast<const char*>(full16.data_ptr()) + s.begin * e, s.numel * e);
+    }
+    file_->wait(file_->submit_write(scratch, lead_bytes(s), s.offset));
     s.on_disk = true;
   }
-  for (const ParamGroup& g : groups_) release_storage(g.params[0]);
+  for (const ParamGroup& g : groups_) {
+    release_storage(g.params[0]);
+    if (options_.swap_params16) release_storage(g.params16[0]);
+  }
 }
 
 SwappedOptimizer::~SwappedOptimizer() {
@@ -168,7 +189,8 @@ SwappedOptimizer::~SwappedOptimizer() {
 
 std::string SwappedOptimizer::kernel_description() const {
   const std::string inner = subgroups_.empty() ? "op-by-op" : subgroups_.front().optimizer->kernel_description();
-  return inner + (options_.swap_params ? "; fp32 master weights and state in " : "; state in ") + std::to_string(subgroups_.size()) + " sub-groups swapped to '" +
+  return inner + (options_.swap_params16 ? "; fp32 and 16-bit parameters and state in "
+                                 : options_.swap_params ? "; fp32 parameters and state in " : "; state in ") + std::to_string(subgroups_.size()) + " sub-groups swapped to '" +
          (file_ ? file_->path() : std::string("-")) + "' (" +
          (file_ && file_->direct() ? "direct I/O" : "buffered I/O: the filesystem refuses O_DIRECT") + ", " +
          std::to_string(options_.buffer_count) + " buffers of " + std::to_string(stride_) + " bytes)";
@@ -224,10 +246,6 @@ int SwappedOptimizer::acquire_buffer(int for_subgroup) {
   return oldest;
 }
 
-int64_t SwappedOptimizer::region_bytes(const SubGroup& s) const {
-  return (leading_slots() + static_cast<int64_t>(s.slot_keys.size())) * s.slot_bytes;
-}
-
 void SwappedOptimizer::start_read(int k) {
   const int b = acquire_buffer(k);
   if (b < 0) return;
@@ -243,13 +261,15 @@ void SwappedOptimizer::bind(int k, Buffer& b) {
   SubGroup& s = subgroups_[k];
   auto* base = static_cast<char*>(b.memory->data());
   if (options_.swap_params) borrow_storage(s.view, base);
+  if (options_.swap_params16) borrow_storage(s.view16, base + s.slot_bytes);
   std::vector<torch::Tensor> tensors = swapped_tensors(s);
   for (std::size_t i = 0; i < tensors.size(); ++i)
-    tensors[i].set_(torch::from_blob(base + (leading_slots() + static_cast<int64_t>(i)) * s.slot_bytes, {s.numel}, torch::kFloat32));
+    tensors[i].set_(torch::from_blob(base + state_offset(s, i), {s.numel}, torch::kFloat32));
 }
 
 void SwappedOptimizer::release(int k) {
   if (options_.swap_params) release_storage(subgroups_[k].view);
+  if (options_.swap_params16) release_storage(subgroups_[k].view16);
   for (auto& t : swapped_tensors(subgroups_[k])) t.set_();
 }
 
@@ -276,8 +296,7 @@ void SwappedOptimizer::adopt_new_state(int k, Buffer& b) {
                          " state tensors per element, more than the swap file reserved");
   auto* base = static_cast<char*>(b.memory->data());
   for (std::size_t i = 0; i < s.slot_keys.size(); ++i)
-    std::memcpy(base + (leading_slots() + static_cast<int64_t>(i)) * s.slot_bytes,
-                state.at(s.slot_keys[i]).data_ptr<float>(), static_cast<std::size_t>(s.numel) * 4);
+    std::memcpy(base + state_offset(s, i), state.at(s.slot_keys[i]).data_ptr<float>(), static_cast<std::size_t>(s.numel) * 4);
   bind(k, b);
 }
 
@@ -340,8 +359,7 @@ std::map<std::string, torch::Tensor> SwappedOptimizer::state() const {
     for (std::size_t i = 0; i < s.slot_keys.size(); ++i) {
       auto it = out.find(s.slot_keys[i]);
       if (it == out.end()) it = out.emplace(s.slot_keys[i], torch::zeros({partition})).first;
-      std::memcpy(it->second.data_ptr<float>() + s.begin, base + (leading_slots() + static_cast<int64_t>(i)) * s.slot_bytes,
-                  static_cast<std::size_t>(s.numel) * 4);
+      std::memcpy(it->second.data_ptr<float>() + s.begin, base + state_offset(s, i), static_cast<std::size_t>(s.numel) * 4);
     }
   }
   return out;
@@ -363,7 +381,7 @@ void SwappedOptimizer::load_state(const std::map<std::string, torch::Tensor>& st
     if (!has_swapped_state(*s.optimizer, s.numel)) continue;
     const int b = acquire_buffer(static_cast<int>(k));
     if (options_.swap_params)  // the slice is written back with the state: bring it into the buffer first
-      file_->wait(file_->submit_read(buffers_[b].memory->data(), s.slot_bytes, s.offset));
+      file_->wait(file_->submit_read(buffers_[b].memory->data(), lead_bytes(s), s.offset));
     adopt_new_state(static_cast<int>(k), buffers_[b]);
     write_back(static_cast<int>(k), buffers_[b]);
     release(static_cast<int>(k));
@@ -381,37 +399,59 @@ std::vector<std::size_t> SwappedOptimizer::subgroups_of(const std::string& group
 }
 
 torch::Tensor SwappedOptimizer::read_params(const std::string& group_name, int64_t begin, int64_t count) const {
+  return read_slices(group_name, false, begin, count);
+}
+
+torch::Tensor SwappedOptimizer::read_params16(const std::string& group_name) const {
+  if (!options_.swap_params16) throw RuntimeFailure("offload: the 16-bit parameters are not in the swap file");
+  return read_slices(group_name, true, 0, -1);
+}
+
+void SwappedOptimizer::write_params(const std::string& group_name, const torch::Tensor& values) {
+  write_slices(group_name, false, values);
+}
+
+void SwappedOptimizer::write_params16(const std::string& group_name, const torch::Tensor& values) {
+  if (!options_.swap_params16) throw RuntimeFailure("offload: the 16-bit parameters are not in the swap file");
+  write_slices(group_name, true, values);
+}
+
+// The fp32 (sixteen false) or 16-bit parameter slices of a group's sub-groups that overlap [begin, begin+count).
+torch::Tensor SwappedOptimizer::read_slices(const std::string& group_name, bool sixteen, int64_t begin, int64_t count) const {
   const auto mine = subgroups_of(group_name);
   const int64_t partition = groups_[subgroups_[mine.front()].group].params[0].numel();
   if (count < 0) count = partition - begin;
   if (begin < 0 || begin + count > partition)
     throw RuntimeFailure("offload: elements " + std::to_string(begin) + "+" + std::to_string(count) + " are outside '" +
                          group_name + "' (" + std::to_string(partition) + " elements)");
-  auto out = torch::empty({count}, torch::kFloat32);
+  auto out = torch::empty({count}, sixteen ? dtype16_ : torch::kFloat32);
+  const std::size_t e = out.element_size();
   AlignedBuffer scratch(subgroups_[mine.front()].slot_bytes);
-  for (std::size_t k : mine) {  // the sub-groups that overlap the range, each read whole
+  for (std::size_t k : mine) {  // each overlapping slice read whole
     const SubGroup& s = subgroups_[k];
     const int64_t lo = std::max(begin, s.begin), hi = std::min(begin + count, s.begin + s.numel);
     if (lo >= hi) continue;
-    file_->wait(file_->submit_read(scratch.data(), s.slot_bytes, s.offset));
-    std::memcpy(out.data_ptr<float>() + (lo - begin), static_cast<const float*>(scratch.data()) + (lo - s.begin),
-                static_cast<std::size_t>(hi - lo) * 4);
+    file_->wait(file_->submit_read(scratch.data(), sixteen ? s.slot16_bytes : s.slot_bytes, s.offset + (sixteen ? s.slot_bytes : 0)));
+    std::memcpy(static_cast<char*>(out.data_ptr()) + (lo - begin) * e, static_cast<const char*>(scratch.data()) + (lo - s.begin) * e,
+                static_cast<std::size_t>(hi - lo) * e);
   }
   return out;
 }
 
-void SwappedOptimizer::write_params(const std::string& group_name, const torch::Tensor& values) {
+void SwappedOptimizer::write_slices(const std::string& group_name, bool sixteen, const torch::Tensor& values) {
   const auto mine = subgroups_of(group_name);
   const int64_t partition = groups_[subgroups_[mine.front()].group].params[0].numel();
-  if (values.numel() != partition || values.scalar_type() != torch::kFloat32)
-    throw RuntimeFailure("offload: '" + group_name + "' takes " + std::to_string(partition) + " fp32 values, got " +
+  const torch::ScalarType dtype = sixteen ? dtype16_ : torch::kFloat32;
+  if (values.numel() != partition || values.scalar_type() != dtype)
+    throw RuntimeFailure("offload: '" + group_name + "' takes " + std::to_string(partition) + " values, got " +
                          std::to_string(values.numel()));
   const torch::Tensor flat = values.contiguous();
+  const std::size_t e = flat.element_size();
   AlignedBuffer scratch(subgroups_[mine.front()].slot_bytes);
   for (std::size_t k : mine) {
     SubGroup& s = subgroups_[k];
-    std::memcpy(scratch.data(), flat.data_ptr<float>() + s.begin, static_cast<std::size_t>(s.numel) * 4);
-    file_->wait(file_->submit_write(scratch.data(), s.slot_bytes, s.offset));
+    std::memcpy(scratch.data(), static_cast<const char*>(flat.data_ptr()) + s.begin * e, static_cast<std::size_t>(s.numel) * e);
+    file_->wait(file_->submit_write(scratch.data(), sixteen ? s.slot16_bytes : s.slot_bytes, s.offset + (sixteen ? s.slot_bytes : 0)));
     s.on_disk = true;
   }
 }

@@ -11,9 +11,11 @@
 // the swap file as well: it is written there at construction and its memory released; each sub-group's
 // slice is read with its state, stepped in the buffer (the wrapped optimizer writes the 16-bit parameters
 // in the same pass: fuses_low_precision() is required), and written back. read_params() / write_params()
-// give the engine the partitions for checkpoints and loading.
-// File layout: per sub-group [parameter slice if swapped][state tensor 0][state tensor 1]..., each tensor at
-// an aligned offset so that any one of them can be read or written alone.
+// give the engine the partitions for checkpoints and loading. With `swap_params16` as well (ZeRO-3
+// offload_param nvme: the 16-bit parameter shards), each sub-group's params16 slice is in the file too, bound
+// to the same buffer during its update; read_params16() / write_params16() give the shards to gather.
+// File layout: per sub-group [parameter slice if swapped][16-bit slice if swapped][state tensor 0][state
+// tensor 1]..., each tensor at an aligned offset so that any one of them can be read or written alone.
 #pragma once
 
 #include <functional>
@@ -31,6 +33,10 @@ struct SwapOptions {
   int64_t sub_group_size = 1000000000;  // elements per swapped sub-group (zero.sub_group_size)
   int buffer_count = 4;             // aligned buffers in the pipeline (>= 3)
   bool swap_params = false;         // the groups' partitions (fp32 masters) live in the swap file too
+  bool swap_params16 = false;       // ... and their 16-bit copies (params16; ZeRO-3 offload_param nvme)
+  // Asked for by the run (zero.offload_param nvme): the engine's ZeRO-3 parameter shards live in the swap
+  // file; the engine turns it into swap_params (fp32: the shards are the masters) and swap_params16.
+  bool parameter_shards = false;
   AioOptions aio;
 };
 
@@ -54,7 +60,10 @@ class SwappedOptimizer : public Optimizer {
   // partition's size) there.
   torch::Tensor read_params(const std::string& group_name, int64_t begin = 0, int64_t count = -1) const;
   void write_params(const std::string& group_name, const torch::Tensor& values);
+  torch::Tensor read_params16(const std::string& group_name) const;
+  void write_params16(const std::string& group_name, const torch::Tensor& values);
   int64_t params_bytes_offloaded() const { return swap_params_bytes_; }
+  int64_t params16_bytes_offloaded() const { return swap_params16_bytes_; }
 
   const std::string& swap_file() const { return file_->path(); }
   bool direct_io() const { return file_->direct(); }
@@ -75,7 +84,9 @@ class SwappedOptimizer : public Optimizer {
     std::unique_ptr<Optimizer> optimizer;
     std::vector<std::string> slot_keys;  // its state tensors that are swapped, in file order
     int64_t offset = 0;          // in the swap file
-    int64_t slot_bytes = 0;      // bytes of one of its tensors in the file (aligned)
+    int64_t slot_bytes = 0;      // bytes of one of its fp32 tensors in the file (aligned)
+    torch::Tensor view16;        // swap_params16: its 16-bit slice (own storage, bound during its update)
+    int64_t slot16_bytes = 0;    // bytes of that slice in the file (aligned)
     bool on_disk = false;        // the swap file holds this sub-group's state
   };
   struct Buffer {
@@ -86,8 +97,14 @@ class SwappedOptimizer : public Optimizer {
   };
 
   std::vector<torch::Tensor> swapped_tensors(SubGroup& s) const;  // its state tensors of numel elements
-  int64_t leading_slots() const { return options_.swap_params ? 1 : 0; }  // the parameter slice's slot
-  int64_t region_bytes(const SubGroup& s) const;  // its parameter slice and state tensors in the file
+  // Bytes of its parameter slices at the start of its region; the offset of state tensor i in it; the region.
+  int64_t lead_bytes(const SubGroup& s) const {
+    return (options_.swap_params ? s.slot_bytes : 0) + (options_.swap_params16 ? s.slot16_bytes : 0);
+  }
+  int64_t state_offset(const SubGroup& s, std::size_t i) const { return lead_bytes(s) + static_cast<int64_t>(i) * s.slot_bytes; }
+  int64_t region_bytes(const SubGroup& s) const { return state_offset(s, s.slot_keys.size()); }
+  torch::Tensor read_slices(const std::string& group_name, bool sixteen, int64_t begin, int64_t count) const;
+  void write_slices(const std::string& group_name, bool sixteen, const torch::Tensor& values);
   std::vector<std::size_t> subgroups_of(const std::string& group_name) const;
   void write_initial_params();
   int buffer_of(int k) const;
@@ -108,6 +125,8 @@ class SwappedOptimizer : public Optimizer {
   int64_t stride_ = 0;       // bytes per sub-group in the swap file
   int64_t swap_bytes_ = 0;
   int64_t swap_params_bytes_ = 0;  // of swap_bytes_, the parameter slices
+  int64_t swap_params16_bytes_ = 0;  // ... and the 16-bit ones
+  torch::ScalarType dtype16_ = torch::kBFloat16;
   bool fuses_ = false;
   StepIo io_;
   StepIo total_io_;          // over every step

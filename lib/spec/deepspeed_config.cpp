@@ -146,7 +146,13 @@ const std::vector<std::pair<std::string, std::string>> kOffloadOptimizerHints = 
     {"pipeline_read", "hftrain always reads the next sub-group while the current one is updated"},
     {"pipeline_write", "hftrain always writes the previous sub-group back while the current one is updated"},
     {"ratio", "a partial-offload ratio for accelerators; on the CPU the whole update runs here"}};
-const std::vector<std::string> kOffloadParamHints = {"nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu"};
+// offload_param keys accepted without effect (why); its device is placed into zero.offload_param.
+const std::vector<std::pair<std::string, std::string>> kOffloadParamHints = {
+    {"nvme_path", "the parameter shards share the optimizer's swap files under offload_optimizer.nvme_path"},
+    {"pin_memory", "nothing is pinned on a CPU build"},
+    {"buffer_count", "each gather reads its shard straight from the swap file; there is no parameter buffer pool"},
+    {"buffer_size", "each gather reads its shard straight from the swap file; there is no parameter buffer pool"},
+    {"max_in_cpu", "shards are read for each gather and dropped after it; none are cached in memory"}};
 // aio keys placed into zero.aio, and those accepted without effect.
 const std::vector<std::string> kAioKeys = {"block_size", "queue_depth", "overlap_events"};
 const std::vector<std::pair<std::string, std::string>> kAioHints = {
@@ -370,12 +376,14 @@ class DeepSpeedReader {
       return;
     }
     if (!expect_map(path, v)) return;
-    std::vector<std::string> known = kOffloadParamHints;
-    known.push_back("device");
+    std::vector<std::string> known = {"device"};
+    for (const auto& [key, why] : kOffloadParamHints) known.push_back(key);
     for (const auto& kv : v) {
       const std::string key = kv.first.Scalar();
+      auto hint = std::find_if(kOffloadParamHints.begin(), kOffloadParamHints.end(), [&](const auto& h) { return h.first == key; });
       if (key == "device") place(path + ".device", kv.second, "zero", which, kv.second);
-      else if (!contains(known, key)) unknown(path + "." + key, key, kv.second, known);
+      else if (hint != kOffloadParamHints.end()) note(path + "." + key, hint->second);
+      else unknown(path + "." + key, key, kv.second, known);
     }
   }
 

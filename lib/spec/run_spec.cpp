@@ -272,6 +272,10 @@ void check_offload(RunSpec& spec, const YAML::Node& root, Issues& issues) {
                "offloading the optimizer state needs zero.stage 1, 2 or 3 (as in DeepSpeed)");
   if (z.offload_param != "none" && z.stage != 3)
     issues.add("zero.offload_param", lookup(zero, "offload_param"), "offloading parameters needs zero.stage 3 (as in DeepSpeed)");
+  if (z.offload_param == "nvme" && z.offload_optimizer.device != "nvme")
+    issues.add("zero.offload_param", lookup(zero, "offload_param"),
+               "device nvme keeps the parameter shards in the optimizer's swap files: set zero.offload_optimizer.device "
+               "nvme (and its nvme_path) as well");
   if (z.offload_optimizer.device == "nvme" && z.offload_optimizer.nvme_path.empty())
     issues.add("zero.offload_optimizer.nvme_path", lookup(zero, "offload_optimizer"),
                "device nvme needs nvme_path: the directory for the swap files");

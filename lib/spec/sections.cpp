@@ -210,7 +210,11 @@ void ZeroArgs::declare(Schema<ZeroArgs>& s) {
         "offload_optimizer nvme: elements of a partition the optimizer swaps in, updates and writes back at a time "
         "(DeepSpeed's name and default; without nvme offload each partition is stepped in one pass).")
       .min(1);
-  s.add("offload_param", &ZeroArgs::offload_param, "Parameter offload device.").choices({"none", "cpu"});
+  s.add("offload_param", &ZeroArgs::offload_param,
+        "Stage 3 parameter offload device: none, cpu (this CPU build's memory: nothing moves) or nvme (the "
+        "parameter shards live in the optimizer's swap files and are read for each gather; needs "
+        "offload_optimizer nvme).")
+      .choices({"none", "cpu", "nvme"});
   s.add("reduce_dtype", &ZeroArgs::reduce_dtype,
         "Dtype gradients are reduced in across workers (DeepSpeed communication_data_type): auto = the "
         "parameters' dtype (bf16/fp16 with mixed precision), fp32 = convert each bucket to fp32 first "

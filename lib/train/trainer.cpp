@@ -128,6 +128,7 @@ void Trainer::setup(const TrainingPlan& plan) {
     swap.buffer_count = static_cast<int>(offload.buffer_count);
     swap.sub_group_size = spec_.zero.sub_group_size;
     swap.aio = AioOptions{spec_.zero.aio.block_size, static_cast<int>(spec_.zero.aio.queue_depth), spec_.zero.aio.overlap_events};
+    swap.parameter_shards = spec_.zero.offload_param == "nvme";
     engine_config.nvme_offload = swap;
   }
   engine_ = make_engine(engine_config, named, make_param_groups(named, args.weight_decay), build_optimizer, world());

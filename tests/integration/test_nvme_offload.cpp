@@ -77,6 +77,56 @@ TEST_CASE("nvme offload gives bitwise the run without it, and resumes exactly", 
   fs::remove_all(dir);
 }
 
+TEST_CASE("ZeRO-3 offload_param nvme gathers the parameter shards from the swap files, bitwise the run without it", "[integration][offload]") {
+  const std::string dir = dist_dir("nvme_params");
+  fs::create_directories(dir + "/nvme");
+  write_text(dir + "/spec.yaml", dist_spec(8, "  save_strategy: steps\n  save_steps: 4\n"));
+  for (const auto& [world, bf16] : {std::pair{1, false}, std::pair{2, false}, std::pair{2, true}}) {
+    const std::string name = "w" + std::to_string(world) + (bf16 ? "bf16" : "fp32");
+    const std::string common = "train spec.yaml --nproc-per-node " + std::to_string(world) +
+                               " --set zero.stage=3 --set training.per_device_train_batch_size=" + std::to_string(6 / world) +
+                               (bf16 ? " --set precision.bf16=true" : "") + " --set zero.stage3_param_persistence_threshold=20";
+    CliResult ref = run_hftrain(common + " --set training.output_dir=" + name + "_ref", dir);
+    REQUIRE(ref.exit_code == 0);
+    CliResult off = run_hftrain(common + " --set training.output_dir=" + name + "_nvme --set zero.offload_param=nvme" + offload_args("nvme"), dir);
+    INFO(name << "\n" << off.output);
+    REQUIRE(off.exit_code == 0);
+    CHECK_THAT(off.output, Catch::Contains("; parameter shards, ") &&
+                               Catch::Contains(bf16 ? "fp32 and 16-bit parameters and state in" : "fp32 parameters and state in"));
+    CHECK(train_logs(dir + "/" + name + "_nvme/trainer_state.json") == train_logs(dir + "/" + name + "_ref/trainer_state.json"));
+    CHECK(same_tensors(dir + "/" + name + "_nvme/model.safetensors", dir + "/" + name + "_ref/model.safetensors"));
+    for (int r = 0; r < world; ++r) {
+      const std::string shard = "/checkpoint-4/global_step4/zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_optim_states.safetensors";
+      CHECK(read_bytes(dir + "/" + name + "_nvme" + shard) == read_bytes(dir + "/" + name + "_ref" + shard));
+    }
+    // The shards moved: in memory only the groups that stay whole (the persistent ones) remain.
+    const json ref_mem = engine_memory_report(ref.output).at("ranks").at(0), off_mem = engine_memory_report(off.output).at("ranks").at(0);
+    CHECK(off_mem.at("param_offloaded_bytes").get<int64_t>() > 0);
+    CHECK(off_mem.at("param_bytes").get<int64_t>() + off_mem.at("param_offloaded_bytes").get<int64_t>() ==
+          ref_mem.at("param_bytes").get<int64_t>());
+    CHECK(off_mem.at("master_offloaded_bytes").get<int64_t>() == (bf16 ? ref_mem.at("master_bytes").get<int64_t>() : 0));
+    CHECK(fs::is_empty(dir + "/nvme"));
+  }
+  // Resume the bf16 run from step 4: the shards are written to the swap files anew.
+  CliResult r = run_hftrain("train spec.yaml --nproc-per-node 2 --set zero.stage=3 --set training.per_device_train_batch_size=3 "
+                            "--set precision.bf16=true --set zero.stage3_param_persistence_threshold=20 --set zero.offload_param=nvme "
+                            "--set training.output_dir=resumed --resume w2bf16_nvme/checkpoint-4" + offload_args("nvme"),
+                            dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(train_logs(dir + "/resumed/trainer_state.json") == train_logs(dir + "/w2bf16_ref/trainer_state.json"));
+  CHECK(same_tensors(dir + "/resumed/model.safetensors", dir + "/w2bf16_ref/model.safetensors"));
+  // offload_param nvme needs the optimizer's swap files (and stage 3): exit 2 naming the key.
+  r = run_hftrain("train spec.yaml --set zero.stage=3 --set zero.offload_param=nvme --set training.output_dir=never", dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("zero.offload_param") && Catch::Contains("set zero.offload_optimizer.device nvme"));
+  r = run_hftrain("train spec.yaml --set zero.stage=2 --set zero.offload_param=nvme --set training.output_dir=never" + offload_args("nvme"), dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("offloading parameters needs zero.stage 3"));
+  CHECK_FALSE(fs::exists(dir + "/never"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("nvme offload: I/O errors, stale swap files and bad paths", "[integration][offload]") {
   const std::string dir = dist_dir("nvme_faults");
   fs::create_directories(dir + "/nvme");
