@@ -198,32 +198,32 @@ struct T5::Block : torch::nn::Module {
   }
 
   // `self_bias`: position bias + mask for self-attention; `memory` / `cross_bias`: the encoder output
-  // and its padding mask (decoder); `state`: cached generation (self keys / values appended, cross
+  // and its padding mask (decoder); `cache`: cached generation (self keys / values appended, cross
   // keys / values computed once) for decoder block `index`.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& self_bias, const torch::Tensor& memory,
-                        const torch::Tensor& cross_bias, Seq2SeqState* state = nullptr, std::size_t index = 0) {
+                        const torch::Tensor& cross_bias, KvCache* cache = nullptr, std::size_t index = 0) {
     const bool train = is_training();
     auto drop = [&](const torch::Tensor& t) { return torch::dropout(t, o.dropout_rate, train); };
     auto h = rms_norm(x, self_norm, o.layer_norm_epsilon);
     auto k = self_attn->heads(self_attn->k(h)), v = self_attn->heads(self_attn->v(h));
-    if (state) std::tie(k, v) = state->self.append(index, k, v);
+    if (cache) std::tie(k, v) = cache->append(index, k, v);
     auto y = x + drop(self_attn->forward(h, k, v, self_bias, train));
     if (decoder) {
       auto hc = rms_norm(y, cross_norm, o.layer_norm_epsilon);
       torch::Tensor ck, cv;
-      if (state && index < state->cross_keys.size() && state->cross_keys[index].defined()) {
-        ck = state->cross_keys[index];
-        cv = state->cross_values[index];
+      if (cache && index < cache->cross_keys.size() && cache->cross_keys[index].defined()) {
+        ck = cache->cross_keys[index];
+        cv = cache->cross_values[index];
       } else {
         ck = cross_attn->heads(cross_attn->k(memory));
         cv = cross_attn->heads(cross_attn->v(memory));
-        if (state) {
-          if (state->cross_keys.size() <= index) {
-            state->cross_keys.resize(index + 1);
-            state->cross_values.resize(index + 1);
+        if (cache) {
+          if (cache->cross_keys.size() <= index) {
+            cache->cross_keys.resize(index + 1);
+            cache->cross_values.resize(index + 1);
           }
-          state->cross_keys[index] = ck;
-          state->cross_values[index] = cv;
+          cache->cross_keys[index] = ck;
+          cache->cross_values[index] = cv;
         }
       }
       y = y + drop(cross_attn->forward(hc, ck, cv, cross_bias, train));
@@ -374,8 +374,8 @@ torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& at
 }
 
 torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_mask, const torch::Tensor& memory,
-                         const torch::Tensor& encoder_mask, Seq2SeqState* state) {
-  const int64_t T = ids.size(1), past = state ? state->self.length : 0, K = past + T;
+                         const torch::Tensor& encoder_mask, KvCache* cache) {
+  const int64_t T = ids.size(1), past = cache ? cache->length : 0, K = past + T;
   const std::size_t first = encoder_blocks_.size() + 2;  // the decoder's embedding unit
   auto x = embed(first, ids);
   // HF: the causal mask times the decoder attention mask, then (1 - m) * finfo.min.
@@ -387,18 +387,18 @@ torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_
   for (std::size_t i = 0; i < decoder_blocks_.size(); ++i) {
     Block* b = decoder_blocks_[i].get();
     const std::size_t unit = first + 1 + i;
-    auto body = [this, b, relative, causal, cross, past, T, K, unit, state, i](const torch::Tensor& in,
+    auto body = [this, b, relative, causal, cross, past, T, K, unit, cache, i](const torch::Tensor& in,
                                                                             const torch::Tensor& mem) {
       return in_unit(unit, [&] {
         auto bias = relative->position_bias(past, T, K, /*bidirectional=*/false).to(in.scalar_type()) + causal;
-        return b->forward(in, bias, mem, cross, state, i);
+        return b->forward(in, bias, mem, cross, cache, i);
       });
     };
-    x = gradient_checkpointing_ && is_training() && !state
+    x = gradient_checkpointing_ && is_training() && !cache
             ? checkpointed(checkpoint_fns_->hold(body, 4 * decoder_blocks_.size()), x, memory)
             : body(x, memory);
   }
-  if (state) state->self.length += T;
+  if (cache) cache->length += T;
   return x;
 }
 
@@ -439,9 +439,13 @@ ModelOutput T5::forward(const Batch& batch) {
   return out;
 }
 
-torch::Tensor T5::decode_cached(const torch::Tensor& decoder_input_ids, Seq2SeqState& state) {
-  if (!state.encoder_hidden.defined()) throw RuntimeFailure("t5: decode_cached needs the encoder output (encode first)");
-  return lm_logits(decode(decoder_input_ids, {}, state.encoder_hidden, state.encoder_mask, &state));
+torch::Tensor T5::forward_encoder_decoder_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                                 const torch::Tensor& decoder_input_ids, KvCache& cache) {
+  if (!cache.encoder_hidden.defined()) {
+    cache.encoder_hidden = encode(input_ids, attention_mask);
+    cache.encoder_mask = attention_mask;
+  }
+  return lm_logits(decode(decoder_input_ids, {}, cache.encoder_hidden, cache.encoder_mask, &cache));
 }
 
 nlohmann::json T5::config_json() const {

@@ -15,15 +15,6 @@ namespace hftrain {
 
 class CheckpointFunctions;
 
-// Encoder output and cross-attention keys / values of one prompt batch, plus the decoder's own KvCache:
-// generation runs the encoder once and feeds the decoder one token at a time.
-struct Seq2SeqState {
-  torch::Tensor encoder_hidden;      // [B, S, d_model] after the encoder's final norm
-  torch::Tensor encoder_mask;        // [B, S] int64 (1 = token) or undefined (all tokens)
-  std::vector<torch::Tensor> cross_keys, cross_values;  // per decoder block: [B, H, S, d_kv]; filled on first use
-  KvCache self;                      // decoder self-attention keys / values
-};
-
 class T5 : public Model {
  public:
   struct Options {
@@ -57,22 +48,26 @@ class T5 : public Model {
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
 
+  bool is_encoder_decoder() const override { return true; }
+  int64_t decoder_start_token_id() const override { return options_.decoder_start_token_id; }
+  // Self-attention keys / values appended to cache.keys / values; cross-attention keys / values computed
+  // on first use and kept in cache.cross_keys / cross_values.
+  torch::Tensor forward_encoder_decoder_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                               const torch::Tensor& decoder_input_ids, KvCache& cache) override;
+
   const Options& options() const { return options_; }
   // HF _shift_right: decoder_start_token_id, then labels[:, :-1] with -100 replaced by pad_token_id.
   torch::Tensor shift_right(const torch::Tensor& labels) const;
   // The encoder's output [B, S, d_model] (after final_layer_norm and dropout).
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
-  // Logits [B, T, V] for decoder_input_ids [B, T] continuing the tokens cached in `state` (their keys and
-  // values are appended); cross-attention keys / values are computed on the first call and kept.
-  torch::Tensor decode_cached(const torch::Tensor& decoder_input_ids, Seq2SeqState& state);
 
  private:
   struct Attention;
   struct FeedForward;
   struct Block;
-  // decoder_attention_mask may be undefined (all tokens); `state` non-null = cached generation.
+  // decoder_attention_mask may be undefined (all tokens); `cache` non-null = cached generation.
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& decoder_attention_mask,
-                       const torch::Tensor& encoder_hidden, const torch::Tensor& encoder_mask, Seq2SeqState* state);
+                       const torch::Tensor& encoder_hidden, const torch::Tensor& encoder_mask, KvCache* cache);
   torch::Tensor embed(std::size_t unit, const torch::Tensor& ids);
   torch::Tensor lm_logits(const torch::Tensor& decoder_hidden);
   Options options_;

@@ -83,8 +83,21 @@ def canonical(cfg, file_tensors):
     return W
 
 
+def shift_right(cfg, labels):
+    """Decoder inputs: decoder_start_token_id, then the labels but the last, ignored labels read as pad tokens."""
+    B = labels.shape[0]
+    dec = torch.cat([torch.full((B, 1), cfg["decoder_start_token_id"], dtype=torch.int64), labels[:, :-1]], 1)
+    return torch.where(dec == -100, torch.full_like(dec, cfg["pad_token_id"]), dec)
+
+
 def t5_forward(cfg, W, ids, mask, labels):
-    """Logits [B, T, V] of T5ForConditionalGeneration; W maps names to tensors (float64 taken here)."""
+    """Logits [B, T, V] of T5ForConditionalGeneration for a batch with labels."""
+    return t5_forward_decoder_ids(cfg, W, ids, mask, shift_right(cfg, labels))
+
+
+def t5_forward_decoder_ids(cfg, W, ids, mask, dec):
+    """Logits [B, T, V] for source ids [B, S] (mask None = no padding) and decoder inputs dec [B, T]; W maps
+    names to tensors (float64 taken here)."""
     g = lambda n: W[n].double()
     H, dkv, eps = cfg["num_heads"], cfg["d_kv"], cfg["layer_norm_epsilon"]
     n_dec = cfg.get("num_decoder_layers") or cfg["num_layers"]
@@ -112,6 +125,8 @@ def t5_forward(cfg, W, ids, mask, labels):
 
     # encoder
     B, S = ids.shape
+    if mask is None:
+        mask = torch.ones(B, S, dtype=torch.int64)
     pad = (1.0 - mask.double())[:, None, None, :] * NEG  # padded keys get no weight
     enc_bias = position_bias(g("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"), S, S, True, cfg) + pad
     x = emb[ids]
@@ -122,10 +137,8 @@ def t5_forward(cfg, W, ids, mask, labels):
         x = x + ff(p + "1.DenseReluDense.", norm(x, p + "1.layer_norm.weight"))
     memory = norm(x, "encoder.final_layer_norm.weight")
 
-    # decoder: labels shifted right, decoder_start_token_id first, ignored labels read as pad tokens
-    T = labels.shape[1]
-    dec = torch.cat([torch.full((B, 1), cfg["decoder_start_token_id"], dtype=torch.int64), labels[:, :-1]], 1)
-    dec = torch.where(dec == -100, torch.full_like(dec, cfg["pad_token_id"]), dec)
+    # decoder
+    T = dec.shape[1]
     future = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
     self_bias = position_bias(g("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"), T, T, False,
                               cfg).masked_fill(future, NEG)

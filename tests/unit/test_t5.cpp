@@ -182,14 +182,15 @@ TEST_CASE("t5 honours the source padding mask and cached decoding equals the ful
 
     // Encoder once, then the decoder fed the shifted labels in pieces: 2 tokens, then 1 at a time.
     auto& t5 = dynamic_cast<T5&>(*m);
-    Seq2SeqState state;
-    state.encoder_hidden = t5.encode(b.input_ids, b.attention_mask);
-    state.encoder_mask = b.attention_mask;
+    REQUIRE(m->is_encoder_decoder());
+    CHECK(m->decoder_start_token_id() == 0);
+    KvCache cache;
     const auto dec = t5.shift_right(b.labels);
-    std::vector<torch::Tensor> parts = {t5.decode_cached(dec.slice(1, 0, 2), state)};
-    for (int64_t t = 2; t < 5; ++t) parts.push_back(t5.decode_cached(dec.slice(1, t, t + 1), state));
-    CHECK(state.self.length == 5);
-    CHECK(state.cross_keys.size() == static_cast<std::size_t>(t5.options().num_decoder_layers.value()));
+    std::vector<torch::Tensor> parts = {m->forward_encoder_decoder_cached(b.input_ids, b.attention_mask, dec.slice(1, 0, 2), cache)};
+    for (int64_t t = 2; t < 5; ++t)
+      parts.push_back(m->forward_encoder_decoder_cached(torch::Tensor(), torch::Tensor(), dec.slice(1, t, t + 1), cache));
+    CHECK(cache.length == 5);
+    CHECK(cache.cross_keys.size() == static_cast<std::size_t>(t5.options().num_decoder_layers.value()));
     CHECK(torch::allclose(torch::cat(parts, 1), full, 1e-5, 1e-5));
   }
 }
