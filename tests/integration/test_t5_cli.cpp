@@ -2,9 +2,11 @@
 // in: the encoder reads the whole digit_reversal example and the decoder learns its labels (the answer;
 // the prompt's labels are -100), a copy task that exercises the training loop, ZeRO stage 3 with
 // gradient checkpointing, and the HF directory it writes (config.json model_type t5, the embedding once),
-// from which training continues with model.from_pretrained and no type.
+// from which training continues with model.from_pretrained and no type; `hftrain predict` generates.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+
+#include <fstream>
 
 #include "checkpoint/safetensors.h"
 #include "cli_runner.h"
@@ -62,4 +64,20 @@ TEST_CASE("t5 trains through hftrain train into an HF directory and continues fr
   REQUIRE(second.size() == 12u);
   CHECK(second.front() < first.front());  // it starts from the trained weights
   CHECK(json::parse(read_text(dir + "/more/config.json"))["model_type"] == "t5");
+
+  // predict generates: the encoder reads each prompt, the decoder starts from decoder_start_token_id.
+  write_text(dir + "/spec.yaml", t5_spec(model, "out") + "generation: {max_new_tokens: 4, num_beams: 2}\n");
+  CliResult p = run_hftrain("predict spec.yaml", dir);
+  INFO(p.output);
+  REQUIRE(p.exit_code == 0);
+  std::ifstream in(dir + "/out/predictions.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    const json j = json::parse(line);
+    REQUIRE(j.contains("generated_ids"));
+    CHECK(j["generated_ids"].size() >= 1u);
+    CHECK(j["generated_ids"].size() <= 4u);
+    CHECK(j.contains("sequence_score"));
+  }
+  CHECK(lines == 4);
 }

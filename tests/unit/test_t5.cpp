@@ -20,6 +20,7 @@
 #include "optim/adamw.h"
 #include "spec/run_spec.h"
 #include "train/pipeline.h"
+#include "train/training_loss.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -159,6 +160,26 @@ TEST_CASE("t5 decoder inputs are the labels shifted right, the loss scores every
   Batch no_labels;
   no_labels.input_ids = b.input_ids;
   CHECK_THROWS_WITH(m->forward(no_labels), Catch::Contains("labels"));
+}
+
+TEST_CASE("t5 label smoothing scores labels at their own position, NEFTune noises both embeddings in training", "[unit][t5]") {
+  auto m = make_model(kT5, 6);
+  m->eval();
+  torch::NoGradGuard no_grad;
+  Batch b = seq2seq_batch();
+  auto out = m->forward(b);
+  // HF's LabelSmoother shifts only causal LMs; a seq2seq model's logits at t score labels at t.
+  const auto smoothed = compute_loss(*m, b, 0.1).loss.item<double>();
+  CHECK(smoothed == Approx(label_smoothed_loss(out.logits, b.labels, 0.1, false).item<double>()).epsilon(1e-6));
+  CHECK(smoothed != Approx(label_smoothed_loss(out.logits, b.labels, 0.1, true).item<double>()).epsilon(1e-3));
+  CHECK(compute_loss(*m, b, 0.0).loss.item<double>() == Approx(out.loss.item<double>()).epsilon(1e-7));
+
+  m->set_neftune_noise_alpha(5.0);
+  CHECK(torch::equal(m->forward(b).logits, out.logits));  // eval: no noise
+  m->train();  // dropout_rate 0: only the noise differs
+  CHECK_FALSE(torch::allclose(m->forward(b).logits, out.logits, 1e-4, 1e-4));
+  m->set_neftune_noise_alpha(0.0);
+  CHECK(torch::allclose(m->forward(b).logits, out.logits, 1e-6, 1e-6));
 }
 
 TEST_CASE("t5 honours the source padding mask and cached decoding equals the full forward", "[unit][t5]") {
