@@ -256,18 +256,24 @@ PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
   for (auto& nb : model.named_buffers()) targets.emplace(nb.key(), nb.value());
   const std::string where = std::filesystem::exists(dir + "/model.safetensors") ? dir + "/model.safetensors"
                                                                                   : dir + "/" + kIndexFile;
-  // File name -> model name: HF's renames (LayerNorm gamma/beta) and the base-model prefix.
+  const auto files = model_dir_files(dir, /*strict_config_error=*/true);
+  std::set<std::string> file_names;  // every tensor name in the directory's files
+  // File name -> model name: HF's renames (LayerNorm gamma/beta), the base-model prefix, tied aliases.
   auto model_name = [&](std::string name) {
     for (const auto& [from, to] : {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
                                    std::pair<std::string, std::string>{"LayerNorm.beta", "LayerNorm.bias"}})
       if (matches(name, "." + from)) name = name.substr(0, name.size() - from.size()) + to;
     if (!targets.count(name) && !rules.base_prefix.empty() && targets.count(rules.base_prefix + name))
       name = rules.base_prefix + name;
+    if (auto alias = rules.aliases.find(name); alias != rules.aliases.end() && !file_names.count(alias->second))
+      name = alias->second;  // a tied copy stands in for the tensor the file lacks
     return name;
   };
   PretrainedPlan plan;
   std::vector<std::pair<std::string, std::string>> unexpected;  // tensor, file
-  for (const auto& [path, header] : model_dir_files(dir, /*strict_config_error=*/true)) {
+  for (const auto& [path, header] : files)
+    for (const auto& e : header.tensors) file_names.insert(e.name);
+  for (const auto& [path, header] : files) {
     for (const auto& e : header.tensors) {
       const std::string name = model_name(e.name);
       auto it = targets.find(name);

@@ -119,8 +119,12 @@ int run_estimate(const EstimateRequest& request) {
       }
 
   const YAML::Node model_options = c.models.dump(spec.model.type, spec.model.options);
-  ActivationShape activation{model_option(model_options, {"n_layer", "num_hidden_layers"}), model_hidden_size(spec, c.catalog()),
-                             model_option(model_options, {"n_head", "num_attention_heads"}),
+  int64_t layers = model_option(model_options, {"n_layer", "num_hidden_layers", "num_layers"});
+  // Encoder-decoder models (t5): the decoder's blocks hold activations too (null = as many as the encoder).
+  if (const YAML::Node decoder = lookup(model_options, "num_decoder_layers"); decoder.IsDefined())
+    layers += decoder.IsScalar() ? decoder.as<int64_t>() : layers;
+  ActivationShape activation{layers, model_hidden_size(spec, c.catalog()),
+                             model_option(model_options, {"n_head", "num_attention_heads", "num_heads"}),
                              std::max<int64_t>(1, shape.max_length), spec.training.per_device_train_batch_size, spec_mixed};
   const int64_t act_full = activation_bytes(activation, false), act_ckpt = activation_bytes(activation, true);
 

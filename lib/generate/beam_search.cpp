@@ -97,9 +97,11 @@ torch::Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, std::siz
 }  // namespace
 
 void select_cache_rows(KvCache& cache, const torch::Tensor& rows) {
-  for (auto* tensors : {&cache.keys, &cache.values})
+  for (auto* tensors : {&cache.keys, &cache.values, &cache.cross_keys, &cache.cross_values})
     for (auto& t : *tensors)
       if (t.defined()) t = t.index_select(0, rows);
+  for (auto* t : {&cache.encoder_hidden, &cache.encoder_mask})
+    if (t->defined()) *t = t->index_select(0, rows);
 }
 
 std::vector<GeneratedSequence> beam_search(Model& model, const std::vector<int64_t>& prompt, const GenerationConfig& config) {
@@ -108,12 +110,18 @@ std::vector<GeneratedSequence> beam_search(Model& model, const std::vector<int64
   if (prompt.empty()) throw RuntimeFailure("beam search: the prompt is empty (nothing to condition on)");
   torch::NoGradGuard no_grad;
   const int64_t num_beams = config.num_beams;
-  const auto prompt_length = static_cast<int64_t>(prompt.size());
+  // An encoder-decoder model reads `prompt` with its encoder (once); its beams are decoder sequences that
+  // start with the decoder start token, which plays the prompt's part in HF's lengths and processors.
+  const bool encoder_decoder = model.is_encoder_decoder();
+  const torch::Tensor source = torch::tensor(prompt, torch::kLong).unsqueeze(0);
+  const std::vector<int64_t> start =
+      encoder_decoder ? std::vector<int64_t>{model.decoder_start_token_id()} : prompt;
+  const auto prompt_length = static_cast<int64_t>(start.size());
   const int64_t max_length = prompt_length + config.max_new_tokens;
   const bool has_eos = config.eos_token_id.has_value();
   const int64_t eos = config.eos_token_id.value_or(-1);
 
-  std::vector<std::vector<int64_t>> beams(static_cast<std::size_t>(num_beams), prompt);
+  std::vector<std::vector<int64_t>> beams(static_cast<std::size_t>(num_beams), start);
   // Running scores in float32, as HF keeps them; all beams start from the same prompt, so only the first
   // may contribute at the first step.
   auto beam_scores = torch::zeros({num_beams}, torch::kFloat);
@@ -125,9 +133,18 @@ std::vector<GeneratedSequence> beam_search(Model& model, const std::vector<int64
   while (true) {
     // Next-token logits [num_beams, V] of every beam.
     torch::Tensor last;
-    const bool window_slides = config.max_context > 0 && cur_len > config.max_context;
+    const bool window_slides = !encoder_decoder && config.max_context > 0 && cur_len > config.max_context;
     if (window_slides) cache = KvCache{};  // positions move from now on: the cache is of no further use
-    if (model.supports_kv_cache() && !window_slides) {
+    if (encoder_decoder) {
+      if (cache.length == 0) {  // the encoder and the start token once, then copied to every beam
+        auto logits = model.forward_encoder_decoder_cached(source, {}, torch::tensor(start, torch::kLong).unsqueeze(0), cache);
+        select_cache_rows(cache, torch::zeros({num_beams}, torch::kLong));
+        last = logits[0][logits.size(1) - 1].unsqueeze(0).expand({num_beams, logits.size(2)});
+      } else {
+        auto logits = model.forward_encoder_decoder_cached(source, {}, ids_tensor(beams, static_cast<std::size_t>(cur_len - 1)), cache);
+        last = logits.select(1, logits.size(1) - 1);
+      }
+    } else if (model.supports_kv_cache() && !window_slides) {
       if (cache.length == 0) {  // the prompt once, then its cache copied to every beam
         auto logits = model.forward_cached(torch::tensor(prompt, torch::kLong).unsqueeze(0), cache);
         select_cache_rows(cache, torch::zeros({num_beams}, torch::kLong));

@@ -92,14 +92,22 @@ std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, 
     throw ConfigError("generation.temperature must be > 0 when do_sample is true");
   if (prompt.empty()) throw RuntimeFailure("generate: the prompt is empty (nothing to condition on)");
   torch::NoGradGuard no_grad;
-  std::vector<int64_t> tokens = prompt;
+  // An encoder-decoder model reads the prompt with its encoder (once); the decoder's tokens start with
+  // the decoder start token, which plays the prompt's part for the processors.
+  const bool encoder_decoder = model.is_encoder_decoder();
+  const torch::Tensor source = torch::tensor(prompt, torch::kLong).unsqueeze(0);
+  std::vector<int64_t> tokens = encoder_decoder ? std::vector<int64_t>{model.decoder_start_token_id()} : prompt;
+  const auto prompt_length = static_cast<int64_t>(tokens.size());
   std::vector<int64_t> generated;
   KvCache cache;
   for (int64_t i = 0; i < config.max_new_tokens; ++i) {
     const auto n = static_cast<int64_t>(tokens.size());
-    const int64_t begin = config.max_context > 0 && n > config.max_context ? n - config.max_context : 0;
+    const int64_t begin = !encoder_decoder && config.max_context > 0 && n > config.max_context ? n - config.max_context : 0;
     torch::Tensor logits;
-    if (model.supports_kv_cache() && begin == 0) {  // feed only the tokens the cache has not seen
+    if (encoder_decoder) {
+      auto fresh = std::vector<int64_t>(tokens.begin() + cache.length, tokens.end());
+      logits = model.forward_encoder_decoder_cached(source, {}, torch::tensor(fresh, torch::kLong).unsqueeze(0), cache);
+    } else if (model.supports_kv_cache() && begin == 0) {  // feed only the tokens the cache has not seen
       auto fresh = std::vector<int64_t>(tokens.begin() + cache.length, tokens.end());
       logits = model.forward_cached(torch::tensor(fresh, torch::kLong).unsqueeze(0), cache);
     } else {  // no cache, or the window slides (every position moves): rerun the cropped context
@@ -109,7 +117,7 @@ std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, 
     }
     auto scores = logits[0][logits.size(1) - 1].to(torch::kFloat).unsqueeze(0);  // [1, V]
     if (config.no_repeat_ngram_size > 0 || config.min_new_tokens > 0)
-      mask_forbidden_tokens(scores, {tokens}, static_cast<int64_t>(prompt.size()), config);
+      mask_forbidden_tokens(scores, {tokens}, prompt_length, config);
     const int64_t token = next_token(scores[0], config, generator);
     tokens.push_back(token);
     generated.push_back(token);

@@ -3,7 +3,9 @@
 // up to max_new_tokens, stopping after the eos token; HF's no_repeat_ngram_size and min_new_tokens
 // processors apply to both (beam search is beam_search.h; generate_sequences picks the method). Models with a KV cache (gpt, gpt2, llama) run the
 // prompt once and then one token per step; once the context outgrows max_context the window slides and
-// each step reruns it (positions move), as models without a cache always do.
+// each step reruns it (positions move), as models without a cache always do. Encoder-decoder models (t5)
+// encode the prompt once and decode from their decoder start token with cached self- and cross-attention
+// keys / values; the returned tokens are those after the start token (HF's generate() for seq2seq).
 #pragma once
 
 #include <cstdint>

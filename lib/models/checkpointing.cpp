@@ -40,7 +40,49 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   }
 };
 
+using MemoryBlockFn = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+
+// The two-input form: the same scheme, with the block's second input stored and differentiated as well.
+class CheckpointFunction2 : public torch::autograd::Function<CheckpointFunction2> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor memory,
+                               int64_t block_address) {
+    ctx->saved_data["block"] = block_address;
+    ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
+    ctx->saved_data["autocast"] = static_cast<int64_t>(current_autocast_dtype());
+    ctx->save_for_backward({x, memory});
+    torch::NoGradGuard no_grad;
+    return (*reinterpret_cast<const MemoryBlockFn*>(block_address))(x, memory);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto* block = reinterpret_cast<const MemoryBlockFn*>(ctx->saved_data["block"].toInt());
+    const auto saved = ctx->get_saved_variables();
+    auto x = saved[0].detach().requires_grad_(saved[0].requires_grad());
+    auto memory = saved[1].detach().requires_grad_(saved[1].requires_grad());
+    auto generator = at::detail::getDefaultCPUGenerator();
+    auto rng_now = generator.get_state();
+    generator.set_state(ctx->saved_data["rng"].toTensor());
+    torch::Tensor y;
+    {
+      torch::AutoGradMode enable(true);
+      AutocastScope autocast(static_cast<torch::ScalarType>(ctx->saved_data["autocast"].toInt()));
+      y = (*block)(x, memory);
+    }
+    generator.set_state(rng_now);
+    torch::autograd::backward({y}, {grad_outputs[0]});
+    return {x.requires_grad() ? x.grad() : torch::Tensor(), memory.requires_grad() ? memory.grad() : torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor checkpointed(const MemoryBlockFn& block, const torch::Tensor& x, const torch::Tensor& memory) {
+  if (!torch::GradMode::is_enabled() || (!x.requires_grad() && !memory.requires_grad())) return block(x, memory);
+  return CheckpointFunction2::apply(x, memory, reinterpret_cast<int64_t>(&block));
+}
 
 torch::Tensor checkpointed(const BlockFn& block, const torch::Tensor& x) {
   if (!torch::GradMode::is_enabled() || !x.requires_grad()) return block(x);

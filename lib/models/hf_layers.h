@@ -51,9 +51,17 @@ class CheckpointFunctions {
     while (fns_.size() > keep) fns_.pop_front();
     return fns_.back();
   }
+  // The same for blocks with a second input (checkpointed(block, x, memory)).
+  using MemoryFn = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+  const MemoryFn& hold(MemoryFn fn, std::size_t keep) {
+    memory_fns_.push_back(std::move(fn));
+    while (memory_fns_.size() > keep) memory_fns_.pop_front();
+    return memory_fns_.back();
+  }
 
  private:
   std::deque<Fn> fns_;
+  std::deque<MemoryFn> memory_fns_;
 };
 
 }  // namespace hftrain

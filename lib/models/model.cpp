@@ -32,6 +32,14 @@ torch::Tensor Model::forward_cached(const torch::Tensor&, KvCache&) {
   throw RuntimeFailure("model type '" + config_json().value("model_type", std::string("?")) + "' keeps no KV cache");
 }
 
+int64_t Model::decoder_start_token_id() const {
+  throw RuntimeFailure("model type '" + config_json().value("model_type", std::string("?")) + "' is not an encoder-decoder model");
+}
+
+torch::Tensor Model::forward_encoder_decoder_cached(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, KvCache&) {
+  throw RuntimeFailure("model type '" + config_json().value("model_type", std::string("?")) + "' is not an encoder-decoder model");
+}
+
 void Model::enable_gradient_checkpointing() {
   throw ConfigError("training.gradient_checkpointing: model type '" + config_json().value("model_type", std::string("?")) +
                     "' has no blocks to checkpoint");

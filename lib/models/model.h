@@ -40,6 +40,11 @@ struct ModelContext {
 struct KvCache {
   std::vector<torch::Tensor> keys, values;  // per layer: [B, kv heads, tokens, head dim]
   int64_t length = 0;                       // tokens cached (the position of the next token)
+  // Encoder-decoder models: the encoder output [B, S, hidden] and its mask [B, S] (undefined = no padding)
+  // for the cached rows, and each decoder layer's cross-attention keys / values [B, heads, S, head dim],
+  // computed on the layer's first use.
+  torch::Tensor encoder_hidden, encoder_mask;
+  std::vector<torch::Tensor> cross_keys, cross_values;
   // Appends this forward's k, v [B, H, T, D] to `layer`'s entries; returns the layer's keys and values
   // for every token so far. The model advances `length` once all layers have run.
   std::pair<torch::Tensor, torch::Tensor> append(std::size_t layer, const torch::Tensor& k, const torch::Tensor& v);
@@ -158,6 +163,15 @@ class Model : public torch::nn::Module {
   // false and generation reruns the context each step.
   virtual bool supports_kv_cache() const { return false; }
   virtual torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache);
+  // Encoder-decoder models (T5): generation runs the encoder once over the source and then the decoder,
+  // which starts from decoder_start_token_id(), one token at a time. forward_encoder_decoder_cached gives
+  // logits [B, T, V] for decoder_input_ids [B, T] continuing the cached decoder tokens; when the cache holds
+  // no encoder output yet it first encodes input_ids [B, S] (attention_mask may be undefined) into it.
+  // Other models: false, and the other two throw RuntimeFailure.
+  virtual bool is_encoder_decoder() const { return false; }
+  virtual int64_t decoder_start_token_id() const;
+  virtual torch::Tensor forward_encoder_decoder_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                                       const torch::Tensor& decoder_input_ids, KvCache& cache);
   // The units of forward, in order (see GatherUnit). Models that cannot be gathered per module throw a
   // ConfigError naming themselves (the default).
   virtual std::vector<GatherUnit> gather_units() const;

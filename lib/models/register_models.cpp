@@ -4,6 +4,7 @@
 #include "models/gpt2.h"
 #include "models/llama.h"
 #include "models/mlp.h"
+#include "models/t5.h"
 #include "registry/registry.h"
 
 namespace hftrain {
@@ -16,6 +17,8 @@ void register_models(Registry<Model, const ModelContext&>& models) {
       "bert", "HF BertForSequenceClassification (pooler + classifier; regression when num_labels is 1).");
   models.add<BertForMaskedLM>("bert_mlm", "HF BertForMaskedLM (MLM head tied to the word embeddings).");
   models.add<Llama>("llama", "HF LlamaForCausalLM (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention).");
+  models.add<T5>("t5", "HF T5ForConditionalGeneration (encoder-decoder, relative position buckets, RMS norms; "
+                       "relu or gated-gelu feed-forward); T5Config option names.");
 }
 
 void register_model_shapes(Registry<ModelShapes, const ModelContext&>& shapes) {
@@ -25,6 +28,7 @@ void register_model_shapes(Registry<ModelShapes, const ModelContext&>& shapes) {
   shapes.add<ShapesOf<BertForSequenceClassification>>("bert", "parameter shapes of bert");
   shapes.add<ShapesOf<BertForMaskedLM>>("bert_mlm", "parameter shapes of bert_mlm");
   shapes.add<ShapesOf<Llama>>("llama", "parameter shapes of llama");
+  shapes.add<ShapesOf<T5>>("t5", "parameter shapes of t5");
 }
 
 }  // namespace hftrain

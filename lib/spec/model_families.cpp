@@ -17,6 +17,7 @@ const std::vector<ModelFamily>& families() {
         {"BertModel", "bert_mlm"}},
        {}},
       {"llama", "llama", {{"LlamaForCausalLM", "llama"}, {"LlamaModel", "llama"}}, {"rope_scaling"}},
+      {"t5", "t5", {{"T5ForConditionalGeneration", "t5"}, {"T5Model", "t5"}}, {}},
   };
   return table;
 }
@@ -32,6 +33,13 @@ const std::map<std::string, LoadRules>& rules() {
          "bert.pooler."},
         {}}},
       {"llama", {"model.", {".rotary_emb.inv_freq", "lm_head.weight"}, {}}},
+      // HF stores the tied embedding once, as shared.weight; some files carry encoder/decoder.embed_tokens
+      // copies (or only those), and lm_head.weight when tied.
+      {"t5",
+       {"",
+        {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"},
+        {"lm_head."},
+        {{"encoder.embed_tokens.weight", "shared.weight"}, {"decoder.embed_tokens.weight", "shared.weight"}}}},
   };
   return table;
 }

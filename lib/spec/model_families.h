@@ -23,11 +23,15 @@ struct LoadRules {
   std::string base_prefix;                     // "transformer." etc.: files saved from the base model lack it
   std::vector<std::string> ignored_unexpected; // name prefixes or ".suffix"es of file tensors to skip
   std::vector<std::string> initialised_if_missing;  // name prefixes of head tensors HF initialises fresh
+  // File tensor name -> model tensor name, used only when the file holds no tensor of the model name: a
+  // tied copy stored instead of the tensor it is tied to (T5's encoder.embed_tokens.weight for
+  // shared.weight). Further copies are then skipped when listed in ignored_unexpected.
+  std::map<std::string, std::string> aliases;
 };
 
 // nullptr when `model_type` is not a known family.
 const ModelFamily* find_model_family(const std::string& model_type);
-// "gpt, mlp, gpt2, bert, llama" for messages.
+// "gpt, mlp, gpt2, bert, llama, t5" for messages.
 std::string known_model_types();
 // Loading rules for an hftrain model type (empty rules for types without HF checkpoints).
 LoadRules load_rules_for(const std::string& hftrain_type);

@@ -138,7 +138,7 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
         }
         out << line.dump() << "\n";
       }
-    } else if (!p.model->is_causal_lm()) {  // e.g. a masked LM: the most likely token at each position
+    } else if (!p.model->is_causal_lm() && !p.model->is_encoder_decoder()) {  // e.g. a masked LM: the most likely token at each position
       Batch b = collate(examples, p.data->task());
       auto ids = p.model->forward(b).logits.argmax(-1).contiguous();
       for (std::size_t i = 0; i < examples.size(); ++i) {
@@ -150,7 +150,7 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
         out << line.dump() << "\n";
       }
       has_labels = has_labels || examples.front().labels.size() > 0;
-    } else {
+    } else {  // causal LMs continue the prompt; encoder-decoder models encode it and generate from the decoder start
       for (const auto& ex : examples) {
         std::vector<int64_t> prompt(ex.input_ids.begin(), ex.input_ids.begin() + ex.prompt_length);
         const std::vector<GeneratedSequence> sequences = generate_sequences(*p.model, prompt, config, generator);

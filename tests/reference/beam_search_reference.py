@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-# Reference test for generation: HF-layout gpt2 and llama directories with random weights (made with
-# hf_models_reference.py's writers), and a beam search written here from the description of HF
-# generate()'s beam search for decoder-only models (transformers v4.36-v4.49: BeamSearchScorer /
+# Reference test for generation: HF-layout gpt2, llama and t5 directories with random weights (made with
+# hf_models_reference.py's and t5_reference.py's writers), and a beam search written here from the
+# description of HF generate()'s beam search (transformers v4.36-v4.49: BeamSearchScorer /
 # BeamHypotheses), over this script's own float64 forward, recomputed from the whole sequence at every
-# step (no KV cache). hftrain runs the same cases through generate_sequences (the hidden Catch2 case
+# step (no KV cache). For t5 the prompt is the encoder's input and the searched sequences are decoder
+# sequences that start with decoder_start_token_id, which takes the prompt's place in the rules below
+# (HF's encoder-decoder generation). hftrain runs the same cases through generate_sequences (the hidden Catch2 case
 # "[beam_ref]" of hftrain_unit_tests) and must return the same token sequences, best first, with scores
 # within 1e-4. num_beams 1 cases compare greedy decoding. Exit 0 = agreement.
 #
@@ -37,6 +39,7 @@ except ImportError:
 
 from hf_models_reference import (gpt2_case, gpt2_forward, llama_case, llama_forward, run_hftrain_side,  # noqa: E402
                                  write_model_dir)
+from t5_reference import t5_config, t5_forward_decoder_ids, t5_weights  # noqa: E402
 
 NEG_INF = float("-inf")
 
@@ -49,6 +52,15 @@ def make_logprobs(forward, cfg, W, max_context):
             ids = ids[:, -max_context:]  # hftrain's sliding window: the last max_context tokens, positions from 0
         logits = forward(cfg, W, ids, None)[:, -1, :]
         return torch.log_softmax(logits, -1)
+    return logprobs
+
+
+def make_t5_logprobs(cfg, W, source):
+    """Next-token log-probabilities (float64) of decoder sequences, the encoder reading `source`."""
+    def logprobs(seqs):
+        dec = torch.tensor(seqs, dtype=torch.int64)
+        ids = torch.tensor([source] * len(seqs), dtype=torch.int64)
+        return torch.log_softmax(t5_forward_decoder_ids(cfg, W, ids, None, dec)[:, -1, :], -1)
     return logprobs
 
 
@@ -155,18 +167,31 @@ def make_cases(root):
     cfg, W = llama_case(gen, tie=False, kv_heads=2, theta=10000.0)
     write_model_dir(os.path.join(root, "llama"), cfg, W)
     models["llama"] = (llama_forward, cfg, W)
+    # t5: gated-gelu, untied head, 2 encoder / 3 decoder blocks
+    cfg = t5_config(feed_forward_proj="gated-gelu", tie_word_embeddings=False, relative_attention_num_buckets=16,
+                    relative_attention_max_distance=20)
+    W = t5_weights(gen, cfg)
+    write_model_dir(os.path.join(root, "t5"), cfg, W)
+    models["t5"] = (None, cfg, W)
+
+    def searcher(model, prompt, max_context):
+        """(logprobs, the searched sequences' prompt): the decoder start token for t5."""
+        forward, cfg, W = models[model]
+        if forward is None:
+            return make_t5_logprobs(cfg, W, prompt), [cfg["decoder_start_token_id"]]
+        return make_logprobs(forward, cfg, W, max_context), prompt
 
     cases = []
-    for model, (forward, cfg, W) in models.items():
+    for model, (_, cfg, _) in models.items():
         V = cfg["vocab_size"]
         for p in range(4):
             prompt = torch.randint(3, V, (4 + p,), generator=gen).tolist()
-            lp = make_logprobs(forward, cfg, W, 0)
+            lp, start = searcher(model, prompt, 0)
             # eos candidates that beam search meets: the greedy token at step 2 (greedy stops there), the
             # runner-up at step 3 (a beam finishes while others go on), and the token greedy decoding
             # repeats most (likely in many contexts: many hypotheses finish).
-            path = greedy(lp, prompt, settings())[0]["tokens"]
-            step3 = lp([prompt + path[:2]])[0]
+            path = greedy(lp, start, settings())[0]["tokens"]
+            step3 = lp([start + path[:2]])[0]
             runner_up = int(step3.topk(2).indices[1])
             early_eos = path[1]
             frequent = max(path, key=path.count)
@@ -211,8 +236,8 @@ def make_cases(root):
                                        num_return_sequences=2)),
             ]
             for name, s in variants:
-                lp = make_logprobs(forward, cfg, W, s["max_context"])
-                expected = generate(lp, prompt, s)
+                lp, start = searcher(model, prompt, s["max_context"])
+                expected = generate(lp, start, s)
                 cases.append(dict(s, name="%s_p%d_%s" % (model, p, name), model=model, prompt=prompt,
                                   expected=expected))
     return cases

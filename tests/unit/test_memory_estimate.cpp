@@ -66,6 +66,9 @@ TEST_CASE("each family's shape function lists exactly what its model registers",
       {"bert", "{hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 48}", ModelContext{37, 12, 3, 0}},
       {"bert_mlm", "{hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 4, intermediate_size: 48}", lm},
       {"mlp", "{hidden_sizes: [7, 9]}", classes},
+      {"t5", "{d_model: 32, d_kv: 8, d_ff: 48, num_layers: 2, num_decoder_layers: 3, num_heads: 4}", lm},
+      {"t5", "{d_model: 32, d_kv: 12, d_ff: 40, num_layers: 1, num_heads: 3, feed_forward_proj: gated-gelu, "
+             "tie_word_embeddings: false}", lm},
   };
   for (const auto& [type, options, context] : cases) {
     INFO(type << " " << options);

@@ -1,0 +1,479 @@
+// `t5` model (see t5.h). Follows HF's T5 equations: scores q k^T without 1/sqrt(d) scaling, plus the
+// relative position bias (bidirectional buckets in the encoder, causal in the decoder, exact up to
+// num_buckets / 2 and log-spaced up to max_distance) taken from the first block's embedding and shared by
+// every block of the stack, plus HF's additive masks (finfo.min); softmax in float32; RMS norms in
+// float32 without mean or bias; pre-norm residual sublayers with dropout; the tied head scales the
+// decoder output by d_model^-0.5. Initialisation is HF's T5 _init_weights with initializer_factor.
+#include "models/t5.h"
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "models/checkpointing.h"
+#include "models/hf_layers.h"
+#include "util/error.h"
+
+namespace hftrain {
+
+void T5::Options::declare(Schema<Options>& s) {
+  s.add("vocab_size", &Options::vocab_size, "Vocabulary size; 0 = from the data's tokenizer.").min(0);
+  s.add("d_model", &Options::d_model, "Hidden size.").min(1);
+  s.add("d_kv", &Options::d_kv, "Size of each attention head's keys, queries and values.").min(1);
+  s.add("d_ff", &Options::d_ff, "Feed-forward inner size.").min(1);
+  s.add("num_layers", &Options::num_layers, "Number of encoder blocks.").min(1);
+  s.add("num_decoder_layers", &Options::num_decoder_layers, "Number of decoder blocks; null = num_layers.");
+  s.add("num_heads", &Options::num_heads, "Attention heads per attention layer.").min(1);
+  s.add("relative_attention_num_buckets", &Options::relative_attention_num_buckets,
+        "Relative position buckets (the encoder's are split between the two directions).")
+      .min(2);
+  s.add("relative_attention_max_distance", &Options::relative_attention_max_distance,
+        "Distance beyond which relative positions share the last bucket.")
+      .min(1);
+  s.add("dropout_rate", &Options::dropout_rate, "Dropout on embeddings, attention probabilities and residual branches.")
+      .min(0)
+      .max(1);
+  s.add("layer_norm_epsilon", &Options::layer_norm_epsilon, "Epsilon of the RMS layer norms.").greater_than(0);
+  s.add("initializer_factor", &Options::initializer_factor, "Scale of HF's T5 initialisation (1.0 as in HF).")
+      .greater_than(0);
+  s.add("feed_forward_proj", &Options::feed_forward_proj,
+        "Feed-forward type: relu (T5 v1.0), gated-gelu (T5 v1.1, gelu_new), or [gated-]<activation>.");
+  s.add("tie_word_embeddings", &Options::tie_word_embeddings,
+        "lm_head shares the token embedding (`shared`); the decoder output is then scaled by d_model^-0.5.");
+  s.add("pad_token_id", &Options::pad_token_id, "Padding token (replaces -100 in the shifted labels).").min(0);
+  s.add("eos_token_id", &Options::eos_token_id, "End-of-sequence token.").min(0);
+  s.add("decoder_start_token_id", &Options::decoder_start_token_id, "First decoder input token.").min(0);
+}
+
+namespace {
+
+torch::nn::Linear linear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+// HF T5Config: "gated-<act>" or "<act>"; "gated-gelu" means gelu_new. Returns {activation, gated}.
+std::pair<std::string, bool> parse_feed_forward_proj(const std::string& proj) {
+  const auto dash = proj.find('-');
+  const bool gated = dash != std::string::npos && proj.substr(0, dash) == "gated";
+  const std::string act = dash == std::string::npos ? proj : proj.substr(dash + 1);
+  if ((dash != std::string::npos && !gated) || act.find('-') != std::string::npos || act.empty())
+    throw ConfigError("model.feed_forward_proj: '" + proj +
+                      "' is not a valid activation function of the dense layer; use `gated-{ACT_FN}` or `{ACT_FN}`, "
+                      "e.g. 'gated-gelu' or 'relu'");
+  check_activation(act, "model.feed_forward_proj");
+  return {proj == "gated-gelu" ? "gelu_new" : act, gated};
+}
+
+// The options with the data's vocabulary filled in, checked.
+T5::Options resolved(T5::Options o, const ModelContext& context) {
+  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
+  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
+  if (o.num_decoder_layers && *o.num_decoder_layers < 1)
+    throw ConfigError("model.num_decoder_layers: " + std::to_string(*o.num_decoder_layers) + " (at least 1, or null)");
+  parse_feed_forward_proj(o.feed_forward_proj);
+  for (const auto& [key, id] : {std::pair<const char*, int64_t>{"pad_token_id", o.pad_token_id},
+                                {"eos_token_id", o.eos_token_id},
+                                {"decoder_start_token_id", o.decoder_start_token_id}})
+    if (id >= o.vocab_size)
+      throw ConfigError(std::string("model.") + key + " (" + std::to_string(id) + ") is outside the vocabulary (" +
+                        std::to_string(o.vocab_size) + " tokens)");
+  return o;
+}
+
+float lowest_of(torch::ScalarType dtype) {
+  return dtype == torch::kBFloat16 ? static_cast<float>(std::numeric_limits<c10::BFloat16>::lowest())
+         : dtype == torch::kHalf   ? static_cast<float>(std::numeric_limits<c10::Half>::lowest())
+                                   : std::numeric_limits<float>::lowest();
+}
+
+// HF T5Attention._relative_position_bucket on relative positions (memory - query), in HF's float32 math.
+torch::Tensor relative_position_bucket(torch::Tensor relative_position, bool bidirectional, int64_t num_buckets,
+                                       int64_t max_distance) {
+  auto buckets = torch::zeros_like(relative_position);
+  if (bidirectional) {
+    num_buckets /= 2;
+    buckets = buckets + relative_position.gt(0).to(torch::kLong) * num_buckets;
+    relative_position = relative_position.abs();
+  } else {
+    relative_position = -torch::clamp_max(relative_position, 0);
+  }
+  const int64_t max_exact = num_buckets / 2;
+  auto is_small = relative_position.lt(max_exact);
+  auto large = torch::log(relative_position.to(torch::kFloat) / static_cast<double>(max_exact)) /
+               std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)) *
+               static_cast<double>(num_buckets - max_exact);
+  // log(0) = -inf where the position is small; those entries are never selected (where below).
+  large = torch::where(is_small, torch::zeros_like(large), large);
+  auto if_large = torch::clamp_max(max_exact + large.to(torch::kLong), num_buckets - 1);
+  return buckets + torch::where(is_small, relative_position, if_large);
+}
+
+}  // namespace
+
+struct T5::Attention : torch::nn::Module {
+  Attention(const Options& o, bool relative_bias) : o(o) {
+    const int64_t inner = o.num_heads * o.d_kv;
+    q = register_module("q", linear(o.d_model, inner));
+    k = register_module("k", linear(o.d_model, inner));
+    v = register_module("v", linear(o.d_model, inner));
+    out = register_module("o", linear(inner, o.d_model));
+    if (relative_bias)
+      bias_embedding = register_module("relative_attention_bias",
+                                       torch::nn::Embedding(o.relative_attention_num_buckets, o.num_heads));
+  }
+
+  torch::Tensor heads(const torch::Tensor& t) const {
+    return t.view({t.size(0), t.size(1), o.num_heads, o.d_kv}).transpose(1, 2);
+  }
+
+  // HF compute_bias for queries at positions [q_start, q_start + q_len) and keys [0, k_len): [1, H, q, k].
+  torch::Tensor position_bias(int64_t q_start, int64_t q_len, int64_t k_len, bool bidirectional) {
+    auto lopts = torch::TensorOptions().dtype(torch::kLong);
+    auto context = torch::arange(q_start, q_start + q_len, lopts).unsqueeze(1);
+    auto memory = torch::arange(k_len, lopts).unsqueeze(0);
+    auto buckets = relative_position_bucket(memory - context, bidirectional, o.relative_attention_num_buckets,
+                                            o.relative_attention_max_distance);
+    return bias_embedding(buckets).permute({2, 0, 1}).unsqueeze(0);
+  }
+
+  // softmax(q(x) k^T + bias) v, projected by o: k_all / v_all [B, H, Tk, d_kv] are the keys and values
+  // (of x itself, the cache, or the encoder output).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& k_all, const torch::Tensor& v_all,
+                        const torch::Tensor& bias, bool training) {
+    auto qh = heads(q(x));
+    auto scores = torch::matmul(qh, k_all.transpose(-2, -1));
+    if (bias.defined()) scores = scores + bias;
+    auto probs = torch::softmax(scores.to(torch::kFloat), -1).to(scores.scalar_type());
+    if (training && o.dropout_rate > 0) probs = torch::dropout(probs, o.dropout_rate, true);
+    auto y = torch::matmul(probs, v_all).transpose(1, 2).contiguous();
+    return out(y.view({x.size(0), x.size(1), o.num_heads * o.d_kv}));
+  }
+
+  Options o;
+  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, out{nullptr};
+  torch::nn::Embedding bias_embedding{nullptr};
+};
+
+struct T5::FeedForward : torch::nn::Module {
+  FeedForward(const Options& o, const std::string& act, bool gated) : o(o), act(act), gated(gated) {
+    if (gated) {
+      wi_0 = register_module("wi_0", linear(o.d_model, o.d_ff));
+      wi_1 = register_module("wi_1", linear(o.d_model, o.d_ff));
+    } else {
+      wi = register_module("wi", linear(o.d_model, o.d_ff));
+    }
+    wo = register_module("wo", linear(o.d_ff, o.d_model));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, bool training) {
+    auto h = gated ? apply_activation(act, wi_0(x)) * wi_1(x) : apply_activation(act, wi(x));
+    return wo(torch::dropout(h, o.dropout_rate, training));
+  }
+
+  Options o;
+  std::string act;
+  bool gated;
+  torch::nn::Linear wi{nullptr}, wi_0{nullptr}, wi_1{nullptr}, wo{nullptr};
+};
+
+// One T5Block: layer.0 self-attention, (decoder) layer.1 cross-attention, then the feed-forward layer,
+// each a pre-norm residual sublayer.
+struct T5::Block : torch::nn::Module {
+  Block(const Options& o, bool decoder, bool relative_bias, const std::string& act, bool gated) : o(o), decoder(decoder) {
+    auto layer = register_module("layer", std::make_shared<torch::nn::Module>());
+    auto l0 = layer->register_module("0", std::make_shared<torch::nn::Module>());
+    self_attn = l0->register_module("SelfAttention", std::make_shared<Attention>(o, relative_bias));
+    self_norm = l0->register_module("layer_norm", std::make_shared<torch::nn::Module>())
+                    ->register_parameter("weight", torch::ones({o.d_model}));
+    if (decoder) {
+      auto l1 = layer->register_module("1", std::make_shared<torch::nn::Module>());
+      cross_attn = l1->register_module("EncDecAttention", std::make_shared<Attention>(o, false));
+      cross_norm = l1->register_module("layer_norm", std::make_shared<torch::nn::Module>())
+                       ->register_parameter("weight", torch::ones({o.d_model}));
+    }
+    auto lf = layer->register_module(decoder ? "2" : "1", std::make_shared<torch::nn::Module>());
+    ff = lf->register_module("DenseReluDense", std::make_shared<FeedForward>(o, act, gated));
+    ff_norm = lf->register_module("layer_norm", std::make_shared<torch::nn::Module>())
+                  ->register_parameter("weight", torch::ones({o.d_model}));
+  }
+
+  // `self_bias`: position bias + mask for self-attention; `memory` / `cross_bias`: the encoder output
+  // and its padding mask (decoder); `cache`: cached generation (self keys / values appended, cross
+  // keys / values computed once) for decoder block `index`.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& self_bias, const torch::Tensor& memory,
+                        const torch::Tensor& cross_bias, KvCache* cache = nullptr, std::size_t index = 0) {
+    const bool train = is_training();
+    auto drop = [&](const torch::Tensor& t) { return torch::dropout(t, o.dropout_rate, train); };
+    auto h = rms_norm(x, self_norm, o.layer_norm_epsilon);
+    auto k = self_attn->heads(self_attn->k(h)), v = self_attn->heads(self_attn->v(h));
+    if (cache) std::tie(k, v) = cache->append(index, k, v);
+    auto y = x + drop(self_attn->forward(h, k, v, self_bias, train));
+    if (decoder) {
+      auto hc = rms_norm(y, cross_norm, o.layer_norm_epsilon);
+      torch::Tensor ck, cv;
+      if (cache && index < cache->cross_keys.size() && cache->cross_keys[index].defined()) {
+        ck = cache->cross_keys[index];
+        cv = cache->cross_values[index];
+      } else {
+        ck = cross_attn->heads(cross_attn->k(memory));
+        cv = cross_attn->heads(cross_attn->v(memory));
+        if (cache) {
+          if (cache->cross_keys.size() <= index) {
+            cache->cross_keys.resize(index + 1);
+            cache->cross_values.resize(index + 1);
+          }
+          cache->cross_keys[index] = ck;
+          cache->cross_values[index] = cv;
+        }
+      }
+      y = y + drop(cross_attn->forward(hc, ck, cv, cross_bias, train));
+    }
+    return y + drop(ff->forward(rms_norm(y, ff_norm, o.layer_norm_epsilon), train));
+  }
+
+  Options o;
+  bool decoder;
+  std::shared_ptr<Attention> self_attn, cross_attn;
+  std::shared_ptr<FeedForward> ff;
+  torch::Tensor self_norm, cross_norm, ff_norm;
+};
+
+std::vector<ParameterShape> T5::parameter_shapes(const Options& options, const ModelContext& context) {
+  const Options o = resolved(options, context);
+  const bool gated = parse_feed_forward_proj(o.feed_forward_proj).second;
+  const int64_t d = o.d_model, inner = o.num_heads * o.d_kv;
+  std::vector<ParameterShape> s = {{"shared.weight", {o.vocab_size, d}}};
+  auto attention = [&](const std::string& p, bool relative_bias) {
+    for (const char* n : {"q", "k", "v"}) s.push_back({p + n + ".weight", {inner, d}});
+    s.push_back({p + "o.weight", {d, inner}});
+    if (relative_bias) s.push_back({p + "relative_attention_bias.weight", {o.relative_attention_num_buckets, o.num_heads}});
+  };
+  auto feed_forward = [&](const std::string& p) {
+    if (gated) {
+      s.push_back({p + "wi_0.weight", {o.d_ff, d}});
+      s.push_back({p + "wi_1.weight", {o.d_ff, d}});
+    } else {
+      s.push_back({p + "wi.weight", {o.d_ff, d}});
+    }
+    s.push_back({p + "wo.weight", {d, o.d_ff}});
+  };
+  for (const bool decoder : {false, true}) {
+    const std::string stack = decoder ? "decoder." : "encoder.";
+    const int64_t n = decoder ? o.num_decoder_layers.value_or(o.num_layers) : o.num_layers;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::string b = stack + "block." + std::to_string(i) + ".layer.";
+      attention(b + "0.SelfAttention.", i == 0);
+      s.push_back({b + "0.layer_norm.weight", {d}});
+      if (decoder) {
+        attention(b + "1.EncDecAttention.", false);
+        s.push_back({b + "1.layer_norm.weight", {d}});
+      }
+      const std::string f = b + (decoder ? "2." : "1.");
+      feed_forward(f + "DenseReluDense.");
+      s.push_back({f + "layer_norm.weight", {d}});
+    }
+    s.push_back({stack + "final_layer_norm.weight", {d}});
+  }
+  if (!o.tie_word_embeddings) s.push_back({"lm_head.weight", {o.vocab_size, d}});
+  return s;
+}
+
+T5::T5(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
+  auto& o = options_;
+  decoder_layers_ = o.num_decoder_layers.value_or(o.num_layers);
+  std::tie(dense_act_fn_, gated_) = parse_feed_forward_proj(o.feed_forward_proj);
+  checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
+
+  shared_ = register_module("shared", torch::nn::Embedding(o.vocab_size, o.d_model));
+  release_built_parameters(*shared_);  // sharded construction: one unit's memory at a time
+  for (const bool decoder : {false, true}) {
+    auto stack = register_module(decoder ? "decoder" : "encoder", std::make_shared<torch::nn::Module>());
+    auto block = stack->register_module("block", std::make_shared<torch::nn::Module>());
+    auto& blocks = decoder ? decoder_blocks_ : encoder_blocks_;
+    const int64_t n = decoder ? decoder_layers_ : o.num_layers;
+    for (int64_t i = 0; i < n; ++i) {
+      blocks.push_back(block->register_module(std::to_string(i), std::make_shared<Block>(o, decoder, i == 0, dense_act_fn_, gated_)));
+      release_built_parameters(*blocks.back());
+    }
+    (decoder ? decoder_norm_ : encoder_norm_) = stack->register_module("final_layer_norm", std::make_shared<torch::nn::Module>())
+                                                    ->register_parameter("weight", torch::ones({o.d_model}));
+  }
+  if (!o.tie_word_embeddings)
+    lm_head_ = register_module("lm_head", std::make_shared<torch::nn::Module>())
+                   ->register_parameter("weight", torch::empty({o.vocab_size, o.d_model}));
+
+  // HF T5PreTrainedModel._init_weights (factor = initializer_factor): norms factor; shared / lm_head
+  // N(0, factor); q N(0, factor (d_model d_kv)^-0.5), k / v / relative bias / wi N(0, factor d_model^-0.5),
+  // o N(0, factor (heads d_kv)^-0.5), wo N(0, factor d_ff^-0.5).
+  InitPass pass;
+  pass.selects = [](const std::string&) { return true; };
+  const double f = o.initializer_factor, dm = static_cast<double>(o.d_model), dkv = static_cast<double>(o.d_kv);
+  const double heads = static_cast<double>(o.num_heads), dff = static_cast<double>(o.d_ff);
+  pass.init = [=](const std::string& name, torch::Tensor& p) {
+    auto ends = [&](const std::string& suffix) {
+      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends("layer_norm.weight"))
+      p.fill_(f);
+    else if (name == "shared.weight" || name == "lm_head.weight")
+      p.normal_(0.0, f);
+    else if (ends(".q.weight"))
+      p.normal_(0.0, f / std::sqrt(dm * dkv));
+    else if (ends(".k.weight") || ends(".v.weight") || ends("relative_attention_bias.weight") || ends(".wi.weight") ||
+             ends(".wi_0.weight") || ends(".wi_1.weight"))
+      p.normal_(0.0, f / std::sqrt(dm));
+    else if (ends(".o.weight"))
+      p.normal_(0.0, f / std::sqrt(heads * dkv));
+    else if (ends(".wo.weight"))
+      p.normal_(0.0, f / std::sqrt(dff));
+    else
+      throw RuntimeFailure("t5: no initialisation rule for parameter '" + name + "'");
+  };
+  initialise_parameters({pass});
+}
+
+torch::Tensor T5::shift_right(const torch::Tensor& labels) const {
+  auto shifted = torch::empty_like(labels);
+  shifted.select(1, 0).fill_(options_.decoder_start_token_id);
+  if (labels.size(1) > 1) shifted.slice(1, 1).copy_(labels.slice(1, 0, labels.size(1) - 1));
+  return shifted.masked_fill(shifted.eq(-100), options_.pad_token_id);
+}
+
+torch::Tensor T5::embed(std::size_t unit, const torch::Tensor& ids) {
+  return in_unit(unit, [&] {
+    auto e = shared_(ids);
+    if (neftune_noise_alpha_ > 0 && is_training()) {  // HF's hook on the input embedding: each call of `shared`
+      const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(ids.size(1) * options_.d_model));
+      e = e + torch::empty_like(e).uniform_(-magnitude, magnitude);
+    }
+    return torch::dropout(e, options_.dropout_rate, is_training());
+  });
+}
+
+torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+  const int64_t S = input_ids.size(1);
+  auto x = embed(0, input_ids);
+  // HF get_extended_attention_mask: (1 - mask) * finfo.min, added to the position bias.
+  const torch::Tensor padding = padding_bias(attention_mask, x.scalar_type());
+  Attention* relative = encoder_blocks_.front()->self_attn.get();
+  for (std::size_t i = 0; i < encoder_blocks_.size(); ++i) {
+    Block* b = encoder_blocks_[i].get();
+    auto body = [this, b, relative, padding, S, i](const torch::Tensor& in) {
+      return in_unit(i + 1, [&] {
+        auto bias = relative->position_bias(0, S, S, /*bidirectional=*/true).to(in.scalar_type());
+        if (padding.defined()) bias = bias + padding;
+        return b->forward(in, bias, {}, {});
+      });
+    };
+    x = gradient_checkpointing_ && is_training() ? checkpointed(checkpoint_fns_->hold(body, 4 * encoder_blocks_.size()), x)
+                                                 : body(x);
+  }
+  return in_unit(encoder_blocks_.size() + 1, [&] {
+    return torch::dropout(rms_norm(x, encoder_norm_, options_.layer_norm_epsilon), options_.dropout_rate, is_training());
+  });
+}
+
+torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_mask, const torch::Tensor& memory,
+                         const torch::Tensor& encoder_mask, KvCache* cache) {
+  const int64_t T = ids.size(1), past = cache ? cache->length : 0, K = past + T;
+  const std::size_t first = encoder_blocks_.size() + 2;  // the decoder's embedding unit
+  auto x = embed(first, ids);
+  // HF: the causal mask times the decoder attention mask, then (1 - m) * finfo.min.
+  auto allowed = torch::ones({T, K}, torch::TensorOptions().dtype(torch::kFloat)).tril(past).view({1, 1, T, K});
+  if (decoder_mask.defined()) allowed = allowed * decoder_mask.to(torch::kFloat).view({decoder_mask.size(0), 1, 1, K});
+  const torch::Tensor causal = ((1.0 - allowed) * lowest_of(x.scalar_type())).to(x.scalar_type());
+  const torch::Tensor cross = padding_bias(encoder_mask, x.scalar_type());
+  Attention* relative = decoder_blocks_.front()->self_attn.get();
+  for (std::size_t i = 0; i < decoder_blocks_.size(); ++i) {
+    Block* b = decoder_blocks_[i].get();
+    const std::size_t unit = first + 1 + i;
+    auto body = [this, b, relative, causal, cross, past, T, K, unit, cache, i](const torch::Tensor& in,
+                                                                            const torch::Tensor& mem) {
+      return in_unit(unit, [&] {
+        auto bias = relative->position_bias(past, T, K, /*bidirectional=*/false).to(in.scalar_type()) + causal;
+        return b->forward(in, bias, mem, cross, cache, i);
+      });
+    };
+    x = gradient_checkpointing_ && is_training() && !cache
+            ? checkpointed(checkpoint_fns_->hold(body, 4 * decoder_blocks_.size()), x, memory)
+            : body(x, memory);
+  }
+  if (cache) cache->length += T;
+  return x;
+}
+
+torch::Tensor T5::lm_logits(const torch::Tensor& hidden) {
+  return in_unit(encoder_blocks_.size() + decoder_blocks_.size() + 3, [&] {
+    auto h = torch::dropout(rms_norm(hidden, decoder_norm_, options_.layer_norm_epsilon), options_.dropout_rate,
+                            is_training());
+    if (options_.tie_word_embeddings) h = h * std::pow(static_cast<double>(options_.d_model), -0.5);
+    return torch::nn::functional::linear(h, options_.tie_word_embeddings ? shared_->weight : lm_head_);
+  });
+}
+
+std::vector<GatherUnit> T5::gather_units() const {
+  // Every block of a stack reads the position bias of the stack's first block.
+  const std::string enc_bias = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.";
+  const std::string dec_bias = "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.";
+  std::vector<GatherUnit> units = {{"encoder.embed_tokens", {"shared.weight"}}};
+  for (std::size_t i = 0; i < encoder_blocks_.size(); ++i)
+    units.push_back({"encoder.block." + std::to_string(i), {"encoder.block." + std::to_string(i) + ".", enc_bias}});
+  units.push_back({"encoder.final_layer_norm", {"encoder.final_layer_norm."}});
+  units.push_back({"decoder.embed_tokens", {"shared.weight"}});
+  for (std::size_t i = 0; i < decoder_blocks_.size(); ++i)
+    units.push_back({"decoder.block." + std::to_string(i), {"decoder.block." + std::to_string(i) + ".", dec_bias}});
+  units.push_back({"head", {"decoder.final_layer_norm.", options_.tie_word_embeddings ? "shared.weight" : "lm_head.weight"}});
+  return units;
+}
+
+ModelOutput T5::forward(const Batch& batch) {
+  if (!batch.labels.defined() || batch.labels.dim() != 2)
+    throw RuntimeFailure("t5: the batch needs labels [batch, target length] (the decoder reads them shifted right); got " +
+                         (batch.labels.defined() ? "labels of shape " + c10::str(batch.labels.sizes()) : std::string("none")));
+  auto memory = encode(batch.input_ids, batch.attention_mask);
+  ModelOutput out;
+  out.logits = lm_logits(decode(shift_right(batch.labels), {}, memory, batch.attention_mask, nullptr));
+  const auto logits = out.logits.to(torch::kFloat);  // the loss is always computed in fp32
+  out.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.labels.reshape({-1}),
+                                                  torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  return out;
+}
+
+torch::Tensor T5::forward_encoder_decoder_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                                 const torch::Tensor& decoder_input_ids, KvCache& cache) {
+  if (!cache.encoder_hidden.defined()) {
+    cache.encoder_hidden = encode(input_ids, attention_mask);
+    cache.encoder_mask = attention_mask;
+  }
+  return lm_logits(decode(decoder_input_ids, {}, cache.encoder_hidden, cache.encoder_mask, &cache));
+}
+
+nlohmann::json T5::config_json() const {
+  const auto& o = options_;
+  return {{"model_type", "t5"},
+          {"architectures", {"T5ForConditionalGeneration"}},
+          {"vocab_size", o.vocab_size},
+          {"d_model", o.d_model},
+          {"d_kv", o.d_kv},
+          {"d_ff", o.d_ff},
+          {"num_layers", o.num_layers},
+          {"num_decoder_layers", decoder_layers_},
+          {"num_heads", o.num_heads},
+          {"relative_attention_num_buckets", o.relative_attention_num_buckets},
+          {"relative_attention_max_distance", o.relative_attention_max_distance},
+          {"dropout_rate", o.dropout_rate},
+          {"layer_norm_epsilon", o.layer_norm_epsilon},
+          {"initializer_factor", o.initializer_factor},
+          {"feed_forward_proj", o.feed_forward_proj},
+          {"dense_act_fn", dense_act_fn_},
+          {"is_gated_act", gated_},
+          {"tie_word_embeddings", o.tie_word_embeddings},
+          {"is_encoder_decoder", true},
+          {"use_cache", true},
+          {"pad_token_id", o.pad_token_id},
+          {"eos_token_id", o.eos_token_id},
+          {"decoder_start_token_id", o.decoder_start_token_id},
+          {"torch_dtype", "float32"}};
+}
+
+}  // namespace hftrain

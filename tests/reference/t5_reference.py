@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+# Reference test for the `t5` family (HF T5ForConditionalGeneration): HF-layout T5 directories
+# (config.json + safetensors) are made here with random weights -- a tied T5 v1.0 (relu feed-forward,
+# shared.weight only), an untied T5 v1.1 (gated-gelu, separate lm_head, sharded, with the
+# encoder/decoder.embed_tokens copies some files carry) and a tied gelu variant whose file holds only
+# the embed_tokens copies -- each with num_decoder_layers != num_layers. A float64 forward written here
+# from the T5 architecture (paper, arXiv:1910.10683, and HF's T5Config fields) gives the expected logits,
+# loss and gradients: RMS norms without mean or bias, attention scores q k^T without scaling, a learned
+# per-head bias over relative position buckets (exact below num_buckets / 2, log-spaced up to
+# max_distance; the encoder's buckets split by direction, the decoder's causal) shared by all blocks of
+# a stack, pre-norm residual sublayers, decoder inputs = labels shifted right after
+# decoder_start_token_id, and the tied head scaled by d_model^-0.5.
+# hftrain loads each directory through model.from_pretrained (the hidden Catch2 case "[t5_ref]"),
+# and must agree to 1e-5 in logits, loss and every parameter's gradient; the directory it saves right
+# away, and the one it saves after a few optimizer steps, must load here (HF names, config keys, the
+# embedding stored once) and give hftrain's logits. Needs only Python 3 and torch. Exit 0 = agreement.
+import json
+import math
+import os
+import sys
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    sys.exit("t5_reference: this Python (%s) cannot import torch; configure with "
+             "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
+
+from hf_models_reference import TOL, close, rand, read_model_dir, run_hftrain_side, write_model_dir  # noqa: E402
+from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
+
+NEG = torch.finfo(torch.float64).min
+
+
+# ---- the T5 architecture in float64 ----------------------------------------------------------------
+def bucket(rel, bidirectional, num_buckets, max_distance):
+    """The bucket of relative position rel = key position - query position."""
+    offset = 0
+    if bidirectional:  # half of the buckets for keys after the query
+        num_buckets //= 2
+        offset = num_buckets if rel > 0 else 0
+        dist = abs(rel)
+    else:  # causal: only keys at or before the query are told apart
+        dist = max(-rel, 0)
+    exact = num_buckets // 2
+    if dist < exact:
+        return offset + dist
+    scaled = math.log(dist / exact) / math.log(max_distance / exact) * (num_buckets - exact)
+    # hftrain (like HF) computes this in float32: a distance this close to a bucket edge could round the
+    # other way, so the cases are chosen to keep clear of edges.
+    if abs(scaled - round(scaled)) < 1e-4 and 0 < round(scaled) < num_buckets - exact:
+        raise AssertionError("distance %d lies on a bucket edge (%r); choose other bucket settings" % (dist, scaled))
+    return offset + min(exact + int(scaled), num_buckets - 1)
+
+
+def position_bias(table, q_len, k_len, bidirectional, cfg):
+    """[1, H, q_len, k_len] from the bucket table [num_buckets, H]."""
+    idx = torch.tensor([[bucket(k - q, bidirectional, cfg["relative_attention_num_buckets"],
+                                cfg["relative_attention_max_distance"]) for k in range(k_len)] for q in range(q_len)])
+    return table[idx].permute(2, 0, 1).unsqueeze(0)
+
+
+ACT = {"relu": torch.relu, "gelu": lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0))),
+       "gelu_new": lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
+       "silu": lambda x: x * torch.sigmoid(x)}
+
+
+def feed_forward_kind(cfg):
+    proj = cfg.get("feed_forward_proj", "relu")
+    gated = proj.startswith("gated-")
+    act = proj[len("gated-"):] if gated else proj
+    return ("gelu_new" if proj == "gated-gelu" else act), gated
+
+
+def canonical(cfg, file_tensors):
+    """The model's tensors from a file's: shared.weight (or a tied embed_tokens copy standing in for it);
+    lm_head.weight only when untied."""
+    W = {k: v for k, v in file_tensors.items() if k not in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")}
+    if "shared.weight" not in W:
+        W["shared.weight"] = file_tensors.get("encoder.embed_tokens.weight", file_tensors.get("decoder.embed_tokens.weight"))
+    if cfg.get("tie_word_embeddings", True):
+        W.pop("lm_head.weight", None)
+    return W
+
+
+def shift_right(cfg, labels):
+    """Decoder inputs: decoder_start_token_id, then the labels but the last, ignored labels read as pad tokens."""
+    B = labels.shape[0]
+    dec = torch.cat([torch.full((B, 1), cfg["decoder_start_token_id"], dtype=torch.int64), labels[:, :-1]], 1)
+    return torch.where(dec == -100, torch.full_like(dec, cfg["pad_token_id"]), dec)
+
+
+def t5_forward(cfg, W, ids, mask, labels):
+    """Logits [B, T, V] of T5ForConditionalGeneration for a batch with labels."""
+    return t5_forward_decoder_ids(cfg, W, ids, mask, shift_right(cfg, labels))
+
+
+def t5_forward_decoder_ids(cfg, W, ids, mask, dec):
+    """Logits [B, T, V] for source ids [B, S] (mask None = no padding) and decoder inputs dec [B, T]; W maps
+    names to tensors (float64 taken here)."""
+    g = lambda n: W[n].double()
+    H, dkv, eps = cfg["num_heads"], cfg["d_kv"], cfg["layer_norm_epsilon"]
+    n_dec = cfg.get("num_decoder_layers") or cfg["num_layers"]
+    act_name, gated = feed_forward_kind(cfg)
+    act = ACT[act_name]
+    emb = g("shared.weight")
+
+    def norm(x, w):
+        return g(w) * x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
+
+    def attention(p, x, memory, bias):
+        B, Tq, Tk = x.shape[0], x.shape[1], memory.shape[1]
+        split = lambda t, T: t.view(B, T, H, dkv).transpose(1, 2)
+        q = split(x @ g(p + "q.weight").T, Tq)
+        k = split(memory @ g(p + "k.weight").T, Tk)
+        v = split(memory @ g(p + "v.weight").T, Tk)
+        scores = q @ k.transpose(-1, -2) + bias  # no 1/sqrt(d_kv): T5 folds it into the initialisation
+        scores = scores - scores.max(-1, keepdim=True).values
+        probs = scores.exp() / scores.exp().sum(-1, keepdim=True)
+        return (probs @ v).transpose(1, 2).reshape(B, Tq, H * dkv) @ g(p + "o.weight").T
+
+    def ff(p, x):
+        h = act(x @ g(p + "wi_0.weight").T) * (x @ g(p + "wi_1.weight").T) if gated else act(x @ g(p + "wi.weight").T)
+        return h @ g(p + "wo.weight").T
+
+    # encoder
+    B, S = ids.shape
+    if mask is None:
+        mask = torch.ones(B, S, dtype=torch.int64)
+    pad = (1.0 - mask.double())[:, None, None, :] * NEG  # padded keys get no weight
+    enc_bias = position_bias(g("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"), S, S, True, cfg) + pad
+    x = emb[ids]
+    for i in range(cfg["num_layers"]):
+        p = "encoder.block.%d.layer." % i
+        x = x + attention(p + "0.SelfAttention.", norm(x, p + "0.layer_norm.weight"),
+                          norm(x, p + "0.layer_norm.weight"), enc_bias)
+        x = x + ff(p + "1.DenseReluDense.", norm(x, p + "1.layer_norm.weight"))
+    memory = norm(x, "encoder.final_layer_norm.weight")
+
+    # decoder
+    T = dec.shape[1]
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    self_bias = position_bias(g("decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"), T, T, False,
+                              cfg).masked_fill(future, NEG)
+    y = emb[dec]
+    for i in range(n_dec):
+        p = "decoder.block.%d.layer." % i
+        h = norm(y, p + "0.layer_norm.weight")
+        y = y + attention(p + "0.SelfAttention.", h, h, self_bias)
+        y = y + attention(p + "1.EncDecAttention.", norm(y, p + "1.layer_norm.weight"), memory, pad)
+        y = y + ff(p + "2.DenseReluDense.", norm(y, p + "2.layer_norm.weight"))
+    y = norm(y, "decoder.final_layer_norm.weight")
+    if cfg.get("tie_word_embeddings", True):
+        return (y * cfg["d_model"] ** -0.5) @ emb.T
+    return y @ g("lm_head.weight").T
+
+
+def seq2seq_loss(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+
+
+# ---- cases -----------------------------------------------------------------------------------------
+def t5_config(**over):
+    cfg = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "vocab_size": 45, "d_model": 32,
+           "d_kv": 8, "d_ff": 48, "num_layers": 2, "num_decoder_layers": 3, "num_heads": 4,
+           "relative_attention_num_buckets": 8, "relative_attention_max_distance": 6, "dropout_rate": 0.0,
+           "layer_norm_epsilon": 1e-6, "initializer_factor": 1.0, "feed_forward_proj": "relu",
+           "tie_word_embeddings": True, "is_encoder_decoder": True, "use_cache": True, "pad_token_id": 0,
+           "eos_token_id": 1, "decoder_start_token_id": 0, "n_positions": 512, "transformers_version": "4.40.0"}
+    cfg.update(over)
+    return cfg
+
+
+def t5_weights(gen, cfg):
+    d, inner, V = cfg["d_model"], cfg["num_heads"] * cfg["d_kv"], cfg["vocab_size"]
+    _, gated = feed_forward_kind(cfg)
+    W = {"shared.weight": rand(gen, V, d, std=1.0)}
+
+    def attention(p, relative):
+        for n in ("q", "k", "v"):
+            W[p + n + ".weight"] = rand(gen, inner, d, std=d ** -0.5)
+        W[p + "o.weight"] = rand(gen, d, inner, std=inner ** -0.5)
+        if relative:
+            W[p + "relative_attention_bias.weight"] = rand(gen, cfg["relative_attention_num_buckets"], cfg["num_heads"],
+                                                           std=1.0)
+
+    def ff(p):
+        for n in (("wi_0", "wi_1") if gated else ("wi",)):
+            W[p + n + ".weight"] = rand(gen, cfg["d_ff"], d, std=d ** -0.5)
+        W[p + "wo.weight"] = rand(gen, d, cfg["d_ff"], std=cfg["d_ff"] ** -0.5)
+
+    norm = lambda: rand(gen, d, std=0.1, mean=1.0)
+    for i in range(cfg["num_layers"]):
+        p = "encoder.block.%d.layer." % i
+        attention(p + "0.SelfAttention.", i == 0)
+        W[p + "0.layer_norm.weight"] = norm()
+        ff(p + "1.DenseReluDense.")
+        W[p + "1.layer_norm.weight"] = norm()
+    W["encoder.final_layer_norm.weight"] = norm()
+    for i in range(cfg.get("num_decoder_layers") or cfg["num_layers"]):
+        p = "decoder.block.%d.layer." % i
+        attention(p + "0.SelfAttention.", i == 0)
+        W[p + "0.layer_norm.weight"] = norm()
+        attention(p + "1.EncDecAttention.", False)
+        W[p + "1.layer_norm.weight"] = norm()
+        ff(p + "2.DenseReluDense.")
+        W[p + "2.layer_norm.weight"] = norm()
+    W["decoder.final_layer_norm.weight"] = norm()
+    if not cfg["tie_word_embeddings"]:
+        W["lm_head.weight"] = rand(gen, V, d, std=0.5)
+    return W
+
+
+def seq2seq_inputs(gen, V, S=11, T=8):
+    ids = torch.randint(2, V, (2, S), generator=gen)
+    mask = torch.ones(2, S, dtype=torch.int64)
+    mask[1, 7:] = 0  # right padding in the second source
+    ids[1, 7:] = 0
+    labels = torch.randint(2, V, (2, T), generator=gen)
+    labels[0, T - 1] = 1  # eos
+    labels[1, 5] = 1
+    labels[1, 6:] = -100  # the second target is shorter
+    return ids, mask, labels
+
+
+def make_cases(root):
+    gen = torch.Generator().manual_seed(5150)
+    cases = []
+
+    def add(name, cfg, file_tensors, shards=1):
+        W = canonical(cfg, file_tensors)
+        ids, mask, labels = seq2seq_inputs(gen, cfg["vocab_size"])
+        leaves = {k: v.double().requires_grad_(True) for k, v in W.items()}
+        logits = t5_forward(cfg, leaves, ids, mask, labels)
+        loss = seq2seq_loss(logits, labels)
+        loss.backward()
+        d = os.path.join(root, name)
+        write_model_dir(os.path.join(d, "model"), cfg, file_tensors, shards)
+        inputs = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        write_safetensors(os.path.join(d, "inputs.safetensors"), list(inputs.items()))
+        cases.append({"name": name, "dir": d, "config": cfg, "weights": W, "inputs": inputs,
+                      "logits": logits.detach(), "loss": loss.detach(),
+                      "grads": {k: v.grad for k, v in leaves.items()}})
+
+    # T5 v1.0: relu feed-forward, tied head (file: shared.weight only), 2 encoder / 3 decoder blocks;
+    # max_distance 6 < the 11 source tokens, so the last buckets are shared by the far positions.
+    cfg = t5_config()
+    add("t5_v1_0_tied_relu", cfg, t5_weights(gen, cfg))
+    # T5 v1.1: gated-gelu, untied lm_head, 3 encoder / 1 decoder blocks, 3 heads of 12 (inner 36 != d_model),
+    # 16 buckets up to 20; the file carries the embed_tokens copies too, split over two shards.
+    cfg = t5_config(feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_layers=3, num_decoder_layers=1,
+                    num_heads=3, d_kv=12, relative_attention_num_buckets=16, relative_attention_max_distance=20,
+                    dropout_rate=0.1)
+    W = t5_weights(gen, cfg)
+    ft = dict(W)
+    ft["encoder.embed_tokens.weight"] = W["shared.weight"]
+    ft["decoder.embed_tokens.weight"] = W["shared.weight"]
+    add("t5_v1_1_untied_gated_gelu", cfg, ft, shards=2)
+    # tied, plain gelu (erf) feed-forward, num_decoder_layers null (= num_layers); the file names the
+    # embedding only through its encoder/decoder copies and carries a tied lm_head copy.
+    cfg = t5_config(feed_forward_proj="gelu", num_layers=2, num_decoder_layers=None, relative_attention_num_buckets=12,
+                    relative_attention_max_distance=9, layer_norm_epsilon=1e-5)
+    W = t5_weights(gen, cfg)
+    ft = {k: v for k, v in W.items() if k != "shared.weight"}
+    ft["encoder.embed_tokens.weight"] = W["shared.weight"]
+    ft["decoder.embed_tokens.weight"] = W["shared.weight"]
+    ft["lm_head.weight"] = W["shared.weight"]
+    add("t5_tied_gelu_embed_copies", cfg, ft)
+    return cases
+
+
+# Config keys HF's T5Config needs to rebuild each model with the same shapes and numerics.
+NEEDED_KEYS = ["vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
+               "relative_attention_num_buckets", "relative_attention_max_distance", "layer_norm_epsilon",
+               "feed_forward_proj", "tie_word_embeddings", "is_encoder_decoder", "pad_token_id", "eos_token_id",
+               "decoder_start_token_id"]
+
+
+def check_saved(case, sub, expected_logits, original_weights):
+    """A directory hftrain saved: HF layout, the embedding stored once, and expected_logits here."""
+    d = os.path.join(case["dir"], sub)
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    problems = []
+    if cfg.get("model_type") != "t5" or cfg.get("architectures") != ["T5ForConditionalGeneration"]:
+        problems.append("model_type %r, architectures %r" % (cfg.get("model_type"), cfg.get("architectures")))
+    if cfg.get("torch_dtype") != "float32":
+        problems.append("torch_dtype %r" % cfg.get("torch_dtype"))
+    for k in NEEDED_KEYS:
+        want = case["config"].get(k)
+        if k == "num_decoder_layers" and want is None:
+            want = case["config"]["num_layers"]
+        if k not in cfg:
+            problems.append("config key %s missing" % k)
+        elif want is not None and cfg[k] != want:
+            problems.append("config %s = %r, original %r" % (k, cfg[k], want))
+    W = read_model_dir(d)
+    if set(W) != set(case["weights"]):
+        problems.append("tensor names differ: extra %s, missing %s" % (sorted(set(W) - set(case["weights"])),
+                                                                      sorted(set(case["weights"]) - set(W))))
+        return problems
+    if original_weights:
+        for k, t in W.items():
+            if not torch.equal(t, case["weights"][k]):
+                problems.append("tensor %s changed" % k)
+    elif all(torch.equal(t, case["weights"][k]) for k, t in W.items()):
+        problems.append("no tensor changed in training")
+    i = case["inputs"]
+    ok, err = close(t5_forward(cfg, W, i["input_ids"], i["attention_mask"], i["labels"]), expected_logits)
+    if not ok:
+        problems.append("logits from the saved directory differ by %.3g" % err)
+    return problems
+
+
+def main():
+    root, cases, r = run_hftrain_side("t5", make_cases, lambda cases: [c["name"] for c in cases],
+                                      "HFTRAIN_T5_REFERENCE_DIR", "[t5_ref]", 6000)
+    failures = []
+    if r.returncode != 0:
+        failures.append("hftrain side failed (exit %d)" % r.returncode)
+    for case in cases:
+        got_path = os.path.join(case["dir"], "hftrain_output.safetensors")
+        if not os.path.exists(got_path):
+            failures.append("%s: hftrain wrote no output" % case["name"])
+            continue
+        got, _ = read_safetensors(got_path)
+        ok, err = close(got["logits"], case["logits"])
+        ok_loss, err_loss = close(got["loss"], case["loss"].reshape(1))
+        grad_err = 0.0
+        for k, g in case["grads"].items():
+            if "grad." + k not in got:
+                failures.append("%s: hftrain wrote no gradient for %s" % (case["name"], k))
+                continue
+            # absolute 1e-5 against the largest entry of the tensor's gradient
+            e = ((got["grad." + k].double() - g).abs().max() / g.abs().max().clamp(min=1.0)).item()
+            grad_err = max(grad_err, e)
+        print("%-28s logits max rel err %.3g, loss %.8f vs %.8f, gradients max err %.3g" % (
+            case["name"], err, got["loss"].item(), case["loss"].item(), grad_err))
+        if not ok:
+            failures.append("%s: logits differ by %.3g" % (case["name"], err))
+        if not ok_loss:
+            failures.append("%s: loss differs by %.3g" % (case["name"], err_loss))
+        if grad_err > TOL:
+            failures.append("%s: gradients differ by %.3g" % (case["name"], grad_err))
+        for p in check_saved(case, "resaved", case["logits"], True):
+            failures.append("%s: resaved: %s" % (case["name"], p))
+        trained = got.get("trained_logits")
+        if trained is None:
+            failures.append("%s: hftrain wrote no trained logits" % case["name"])
+        else:
+            for p in check_saved(case, "trained", trained, False):
+                failures.append("%s: trained: %s" % (case["name"], p))
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("t5_reference: %d cases agree" % len(cases))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
