@@ -13,11 +13,11 @@
 namespace hftrain {
 namespace {
 
+#if !HFTRAIN_WITH_CUDA
 [[noreturn]] void no_cuda(const std::string& what) {
   throw RuntimeFailure(what + ": this build's LibTorch has no CUDA");
 }
-
-#if HFTRAIN_WITH_CUDA
+#else
 void check_index(int index) {
   const int n = static_cast<int>(torch::cuda::device_count());
   if (index < 0 || index >= n)
