@@ -24,6 +24,27 @@
 
 namespace {
 
+// --nproc-per-node: a positive integer, or `auto` (one worker per visible GPU, 1 on the CPU) where the
+// command runs on this machine. Where it does not (`checkpoint convert` writes a layout for a later run),
+// `auto` is refused by name.
+CLI::Validator worker_count(bool auto_allowed, const std::string& why_not_auto = "") {
+  return CLI::Validator(
+      [auto_allowed, why_not_auto](std::string& value) -> std::string {
+        if (value == "auto") return auto_allowed ? "" : "auto is not accepted here: " + why_not_auto;
+        std::size_t used = 0;
+        long long n = 0;
+        try {
+          n = std::stoll(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != value.size() || n < 1)
+          return "'" + value + "' is not a positive number of workers" + (auto_allowed ? " or auto" : "");
+        return "";
+      },
+      auto_allowed ? "INT>0|auto" : "INT>0");
+}
+
 const char* const kOutOfMemoryHint =
     "hint: this worker's memory (or its limit) does not hold the run's state: shard more of it (zero.stage 3, "
     "more workers), offload the optimizer state (zero.offload_optimizer nvme), or lower the batch size; "
@@ -98,8 +119,9 @@ int main(int argc, char** argv) {
   }
 
   train_cmd->add_option("--nproc-per-node", train.nproc_per_node,
-                        "Worker processes on this node (data parallel); overrides distributed.nproc_per_node")
-      ->check(CLI::PositiveNumber);
+                        "Worker processes on this node (data parallel), or auto = one per visible GPU (1 on the CPU); "
+                        "overrides distributed.nproc_per_node")
+      ->check(worker_count(true));
   train_cmd->add_option("--nnodes", train.nnodes, "Nodes in the job (each runs this command)")->check(CLI::PositiveNumber);
   train_cmd->add_option("--node-rank", train.node_rank, "This node's index, 0 .. nnodes-1")->check(CLI::NonNegativeNumber);
   train_cmd->add_option("--master-addr", train.master_addr, "Address of node 0 (rendezvous); default 127.0.0.1");
@@ -121,8 +143,9 @@ int main(int argc, char** argv) {
           ->footer("Example:\n  hftrain estimate configs/quickstart.yaml --nproc-per-node 8 --memory-per-rank 24GiB");
   estimate_cmd->add_option("spec", estimate.spec_path, "Run spec (YAML or JSON)")->required();
   estimate_cmd->add_option("--set", estimate.overrides, "Override a spec value: dotted.key=value (repeatable)");
-  estimate_cmd->add_option("--nproc-per-node", estimate.nproc_per_node, "Workers per node; default distributed.nproc_per_node")
-      ->check(CLI::PositiveNumber);
+  estimate_cmd->add_option("--nproc-per-node", estimate.nproc_per_node,
+                           "Workers per node, or auto = one per visible GPU (1 on the CPU); default distributed.nproc_per_node")
+      ->check(worker_count(true));
   estimate_cmd->add_option("--nnodes", estimate.nnodes, "Nodes in the job")->check(CLI::PositiveNumber);
   estimate_cmd->add_option("--memory-per-rank", estimate.memory_per_rank,
                            "Memory one worker may use (24GiB, 16GB, ...); default this machine's available memory / "
@@ -147,7 +170,8 @@ int main(int argc, char** argv) {
   convert_cmd->add_option("out_dir", convert.out_dir, "Directory that receives checkpoint-N (an output_dir)")->required();
   convert_cmd->add_option("--nproc-per-node", convert.nproc_per_node, "Workers of the new layout")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(worker_count(false, "the new layout is for the run that resumes it, which may see other GPUs than "
+                                  "this machine; give the number of workers"));
   convert_cmd->add_option("--stage", convert.stage, "ZeRO stage of the new layout (0, 1 or 2)")->required();
 
   auto* components_cmd = app.add_subcommand("components", "List every registered component and its options")

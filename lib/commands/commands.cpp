@@ -13,6 +13,8 @@
 #include "checkpoint/checkpoint_finder.h"
 #include "checkpoint/model_io.h"
 #include "dist/comm.h"
+#include "dist/device_probe.h"
+#include "dist/devices.h"
 #include "dist/env.h"
 #include "dist/launcher.h"
 #include "engine/factory.h"
@@ -27,6 +29,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/threads.h"
+#include "util/torch_compat.h"
 
 namespace hftrain {
 namespace fs = std::filesystem;
@@ -118,7 +121,7 @@ int launch_training(const TrainRequest& request, const RunSpec& spec) {
     throw ConfigError("training.output_dir: '" + out +
                       "' already exists and is not empty; set training.overwrite_output_dir=true or resume");
   LaunchOptions o;
-  o.nproc_per_node = static_cast<int>(spec.distributed.nproc_per_node);
+  o.nproc_per_node = static_cast<int>(spec.distributed.nproc_per_node.count);
   o.nnodes = request.nnodes;
   o.node_rank = request.node_rank;
   o.master_addr = request.master_addr;
@@ -254,24 +257,73 @@ std::string dump_with_deepspeed(const RunSpec& spec, const Components& c, int64_
   return text;
 }
 
+// distributed.nproc_per_node auto, in a process that is not a worker: the number of workers this node
+// starts (dist/devices.h), logged with the reason, and written into the spec and into `overrides` (which
+// the workers receive), so every process and the saved run_spec.yaml see the number.
+void resolve_worker_count(RunSpec& spec, std::vector<std::string>& overrides) {
+  WorkerCount& n = spec.distributed.nproc_per_node;
+  if (!n.automatic) return;
+  const WorkerCountChoice choice = choose_worker_count(kCudaBuild, spec.training.use_cpu, process_env, NvmlGpuInventory());
+  log_info("distributed.nproc_per_node auto: " + choice.reason);
+  n = WorkerCount{choice.count, false};
+  overrides.push_back("distributed.nproc_per_node=" + std::to_string(choice.count));
+}
+
+// The one gate to lift once the engines, the models' placement and an NCCL Comm handle GPU tensors: until
+// then a worker that would compute on a GPU refuses (ConfigError) rather than silently using the CPU.
+constexpr bool kGpuTrainingBuilt = false;
+
+// This process's device (dist/devices.h), made current and recorded for the run-start block. Every rank
+// takes part in the exchange of device names (one small all-gather), so rank 0's block names each rank's.
+DeviceChoice select_device(const RunSpec& spec, const DistEnv& env) {
+  const TorchDeviceProbe probe;
+  const DeviceChoice choice =
+      choose_device(kCudaBuild, spec.training.use_cpu, spec.distributed.backend, env.local_rank, probe.gpu_count());
+  const std::string mine = describe_device(choice, probe);
+  if (choice.on_gpu() && !kGpuTrainingBuilt)
+    throw ConfigError("this worker would run on " + mine + " (LOCAL_RANK " + std::to_string(env.local_rank) +
+                      ", backend " + choice.backend + "), but hftrain's engines, model placement and collectives "
+                      "run on the CPU only so far (docs/gpu.md); set training.use_cpu: true to run on the CPU");
+  if (choice.on_gpu()) set_current_gpu(choice.cuda_index);
+  log_debug("device: " + mine + (choice.reason.empty() ? "" : " (" + choice.reason + ")") + ", collectives over " +
+            choice.backend);
+  std::vector<std::string> all{mine};
+  if (world().world_size() > 1) {
+    constexpr std::size_t kMaxChars = 160;
+    std::vector<int64_t> packed(kMaxChars + 1, 0);
+    packed[0] = static_cast<int64_t>(std::min(mine.size(), kMaxChars));
+    for (std::size_t i = 0; i < static_cast<std::size_t>(packed[0]); ++i)
+      packed[i + 1] = static_cast<unsigned char>(mine[i]);
+    all.clear();
+    for (const auto& row : world().all_gather_ints(packed, "device names")) {
+      std::string text;
+      for (int64_t i = 0; i < row[0]; ++i) text += static_cast<char>(row[static_cast<std::size_t>(i + 1)]);
+      all.push_back(text);
+    }
+  }
+  set_compute_device(describe_rank_devices(all));
+  return choice;
+}
+
 }  // namespace
 
 int run_train(const TrainRequest& request) {
   const Components& c = builtin_components();
   std::vector<std::string> overrides = request.overrides;
-  if (request.nproc_per_node > 0) overrides.push_back("distributed.nproc_per_node=" + std::to_string(request.nproc_per_node));
+  if (!request.nproc_per_node.empty()) overrides.push_back("distributed.nproc_per_node=" + request.nproc_per_node);
   if (!request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + request.resume);
   RunSpec spec = load_run_spec(request.spec_path, overrides, c.catalog(), train_spec_checks());
-  if (request.dump_config) {
-    std::cout << dump_with_deepspeed(spec, c, spec.distributed.nproc_per_node * request.nnodes);
-    return 0;
-  }
-  const std::string resolved = dump_run_spec(spec, c.catalog());
   // A launcher (--nproc-per-node > 1, no worker environment) or a worker (torchrun / SLURM / launcher
   // environment), else one process.
   const DistEnv env = detect_dist_env();
-  if (!env.is_worker() && (spec.distributed.nproc_per_node > 1 || request.nnodes > 1))
-    return launch_training(TrainRequest{request.spec_path, overrides, false, "", 0, request.nnodes, request.node_rank,
+  if (!env.is_worker()) resolve_worker_count(spec, overrides);
+  if (request.dump_config) {
+    std::cout << dump_with_deepspeed(spec, c, spec.distributed.nproc_per_node.count * request.nnodes);
+    return 0;
+  }
+  const std::string resolved = dump_run_spec(spec, c.catalog());
+  if (!env.is_worker() && (spec.distributed.nproc_per_node.count > 1 || request.nnodes > 1))
+    return launch_training(TrainRequest{request.spec_path, overrides, false, "", "", request.nnodes, request.node_rank,
                                         request.master_addr, request.master_port},
                            spec);
   configure_logging(spec.training, ProcessIdentity{env.rank, env.local_rank, env.world_size});
@@ -288,8 +340,10 @@ int run_train(const TrainRequest& request) {
     set_world(make_gloo_comm(env, std::chrono::seconds(spec.distributed.ddp_timeout)));
     log_debug("worker " + env.describe());
   }
+  const DeviceChoice device = select_device(spec, env);
   const bool main_rank = env.rank == 0;
   MemoryTracker memory(!spec.training.skip_memory_metrics);
+  if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c, /*for_training=*/true);  // fails on bad data before anything is written
   if (spec.training.eval_strategy != "no" && split_size(pipeline, "eval") == 0)  // as HF's Trainer, before training
@@ -347,8 +401,10 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
   configure_logging(spec.training);
   apply_determinism(spec.training);
   setup_threads(spec.distributed);
+  const DeviceChoice device = select_device(spec, DistEnv{});
   const Components& c = builtin_components();
   MemoryTracker memory(!spec.training.skip_memory_metrics);
+  if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);
   fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);
@@ -374,8 +430,10 @@ int run_predict(const std::string& target, const std::vector<std::string>& overr
   configure_logging(spec.training);
   apply_determinism(spec.training);
   setup_threads(spec.distributed);
+  const DeviceChoice device = select_device(spec, DistEnv{});
   const Components& c = builtin_components();
   MemoryTracker memory(!spec.training.skip_memory_metrics);
+  if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));
   memory.start("init");
   Pipeline pipeline = build_pipeline(spec, c);
   fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);

@@ -11,8 +11,8 @@ struct TrainRequest {
   std::vector<std::string> overrides;
   bool dump_config = false;
   std::string resume;  // --resume [PATH]: "" = not given, "last" when given bare, else a checkpoint directory
-  // Data-parallel launch (torchrun's options): 0 = distributed.nproc_per_node of the spec.
-  int nproc_per_node = 0;
+  // Data-parallel launch (torchrun's options): "" = distributed.nproc_per_node of the spec; a number or "auto".
+  std::string nproc_per_node;
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr;  // "" = 127.0.0.1 on one node

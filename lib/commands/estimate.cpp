@@ -11,8 +11,11 @@
 
 #include "builtins/components.h"
 #include "commands/zero_to_fp32.h"
+#include "dist/devices.h"
+#include "log/logger.h"
 #include "engine/memory_estimate.h"
 #include "util/error.h"
+#include "util/torch_compat.h"
 
 namespace hftrain {
 namespace {
@@ -76,9 +79,14 @@ struct Row {
 int run_estimate(const EstimateRequest& request) {
   const Components& c = builtin_components();
   std::vector<std::string> overrides = request.overrides;
-  if (request.nproc_per_node > 0) overrides.push_back("distributed.nproc_per_node=" + std::to_string(request.nproc_per_node));
-  const RunSpec spec = load_run_spec(request.spec_path, overrides, c.catalog());
-  const int64_t local = spec.distributed.nproc_per_node, nodes = std::max(1, request.nnodes), world = local * nodes;
+  if (!request.nproc_per_node.empty()) overrides.push_back("distributed.nproc_per_node=" + request.nproc_per_node);
+  RunSpec spec = load_run_spec(request.spec_path, overrides, c.catalog());
+  if (spec.distributed.nproc_per_node.automatic) {  // as `hftrain train` would start on this machine
+    const WorkerCountChoice choice = choose_worker_count(kCudaBuild, spec.training.use_cpu, process_env, NvmlGpuInventory());
+    log_info("distributed.nproc_per_node auto: " + choice.reason);
+    spec.distributed.nproc_per_node = WorkerCount{choice.count, false};
+  }
+  const int64_t local = spec.distributed.nproc_per_node.count, nodes = std::max(1, request.nnodes), world = local * nodes;
 
   // The sizes a model takes from its data, then the shapes: nothing of the model is allocated.
   const std::unique_ptr<DataSource> data = c.data.build(spec.data.type, spec.data.options);

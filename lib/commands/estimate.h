@@ -13,7 +13,7 @@ namespace hftrain {
 struct EstimateRequest {
   std::string spec_path;
   std::vector<std::string> overrides;
-  int nproc_per_node = 0;        // 0 = distributed.nproc_per_node
+  std::string nproc_per_node;    // "" = distributed.nproc_per_node; a number or "auto" (one per visible GPU)
   int nnodes = 1;
   std::string memory_per_rank;   // "" = this machine's available memory / local workers; else e.g. 16GB, 24GiB
   bool json = false;             // print the estimate as JSON (for scripts)

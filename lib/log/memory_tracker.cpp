@@ -59,6 +59,11 @@ void MemoryTracker::start(const std::string& stage) {
   if (!enabled_) return;
   if (!current_stage_.empty()) return;  // nested (e.g. eval inside train): ignored, as HF does
   current_stage_ = stage;
+  if (gpu_) {  // HF: reset_peak_memory_stats, empty_cache, then memory_allocated
+    gpu_->reset_peak();
+    gpu_->release_cached();
+    gpu_start_ = gpu_->allocated();
+  }
   start_rss_ = current_rss();
   kernel_peak_reset_ = use_kernel_peak_ && reset_kernel_peak();
   sampled_peak_ = start_rss_;
@@ -95,6 +100,14 @@ void MemoryTracker::stop(const std::string& stage) {
   f.peak = std::max<int64_t>(sampled_peak_, f.end);
   if (kernel_peak_reset_) f.peak = std::max(f.peak, kernel_peak());
   figures_[stage] = f;
+  if (gpu_) {  // HF: empty_cache, then memory_allocated and max_memory_allocated
+    gpu_->release_cached();
+    Figures g;
+    g.begin = gpu_start_;
+    g.end = gpu_->allocated();
+    g.peak = gpu_->peak_allocated();
+    gpu_figures_[stage] = g;
+  }
   current_stage_.clear();
 }
 
@@ -111,8 +124,13 @@ void MemoryTracker::update_metrics(const std::string& stage, nlohmann::json& met
     if (it == figures_.end()) continue;
     metrics[s + "_mem_cpu_alloc_delta"] = it->second.alloc();
     metrics[s + "_mem_cpu_peaked_delta"] = it->second.peaked();
+    auto g = gpu_figures_.find(s);
+    if (g == gpu_figures_.end()) continue;
+    metrics[s + "_mem_gpu_alloc_delta"] = g->second.alloc();
+    metrics[s + "_mem_gpu_peaked_delta"] = g->second.peaked();
   }
   if (stages.front() == "init" && figures_.count("init")) metrics["before_init_mem_cpu"] = figures_.at("init").begin;
+  if (stages.front() == "init" && gpu_figures_.count("init")) metrics["before_init_mem_gpu"] = gpu_figures_.at("init").begin;
 }
 
 void MemoryTracker::stop_and_update_metrics(const std::string& stage, nlohmann::json& metrics) {

@@ -9,18 +9,35 @@
 // mark (/proc/self/clear_refs), also read from VmHWM (/proc/self/status), which catches peaks shorter
 // than the sampling interval (the thread then samples every 10 ms). Resetting VmHWM is process-wide:
 // code that wants the peak of the whole process should sample it itself.
+// On a GPU (set_gpu) it also reports HF's GPU figures from the caching allocator's counters:
+//   <stage>_mem_gpu_alloc_delta  = allocated at end - allocated at start
+//   <stage>_mem_gpu_peaked_delta = max(0, peak allocated during the stage - allocated at end)
+// (and before_init_mem_gpu), resetting the peak and releasing cached blocks at each start as HF does.
+// Without a GPU those keys are absent.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 namespace hftrain {
+
+// One GPU's allocator counters (HF: torch.cuda.memory_allocated, max_memory_allocated,
+// reset_peak_memory_stats, empty_cache). The CUDA implementation is dist/device_probe.h's.
+class GpuMemoryCounters {
+ public:
+  virtual ~GpuMemoryCounters() = default;
+  virtual int64_t allocated() = 0;
+  virtual int64_t peak_allocated() = 0;
+  virtual void reset_peak() = 0;
+  virtual void release_cached() = 0;
+};
 
 class MemoryTracker {
  public:
@@ -36,6 +53,9 @@ class MemoryTracker {
   MemoryTracker(const MemoryTracker&) = delete;
   MemoryTracker& operator=(const MemoryTracker&) = delete;
 
+  // The GPU whose memory is reported beside the process's (nullptr: none, the CPU default).
+  void set_gpu(std::shared_ptr<GpuMemoryCounters> gpu) { gpu_ = std::move(gpu); }
+
   void start(const std::string& stage);
   void stop(const std::string& stage);
   // Adds this stage's (and, the first time, init's) figures to `metrics`.
@@ -44,6 +64,7 @@ class MemoryTracker {
 
   bool enabled() const { return enabled_; }
   const std::map<std::string, Figures>& figures() const { return figures_; }
+  const std::map<std::string, Figures>& gpu_figures() const { return gpu_figures_; }
 
   // Resident set size of this process in bytes (0 when /proc is unavailable).
   static int64_t current_rss();
@@ -58,6 +79,9 @@ class MemoryTracker {
   std::string current_stage_;
   int64_t start_rss_ = 0;
   std::map<std::string, Figures> figures_;
+  std::shared_ptr<GpuMemoryCounters> gpu_;
+  int64_t gpu_start_ = 0;
+  std::map<std::string, Figures> gpu_figures_;
 
   std::thread sampler_;
   std::mutex mutex_;

@@ -5,10 +5,20 @@
 #include "util/torch_compat.h"
 
 namespace hftrain {
+namespace {
+
+std::string& compute_device() {
+  static std::string device = "cpu";
+  return device;
+}
+
+}  // namespace
+
+void set_compute_device(const std::string& description) { compute_device() = description; }
 
 std::string describe_compute() {
   const int threads = at::get_num_threads();
-  return "cpu, " + std::to_string(threads) + " intra-op thread" + (threads == 1 ? "" : "s") +
+  return compute_device() + ", " + std::to_string(threads) + " intra-op thread" + (threads == 1 ? "" : "s") +
          " (BLAS: " + choose_threads(0, 1).blas + ")";
 }
 

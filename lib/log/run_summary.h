@@ -24,8 +24,12 @@ struct TrainingSummary {
   std::string compute;  // describe_compute()
 };
 
-// "cpu, 2 intra-op threads (BLAS: openblas-openmp)" for this process as configured now.
+// "cpu, 2 intra-op threads (BLAS: openblas-openmp)" for this process as configured now; the device part is
+// what set_compute_device() recorded ("cpu" until then).
 std::string describe_compute();
+// The device text of the run-start blocks: this rank's device, or every rank's (dist/devices.h
+// describe_rank_devices), e.g. "rank 0: cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB); rank 1: cuda:1 (...)".
+void set_compute_device(const std::string& description);
 // 1234567 -> "1,234,567" (Python's "{:,}").
 std::string thousands(int64_t v);
 

@@ -10,6 +10,7 @@
 #include "spec/model_families.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/torch_compat.h"
 
 namespace hftrain {
 namespace {
@@ -379,7 +380,7 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
 
   finish_deepspeed_config(spec, catalog, issues);
   check_offload(spec, root, issues);
-  if (spec.distributed.backend == "nccl")
+  if (!kCudaBuild && spec.distributed.backend == "nccl")  // with CUDA: dist/devices.h choose_device decides
     issues.add("distributed.backend", lookup(lookup(root, "distributed"), "backend"),
                "nccl needs CUDA, and this build runs on the CPU; use gloo (or auto)");
   check_precision(spec, root, issues);

@@ -129,7 +129,8 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "`hftrain eval` with precision.bf16 keeps fp32 weights and runs matmuls in bf16.");
   s.add("fp16_full_eval", &TrainingArgs::fp16_full_eval, "As bf16_full_eval, in float16 (needs a CUDA device).");
   s.add("run_name", &TrainingArgs::run_name, "A name for the run, logged at start (HF uses it for experiment trackers; default output_dir).");
-  s.add("use_cpu", &TrainingArgs::use_cpu, "Train on the CPU (HF; this build always does).");
+  s.add("use_cpu", &TrainingArgs::use_cpu,
+        "Train on the CPU even where GPUs are visible (HF); a LibTorch without CUDA always does.");
   s.add("tf32", &TrainingArgs::tf32, "TF32 matmuls on Ampere or newer NVIDIA GPUs (HF); this build runs on the CPU.")
       .check([](const std::optional<bool>& v) {
         return v.value_or(false) ? "TF32 needs an Ampere or newer NVIDIA GPU (as HF says) and this build runs on the CPU; "
@@ -171,8 +172,13 @@ bool ReportTargets::has(const std::string& target) const {
 }
 
 void DistributedArgs::declare(Schema<DistributedArgs>& s) {
-  s.add("nproc_per_node", &DistributedArgs::nproc_per_node, "Worker processes on this node.").min(1);
-  s.add("backend", &DistributedArgs::backend, "Collective backend.").choices({"auto", "gloo", "nccl"});
+  s.add("nproc_per_node", &DistributedArgs::nproc_per_node,
+        "Worker processes on this node, or auto: one per visible GPU (CUDA_VISIBLE_DEVICES honoured), 1 on the CPU.")
+      .check([](const WorkerCount& w) {
+        return !w.automatic && w.count < 1 ? "must be >= 1 or auto, got " + std::to_string(w.count) : std::string();
+      });
+  s.add("backend", &DistributedArgs::backend, "Collective backend: auto = nccl on GPUs, gloo on the CPU.")
+      .choices({"auto", "gloo", "nccl"});
   s.add("ddp_timeout", &DistributedArgs::ddp_timeout, "Seconds before a collective is declared hung.").min(1);
   s.add("ddp_bucket_cap_mb", &DistributedArgs::ddp_bucket_cap_mb, "Gradient bucket size in MiB.").greater_than(0);
   s.add("max_restarts", &DistributedArgs::max_restarts, "Relaunches after a worker failure.").min(0);

@@ -63,6 +63,27 @@ struct ValueTraits<TargetModules> {
   }
 };
 
+// distributed.nproc_per_node: a number of workers, or `auto` (one per visible GPU, 1 on the CPU; resolved
+// at launch by dist/devices.h choose_worker_count).
+struct WorkerCount {
+  int64_t count = 1;       // when !automatic
+  bool automatic = false;
+};
+
+template <>
+struct ValueTraits<WorkerCount> {
+  static std::string name() { return "integer or auto"; }
+  static bool parse(const YAML::Node& n, WorkerCount& out) {
+    if (n.IsScalar() && n.Scalar() == "auto") {
+      out = WorkerCount{1, true};
+      return true;
+    }
+    out.automatic = false;
+    return ValueTraits<int64_t>::parse(n, out.count);
+  }
+  static YAML::Node dump(const WorkerCount& v) { return v.automatic ? YAML::Node("auto") : YAML::Node(v.count); }
+};
+
 // HF TrainingArguments subset (names and defaults as in transformers).
 struct TrainingArgs {
   std::string output_dir;
@@ -122,7 +143,7 @@ struct TrainingArgs {
   bool bf16_full_eval = false;  // evaluate with the model itself in bfloat16
   bool fp16_full_eval = false;  // evaluate with the model itself in float16 (CUDA only)
   std::string run_name;         // "" = output_dir (HF default)
-  bool use_cpu = false;         // this build always runs on the CPU
+  bool use_cpu = false;         // the CPU even where GPUs are visible (dist/devices.h)
   std::optional<bool> tf32;     // true needs an Ampere GPU: refused on this build
   bool save_safetensors = true;  // false (pickle .bin files) refused
   bool save_on_each_node = false;  // true refused: rank 0 writes into one shared output_dir
@@ -134,9 +155,9 @@ struct TrainingArgs {
   static void declare(Schema<TrainingArgs>& s);
 };
 
-// Process layout. Validated now; multi-process execution is a later capability and refuses loudly.
+// Process layout (docs/distributed.md; devices and `auto`: dist/devices.h).
 struct DistributedArgs {
-  int64_t nproc_per_node = 1;
+  WorkerCount nproc_per_node;
   std::string backend = "auto";
   int64_t ddp_timeout = 1800;
   double ddp_bucket_cap_mb = 25;

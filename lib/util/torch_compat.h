@@ -1,4 +1,4 @@
-// The one place where LibTorch version differences (1.13 vs 2.x) are guarded.
+// The one place where LibTorch version differences (1.13 vs 2.x) and CUDA are guarded.
 #pragma once
 
 #include <torch/torch.h>
@@ -10,7 +10,16 @@
 // scaled_dot_product_attention exists from LibTorch 2.0.
 #define HFTRAIN_HAS_SDPA HFTRAIN_TORCH_AT_LEAST(2, 0)
 
+// CUDA: lib/CMakeLists.txt defines HFTRAIN_WITH_CUDA=1 when the LibTorch it found is a CUDA build (the
+// Debian package is not, so that build is unchanged). Code that calls CUDA is compiled under
+// `#if HFTRAIN_WITH_CUDA` (all of it in dist/device_probe.cpp); everything else asks kCudaBuild.
+#ifndef HFTRAIN_WITH_CUDA
+#define HFTRAIN_WITH_CUDA 0
+#endif
+
 namespace hftrain {
+
+inline constexpr bool kCudaBuild = HFTRAIN_WITH_CUDA != 0;
 
 inline std::string torch_version_string() {
   return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +

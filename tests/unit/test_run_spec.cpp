@@ -125,7 +125,8 @@ TEST_CASE("capabilities not built yet refuse instead of being ignored", "[unit][
   // Built: data parallelism and ZeRO stages 1-2.
   RunSpec spec = load_run_spec(path, {"zero.stage=2", "distributed.nproc_per_node=2"}, builtin_components().catalog());
   CHECK(spec.zero.stage == 2);
-  CHECK(spec.distributed.nproc_per_node == 2);
+  CHECK(spec.distributed.nproc_per_node.count == 2);
+  CHECK_FALSE(spec.distributed.nproc_per_node.automatic);
 }
 
 TEST_CASE("a dumped spec reloads to the same dump (defaults included)", "[unit][spec]") {
