@@ -90,20 +90,58 @@ DataShape DigitReversalSource::shape() const {
   return s;
 }
 
+// The digits of example `index` of a digit_reversal split (both the causal and the seq2seq form).
+std::vector<int64_t> reversal_digits(int64_t seed, const std::string& split, int64_t index, int64_t n) {
+  SplitMix64 g = example_rng(seed, split, index);
+  std::vector<int64_t> digits;
+  for (int64_t i = 0; i < n; ++i) digits.push_back(static_cast<int64_t>(g.next() % 10));
+  return digits;
+}
+
 std::shared_ptr<const Dataset> DigitReversalSource::split(const std::string& name) const {
   int64_t size = split_size(name, options_.train_size, options_.eval_size, options_.test_size);
   const int64_t n = options_.num_digits, seed = options_.seed;
   return make_dataset(size, [n, seed, name](int64_t index) {
-    SplitMix64 g = example_rng(seed, name, index);
     Example ex;
-    std::vector<int64_t> digits;
-    for (int64_t i = 0; i < n; ++i) digits.push_back(static_cast<int64_t>(g.next() % 10));
+    const std::vector<int64_t> digits = reversal_digits(seed, name, index, n);
     ex.input_ids = digits;
     ex.input_ids.push_back(10);  // '='
     ex.input_ids.insert(ex.input_ids.end(), digits.rbegin(), digits.rend());
     ex.labels.assign(ex.input_ids.size(), -100);
     for (std::size_t i = static_cast<std::size_t>(n) + 1; i < ex.input_ids.size(); ++i) ex.labels[i] = ex.input_ids[i];
     ex.prompt_length = n + 1;
+    return ex;
+  });
+}
+
+// ---- digit_reversal_seq2seq ----------------------------------------------------------------------
+// Alphabet: '_' pad (0), '$' eos (1), then the digits (2-11).
+DigitReversalSeq2SeqSource::DigitReversalSeq2SeqSource(const Options& options)
+    : options_(options), tokenizer_("_$0123456789", [] {
+        SpecialTokenIds s;
+        s.pad = 0;
+        s.eos = 1;
+        return s;
+      }()) {}
+
+DataShape DigitReversalSeq2SeqSource::shape() const {
+  DataShape s;
+  s.vocab_size = tokenizer_.vocab_size();
+  s.max_length = options_.num_digits + 1;
+  return s;
+}
+
+std::shared_ptr<const Dataset> DigitReversalSeq2SeqSource::split(const std::string& name) const {
+  int64_t size = split_size(name, options_.train_size, options_.eval_size, options_.test_size);
+  const int64_t n = options_.num_digits, seed = options_.seed;
+  return make_dataset(size, [n, seed, name](int64_t index) {
+    constexpr int64_t kEos = 1, kFirstDigit = 2;
+    Example ex;
+    for (int64_t d : reversal_digits(seed, name, index, n)) ex.input_ids.push_back(kFirstDigit + d);
+    ex.labels.assign(ex.input_ids.rbegin(), ex.input_ids.rend());
+    ex.input_ids.push_back(kEos);
+    ex.labels.push_back(kEos);
+    ex.prompt_length = static_cast<int64_t>(ex.input_ids.size());  // the whole source is the encoder's input
     return ex;
   });
 }

@@ -31,6 +31,24 @@ class DigitReversalSource : public DataSource {
   CharTokenizer tokenizer_;
 };
 
+// `digit_reversal_seq2seq`: the same digit strings as a sequence-to-sequence task: the source is the
+// digits, the target their reversal, each ended by eos. Tokens follow T5's conventions (pad 0, eos 1,
+// then the digits), so a t5 model with its default ids learns it as is. Scored by exact match.
+class DigitReversalSeq2SeqSource : public DataSource {
+ public:
+  using Options = DigitReversalSource::Options;
+  explicit DigitReversalSeq2SeqSource(const Options& options);
+  std::shared_ptr<const Dataset> split(const std::string& name) const override;
+  TaskKind task() const override { return TaskKind::kSeq2Seq; }
+  DataShape shape() const override;
+  std::vector<std::string> default_metrics() const override { return {"exact_match"}; }
+  const Tokenizer* tokenizer() const override { return &tokenizer_; }
+
+ private:
+  Options options_;
+  CharTokenizer tokenizer_;
+};
+
 // `gaussian_blobs`: points around num_classes random centres in num_features dimensions; the label
 // is the centre a point was drawn from. Scored by accuracy.
 class GaussianBlobsSource : public DataSource {

@@ -44,7 +44,9 @@ class Dataset {
 };
 
 // kMaskedLm: labels per token like kCausalLm, but made by masking in the collator and not shifted.
-enum class TaskKind { kCausalLm, kClassification, kMaskedLm };
+// kSeq2Seq: input_ids is the source (the encoder's input, the whole prompt), labels the target, of its
+// own length (HF DataCollatorForSeq2Seq: padded with -100; the model shifts them into decoder inputs).
+enum class TaskKind { kCausalLm, kClassification, kMaskedLm, kSeq2Seq };
 
 struct DataShape {
   int64_t vocab_size = 0;

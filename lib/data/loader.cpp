@@ -61,6 +61,14 @@ Batch collate(const std::vector<Example>& examples, TaskKind task, const Collate
         for (std::size_t t = 0; t < examples[i].labels.size() && t < examples[i].input_ids.size(); ++t)
           lab[i][static_cast<int64_t>(t)] = examples[i].labels[t];
     }
+    if (task == TaskKind::kSeq2Seq) {
+      int64_t L = 0;
+      for (const auto& e : examples) L = std::max<int64_t>(L, static_cast<int64_t>(e.labels.size()));
+      b.labels = torch::full({B, L}, -100, torch::kLong);
+      auto lab = b.labels.accessor<int64_t, 2>();
+      for (int64_t i = 0; i < B; ++i)
+        for (std::size_t t = 0; t < examples[i].labels.size(); ++t) lab[i][static_cast<int64_t>(t)] = examples[i].labels[t];
+    }
     if (task == TaskKind::kMaskedLm) {
       special = torch::zeros({B, T}, torch::kLong);
       auto sp = special.accessor<int64_t, 2>();

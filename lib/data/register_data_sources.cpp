@@ -7,6 +7,9 @@ namespace hftrain {
 
 void register_data_sources(Registry<DataSource>& data) {
   data.add<DigitReversalSource>("digit_reversal", "Synthetic: reverse a digit string after '='; exact-match scored.");
+  data.add<DigitReversalSeq2SeqSource>("digit_reversal_seq2seq",
+                                       "Synthetic seq2seq: the digits as source, their reversal as target (T5 ids: pad 0, "
+                                       "eos 1); exact-match scored.");
   data.add<GaussianBlobsSource>("gaussian_blobs", "Synthetic: classify points by the Gaussian blob they came from.");
   data.add<TextFileSource>("text_file", "A text file as bytes, cut into blocks for language modelling.");
   data.add<JsonlSource>("jsonl", "JSON Lines files (one object per line), tokenized with a column mapping; cached.");

@@ -41,10 +41,12 @@ class Tokenizer {
   virtual SpecialTokenIds special_tokens() const { return {}; }
 };
 
-// Characters <-> ids by position in a fixed alphabet.
+// Characters <-> ids by position in a fixed alphabet; `specials` names the ids that are special tokens.
 class CharTokenizer : public Tokenizer {
  public:
-  explicit CharTokenizer(std::string alphabet) : alphabet_(std::move(alphabet)) {}
+  explicit CharTokenizer(std::string alphabet, SpecialTokenIds specials = {})
+      : alphabet_(std::move(alphabet)), specials_(specials) {}
+  SpecialTokenIds special_tokens() const override { return specials_; }
   int64_t vocab_size() const override { return static_cast<int64_t>(alphabet_.size()); }
   std::vector<int64_t> encode(const std::string& text) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
@@ -52,6 +54,7 @@ class CharTokenizer : public Tokenizer {
 
  private:
   std::string alphabet_;
+  SpecialTokenIds specials_;
 };
 
 // Raw bytes: id = byte value, vocab 256.

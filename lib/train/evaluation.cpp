@@ -169,11 +169,12 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
             all.push_back({{"generated", text(s.tokens)}, {"generated_ids", s.tokens}, {"sequence_score", s.score}});
           line["sequences"] = all;
         }
-        std::vector<int64_t> reference;
-        for (std::size_t t = static_cast<std::size_t>(ex.prompt_length); t < ex.labels.size(); ++t)
+        std::vector<int64_t> reference;  // a causal LM's labels continue the prompt; a seq2seq target stands alone
+        const auto first_label = static_cast<std::size_t>(p.data->task() == TaskKind::kSeq2Seq ? 0 : ex.prompt_length);
+        for (std::size_t t = first_label; t < ex.labels.size(); ++t)
           if (ex.labels[t] != -100) reference.push_back(ex.labels[t]);
         if (!reference.empty()) {
-          line["reference"] = tok ? tok->decode(reference) : "";
+          line["reference"] = text(reference);
           has_labels = true;
         }
         out << line.dump() << "\n";

@@ -33,6 +33,9 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
     DeferredInit deferred(sharded_init && (spec.model.from_pretrained.empty() || hf_dir));
     p.model = components.models.build(spec.model.type, spec.model.options, context);
   }
+  if (p.data->task() == TaskKind::kSeq2Seq && !p.model->is_encoder_decoder())
+    throw ConfigError("model.type: data '" + spec.data.type + "' is a sequence-to-sequence task (source and target of "
+                      "their own lengths) and needs an encoder-decoder model such as t5, not '" + spec.model.type + "'");
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
   if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);
   if (p.model->initialisation_deferred()) {

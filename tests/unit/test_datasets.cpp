@@ -13,6 +13,7 @@
 #include <functional>
 #include <set>
 
+#include "data/builtin_sources.h"
 #include "data/dataset_cache.h"
 #include "data/file_sources.h"
 #include "data/loader.h"
@@ -575,5 +576,48 @@ TEST_CASE("length_column_name reads an integer column of the training rows, else
     CHECK(train->lengths("n") == std::vector<int64_t>{7, 2, 5});
     CHECK(train->lengths("tag") == std::vector<int64_t>{3, 1, 2});     // not integers: token counts
     CHECK(train->lengths("length") == std::vector<int64_t>{3, 1, 2});  // absent: token counts
+  }
+}
+
+TEST_CASE("seq2seq examples collate with the target padded to its own length with -100", "[unit][datasets]") {
+  // HF DataCollatorForSeq2Seq: inputs padded with the pad id (attention mask 0), labels with -100.
+  Example a, b;
+  a.input_ids = {5, 6, 7, 1};
+  a.labels = {7, 1};
+  b.input_ids = {8, 1};
+  b.labels = {9, 9, 9, 1};
+  CollateOptions opts;
+  opts.pad_id = 0;
+  Batch batch = collate({a, b}, TaskKind::kSeq2Seq, opts);
+  CHECK(batch.input_ids.equal(torch::tensor({5, 6, 7, 1, 8, 1, 0, 0}, torch::kLong).view({2, 4})));
+  CHECK(batch.attention_mask.equal(torch::tensor({1, 1, 1, 1, 1, 1, 0, 0}, torch::kLong).view({2, 4})));
+  CHECK(batch.labels.equal(torch::tensor({7, 1, -100, -100, 9, 9, 9, 1}, torch::kLong).view({2, 4})));
+}
+
+TEST_CASE("digit_reversal_seq2seq: the source digits and eos, the target their reversal and eos", "[unit][datasets]") {
+  DigitReversalSeq2SeqSource::Options o;
+  o.num_digits = 5;
+  o.train_size = 50;
+  DigitReversalSeq2SeqSource source(o);
+  CHECK(source.task() == TaskKind::kSeq2Seq);
+  CHECK(source.tokenizer()->special_tokens().pad == 0);
+  CHECK(source.tokenizer()->special_tokens().eos == 1);
+  // The same digits as digit_reversal's example (same seed, split and index), in T5's id layout.
+  DigitReversalSource causal(o);
+  const auto train = source.split("train");
+  const auto causal_train = causal.split("train");
+  for (int64_t i = 0; i < train->size(); ++i) {
+    const Example ex = train->get(i), c = causal_train->get(i);
+    REQUIRE(ex.input_ids.size() == 6);
+    REQUIRE(ex.labels.size() == 6);
+    CHECK(ex.input_ids.back() == 1);
+    CHECK(ex.labels.back() == 1);
+    CHECK(ex.prompt_length == 6);
+    for (int64_t k = 0; k < 5; ++k) {
+      CHECK(ex.input_ids[static_cast<std::size_t>(k)] == c.input_ids[static_cast<std::size_t>(k)] + 2);
+      CHECK(ex.labels[static_cast<std::size_t>(k)] == ex.input_ids[static_cast<std::size_t>(4 - k)]);
+    }
+    const std::string src = source.tokenizer()->decode(ex.input_ids), tgt = source.tokenizer()->decode(ex.labels);
+    CHECK(tgt == std::string(src.rbegin() + 1, src.rend()) + "$");
   }
 }
