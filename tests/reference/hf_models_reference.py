@@ -483,9 +483,11 @@ def run_hftrain_side(subdir, build_cases, describe, env_var, tag, tail_chars):
     return root, cases, r
 
 
-def main():
-    root, cases, r = run_hftrain_side("hf_models", make_cases, lambda cases: [c["name"] for c in cases],
-                                      "HFTRAIN_HF_REFERENCE_DIR", "[hfmodels_ref]", 6000)
+def compare_with_hftrain(name, make_cases, env_var, tag, family_checks):
+    """Runs the hftrain side over the cases and checks each case's logits and loss against the reference;
+    family_checks(case, got, failures) adds a family's own checks and returns text for the case's line.
+    Returns the exit code."""
+    root, cases, r = run_hftrain_side(name, make_cases, lambda cases: [c["name"] for c in cases], env_var, tag, 6000)
     failures = []
     if r.returncode != 0:
         failures.append("hftrain side failed (exit %d)" % r.returncode)
@@ -497,19 +499,26 @@ def main():
         got, _ = read_safetensors(got_path)
         ok, err = close(got["logits"], case["logits"])
         ok_loss, err_loss = close(got["loss"], case["loss"].reshape(1))
-        print("%-22s logits max rel err %.3g, loss %.8f vs %.8f" % (case["name"], err, got["loss"].item(),
-                                                                   case["loss"].item()))
         if not ok:
             failures.append("%s: logits differ by %.3g" % (case["name"], err))
         if not ok_loss:
             failures.append("%s: loss differs by %.3g" % (case["name"], err_loss))
-        for p in check_resaved(case):
-            failures.append("%s: resaved: %s" % (case["name"], p))
+        more = family_checks(case, got, failures)
+        print("%-28s logits max rel err %.3g, loss %.8f vs %.8f%s" % (case["name"], err, got["loss"].item(),
+                                                                     case["loss"].item(), more))
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         return 1
-    print("hf_models_reference: %d cases agree" % len(cases))
+    print("%s_reference: %d cases agree" % (name, len(cases)))
     return 0
+
+
+def main():
+    def resaved(case, got, failures):
+        for p in check_resaved(case):
+            failures.append("%s: resaved: %s" % (case["name"], p))
+        return ""
+    return compare_with_hftrain("hf_models", make_cases, "HFTRAIN_HF_REFERENCE_DIR", "[hfmodels_ref]", resaved)
 
 
 if __name__ == "__main__":
