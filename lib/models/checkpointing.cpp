@@ -10,12 +10,34 @@ namespace {
 
 using BlockFn = std::function<torch::Tensor(const torch::Tensor&)>;
 
+// What the recomputation must repeat: the random generator's state and the autocast mode at forward.
+void record_forward_state(torch::autograd::AutogradContext* ctx, int64_t block_address) {
+  ctx->saved_data["block"] = block_address;
+  ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
+  ctx->saved_data["autocast"] = static_cast<int64_t>(current_autocast_dtype());  // recompute under the same mode
+}
+
+// Runs `recompute` with grad enabled under the recorded generator state and autocast mode, then puts the
+// generator back as it was, and back-propagates `grad_output` through the result.
+void replay_and_backward(torch::autograd::AutogradContext* ctx, const std::function<torch::Tensor()>& recompute,
+                         const torch::Tensor& grad_output) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  auto rng_now = generator.get_state();
+  generator.set_state(ctx->saved_data["rng"].toTensor());
+  torch::Tensor y;
+  {
+    torch::AutoGradMode enable(true);
+    AutocastScope autocast(static_cast<torch::ScalarType>(ctx->saved_data["autocast"].toInt()));
+    y = recompute();
+  }
+  generator.set_state(rng_now);
+  torch::autograd::backward({y}, {grad_output});
+}
+
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t block_address) {
-    ctx->saved_data["block"] = block_address;
-    ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
-    ctx->saved_data["autocast"] = static_cast<int64_t>(current_autocast_dtype());  // recompute under the same mode
+    record_forward_state(ctx, block_address);
     ctx->save_for_backward({x});
     torch::NoGradGuard no_grad;
     return (*reinterpret_cast<const BlockFn*>(block_address))(x);
@@ -25,17 +47,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
                                                  torch::autograd::variable_list grad_outputs) {
     const auto* block = reinterpret_cast<const BlockFn*>(ctx->saved_data["block"].toInt());
     auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    auto generator = at::detail::getDefaultCPUGenerator();
-    auto rng_now = generator.get_state();
-    generator.set_state(ctx->saved_data["rng"].toTensor());
-    torch::Tensor y;
-    {
-      torch::AutoGradMode enable(true);
-      AutocastScope autocast(static_cast<torch::ScalarType>(ctx->saved_data["autocast"].toInt()));
-      y = (*block)(x);
-    }
-    generator.set_state(rng_now);
-    torch::autograd::backward({y}, {grad_outputs[0]});
+    replay_and_backward(ctx, [&] { return (*block)(x); }, grad_outputs[0]);
     return {x.grad(), torch::Tensor()};
   }
 };
@@ -47,9 +59,7 @@ class CheckpointFunction2 : public torch::autograd::Function<CheckpointFunction2
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor memory,
                                int64_t block_address) {
-    ctx->saved_data["block"] = block_address;
-    ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
-    ctx->saved_data["autocast"] = static_cast<int64_t>(current_autocast_dtype());
+    record_forward_state(ctx, block_address);
     ctx->save_for_backward({x, memory});
     torch::NoGradGuard no_grad;
     return (*reinterpret_cast<const MemoryBlockFn*>(block_address))(x, memory);
@@ -61,17 +71,7 @@ class CheckpointFunction2 : public torch::autograd::Function<CheckpointFunction2
     const auto saved = ctx->get_saved_variables();
     auto x = saved[0].detach().requires_grad_(saved[0].requires_grad());
     auto memory = saved[1].detach().requires_grad_(saved[1].requires_grad());
-    auto generator = at::detail::getDefaultCPUGenerator();
-    auto rng_now = generator.get_state();
-    generator.set_state(ctx->saved_data["rng"].toTensor());
-    torch::Tensor y;
-    {
-      torch::AutoGradMode enable(true);
-      AutocastScope autocast(static_cast<torch::ScalarType>(ctx->saved_data["autocast"].toInt()));
-      y = (*block)(x, memory);
-    }
-    generator.set_state(rng_now);
-    torch::autograd::backward({y}, {grad_outputs[0]});
+    replay_and_backward(ctx, [&] { return (*block)(x, memory); }, grad_outputs[0]);
     return {x.requires_grad() ? x.grad() : torch::Tensor(), memory.requires_grad() ? memory.grad() : torch::Tensor(),
             torch::Tensor()};
   }
