@@ -59,6 +59,30 @@ void report_error(const std::string& what) {
     std::cerr << "error: " << what << std::endl;
 }
 
+// The `generation` options as flags of one subcommand; given flags become --set generation.<name>=<value>.
+class GenerationFlags {
+ public:
+  explicit GenerationFlags(CLI::App& command) {
+    const auto infos = hftrain::schema_of<hftrain::GenerationArgs>().describe();
+    values_.reserve(infos.size());  // the options hold references into it
+    for (const auto& info : infos) {
+      std::string flag = info.name;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      values_.emplace_back(info.name, "");
+      options_.push_back(command.add_option("--" + flag, values_.back().second, info.help + " (generation." + info.name + ")")
+                             ->type_name(info.type));
+    }
+  }
+  void append_overrides(std::vector<std::string>& overrides) const {
+    for (std::size_t i = 0; i < options_.size(); ++i)
+      if (options_[i]->count() > 0) overrides.push_back("generation." + values_[i].first + "=" + values_[i].second);
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;  // option name, value as given
+  std::vector<CLI::Option*> options_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,7 +106,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> eval_overrides;
   std::string eval_model;
   auto* eval_cmd = app.add_subcommand("eval", "Evaluate a trained or pretrained model on the eval split")
-                       ->footer("Examples:\n  hftrain eval runs/quickstart\n  hftrain eval spec.yaml --model models/gpt2");
+                       ->footer("Examples:\n  hftrain eval runs/quickstart\n  hftrain eval spec.yaml --model models/gpt2\n"
+                               "  hftrain eval runs/t5 --num-beams 4 --max-length 64   (with training.predict_with_generate)");
   eval_cmd->add_option("target", eval_target, "Run directory or run spec")->required();
   eval_cmd->add_option("--model", eval_model,
                        "Model directory to evaluate (as model.from_pretrained) instead of the run's trained model");
@@ -102,21 +127,10 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--model", predict_model,
                           "Model directory to predict with (as model.from_pretrained) instead of the run's trained model");
   predict_cmd->add_option("--set", predict_overrides, "Override a spec value: dotted.key=value (repeatable)");
-  // Every `generation` option is also a flag (--num-beams 4 = --set generation.num_beams=4), taken from the
-  // section's one declaration, so the spec validates it as any other value.
-  std::vector<std::pair<std::string, std::string>> generation_flags;  // option name, value as given
-  std::vector<CLI::Option*> generation_options;
-  const auto generation_infos = hftrain::schema_of<hftrain::GenerationArgs>().describe();
-  generation_flags.reserve(generation_infos.size());  // the options hold references into it
-  for (const auto& info : generation_infos) {
-    std::string flag = info.name;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    generation_flags.emplace_back(info.name, "");
-    generation_options.push_back(predict_cmd
-                                     ->add_option("--" + flag, generation_flags.back().second,
-                                                  info.help + " (generation." + info.name + ")")
-                                     ->type_name(info.type));
-  }
+  // Every `generation` option is also a flag of eval and predict (--num-beams 4 = --set generation.num_beams=4,
+  // as HF's evaluate(num_beams=...) / predict(max_length=...)), taken from the section's one declaration, so the
+  // spec validates it as any other value.
+  GenerationFlags eval_generation(*eval_cmd), predict_generation(*predict_cmd);
 
   train_cmd->add_option("--nproc-per-node", train.nproc_per_node,
                         "Worker processes on this node (data parallel), or auto = one per visible GPU (1 on the CPU); "
@@ -195,9 +209,8 @@ int main(int argc, char** argv) {
   }
 
   if (resume_opt->count() > 0 && train.resume.empty()) train.resume = "last";
-  for (std::size_t i = 0; i < generation_options.size(); ++i)
-    if (generation_options[i]->count() > 0)
-      predict_overrides.push_back("generation." + generation_flags[i].first + "=" + generation_flags[i].second);
+  eval_generation.append_overrides(eval_overrides);
+  predict_generation.append_overrides(predict_overrides);
   // Commands that run model steps keep freed memory for the next step; the others give large blocks back
   // as soon as they are freed (util/malloc_policy.h).
   if (*train_cmd || *eval_cmd || *predict_cmd)

@@ -446,8 +446,7 @@ int run_predict(const std::string& target, const std::vector<std::string>& overr
   ensure_output_dir(spec.training.output_dir);
   const std::string out_path = spec.training.output_dir + "/predictions.jsonl";
   memory.start("test");  // HF names the predict stage "test"
-  nlohmann::json metrics = predict(pipeline, c, "test", spec.training.per_device_eval_batch_size,
-                                   spec.generation, out_path);
+  nlohmann::json metrics = predict(pipeline, c, "test", spec.training.per_device_eval_batch_size, out_path);
   memory.stop_and_update_metrics("test", metrics);
   std::cout << "predictions written to " << out_path << std::endl;
   if (!metrics.empty()) {

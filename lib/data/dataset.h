@@ -30,6 +30,8 @@ struct CollateOptions {
   double mlm_probability = 0.15;    // masked_lm: share of non-special tokens selected
   int64_t mask_id = -1;             // masked_lm: the tokenizer's mask token
   int64_t vocab_size = 0;           // masked_lm: random replacements are drawn from [0, vocab_size)
+  int64_t pad_to_length = 0;        // > 0: input_ids padded to at least this length (pad_to_max_length)
+  int64_t label_pad_to_length = 0;  // > 0: seq2seq labels padded (with -100) to at least this length
 };
 
 class Dataset {

@@ -128,8 +128,10 @@ void FileDataSource::Options::declare(Schema<Options>& s) {
       .min(0)
       .max(99);
   s.add("split_seed", &Options::split_seed, "Seed of the ratio split.").min(0);
-  s.add("task", &Options::task, "causal_lm, sequence_classification or masked_lm.")
-      .choices({"causal_lm", "sequence_classification", "masked_lm"});
+  s.add("task", &Options::task,
+        "causal_lm, sequence_classification, masked_lm or seq2seq (source_column -> target_column, for "
+        "encoder-decoder models).")
+      .choices({"causal_lm", "sequence_classification", "masked_lm", "seq2seq"});
   s.add("text_column", &Options::text_column, "Column holding the text (text files: always 'text').");
   s.add("text_pair_column", &Options::text_pair_column, "Column holding the second text of a pair; \"\" = none.");
   s.add("label_column", &Options::label_column, "sequence_classification: column holding the label.");
@@ -141,6 +143,15 @@ void FileDataSource::Options::declare(Schema<Options>& s) {
         "LM packing as HF group_texts: concatenate all rows and cut into blocks of this size, dropping the remainder (0 = one example per row).")
       .min(0);
   s.add("mlm_probability", &Options::mlm_probability, "masked_lm: share of tokens selected for masking.").min(0).max(1);
+  s.add("source_column", &Options::source_column, "seq2seq: column holding the source text (the encoder's input).");
+  s.add("target_column", &Options::target_column, "seq2seq: column holding the target text (the labels).");
+  s.add("source_prefix", &Options::source_prefix,
+        "seq2seq: text put before every source, e.g. 'translate English to German: ' or 'summarize: ' for T5.");
+  s.add("max_source_length", &Options::max_source_length, "seq2seq: sources are truncated to this many tokens.").min(1);
+  s.add("max_target_length", &Options::max_target_length, "seq2seq: targets are truncated to this many tokens.").min(1);
+  s.add("pad_to_max_length", &Options::pad_to_max_length,
+        "seq2seq: pad every batch to max_source_length / max_target_length (fixed shapes) instead of to its "
+        "longest example.");
   s.add("on_bad_row", &Options::on_bad_row, "A malformed row: 'error' (stop, naming file:line and column) or 'skip' (count and warn).")
       .choices({"error", "skip"});
   s.add("cache_dir", &Options::cache_dir, "Tokenized-dataset cache directory; \"\" = $HFTRAIN_CACHE or ~/.cache/hftrain.");
@@ -155,15 +166,18 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
     : options_(options), format_(format), tokenizer_(std::move(tokenizer)) {
   if (options_.task == "sequence_classification") task_ = TaskKind::kClassification;
   else if (options_.task == "masked_lm") task_ = TaskKind::kMaskedLm;
+  else if (options_.task == "seq2seq") task_ = TaskKind::kSeq2Seq;
   else task_ = TaskKind::kCausalLm;
   if (format_ == RowFormat::kText) {
     options_.text_column = "text";
-    if (task_ == TaskKind::kClassification)
-      throw ConfigError("data.task: sequence_classification needs a label column; text files have only 'text' (use jsonl, csv or tsv)");
+    if (task_ == TaskKind::kClassification || task_ == TaskKind::kSeq2Seq)
+      throw ConfigError("data.task: " + options_.task + " needs " +
+                        (task_ == TaskKind::kSeq2Seq ? "a source and a target column" : "a label column") +
+                        "; text files have only 'text' (use jsonl, csv or tsv)");
     if (!options_.text_pair_column.empty()) throw ConfigError("data.text_pair_column: text files have only the column 'text'");
   }
-  if (task_ == TaskKind::kClassification && options_.block_size > 0)
-    throw ConfigError("data.block_size: packing applies to causal_lm and masked_lm, not sequence_classification");
+  if ((task_ == TaskKind::kClassification || task_ == TaskKind::kSeq2Seq) && options_.block_size > 0)
+    throw ConfigError("data.block_size: packing applies to causal_lm and masked_lm, not " + options_.task);
   const bool injected = tokenizer_ != nullptr;
   if (!injected) tokenizer_ = load_tokenizer(options_.tokenizer, "data.tokenizer");
   const SpecialTokenIds special = tokenizer_->special_tokens();
@@ -180,6 +194,8 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
   key.add(static_cast<int64_t>(options_.label_names.size()));
   for (const auto& l : options_.label_names) key.add(l);
   key.add(options_.max_length).add(options_.block_size).add(options_.on_bad_row);
+  key.add(options_.source_column).add(options_.target_column).add(options_.source_prefix);
+  key.add(options_.max_source_length).add(options_.max_target_length);
   key.add(options_.validation_split_percentage).add(options_.split_seed);
   const std::string dir = options_.cache_dir.empty() ? default_cache_dir() : options_.cache_dir;
   cache_file_ = (std::filesystem::path(dir) / "datasets" / (key.hex() + ".bin")).string();
@@ -219,6 +235,10 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
   collate_.mlm_probability = options_.mlm_probability;
   collate_.mask_id = special.mask ? *special.mask : -1;
   collate_.vocab_size = tokenizer_->vocab_size();
+  if (task_ == TaskKind::kSeq2Seq && options_.pad_to_max_length) {
+    collate_.pad_to_length = options_.max_source_length;
+    collate_.label_pad_to_length = options_.max_target_length;
+  }
 }
 
 TokenizedSplits FileDataSource::build() {
@@ -310,6 +330,24 @@ TokenizedSplits FileDataSource::build() {
         bad(file, row, row.problem_column, row.problem);
         continue;
       }
+      if (task_ == TaskKind::kSeq2Seq) {  // HF run_translation's preprocess_function, one row at a time
+        auto source = text_of(file, row, options_.source_column);
+        if (!source) continue;
+        Example ex;
+        ex.input_ids = tokenizer_->encode_for_model(options_.source_prefix + *source, nullptr, options_.max_source_length).input_ids;
+        auto target_field = row.fields.find(options_.target_column);
+        const bool unlabelled = labels_optional && (target_field == row.fields.end() || !target_field->second);
+        if (!unlabelled) {
+          auto target = text_of(file, row, options_.target_column);
+          if (!target) continue;
+          ex.labels = tokenizer_->encode_for_model(*target, nullptr, options_.max_target_length).input_ids;
+        }
+        ++tokenized_rows_;
+        ex.prompt_length = static_cast<int64_t>(ex.input_ids.size());
+        examples.push_back(std::move(ex));
+        kept_rows.push_back(&row);
+        continue;
+      }
       auto text = text_of(file, row, options_.text_column);
       if (!text) continue;
       std::optional<std::string> pair;
@@ -382,7 +420,9 @@ TokenizedSplits FileDataSource::build() {
   out.train = convert(options_.train_file, train_rows, false);
   if (!pack && !kept_rows.empty()) {
     for (const auto& [name, first] : kept_rows[0]->fields) {
-      if (name == options_.text_column || name == options_.text_pair_column) continue;
+      if (name == options_.text_column || name == options_.text_pair_column || name == options_.source_column ||
+          name == options_.target_column)
+        continue;
       std::vector<int64_t> values;
       for (const Row* r : kept_rows) {
         auto it = r->fields.find(name);
@@ -411,6 +451,7 @@ std::shared_ptr<const Dataset> FileDataSource::split(const std::string& name) co
 
 std::vector<std::string> FileDataSource::default_metrics() const {
   if (task_ == TaskKind::kClassification) return {"accuracy"};
+  if (task_ == TaskKind::kSeq2Seq) return {};  // the loss; text metrics are chosen (metrics: [bleu] or [rouge])
   return {"perplexity"};
 }
 

@@ -40,6 +40,13 @@ class FileDataSource : public DataSource {
     int64_t max_length = 0;
     int64_t block_size = 0;
     double mlm_probability = 0.15;
+    // task seq2seq (HF run_translation / run_summarization)
+    std::string source_column = "source";
+    std::string target_column = "target";
+    std::string source_prefix;
+    int64_t max_source_length = 1024;
+    int64_t max_target_length = 128;
+    bool pad_to_max_length = false;
     std::string on_bad_row = "error";
     std::string cache_dir;
     bool overwrite_cache = false;

@@ -32,7 +32,7 @@ Batch collate(const std::vector<Example>& examples, TaskKind task, const Collate
   }
   torch::Tensor special;
   if (!examples[0].input_ids.empty()) {
-    int64_t T = 0;
+    int64_t T = options.pad_to_length;
     bool has_types = false;
     for (const auto& e : examples) {
       T = std::max<int64_t>(T, static_cast<int64_t>(e.input_ids.size()));
@@ -62,7 +62,7 @@ Batch collate(const std::vector<Example>& examples, TaskKind task, const Collate
           lab[i][static_cast<int64_t>(t)] = examples[i].labels[t];
     }
     if (task == TaskKind::kSeq2Seq) {
-      int64_t L = 0;
+      int64_t L = options.label_pad_to_length;
       for (const auto& e : examples) L = std::max<int64_t>(L, static_cast<int64_t>(e.labels.size()));
       b.labels = torch::full({B, L}, -100, torch::kLong);
       auto lab = b.labels.accessor<int64_t, 2>();
@@ -138,6 +138,32 @@ std::vector<int64_t> length_grouped_indices(const std::vector<int64_t>& lengths,
   return out;
 }
 
+std::vector<int64_t> sortish_indices(const std::vector<int64_t>& lengths, int64_t batch_size,
+                                     const std::vector<int64_t>& perm, uint64_t seed) {
+  const auto n = static_cast<int64_t>(perm.size());
+  if (n == 0) return {};
+  auto len = [&](int64_t i) { return lengths[static_cast<std::size_t>(i)]; };
+  std::vector<int64_t> sorted(perm);
+  const int64_t chunk = 50 * batch_size;
+  for (int64_t s = 0; s < n; s += chunk)
+    std::stable_sort(sorted.begin() + s, sorted.begin() + std::min(n, s + chunk), [&](int64_t a, int64_t b) { return len(a) > len(b); });
+  const int64_t batches = (n + batch_size - 1) / batch_size;
+  int64_t longest = 0;  // the batch whose first example is longest (argmax: the first of equals)
+  for (int64_t b = 1; b < batches; ++b)
+    if (len(sorted[static_cast<std::size_t>(b * batch_size)]) > len(sorted[static_cast<std::size_t>(longest * batch_size)])) longest = b;
+  std::vector<int64_t> batch_order{longest};  // the longest batch, then the others (first batch in its place) shuffled
+  std::vector<int64_t> rest;
+  for (int64_t b = 1; b < batches; ++b) rest.push_back(b == longest ? 0 : b);
+  auto gen = at::detail::createCPUGenerator(seed);
+  auto shuffle = torch::randperm(static_cast<int64_t>(rest.size()), gen, torch::TensorOptions().dtype(torch::kLong));
+  for (int64_t i = 0; i < shuffle.numel(); ++i) batch_order.push_back(rest[static_cast<std::size_t>(shuffle.data_ptr<int64_t>()[i])]);
+  std::vector<int64_t> out;
+  out.reserve(perm.size());
+  for (int64_t b : batch_order)
+    for (int64_t i = b * batch_size; i < std::min(n, (b + 1) * batch_size); ++i) out.push_back(sorted[static_cast<std::size_t>(i)]);
+  return out;
+}
+
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, int64_t seed, int64_t epoch) {
   std::vector<int64_t> order(static_cast<std::size_t>(n));
   if (!shuffle) {
@@ -178,13 +204,23 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, TaskKind task, in
       drop_last_(drop_last), num_replicas_(num_replicas), rank_(rank),
       collate_options_(dataset_->collate_options()) {}
 
-void DataLoader::group_by_length(int64_t group_batch_size, const std::string& length_column_name) {
-  if (group_batch_size < 1) throw RuntimeFailure("group_by_length: batch size must be >= 1");
+void DataLoader::read_lengths(const std::string& what, int64_t group_batch_size, const std::string& length_column_name) {
+  if (group_batch_size < 1) throw RuntimeFailure(what + ": batch size must be >= 1");
   lengths_ = dataset_->lengths(length_column_name);
   if (static_cast<int64_t>(lengths_.size()) != dataset_->size())
-    throw RuntimeFailure("group_by_length: column '" + length_column_name + "' has " + std::to_string(lengths_.size()) +
+    throw RuntimeFailure(what + ": column '" + length_column_name + "' has " + std::to_string(lengths_.size()) +
                          " values for " + std::to_string(dataset_->size()) + " examples");
   group_batch_size_ = group_batch_size;
+}
+
+void DataLoader::group_by_length(int64_t group_batch_size, const std::string& length_column_name) {
+  read_lengths("group_by_length", group_batch_size, length_column_name);
+  length_order_ = LengthOrder::kGroupByLength;
+}
+
+void DataLoader::sortish(int64_t batch_size, const std::string& length_column_name) {
+  read_lengths("sortish_sampler", batch_size, length_column_name);
+  length_order_ = LengthOrder::kSortish;
 }
 
 int64_t DataLoader::examples_per_replica() const {
@@ -200,7 +236,9 @@ int64_t DataLoader::batches_per_epoch() const {
 void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   epoch_ = epoch;
   order_ = epoch_order(dataset_->size(), shuffle_, seed_, epoch);
-  if (group_batch_size_ > 0) order_ = length_grouped_indices(lengths_, group_batch_size_, order_);
+  if (length_order_ == LengthOrder::kGroupByLength) order_ = length_grouped_indices(lengths_, group_batch_size_, order_);
+  if (length_order_ == LengthOrder::kSortish)
+    order_ = sortish_indices(lengths_, group_batch_size_, order_, batch_mask_seed(seed_, epoch, -1));
   if (num_replicas_ > 1) order_ = distributed_shard(order_, num_replicas_, rank_, /*drop_last=*/false);
   position_ = std::min<int64_t>(skip_batches * batch_size_, static_cast<int64_t>(order_.size()));
 }
@@ -215,11 +253,12 @@ std::vector<Example> DataLoader::next_examples() {
   return examples;
 }
 
-bool DataLoader::next(Batch& batch) {
+bool DataLoader::next(Batch& batch, std::vector<Example>* examples_out) {
   const int64_t batch_index = position_ / batch_size_;
   auto examples = next_examples();
   if (examples.empty()) return false;
   batch = collate(examples, task_, collate_options_, batch_mask_seed(seed_, epoch_, batch_index));
+  if (examples_out) *examples_out = std::move(examples);
   return true;
 }
 

@@ -35,6 +35,13 @@ uint64_t batch_mask_seed(int64_t seed, int64_t epoch, int64_t batch_index);
 std::vector<int64_t> length_grouped_indices(const std::vector<int64_t>& lengths, int64_t batch_size,
                                             const std::vector<int64_t>& perm);
 
+// The legacy Seq2SeqTrainer's sortish sampling (fastai's SortishSampler) over a permutation `perm`: chunks
+// of 50 * batch_size consecutive entries, each sorted by length descending (stable); cut into batches of
+// batch_size; the batch whose first example is the longest goes first, the other batches follow in an
+// order drawn with torch.randperm from a generator seeded with `seed`.
+std::vector<int64_t> sortish_indices(const std::vector<int64_t>& lengths, int64_t batch_size,
+                                     const std::vector<int64_t>& perm, uint64_t seed);
+
 // Epoch order of `n` examples: a seeded permutation when shuffling, 0..n-1 otherwise.
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, int64_t seed, int64_t epoch);
 
@@ -59,10 +66,14 @@ class DataLoader {
   // permutation; `group_batch_size` is HF's per-device batch size x gradient_accumulation_steps;
   // lengths come from dataset->lengths(length_column_name). Sharded afterwards when distributed.
   void group_by_length(int64_t group_batch_size, const std::string& length_column_name);
+  // Seq2SeqTrainingArguments.sortish_sampler: every epoch's order becomes sortish_indices over that epoch's
+  // seeded permutation (lengths as for group_by_length). Sharded afterwards when distributed.
+  void sortish(int64_t batch_size, const std::string& length_column_name);
   // Starts `epoch`, skipping its first `skip_batches` batches (resume).
   void start_epoch(int64_t epoch, int64_t skip_batches = 0);
-  // Fills `batch` with the next batch of the current epoch; false at the end of the epoch.
-  bool next(Batch& batch);
+  // Fills `batch` with the next batch of the current epoch (and `examples`, when given, with its examples);
+  // false at the end of the epoch.
+  bool next(Batch& batch, std::vector<Example>* examples = nullptr);
   // Examples of the current batch position, in order (for prediction output).
   std::vector<Example> next_examples();
 
@@ -77,8 +88,11 @@ class DataLoader {
   int64_t rank_ = 0;
   CollateOptions collate_options_;
   int64_t epoch_ = 0;
-  int64_t group_batch_size_ = 0;  // > 0: group_by_length
+  enum class LengthOrder { kNone, kGroupByLength, kSortish };
+  LengthOrder length_order_ = LengthOrder::kNone;
+  int64_t group_batch_size_ = 0;  // the batch size the length order groups by
   std::vector<int64_t> lengths_;
+  void read_lengths(const std::string& what, int64_t group_batch_size, const std::string& length_column_name);
   std::vector<int64_t> order_;
   int64_t position_ = 0;
 };

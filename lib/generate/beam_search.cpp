@@ -117,7 +117,8 @@ std::vector<GeneratedSequence> beam_search(Model& model, const std::vector<int64
   const std::vector<int64_t> start =
       encoder_decoder ? std::vector<int64_t>{model.decoder_start_token_id()} : prompt;
   const auto prompt_length = static_cast<int64_t>(start.size());
-  const int64_t max_length = prompt_length + config.max_new_tokens;
+  const int64_t budget = new_token_budget(config, prompt_length);
+  const int64_t max_length = prompt_length + budget;
   const bool has_eos = config.eos_token_id.has_value();
   const int64_t eos = config.eos_token_id.value_or(-1);
 
@@ -126,7 +127,7 @@ std::vector<GeneratedSequence> beam_search(Model& model, const std::vector<int64
   // may contribute at the first step.
   auto beam_scores = torch::zeros({num_beams}, torch::kFloat);
   beam_scores.slice(0, 1).fill_(-1e9);
-  FinishedHypotheses finished(num_beams, config.length_penalty, config.early_stopping, config.max_new_tokens);
+  FinishedHypotheses finished(num_beams, config.length_penalty, config.early_stopping, budget);
   KvCache cache;
   bool done = false;
   int64_t cur_len = prompt_length;

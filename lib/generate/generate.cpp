@@ -34,9 +34,16 @@ torch::Tensor warp_logits(const torch::Tensor& logits_in, const GenerationConfig
   return scores;
 }
 
+int64_t new_token_budget(const GenerationConfig& config, int64_t start_length) {
+  if (!config.max_length) return config.max_new_tokens;
+  return std::max<int64_t>(1, *config.max_length - start_length);
+}
+
 void validate_generation_config(const GenerationConfig& c) {
   auto n = [](int64_t v) { return std::to_string(v); };
   if (c.max_new_tokens < 1) throw ConfigError("generation.max_new_tokens must be >= 1, got " + n(c.max_new_tokens));
+  if (c.max_length && *c.max_length < 1) throw ConfigError("generation.max_length must be >= 1, got " + n(*c.max_length));
+  if (c.min_length && *c.min_length < 0) throw ConfigError("generation.min_length must be >= 0, got " + n(*c.min_length));
   if (c.num_beams < 1) throw ConfigError("generation.num_beams must be >= 1, got " + n(c.num_beams));
   if (c.num_return_sequences < 1)
     throw ConfigError("generation.num_return_sequences must be >= 1, got " + n(c.num_return_sequences));
@@ -72,10 +79,21 @@ void mask_forbidden_tokens(torch::Tensor& scores, const std::vector<std::vector<
           if (banned >= 0 && banned < vocab) row_scores[banned] = neg_inf;
         }
     }
+    const auto length = static_cast<int64_t>(row.size());
+    const bool eos_in_vocab = config.eos_token_id && *config.eos_token_id >= 0 && *config.eos_token_id < vocab;
+    // MinLength: no eos while the whole row is shorter than min_length.
+    if (eos_in_vocab && config.min_length && length < *config.min_length) row_scores[*config.eos_token_id] = neg_inf;
     // MinNewTokensLength: no eos before min_new_tokens tokens were generated.
-    if (config.eos_token_id && static_cast<int64_t>(row.size()) - prompt_length < config.min_new_tokens &&
-        *config.eos_token_id >= 0 && *config.eos_token_id < vocab)
-      row_scores[*config.eos_token_id] = neg_inf;
+    if (eos_in_vocab && length - prompt_length < config.min_new_tokens) row_scores[*config.eos_token_id] = neg_inf;
+    // ForcedBOS at the first decoder position; ForcedEOS at the last position the length limit allows.
+    std::optional<int64_t> forced;
+    if (config.forced_bos_token_id && length == 1) forced = config.forced_bos_token_id;
+    if (config.forced_eos_token_id && length == prompt_length + new_token_budget(config, prompt_length) - 1)
+      forced = config.forced_eos_token_id;
+    if (forced && *forced >= 0 && *forced < vocab) {
+      std::fill(row_scores, row_scores + vocab, neg_inf);
+      row_scores[*forced] = 0.0f;
+    }
   }
 }
 
@@ -100,7 +118,8 @@ std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, 
   const auto prompt_length = static_cast<int64_t>(tokens.size());
   std::vector<int64_t> generated;
   KvCache cache;
-  for (int64_t i = 0; i < config.max_new_tokens; ++i) {
+  const int64_t budget = new_token_budget(config, prompt_length);
+  for (int64_t i = 0; i < budget; ++i) {
     const auto n = static_cast<int64_t>(tokens.size());
     const int64_t begin = !encoder_decoder && config.max_context > 0 && n > config.max_context ? n - config.max_context : 0;
     torch::Tensor logits;
@@ -116,8 +135,7 @@ std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, 
       logits = model.forward(b).logits;
     }
     auto scores = logits[0][logits.size(1) - 1].to(torch::kFloat).unsqueeze(0);  // [1, V]
-    if (config.no_repeat_ngram_size > 0 || config.min_new_tokens > 0)
-      mask_forbidden_tokens(scores, {tokens}, prompt_length, config);
+    mask_forbidden_tokens(scores, {tokens}, prompt_length, config);
     const int64_t token = next_token(scores[0], config, generator);
     tokens.push_back(token);
     generated.push_back(token);

@@ -18,6 +18,10 @@ namespace hftrain {
 
 struct GenerationConfig {
   int64_t max_new_tokens = 16;
+  // HF max_length: the whole sequence's length (prompt + generated for decoder-only models; the decoder
+  // start token + generated for encoder-decoder models). Set, it replaces max_new_tokens (new_token_budget).
+  std::optional<int64_t> max_length;
+  std::optional<int64_t> min_length;  // HF min_length: eos is masked while the sequence is shorter
   bool do_sample = false;
   double temperature = 1.0;   // 1 = unchanged
   int64_t top_k = 50;         // 0 = off
@@ -32,7 +36,16 @@ struct GenerationConfig {
   enum class EarlyStopping { kFalse, kTrue, kNever };
   EarlyStopping early_stopping = EarlyStopping::kFalse;
   int64_t num_return_sequences = 1;   // <= num_beams
+  // HF ForcedBOS / ForcedEOS processors: the first token of the decoder (a sequence of length 1) must be
+  // forced_bos_token_id; the token that reaches the length limit must be forced_eos_token_id.
+  std::optional<int64_t> forced_bos_token_id;
+  std::optional<int64_t> forced_eos_token_id;
 };
+
+// How many tokens may be generated after a start of `start_length` tokens (the prompt, or the decoder
+// start token): max_length - start_length (at least 1, as HF generates one token even then) when
+// max_length is set, else max_new_tokens.
+int64_t new_token_budget(const GenerationConfig& config, int64_t start_length);
 
 // One generated continuation: the tokens after the prompt (ending with eos when it finished by eos) and,
 // for beam search, its length-penalised score (0 for greedy and sampling).
@@ -45,10 +58,12 @@ struct GeneratedSequence {
 // throws ConfigError naming the generation.* option.
 void validate_generation_config(const GenerationConfig& config);
 
-// HF's logits processors that only forbid tokens, on next-token scores [rows, V] for the sequences
-// `rows` (prompt included; `prompt_length` tokens of each are the prompt): NoRepeatNGram (a token that
-// would complete an n-gram already in the row) and MinNewTokensLength (eos while fewer than
-// min_new_tokens were generated) set -inf.
+// HF's logits processors that forbid or force tokens, on next-token scores [rows, V] for the sequences
+// `rows` (prompt included; `prompt_length` tokens of each are the prompt), in HF's order: NoRepeatNGram
+// (a token that would complete an n-gram already in the row), MinLength (eos while the row is shorter than
+// min_length) and MinNewTokensLength (eos while fewer than min_new_tokens were generated) set -inf;
+// ForcedBOS (a row of length 1) and ForcedEOS (a row one token short of its length limit) set every
+// score to -inf but the forced token's, which becomes 0.
 void mask_forbidden_tokens(torch::Tensor& scores, const std::vector<std::vector<int64_t>>& rows, int64_t prompt_length,
                            const GenerationConfig& config);
 

@@ -3,7 +3,13 @@
 
 #include <cmath>
 
+#include "util/error.h"
+
 namespace hftrain {
+
+void Metric::update_text(const std::vector<std::string>&, const std::vector<std::string>&) {
+  throw RuntimeFailure("this metric scores token predictions, not generated text");
+}
 
 void AccuracyMetric::update(const torch::Tensor& predictions, const torch::Tensor& labels) {
   auto valid = labels.ne(-100);
@@ -17,6 +23,11 @@ void ExactMatchMetric::update(const torch::Tensor& predictions, const torch::Ten
   if (wrong.dim() > 1) wrong = wrong.flatten(1).any(1);
   correct_ += wrong.logical_not().sum().item<int64_t>();
   total_ += labels.size(0);
+}
+
+void ExactMatchMetric::update_text(const std::vector<std::string>& predictions, const std::vector<std::string>& references) {
+  for (std::size_t i = 0; i < predictions.size() && i < references.size(); ++i) correct_ += predictions[i] == references[i];
+  total_ += static_cast<int64_t>(std::min(predictions.size(), references.size()));
 }
 
 double PerplexityMetric::compute(double mean_loss) const { return std::exp(mean_loss); }

@@ -1,5 +1,6 @@
 // Registers the built-in metrics components (called from register_builtins()).
 #include "metrics/classification.h"
+#include "metrics/generated_text_metrics.h"
 #include "metrics/metric.h"
 #include "registry/registry.h"
 
@@ -12,6 +13,8 @@ void register_metrics(Registry<Metric>& metrics) {
   metrics.add<PrecisionMetric>("precision", "Precision (scikit-learn; average macro | micro | binary).");
   metrics.add<RecallMetric>("recall", "Recall (scikit-learn; average macro | micro | binary).");
   metrics.add<F1Metric>("f1", "F1 score (scikit-learn; average macro | micro | binary).");
+  metrics.add<RougeMetric>("rouge", "ROUGE F-measures of generated text (rouge_score; training.predict_with_generate).");
+  metrics.add<BleuMetric>("bleu", "Corpus BLEU of generated text (sacreBLEU 13a, exp smoothing; training.predict_with_generate).");
   metrics.add<MatthewsCorrcoefMetric>("matthews_corrcoef", "Matthews correlation coefficient (multiclass form).");
 }
 

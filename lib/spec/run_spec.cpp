@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/duplicate_keys.h"
+#include "spec/generation_sources.h"
 #include "spec/hf_names.h"
 #include "spec/model_families.h"
 #include "util/error.h"
@@ -109,14 +110,6 @@ ComponentChoice parse_component(const YAML::Node& root, const std::string& secti
   reserved.insert(reserved.end(), extra_keys.begin(), extra_keys.end());
   choice.options = registry.parse(choice.type, node, section, issues, reserved);
   return choice;
-}
-
-// A config.json value as the YAML scalar a spec would hold (null, arrays and objects: undefined).
-YAML::Node json_to_yaml_scalar(const nlohmann::json& v) {
-  if (v.is_string()) return YAML::Node(v.get<std::string>());
-  if (v.is_boolean()) return YAML::Node(v.get<bool>() ? "true" : "false");
-  if (v.is_number()) return YAML::Node(v.dump());
-  return YAML::Node();
 }
 
 // The model section. With `from_pretrained: DIR` and DIR/config.json present (an HF model directory),
@@ -328,7 +321,11 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
   parse_section(root, "distributed", spec.distributed, issues);
   parse_section(root, "zero", spec.zero, issues);
   parse_section(root, "precision", spec.precision, issues);
+  fill_generation_section(root, spec.training, spec.model.from_pretrained, issues, spec.origins);
   parse_section(root, "generation", spec.generation, issues);
+  if (spec.training.sortish_sampler && spec.training.group_by_length)
+    issues.add("training.sortish_sampler", lookup(lookup(root, "training"), "sortish_sampler"),
+               "and group_by_length both order the training set by length; choose one");
 
   if (YAML::Node m = lookup(root, "metrics"); m.IsDefined() && !m.IsNull()) {
     if (!m.IsSequence()) {

@@ -104,6 +104,23 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("neftune_noise_alpha", &TrainingArgs::neftune_noise_alpha,
         "NEFTune noise on input embeddings while training; 0 = off.").min(0);
   s.add("prediction_loss_only", &TrainingArgs::prediction_loss_only, "Evaluation reports only the loss, no metrics.");
+  s.add("predict_with_generate", &TrainingArgs::predict_with_generate,
+        "Seq2SeqTrainingArguments: evaluation also generates for every example (the `generation` settings) and "
+        "text metrics (rouge, bleu, exact_match) score the decoded output; eval_gen_len is the mean generated "
+        "length.");
+  s.add("generation_max_length", &TrainingArgs::generation_max_length,
+        "Seq2SeqTrainingArguments: generation.max_length where the spec does not set it; null = leave it.")
+      .min(1);
+  s.add("generation_num_beams", &TrainingArgs::generation_num_beams,
+        "Seq2SeqTrainingArguments: generation.num_beams where the spec does not set it; null = leave it.")
+      .min(1);
+  s.add("generation_config", &TrainingArgs::generation_config,
+        "Seq2SeqTrainingArguments: an HF generation_config.json (or a directory holding one) whose settings "
+        "fill the generation section where the spec does not set them; \"\" = model.from_pretrained's "
+        "generation_config.json when there is one.");
+  s.add("sortish_sampler", &TrainingArgs::sortish_sampler,
+        "Seq2SeqTrainingArguments: the training order sorts chunks of 50 batches of shuffled examples by "
+        "source length, longest chunk first, the other batches shuffled (less padding).");
   s.add("include_num_input_tokens_seen", &TrainingArgs::include_num_input_tokens_seen,
         "Track num_input_tokens_seen (input tokens incl. padding) in the state and logs.");
   s.add("disable_tqdm", &TrainingArgs::disable_tqdm, "Disable the progress bar.");
@@ -273,7 +290,17 @@ void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {
 }
 
 void GenerationArgs::declare(Schema<GenerationArgs>& s) {
-  s.add("max_new_tokens", &GenerationArgs::max_new_tokens, "Tokens generated per prompt by `hftrain predict`.").min(1);
+  s.add("max_new_tokens", &GenerationArgs::max_new_tokens,
+        "Tokens generated per prompt at most; null = up to max_length, or 16 when that is null too (set, it wins "
+        "over max_length, as in HF).")
+      .min(1);
+  s.add("max_length", &GenerationArgs::max_length,
+        "HF max_length: the longest sequence, prompt included (decoder-only) or decoder start token included "
+        "(encoder-decoder); null = max_new_tokens decides.")
+      .min(1);
+  s.add("min_length", &GenerationArgs::min_length,
+        "HF min_length: eos is forbidden while the sequence (counted as max_length is) is shorter; null = off.")
+      .min(0);
   s.add("do_sample", &GenerationArgs::do_sample, "Sample the next token (true) or take the most likely one (false).");
   s.add("temperature", &GenerationArgs::temperature, "Sampling temperature (logits divided by it).").greater_than(0);
   s.add("top_k", &GenerationArgs::top_k, "Sample among the k most likely tokens; 0 = no limit.").min(0);
@@ -297,6 +324,13 @@ void GenerationArgs::declare(Schema<GenerationArgs>& s) {
   s.add("num_return_sequences", &GenerationArgs::num_return_sequences,
         "Beam search: write this many best hypotheses per prompt (at most num_beams).")
       .min(1);
+  s.add("forced_bos_token_id", &GenerationArgs::forced_bos_token_id,
+        "Force this token first (HF ForcedBOSTokenLogitsProcessor: at sequence length 1, e.g. mBART's language "
+        "token); null = off.")
+      .min(0);
+  s.add("forced_eos_token_id", &GenerationArgs::forced_eos_token_id,
+        "Force this token when the length limit is reached (HF ForcedEOSTokenLogitsProcessor); null = off.")
+      .min(0);
 }
 
 }  // namespace hftrain

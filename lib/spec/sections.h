@@ -131,6 +131,12 @@ struct TrainingArgs {
   bool gradient_checkpointing = false;
   double neftune_noise_alpha = 0.0;  // 0 = off (HF: None)
   bool prediction_loss_only = false;
+  // Seq2SeqTrainingArguments
+  bool predict_with_generate = false;           // evaluation generates; text metrics score the decoded output
+  std::optional<int64_t> generation_max_length;  // fills generation.max_length when the spec leaves it out
+  std::optional<int64_t> generation_num_beams;   // fills generation.num_beams likewise
+  std::string generation_config;                 // generation_config.json (or its directory); "" = the model's
+  bool sortish_sampler = false;
   bool include_num_input_tokens_seen = false;
   bool disable_tqdm = false;
   std::string log_level = "info";
@@ -219,7 +225,9 @@ struct PrecisionArgs {
 
 // Options of `hftrain predict` for language models.
 struct GenerationArgs {
-  int64_t max_new_tokens = 16;
+  std::optional<int64_t> max_new_tokens;  // null = from max_length, or 16 when that is null too
+  std::optional<int64_t> max_length;      // HF max_length (prompt or decoder start + generated)
+  std::optional<int64_t> min_length;
   bool do_sample = false;                // false = greedy
   double temperature = 1.0;
   int64_t top_k = 50;                    // 0 = off (HF default 50, used only when sampling)
@@ -232,6 +240,8 @@ struct GenerationArgs {
   double length_penalty = 1.0;
   std::string early_stopping = "false";  // HF's early_stopping: true, false or "never"
   int64_t num_return_sequences = 1;
+  std::optional<int64_t> forced_bos_token_id;
+  std::optional<int64_t> forced_eos_token_id;
 
   static void declare(Schema<GenerationArgs>& s);
 };

@@ -19,6 +19,21 @@ void load_pretrained(const std::string& dir, Model& model) {
   }
 }
 
+namespace {
+
+// Text metrics need generated text; generation needs a model that generates.
+void check_generation_metrics(const Pipeline& p, const RunSpec& spec, const Components& components) {
+  if (spec.training.predict_with_generate && !p.model->is_causal_lm() && !p.model->is_encoder_decoder())
+    throw ConfigError("training.predict_with_generate: model '" + spec.model.type +
+                      "' does not generate text (it needs a causal LM or an encoder-decoder model)");
+  for (const auto& m : p.metrics)
+    if (components.metrics.build(m.type, m.options)->input() == MetricInput::kText && !spec.training.predict_with_generate)
+      throw ConfigError("metrics: '" + m.key + "' scores generated text; set training.predict_with_generate: true so "
+                        "that evaluation generates (HF Seq2SeqTrainingArguments)");
+}
+
+}  // namespace
+
 Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool for_training) {
   Pipeline p;
   p.data = components.data.build(spec.data.type, spec.data.options);
@@ -60,6 +75,8 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
   p.label_smoothing_factor = spec.training.label_smoothing_factor;
   p.prediction_loss_only = spec.training.prediction_loss_only;
   p.seed = spec.training.seed;
+  p.predict_with_generate = spec.training.predict_with_generate;
+  p.generation = spec.generation;
   if (spec.precision.bf16) p.compute_dtype = torch::kBFloat16;
   if (spec.precision.fp16) p.compute_dtype = torch::kHalf;
   p.metrics = spec.metrics;
@@ -70,6 +87,7 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
       p.metrics.push_back(m);
     }
   }
+  check_generation_metrics(p, spec, components);
   return p;
 }
 

@@ -16,6 +16,8 @@ struct Pipeline {
   double label_smoothing_factor = 0.0;  // applied by compute_loss in training and evaluation
   bool prediction_loss_only = false;    // evaluation reports the loss only
   int64_t seed = 42;                    // training.seed (generation's default sampling seed)
+  bool predict_with_generate = false;   // evaluation also generates; text metrics score the output
+  GenerationArgs generation;            // the run spec's generation section (eval and predict)
   // Forward passes run under autocast with this dtype (engine/precision.h); kFloat = plain fp32.
   torch::ScalarType compute_dtype = torch::kFloat;
   // Sharded construction with model.from_pretrained: the model's parameters are not loaded yet; the

@@ -106,12 +106,12 @@ TEST_CASE("t5 learns the built-in seq2seq task and predicts by generating the ta
   int rows = 0, right = 0;
   for (std::string line; std::getline(lines, line); ++rows) {
     const json row = json::parse(line);
-    const std::string source = row.at("prompt").get<std::string>();
+    const std::string source = row.at("source").get<std::string>();
     REQUIRE(source.size() == 5);
     CHECK(source.back() == '$');
     // The reference is the source's digits reversed, without the eos (as skip_special_tokens decodes).
     CHECK(row.at("reference").get<std::string>() == std::string(source.rbegin() + 1, source.rend()));
-    right += row.at("generated") == row.at("reference");
+    right += row.at("prediction") == row.at("reference");
   }
   CHECK(rows == 16);
   CHECK(right >= 14);

@@ -27,6 +27,11 @@
 #            prompt + max_new_tokens tokens, when every running beam is offered (length = its generated
 #            tokens, no eos).
 #   result   the num_return_sequences best kept, best first, equal scores: the later-offered first.
+#   lengths  max_length, when given, replaces max_new_tokens: max_new_tokens = max(1, max_length - prompt
+#            length); min_length forbids eos while the sequence (prompt included) is shorter; forced_bos
+#            makes a sequence of length 1 continue with that token only, forced_eos the sequence one token
+#            short of prompt + max_new_tokens: every other token gets -inf and the forced one log-probability
+#            0 (HF's ForcedBOS / ForcedEOS processors replace the scores).
 import json
 import os
 import sys
@@ -74,15 +79,35 @@ def banned_tokens(seq, prompt_len, s):
                 out.add(seq[start + n - 1])
     if s["eos"] is not None and len(seq) - prompt_len < s["min_new_tokens"]:
         out.add(s["eos"])
+    if s["eos"] is not None and s["min_length"] is not None and len(seq) < s["min_length"]:
+        out.add(s["eos"])
     return out
+
+
+def new_token_budget(s, prompt_len):
+    return s["max_new_tokens"] if s["max_length"] is None else max(1, s["max_length"] - prompt_len)
+
+
+def processed(lp, seq, prompt_len, s):
+    """The log-probabilities [V] of the next token after HF's processors."""
+    lp = lp.clone()
+    for t in banned_tokens(seq, prompt_len, s):
+        lp[t] = NEG_INF
+    forced = None
+    if s["forced_bos"] is not None and len(seq) == 1:
+        forced = s["forced_bos"]
+    if s["forced_eos"] is not None and len(seq) == prompt_len + new_token_budget(s, prompt_len) - 1:
+        forced = s["forced_eos"]
+    if forced is not None:
+        lp.fill_(NEG_INF)
+        lp[forced] = 0.0
+    return lp
 
 
 def greedy(logprobs, prompt, s):
     seq = list(prompt)
-    for _ in range(s["max_new_tokens"]):
-        lp = logprobs([seq])[0].clone()
-        for t in banned_tokens(seq, len(prompt), s):
-            lp[t] = NEG_INF
+    for _ in range(new_token_budget(s, len(prompt))):
+        lp = processed(logprobs([seq])[0], seq, len(prompt), s)
         tok = int(lp.argmax())
         seq.append(tok)
         if s["eos"] is not None and tok == s["eos"]:
@@ -92,7 +117,8 @@ def greedy(logprobs, prompt, s):
 
 def beam_search(logprobs, prompt, s):
     nb, alpha, mode, eos = s["num_beams"], s["length_penalty"], s["early_stopping"], s["eos"]
-    P, max_new = len(prompt), s["max_new_tokens"]
+    P = len(prompt)
+    max_new = new_token_budget(s, P)
     beams = [(0.0 if b == 0 else -1e9, list(prompt)) for b in range(nb)]
     kept = []  # [score, generated tokens, ...] in the order offered (removals keep the order)
     state = {"worst": 1e9}
@@ -114,10 +140,9 @@ def beam_search(logprobs, prompt, s):
         vocab = lps.shape[1]
         candidates = []
         for b, (total, seq) in enumerate(beams):
-            banned = banned_tokens(seq, P, s)
-            row = lps[b].tolist()
+            row = processed(lps[b], seq, P, s).tolist()
             for t in range(vocab):
-                candidates.append((total + (NEG_INF if t in banned else row[t]), b, t))
+                candidates.append((total + row[t], b, t))
         candidates.sort(key=lambda c: -c[0])
         candidates = candidates[:2 * nb]
         following = []
@@ -153,7 +178,8 @@ def generate(logprobs, prompt, s):
 
 def settings(**kw):
     s = {"max_new_tokens": 8, "num_beams": 1, "length_penalty": 1.0, "early_stopping": "false",
-         "no_repeat_ngram_size": 0, "num_return_sequences": 1, "min_new_tokens": 0, "eos": None, "max_context": 0}
+         "no_repeat_ngram_size": 0, "num_return_sequences": 1, "min_new_tokens": 0, "eos": None, "max_context": 0,
+         "max_length": None, "min_length": None, "forced_bos": None, "forced_eos": None}
     s.update(kw)
     return s
 
@@ -234,6 +260,16 @@ def make_cases(root):
                 ("b2_no_eos_ret2", settings(num_beams=2, num_return_sequences=2, max_new_tokens=6)),
                 ("b3_window", settings(num_beams=3, eos=frequent, max_context=7, max_new_tokens=9,
                                        num_return_sequences=2)),
+                # HF max_length / min_length count the prompt (the decoder start token for t5).
+                ("greedy_max_length", settings(max_length=len(start) + 5, max_new_tokens=50)),
+                ("b3_max_min_length", settings(num_beams=3, max_length=len(start) + 9, min_length=len(start) + 6,
+                                               eos=frequent, num_return_sequences=2)),
+                # Forced tokens: the start token's successor (a one-token start: t5's decoder) and the last.
+                ("greedy_forced", settings(forced_bos=runner_up, forced_eos=early_eos, max_new_tokens=6)),
+                ("b3_forced_ret3", settings(num_beams=3, forced_bos=runner_up, forced_eos=frequent, eos=frequent,
+                                            max_new_tokens=7, num_return_sequences=3)),
+                ("b2_forced_eos_never", settings(num_beams=2, forced_eos=early_eos, eos=early_eos,
+                                                 early_stopping="never", length_penalty=2.0, max_length=len(start) + 6)),
             ]
             for name, s in variants:
                 lp, start = searcher(model, prompt, s["max_context"])
@@ -287,6 +323,17 @@ def main():
     # The cases must exercise what they claim: hypotheses that end with eos, and settings that change the result.
     if finished_by_eos < 10:
         failures.append("only %d returned hypotheses end with eos: the cases do not exercise eos" % finished_by_eos)
+    # Forced tokens must show: t5's first generated token is forced_bos (its decoder starts with one token),
+    # and every hypothesis that reached the length limit ends with forced_eos.
+    for c in cases:
+        if c["forced_bos"] is not None and c["model"] == "t5":
+            if any(h["tokens"][:1] != [c["forced_bos"]] for h in c["expected"]):
+                failures.append("%s: a hypothesis does not start with forced_bos" % c["name"])
+        if c["forced_eos"] is not None:
+            start_len = 1 if c["model"] == "t5" else len(c["prompt"])
+            limit = new_token_budget(c, start_len)
+            if any(len(h["tokens"]) == limit and h["tokens"][-1] != c["forced_eos"] for h in c["expected"]):
+                failures.append("%s: a hypothesis at the length limit does not end with forced_eos" % c["name"])
     if differing_settings < 3 * len(by_prompt):
         failures.append("the settings produce only %d distinct results over %d prompts" % (differing_settings,
                                                                                           len(by_prompt)))

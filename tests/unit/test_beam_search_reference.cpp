@@ -57,6 +57,13 @@ TEST_CASE("generation settings on HF model directories made outside hftrain (dri
     config.min_new_tokens = k.at("min_new_tokens");
     if (!k.at("eos").is_null()) config.eos_token_id = k.at("eos").get<int64_t>();
     config.max_context = k.at("max_context");
+    auto optional_int = [&](const char* key) {
+      return k.at(key).is_null() ? std::optional<int64_t>() : std::optional<int64_t>(k.at(key).get<int64_t>());
+    };
+    config.max_length = optional_int("max_length");
+    config.min_length = optional_int("min_length");
+    config.forced_bos_token_id = optional_int("forced_bos");
+    config.forced_eos_token_id = optional_int("forced_eos");
     at::Generator generator = make_generator(0);
     const auto sequences =
         generate_sequences(*model_for(k.at("model").get<std::string>()), k.at("prompt").get<std::vector<int64_t>>(), config, generator);

@@ -1,0 +1,44 @@
+// Text metric components (see generated_text_metrics.h).
+#include "metrics/generated_text_metrics.h"
+
+#include "util/error.h"
+
+namespace hftrain {
+
+void CorpusTextMetric::update(const torch::Tensor&, const torch::Tensor&) {
+  throw RuntimeFailure("text metrics score generated text (training.predict_with_generate), not token predictions");
+}
+
+void CorpusTextMetric::update_text(const std::vector<std::string>& predictions, const std::vector<std::string>& references) {
+  if (predictions.size() != references.size())
+    throw RuntimeFailure("text metric: " + std::to_string(predictions.size()) + " predictions for " +
+                         std::to_string(references.size()) + " references");
+  predictions_.insert(predictions_.end(), predictions.begin(), predictions.end());
+  for (const auto& r : references) references_.push_back({r});
+}
+
+void RougeMetric::Options::declare(Schema<Options>& s) {
+  s.add("rouge_types", &Options::rouge_types, "ROUGE variants reported: rouge1 .. rouge9, rougeL, rougeLsum.");
+  s.add("use_stemmer", &Options::use_stemmer,
+        "Porter-stem tokens longer than 3 characters (rouge_score's use_stemmer); not built: true is refused.");
+}
+
+RougeMetric::RougeMetric(const Options& options) {
+  options_.rouge_types = options.rouge_types;
+  options_.use_stemmer = options.use_stemmer;
+  if (options_.rouge_types.empty()) throw ConfigError("metrics: rouge.rouge_types is empty; name at least one type");
+  corpus_rouge({}, {}, options_);  // refuses unknown types and use_stemmer with the explanation
+}
+
+double RougeMetric::compute(double mean_loss) const { return results("rouge", mean_loss).front().second; }
+
+std::vector<std::pair<std::string, double>> RougeMetric::results(const std::string& key, double) const {
+  auto scores = corpus_rouge(predictions_, references_, options_);
+  if (key != "rouge")
+    for (auto& [name, value] : scores) name = key + "_" + name;
+  return scores;
+}
+
+double BleuMetric::compute(double) const { return corpus_bleu(predictions_, references_).score; }
+
+}  // namespace hftrain

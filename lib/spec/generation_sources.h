@@ -1,0 +1,30 @@
+// Where generation settings come from besides the run spec's `generation` section, merged in HF's order
+// of precedence before the section is parsed: the section's own keys (and --set / eval and predict flags)
+// first, then Seq2SeqTrainingArguments' training.generation_max_length / generation_num_beams, then an HF
+// generation_config.json (training.generation_config, else the one in model.from_pretrained), then the
+// built-in defaults. See docs/generation.md.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "config/issues.h"
+#include "spec/sections.h"
+
+namespace hftrain {
+
+// A JSON value (config.json, generation_config.json) as the YAML scalar a spec would hold; null, arrays
+// and objects give an undefined node.
+YAML::Node json_to_yaml_scalar(const nlohmann::json& v);
+
+// Fills root's `generation` section where it leaves a key out (see above). A generation_config.json key
+// that hftrain's generation cannot honour (a setting other than HF's default that is not built, several
+// eos tokens) is a problem at file: key; model facts it repeats (pad, bos, decoder start token ids) are
+// the model's config.json's business. `origins` records each filled key's source.
+void fill_generation_section(YAML::Node& root, const TrainingArgs& training, const std::string& model_dir,
+                             Issues& issues, std::map<std::string, std::string>& origins);
+
+}  // namespace hftrain
