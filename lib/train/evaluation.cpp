@@ -42,11 +42,19 @@ ExampleGeneration generate_for(Pipeline& p, const Example& ex, const GenerationC
   return g;
 }
 
-// Decoded text without the final eos (as HF's batch_decode with skip_special_tokens).
-std::string generated_text(const Pipeline& p, std::vector<int64_t> ids, const GenerationConfig& config) {
-  if (config.eos_token_id && !ids.empty() && ids.back() == *config.eos_token_id) ids.pop_back();
+// Decoded text without special tokens (HF's batch_decode with skip_special_tokens=True): the tokenizer's
+// special tokens and the eos generation stops at are left out.
+std::string generated_text(const Pipeline& p, const std::vector<int64_t>& ids, const GenerationConfig& config) {
   const Tokenizer* tok = p.data->tokenizer();
-  return tok ? tok->decode(ids) : std::string();
+  if (!tok) return std::string();
+  const SpecialTokenIds s = tok->special_tokens();
+  std::vector<int64_t> kept;
+  for (int64_t id : ids) {
+    bool special = id == config.eos_token_id;
+    for (const auto& special_id : {s.bos, s.eos, s.pad, s.unk, s.cls, s.sep, s.mask}) special = special || id == special_id;
+    if (!special) kept.push_back(id);
+  }
+  return tok->decode(kept);
 }
 
 // The length run_summarization / run_translation report as gen_len: tokens other than padding in what HF

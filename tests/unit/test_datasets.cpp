@@ -621,3 +621,104 @@ TEST_CASE("digit_reversal_seq2seq: the source digits and eos, the target their r
     CHECK(tgt == std::string(src.rbegin() + 1, src.rend()) + "$");
   }
 }
+
+TEST_CASE("seq2seq rows: the prefixed source and the target tokenized and truncated as run_translation does", "[unit][datasets][seq2seq]") {
+  const std::string dir = scratch("seq2seq");
+  write(dir + "/train.jsonl", "{\"en\": \"abc\", \"de\": \"xyz\", \"length\": 5}\n{\"en\": \"abcdefgh\", \"de\": \"uvwxyzab\", \"length\": 7}\n");
+  write(dir + "/test.jsonl", "{\"en\": \"ab\"}\n{\"en\": \"cd\", \"de\": \"q\"}\n");
+  auto tok = std::make_shared<TinyTokenizer>();
+  FileDataSource::Options o = base_options(dir, "train.jsonl");
+  o.test_file = dir + "/test.jsonl";
+  o.task = "seq2seq";
+  o.source_column = "en";
+  o.target_column = "de";
+  o.source_prefix = "t ";
+  o.max_source_length = 6;
+  o.max_target_length = 4;
+  FileDataSource src(o, RowFormat::kJsonl, tok, "tiny");
+  CHECK(src.task() == TaskKind::kSeq2Seq);
+  auto train = src.split("train");
+  REQUIRE(train->size() == 2);
+  // [CLS] t a b c [SEP]: the prefix is part of the source (its space is no letter for this tokenizer).
+  const int64_t t = 't' - 'a' + 4, a = 4, b = 5, c = 6;
+  CHECK(train->get(0).input_ids == std::vector<int64_t>{1, t, a, b, c, 2});
+  CHECK(train->get(0).labels == std::vector<int64_t>{1, 'x' - 'a' + 4, 'y' - 'a' + 4, 2});  // 5 tokens cut to 4
+  CHECK(train->get(1).input_ids.size() == 6u);  // truncated to max_source_length, specials kept
+  CHECK(train->get(1).labels == std::vector<int64_t>{1, 'u' - 'a' + 4, 'v' - 'a' + 4, 2});
+  // A test row may leave the target out (nothing to score); the other row keeps its reference.
+  auto test = src.split("test");
+  REQUIRE(test->size() == 2);
+  CHECK(test->get(0).labels.empty());
+  CHECK(test->get(1).labels == std::vector<int64_t>{1, 'q' - 'a' + 4, 2});
+  // The source columns are not offered as length columns; the integer column is.
+  CHECK(train->lengths("length") == std::vector<int64_t>{5, 7});
+
+  // Dynamic padding: to the longest source and the longest target of the batch, labels with -100.
+  Batch dynamic = collate({train->get(0), test->get(1)}, TaskKind::kSeq2Seq, train->collate_options());
+  CHECK(dynamic.input_ids.sizes() == torch::IntArrayRef({2, 6}));
+  CHECK(dynamic.labels.sizes() == torch::IntArrayRef({2, 4}));
+  CHECK(dynamic.labels[1][3].item<int64_t>() == -100);
+  // pad_to_max_length: fixed shapes [B, max_source_length] and [B, max_target_length].
+  o.pad_to_max_length = true;
+  o.max_source_length = 9;
+  o.max_target_length = 7;
+  FileDataSource padded(o, RowFormat::kJsonl, tok, "tiny");
+  auto p = padded.split("train");
+  Batch fixed = collate({p->get(0)}, TaskKind::kSeq2Seq, p->collate_options());
+  CHECK(fixed.input_ids.sizes() == torch::IntArrayRef({1, 9}));
+  CHECK(fixed.attention_mask.sum().item<int64_t>() == 6);
+  CHECK(fixed.labels.sizes() == torch::IntArrayRef({1, 7}));
+  CHECK(fixed.labels.ne(-100).sum().item<int64_t>() == 5);
+}
+
+TEST_CASE("seq2seq data errors name the file, line and column", "[unit][datasets][seq2seq]") {
+  const std::string dir = scratch("seq2seq_errors");
+  write(dir + "/train.jsonl", "{\"source\": \"abc\", \"target\": \"x\"}\n{\"source\": \"abc\"}\n");
+  FileDataSource::Options o = base_options(dir, "train.jsonl");
+  o.task = "seq2seq";
+  auto tok = std::make_shared<TinyTokenizer>();
+  CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl, tok, "tiny"); }),
+             Catch::Contains("train.jsonl:2") && Catch::Contains("column 'target'") && Catch::Contains("missing column"));
+  o.source_column = "src";
+  CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl, tok, "tiny"); }),
+             Catch::Contains("train.jsonl:1") && Catch::Contains("column 'src'"));
+  write(dir + "/train.txt", "abc\n");
+  FileDataSource::Options text = base_options(dir, "train.txt");
+  text.task = "seq2seq";
+  CHECK_THAT(error_of([&] { FileDataSource(text, RowFormat::kText, tok, "tiny"); }),
+             Catch::Contains("a source and a target column"));
+  o.source_column = "source";
+  o.block_size = 8;
+  CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl, tok, "tiny"); }), Catch::Contains("not seq2seq"));
+}
+
+TEST_CASE("sortish order: chunks of 50 batches sorted by length, the longest batch first, the rest shuffled", "[unit][datasets][seq2seq]") {
+  // batch 1 -> chunks of 50: positions 0-49 and 50-119 of the permutation. The longest example (length
+  // 500, index 70) lies in the second chunk, so its batch moves to the front.
+  const int64_t n = 120;
+  std::vector<int64_t> lengths(n), perm(n);
+  for (int64_t i = 0; i < n; ++i) {
+    lengths[static_cast<std::size_t>(i)] = (i * 37) % 101;
+    perm[static_cast<std::size_t>(i)] = (i * 7) % n;  // 7 and 120 are coprime: a permutation
+  }
+  lengths[70] = 500;
+  const auto order = sortish_indices(lengths, 1, perm, 5);
+  REQUIRE(order.size() == static_cast<std::size_t>(n));
+  CHECK(std::set<int64_t>(order.begin(), order.end()).size() == static_cast<std::size_t>(n));
+  CHECK(order[0] == 70);
+  CHECK(sortish_indices(lengths, 1, perm, 5) == order);  // seeded
+  CHECK(sortish_indices(lengths, 1, perm, 6) != order);
+
+  // batch 4, one chunk: sorted descending, cut into batches of 4; batch 0 is the longest and stays first,
+  // each batch keeps its sorted members, and the batches after it are a permutation of the others.
+  const std::vector<int64_t> l2{3, 9, 1, 7, 5, 8, 2, 6, 4, 0};
+  const std::vector<int64_t> p2{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const auto o2 = sortish_indices(l2, 4, p2, 1);
+  REQUIRE(o2.size() == 10u);
+  CHECK(std::vector<int64_t>(o2.begin(), o2.begin() + 4) == std::vector<int64_t>{1, 5, 3, 7});  // 9 8 7 6
+  const std::vector<int64_t> b1{4, 8, 0, 6}, b2{2, 9};  // 5 4 3 2 and 1 0
+  const std::vector<int64_t> rest(o2.begin() + 4, o2.end());
+  const std::vector<int64_t> b1b2 = [&] { auto v = b1; v.insert(v.end(), b2.begin(), b2.end()); return v; }();
+  const std::vector<int64_t> b2b1 = [&] { auto v = b2; v.insert(v.end(), b1.begin(), b1.end()); return v; }();
+  CHECK((rest == b1b2 || rest == b2b1));
+}

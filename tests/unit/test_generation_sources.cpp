@@ -1,0 +1,119 @@
+// Where generation settings come from (spec/generation_sources): the spec's generation section first, then
+// Seq2SeqTrainingArguments' generation_max_length / generation_num_beams, then an HF generation_config.json
+// (training.generation_config, or the model directory's), then the defaults; settings hftrain cannot honour
+// are errors naming the file and key, HF's neutral values and the model facts the file repeats are not.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "builtins/components.h"
+#include "util/error.h"
+
+using namespace hftrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string scratch_dir() {
+  auto dir = fs::temp_directory_path() / ("hftrain_generation_sources_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// bart-large-cnn's generation_config.json (public facts: its summarisation settings and token ids).
+const char* kCnnGenerationConfig = R"({"_from_model_config": true, "bos_token_id": 0, "decoder_start_token_id": 2,
+  "early_stopping": true, "eos_token_id": 2, "forced_bos_token_id": 0, "forced_eos_token_id": 2,
+  "length_penalty": 2.0, "max_length": 142, "min_length": 56, "no_repeat_ngram_size": 3, "num_beams": 4,
+  "pad_token_id": 1, "transformers_version": "4.27.0.dev0"})";
+
+std::string spec_text(const std::string& training_extra, const std::string& generation = "") {
+  return "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\ndata: {type: digit_reversal}\n"
+         "training: {output_dir: out" + training_extra + "}\n" + (generation.empty() ? "" : "generation: " + generation + "\n");
+}
+
+std::string load_error(const std::string& path, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_run_spec(path, overrides, builtin_components().catalog());
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "<no ConfigError>";
+}
+
+}  // namespace
+
+TEST_CASE("generation settings: the spec, then generation_max_length / num_beams, then generation_config.json", "[unit][spec][seq2seq]") {
+  const std::string dir = scratch_dir();
+  write(dir + "/generation_config.json", kCnnGenerationConfig);
+  const auto& catalog = builtin_components().catalog();
+
+  // The file alone fills every setting it has (early_stopping true -> "true").
+  write(dir + "/a.yaml", spec_text(", generation_config: " + dir));
+  RunSpec a = load_run_spec(dir + "/a.yaml", {}, catalog);
+  CHECK(a.generation.num_beams == 4);
+  CHECK(a.generation.max_length == 142);
+  CHECK(a.generation.min_length == 56);
+  CHECK(a.generation.no_repeat_ngram_size == 3);
+  CHECK(a.generation.length_penalty == 2.0);
+  CHECK(a.generation.early_stopping == "true");
+  CHECK(a.generation.forced_bos_token_id == 0);
+  CHECK(a.generation.forced_eos_token_id == 2);
+  CHECK(a.generation.eos_token_id == 2);
+  CHECK_FALSE(a.generation.max_new_tokens.has_value());
+  CHECK(a.origins.at("generation.num_beams") == dir + "/generation_config.json (num_beams)");
+
+  // Seq2SeqTrainingArguments win over the file; the spec's own section (and --set, and the eval / predict
+  // flags, which are --set) wins over both.
+  write(dir + "/b.yaml", spec_text(", generation_config: " + dir + "/generation_config.json, generation_max_length: 20, "
+                                   "generation_num_beams: 2", "{num_beams: 3}"));
+  RunSpec b = load_run_spec(dir + "/b.yaml", {"generation.min_length=5"}, catalog);
+  CHECK(b.generation.num_beams == 3);
+  CHECK(b.generation.max_length == 20);
+  CHECK(b.generation.min_length == 5);
+  CHECK(b.generation.no_repeat_ngram_size == 3);
+  CHECK(b.origins.at("generation.max_length") == "training.generation_max_length");
+
+  // Without training.generation_config, the model directory's generation_config.json counts (as HF's
+  // from_pretrained loads it); without either, the built-in defaults.
+  fs::create_directories(dir + "/model");
+  write(dir + "/model/generation_config.json", R"({"num_beams": 5, "pad_token_id": 0, "repetition_penalty": 1.0})");
+  write(dir + "/model/model.safetensors", "");
+  write(dir + "/c.yaml", "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16, from_pretrained: " + dir +
+                             "/model}\ndata: {type: digit_reversal}\ntraining: {output_dir: out}\n");
+  CHECK(load_run_spec(dir + "/c.yaml", {}, catalog).generation.num_beams == 5);
+  write(dir + "/d.yaml", spec_text(""));
+  RunSpec d = load_run_spec(dir + "/d.yaml", {}, catalog);
+  CHECK(d.generation.num_beams == 1);
+  CHECK_FALSE(d.generation.max_length.has_value());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("generation_config.json settings hftrain cannot honour are errors naming the file and key", "[unit][spec][seq2seq]") {
+  const std::string dir = scratch_dir();
+  write(dir + "/g.json", R"({"repetition_penalty": 1.2, "num_beam_groups": 1, "eos_token_id": [1, 2], "num_beams": 4})");
+  write(dir + "/s.yaml", spec_text(", generation_config: " + dir + "/g.json"));
+  const std::string e = load_error(dir + "/s.yaml");
+  CHECK_THAT(e, Catch::Contains(dir + "/g.json: repetition_penalty: 1.2") && Catch::Contains("not supported by hftrain"));
+  CHECK_THAT(e, Catch::Contains("g.json: eos_token_id: several eos tokens [1,2]"));
+  CHECK_THAT(e, !Catch::Contains("num_beam_groups"));  // HF's neutral value changes nothing
+  // A one-element eos list is one eos token.
+  write(dir + "/g.json", R"({"eos_token_id": [7]})");
+  CHECK(load_run_spec(dir + "/s.yaml", {}, builtin_components().catalog()).generation.eos_token_id == 7);
+  // A value the generation section would refuse is reported where the file wrote it.
+  write(dir + "/g.json", R"({"num_beams": 0})");
+  CHECK_THAT(load_error(dir + "/s.yaml"), Catch::Contains("g.json (num_beams)") && Catch::Contains("generation.num_beams"));
+  write(dir + "/g.json", "{not json");
+  CHECK_THAT(load_error(dir + "/s.yaml"), Catch::Contains("g.json: not valid JSON"));
+  write(dir + "/m.yaml", spec_text(", generation_config: " + dir + "/missing"));
+  CHECK_THAT(load_error(dir + "/m.yaml"), Catch::Contains("training.generation_config") && Catch::Contains("does not exist"));
+  // sortish_sampler and group_by_length both reorder by length.
+  write(dir + "/o.yaml", spec_text(", sortish_sampler: true, group_by_length: true"));
+  CHECK_THAT(load_error(dir + "/o.yaml"), Catch::Contains("training.sortish_sampler") && Catch::Contains("choose one"));
+  fs::remove_all(dir);
+}
