@@ -13,6 +13,7 @@ packages=(
   catch2                             # Catch2 v2 (tests)
   fio                                # raw disk bandwidth, the yardstick of the offload benchmark
   python3 python3-torch python3-numpy  # independent reference implementation used by tests
+  python3-nltk                       # NLTK's Porter stemmer: the reference for ROUGE's use_stemmer
   chromium                           # headless browser that renders `hftrain report` pages in the tests
 )
 

@@ -20,14 +20,15 @@ void CorpusTextMetric::update_text(const std::vector<std::string>& predictions, 
 void RougeMetric::Options::declare(Schema<Options>& s) {
   s.add("rouge_types", &Options::rouge_types, "ROUGE variants reported: rouge1 .. rouge9, rougeL, rougeLsum.");
   s.add("use_stemmer", &Options::use_stemmer,
-        "Porter-stem tokens longer than 3 characters (rouge_score's use_stemmer); not built: true is refused.");
+        "Porter-stem tokens longer than 3 characters (rouge_score's use_stemmer; HF run_summarization.py sets it, "
+        "HF evaluate's rouge defaults to false).");
 }
 
 RougeMetric::RougeMetric(const Options& options) {
   options_.rouge_types = options.rouge_types;
   options_.use_stemmer = options.use_stemmer;
   if (options_.rouge_types.empty()) throw ConfigError("metrics: rouge.rouge_types is empty; name at least one type");
-  corpus_rouge({}, {}, options_);  // refuses unknown types and use_stemmer with the explanation
+  corpus_rouge({}, {}, options_);  // refuses unknown types
 }
 
 double RougeMetric::compute(double mean_loss) const { return results("rouge", mean_loss).front().second; }

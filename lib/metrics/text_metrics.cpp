@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "metrics/porter_stemmer.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -184,13 +185,13 @@ RougeScore rouge_lsum(const std::vector<std::vector<std::string>>& prediction, c
 }
 
 // Lines of `text` (split on "\n"; empty lines dropped, as rouge_score does), each tokenized.
-std::vector<std::vector<std::string>> rouge_sentences(const std::string& text) {
+std::vector<std::vector<std::string>> rouge_sentences(const std::string& text, bool use_stemmer) {
   std::vector<std::vector<std::string>> out;
   std::size_t start = 0;
   while (start <= text.size()) {
     std::size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
-    if (end > start) out.push_back(rouge_tokenize(text.substr(start, end - start)));
+    if (end > start) out.push_back(rouge_tokenize(text.substr(start, end - start), use_stemmer));
     start = end + 1;
   }
   return out;
@@ -227,7 +228,7 @@ std::unordered_map<std::string, int64_t> bleu_ngrams(const std::vector<std::stri
 
 }  // namespace
 
-std::vector<std::string> rouge_tokenize(const std::string& text) {
+std::vector<std::string> rouge_tokenize(const std::string& text, bool use_stemmer) {
   std::vector<std::string> tokens;
   std::string current;
   auto flush = [&] {
@@ -252,22 +253,23 @@ std::vector<std::string> rouge_tokenize(const std::string& text) {
     }
   }
   flush();
+  if (use_stemmer)  // rouge_score stems only tokens longer than 3 characters
+    for (auto& t : tokens)
+      if (t.size() > 3) t = porter_stem(t);
   return tokens;
 }
 
-RougeScore rouge_score(const std::string& prediction, const std::string& reference, const std::string& type) {
+RougeScore rouge_score(const std::string& prediction, const std::string& reference, const std::string& type,
+                       bool use_stemmer) {
   const std::size_t order = rouge_order(type);
-  if (type == "rougeLsum") return rouge_lsum(rouge_sentences(prediction), rouge_sentences(reference));
-  const auto pred = rouge_tokenize(prediction), ref = rouge_tokenize(reference);
+  if (type == "rougeLsum") return rouge_lsum(rouge_sentences(prediction, use_stemmer), rouge_sentences(reference, use_stemmer));
+  const auto pred = rouge_tokenize(prediction, use_stemmer), ref = rouge_tokenize(reference, use_stemmer);
   return order == 0 ? rouge_l(pred, ref) : rouge_n(pred, ref, order);
 }
 
 std::vector<std::pair<std::string, double>> corpus_rouge(const std::vector<std::string>& predictions,
                                                          const std::vector<std::vector<std::string>>& references,
                                                          const RougeOptions& options) {
-  if (options.use_stemmer)
-    throw ConfigError("ROUGE use_stemmer: Porter stemming is not built into hftrain; use use_stemmer: false "
-                      "(rouge_score's and HF evaluate's default)");
   if (predictions.size() != references.size())
     throw ConfigError("ROUGE: " + std::to_string(predictions.size()) + " predictions but " +
                       std::to_string(references.size()) + " references");
@@ -278,7 +280,8 @@ std::vector<std::pair<std::string, double>> corpus_rouge(const std::vector<std::
     for (std::size_t i = 0; i < predictions.size(); ++i) {
       if (references[i].empty()) throw ConfigError("ROUGE: prediction " + std::to_string(i) + " has no reference");
       double best = -1;
-      for (const auto& ref : references[i]) best = std::max(best, rouge_score(predictions[i], ref, type).fmeasure);
+      for (const auto& ref : references[i])
+        best = std::max(best, rouge_score(predictions[i], ref, type, options.use_stemmer).fmeasure);
       sum += best;
     }
     out.emplace_back(type, predictions.empty() ? 0.0 : sum / static_cast<double>(predictions.size()));

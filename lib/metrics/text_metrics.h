@@ -15,7 +15,8 @@ namespace hftrain {
 // rouge_score's default tokenizer: lowercase, every run of characters other than [a-z0-9] becomes a
 // separator, split. (Case mapping is ASCII plus the two non-ASCII characters whose lowercase form starts
 // with an ASCII letter: U+212A KELVIN SIGN -> k, U+0130 -> i; every other non-ASCII character separates.)
-std::vector<std::string> rouge_tokenize(const std::string& text);
+// With use_stemmer, tokens longer than 3 characters are Porter-stemmed (metrics/porter_stemmer).
+std::vector<std::string> rouge_tokenize(const std::string& text, bool use_stemmer = false);
 
 struct RougeScore {
   double precision = 0, recall = 0, fmeasure = 0;
@@ -23,11 +24,12 @@ struct RougeScore {
 
 // One prediction against one reference. `type` is rouge1 .. rouge9 (n-gram overlap), rougeL (longest
 // common subsequence of the whole texts) or rougeLsum (texts split on newlines, summary-level union LCS).
-RougeScore rouge_score(const std::string& prediction, const std::string& reference, const std::string& type);
+RougeScore rouge_score(const std::string& prediction, const std::string& reference, const std::string& type,
+                       bool use_stemmer = false);
 
 struct RougeOptions {
   std::vector<std::string> rouge_types = {"rouge1", "rouge2", "rougeL", "rougeLsum"};
-  bool use_stemmer = false;  // Porter stemming is not built: true is refused (ConfigError)
+  bool use_stemmer = false;  // Porter-stem tokens longer than 3 characters (HF run_summarization: true)
 };
 
 // Corpus ROUGE: per type, the mean F-measure over the examples (what rouge_score's bootstrap aggregator

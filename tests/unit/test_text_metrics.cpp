@@ -120,9 +120,18 @@ TEST_CASE("corpus rouge averages per-example F-measures and takes the best refer
   CHECK(corpus_rouge({"a b"}, {{"a b c d", "a b"}}, one)[0].second == Approx(1.0));
   CHECK(corpus_rouge({}, {}, one)[0].second == 0.0);
 
+  // use_stemmer: tokens longer than 3 characters are Porter-stemmed. "The cats were running" ->
+  // the cat were run; "the cat ran" -> the cat ran: rouge1 P = 2/4, R = 2/3, F = 4/7 (without stemming
+  // only "the" matches: P = 1/4, R = 1/3, F = 2/7). "was" and "ran" (3 characters) are never stemmed.
   RougeOptions stem;
+  stem.rouge_types = {"rouge1", "rougeL"};
   stem.use_stemmer = true;
-  CHECK_THROWS_AS(corpus_rouge({"a"}, {{"a"}}, stem), ConfigError);
+  CHECK(rouge_tokenize("The cats were running, happily.", true) == Strings{"the", "cat", "were", "run", "happili"});
+  const auto stemmed = corpus_rouge({"The cats were running"}, {{"the cat ran"}}, stem);
+  CHECK(stemmed[0].second == Approx(4.0 / 7));
+  CHECK(stemmed[1].second == Approx(4.0 / 7));
+  stem.use_stemmer = false;
+  CHECK(corpus_rouge({"The cats were running"}, {{"the cat ran"}}, stem)[0].second == Approx(2.0 / 7));
   RougeOptions bad;
   bad.rouge_types = {"rougeW"};
   CHECK_THROWS_AS(corpus_rouge({"a"}, {{"a"}}, bad), ConfigError);
