@@ -65,6 +65,16 @@ int64_t generated_length(const Pipeline& p, const ExampleGeneration& g, int64_t 
   return static_cast<int64_t>(std::count_if(returned.begin(), returned.end(), [&](int64_t t) { return t != pad_id; }));
 }
 
+// A split's generations in loader order, as evaluation scores them (predict hands its own to the test
+// metrics instead of generating twice).
+struct SplitGenerations {
+  std::vector<std::string> predictions, references;
+  std::vector<int64_t> lengths;  // generated_length of each example
+};
+
+nlohmann::json evaluate_split(Pipeline& p, const Components& components, const std::string& split, int64_t batch_size,
+                              const std::string& prefix, const SplitGenerations* known);
+
 }  // namespace
 
 GenerationConfig generation_config(const Pipeline& p) {
@@ -97,6 +107,13 @@ GenerationConfig generation_config(const Pipeline& p) {
 
 nlohmann::json evaluate(Pipeline& p, const Components& components, const std::string& split, int64_t batch_size,
                         const std::string& prefix) {
+  return evaluate_split(p, components, split, batch_size, prefix, nullptr);
+}
+
+namespace {
+
+nlohmann::json evaluate_split(Pipeline& p, const Components& components, const std::string& split, int64_t batch_size,
+                              const std::string& prefix, const SplitGenerations* known) {
   auto dataset = p.data->split(split);
   if (!dataset || dataset->size() == 0)
     throw ConfigError("cannot evaluate: the data source has no '" + split + "' examples (data: give it an evaluation split)");
@@ -135,6 +152,14 @@ nlohmann::json evaluate(Pipeline& p, const Components& components, const std::st
     if (!generating) continue;
     std::vector<std::string> predictions, references;
     for (const auto& ex : examples) {
+      if (known) {
+        const auto k = static_cast<std::size_t>(samples) - examples.size() + predictions.size();
+        if (k >= known->predictions.size()) throw RuntimeFailure("evaluation: fewer generations than examples");
+        predictions.push_back(known->predictions[k]);
+        references.push_back(known->references[k]);
+        generated_tokens += known->lengths[k];
+        continue;
+      }
       const ExampleGeneration g = generate_for(p, ex, config, generator);
       predictions.push_back(generated_text(p, g.sequences.front().tokens, config));
       references.push_back(generated_text(p, g.reference, config));
@@ -156,6 +181,8 @@ nlohmann::json evaluate(Pipeline& p, const Components& components, const std::st
   result[prefix + "_steps_per_second"] = round_to(static_cast<double>(steps) / runtime, 3);
   return result;
 }
+
+}  // namespace
 
 std::vector<int64_t> greedy_generate(Model& model, std::vector<int64_t> prompt, int64_t max_new_tokens,
                                      int64_t max_context) {
@@ -183,6 +210,7 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
   // One generator for the whole split, seeded once (HF: set_seed, then generate over the batches).
   at::Generator generator = make_generator(static_cast<uint64_t>(p.generation.seed.value_or(p.seed)));
   bool has_labels = false;
+  SplitGenerations generations;  // the best sequences, for the test metrics
   const std::vector<std::string> label_names = p.data->shape().label_names;  // by label id; may be empty
   for (auto examples = loader.next_examples(); !examples.empty(); examples = loader.next_examples()) {
     if (p.data->task() == TaskKind::kClassification) {
@@ -241,13 +269,19 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
           line["reference"] = generated_text(p, g.reference, config);
           has_labels = true;
         }
+        generations.predictions.push_back(line[text_key]);
+        generations.references.push_back(generated_text(p, g.reference, config));
+        generations.lengths.push_back(generated_length(p, g, dataset->collate_options().pad_id));
         out << line.dump() << "\n";
       }
     }
   }
   out.close();
   if (!out) throw RuntimeFailure("cannot write predictions to '" + path + "'");
-  return has_labels ? evaluate(p, components, split, batch_size, "test") : nlohmann::json::object();
+  if (!has_labels) return nlohmann::json::object();
+  // The test metrics score the generations written above (HF predict: one generation per example).
+  const bool generated = !generations.predictions.empty();
+  return evaluate_split(p, components, split, batch_size, "test", generated ? &generations : nullptr);
 }
 
 }  // namespace hftrain
