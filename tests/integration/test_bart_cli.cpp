@@ -21,7 +21,7 @@ std::string bart_spec(const std::string& model, const std::string& output_dir, c
   return "model: " + model + "\n" +
          "data: {type: digit_reversal_seq2seq, num_digits: 3, train_size: 256, eval_size: 16, test_size: 4}\n"
          "training: {output_dir: " + output_dir + ", per_device_train_batch_size: 16, max_steps: 16, logging_steps: 1, "
-         "learning_rate: 0.01, save_strategy: \"no\"" + extra + "}\n";
+         "learning_rate: 0.03, save_strategy: \"no\"" + extra + "}\n";
 }
 
 std::vector<double> losses(const std::string& path) {
