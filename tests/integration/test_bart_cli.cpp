@@ -56,7 +56,7 @@ TEST_CASE("bart trains on the seq2seq task into an HF directory, continues from 
   CHECK_FALSE(file.count("lm_head.weight"));
   const auto first = losses(dir + "/out/trainer_state.json");
   REQUIRE(first.size() == 16u);
-  CHECK(first.back() < 0.7 * first.front());
+  CHECK(first.back() < 0.8 * first.front());
 
   // Continue from the directory (type from config.json) at ZeRO stage 3 with gradient checkpointing.
   write_text(dir + "/more.yaml", bart_spec("{from_pretrained: out}", "more", ", gradient_checkpointing: true") +
