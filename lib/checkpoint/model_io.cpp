@@ -265,8 +265,14 @@ PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
       if (matches(name, "." + from)) name = name.substr(0, name.size() - from.size()) + to;
     if (!targets.count(name) && !rules.base_prefix.empty() && targets.count(rules.base_prefix + name))
       name = rules.base_prefix + name;
-    if (auto alias = rules.aliases.find(name); alias != rules.aliases.end() && !file_names.count(alias->second))
-      name = alias->second;  // a tied copy stands in for the tensor the file lacks
+    // A tied copy stands in for the tensor the file lacks (under either name, with or without the prefix).
+    auto in_file = [&](const std::string& n) {
+      return file_names.count(n) > 0 || (!rules.base_prefix.empty() && n.rfind(rules.base_prefix, 0) == 0 &&
+                                         file_names.count(n.substr(rules.base_prefix.size())) > 0);
+    };
+    auto alias = rules.aliases.find(name);
+    if (alias == rules.aliases.end() && !rules.base_prefix.empty()) alias = rules.aliases.find(rules.base_prefix + name);
+    if (alias != rules.aliases.end() && !in_file(alias->second)) name = alias->second;
     return name;
   };
   PretrainedPlan plan;

@@ -40,6 +40,59 @@ torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarTyp
   return (1.0 - keep) * lowest;
 }
 
+float lowest_finite(torch::ScalarType dtype) {
+  return dtype == torch::kBFloat16 ? static_cast<float>(std::numeric_limits<c10::BFloat16>::lowest())
+         : dtype == torch::kHalf   ? static_cast<float>(std::numeric_limits<c10::Half>::lowest())
+                                   : std::numeric_limits<float>::lowest();
+}
+
+torch::Tensor causal_bias(int64_t T, int64_t past, const torch::Tensor& decoder_mask, torch::ScalarType dtype) {
+  const int64_t K = past + T;
+  auto allowed = torch::ones({T, K}, torch::TensorOptions().dtype(torch::kFloat)).tril(past).view({1, 1, T, K});
+  if (decoder_mask.defined()) allowed = allowed * decoder_mask.to(torch::kFloat).view({decoder_mask.size(0), 1, 1, K});
+  return ((1.0 - allowed) * lowest_finite(dtype)).to(dtype);
+}
+
+torch::Tensor add_neftune_noise(const torch::Tensor& e, double alpha) {
+  if (alpha <= 0) return e;
+  const double magnitude = alpha / std::sqrt(static_cast<double>(e.size(1) * e.size(2)));
+  return e + torch::empty_like(e).uniform_(-magnitude, magnitude);
+}
+
+torch::Tensor shift_tokens_right(const torch::Tensor& labels, int64_t pad_token_id, int64_t decoder_start_token_id) {
+  auto shifted = torch::empty_like(labels);
+  shifted.select(1, 0).fill_(decoder_start_token_id);
+  if (labels.size(1) > 1) shifted.slice(1, 1).copy_(labels.slice(1, 0, labels.size(1) - 1));
+  return shifted.masked_fill(shifted.eq(-100), pad_token_id);
+}
+
+void require_seq2seq_labels(const Batch& batch, const std::string& family) {
+  if (!batch.labels.defined() || batch.labels.dim() != 2)
+    throw RuntimeFailure(family + ": the batch needs labels [batch, target length] (the decoder reads them shifted right); got " +
+                         (batch.labels.defined() ? "labels of shape " + c10::str(batch.labels.sizes()) : std::string("none")));
+}
+
+torch::Tensor seq2seq_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  const auto l = logits.to(torch::kFloat);
+  return torch::nn::functional::cross_entropy(l.reshape({-1, l.size(-1)}), labels.reshape({-1}),
+                                              torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+std::pair<torch::Tensor, torch::Tensor> cross_attention_kv(
+    KvCache* cache, std::size_t layer, const std::function<std::pair<torch::Tensor, torch::Tensor>()>& project) {
+  if (!cache) return project();
+  if (layer < cache->cross_keys.size() && cache->cross_keys[layer].defined())
+    return {cache->cross_keys[layer], cache->cross_values[layer]};
+  auto kv = project();
+  if (cache->cross_keys.size() <= layer) {
+    cache->cross_keys.resize(layer + 1);
+    cache->cross_values.resize(layer + 1);
+  }
+  cache->cross_keys[layer] = kv.first;
+  cache->cross_values[layer] = kv.second;
+  return kv;
+}
+
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
                      bool causal, double dropout_p) {
   const auto Tq = q.size(2), Tk = k.size(2);

@@ -1,6 +1,7 @@
-// Building blocks shared by the HF model families (gpt2, bert, llama): attention (manual on LibTorch
-// 1.13, scaled_dot_product_attention on 2.x), HF activations by config name, HF _init_weights, the
-// additive padding mask, and base-model-prefix handling for HF checkpoints.
+// Building blocks shared by the HF model families (gpt2, bert, llama, t5, bart): attention (manual on
+// LibTorch 1.13, scaled_dot_product_attention on 2.x), HF activations by config name, HF _init_weights,
+// the additive padding and causal masks, NEFTune noise, and the encoder-decoder pieces (labels shifted
+// into decoder inputs, the seq2seq loss, cross-attention keys / values kept in a KvCache).
 #pragma once
 
 #include <deque>
@@ -20,6 +21,33 @@ torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x);
 // Additive attention bias [B, 1, 1, T] from an attention_mask [B, T] (1 = token): 0 where attended,
 // the float minimum where padding (HF's extended attention mask). Undefined in, undefined out.
 torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarType dtype);
+
+// The dtype's lowest finite value as a float (HF's torch.finfo(dtype).min for float32, bf16, fp16;
+// float32's for other dtypes).
+float lowest_finite(torch::ScalarType dtype);
+
+// A decoder's self-attention bias [1 or B, 1, T, past + T] for T new tokens after `past` cached ones:
+// HF's causal mask times the decoder attention mask [B, past + T] (undefined = every token), then
+// (1 - allowed) * finfo.min, in `dtype`.
+torch::Tensor causal_bias(int64_t T, int64_t past, const torch::Tensor& decoder_mask, torch::ScalarType dtype);
+
+// NEFTune (HF neftune_noise_alpha): e + U(-m, m) with m = alpha / sqrt(seq_len * hidden) for embeddings
+// e [B, seq_len, hidden]; e itself when alpha is 0.
+torch::Tensor add_neftune_noise(const torch::Tensor& e, double alpha);
+
+// Encoder-decoder models (t5, bart).
+// HF shift_tokens_right: decoder_start_token_id, then labels[:, :-1], with -100 read as pad_token_id.
+torch::Tensor shift_tokens_right(const torch::Tensor& labels, int64_t pad_token_id, int64_t decoder_start_token_id);
+// Throws RuntimeFailure naming `family` unless the batch has labels [batch, target length].
+void require_seq2seq_labels(const Batch& batch, const std::string& family);
+// Mean cross-entropy in float32 of logits [B, T, V] against labels [B, T] at the same position (no
+// shift), -100 ignored.
+torch::Tensor seq2seq_loss(const torch::Tensor& logits, const torch::Tensor& labels);
+// Cross-attention keys and values of decoder layer `layer`: project() computes them from the encoder
+// output; with a cache (cached generation) they are computed on the layer's first use and kept in
+// cache->cross_keys / cross_values.
+std::pair<torch::Tensor, torch::Tensor> cross_attention_kv(
+    KvCache* cache, std::size_t layer, const std::function<std::pair<torch::Tensor, torch::Tensor>()>& project);
 
 // softmax(q k^T / sqrt(d) + bias [+ causal]) v for q [B, H, Tq, D], k/v [B, H, Tk, D]; `bias` is
 // additive and broadcastable to [B, H, Tq, Tk] or undefined; dropout on the probabilities when p > 0.

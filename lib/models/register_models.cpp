@@ -1,4 +1,5 @@
 // Registers the built-in model components and their shape-only twins (called from register_builtins()).
+#include "models/bart.h"
 #include "models/bert.h"
 #include "models/gpt.h"
 #include "models/gpt2.h"
@@ -19,6 +20,8 @@ void register_models(Registry<Model, const ModelContext&>& models) {
   models.add<Llama>("llama", "HF LlamaForCausalLM (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention).");
   models.add<T5>("t5", "HF T5ForConditionalGeneration (encoder-decoder, relative position buckets, RMS norms; "
                        "relu or gated-gelu feed-forward); T5Config option names.");
+  models.add<Bart>("bart", "HF BartForConditionalGeneration (post-LN encoder-decoder, learned positions with offset 2, "
+                           "layernorm_embedding, final_logits_bias); BartConfig option names.");
 }
 
 void register_model_shapes(Registry<ModelShapes, const ModelContext&>& shapes) {
@@ -29,6 +32,7 @@ void register_model_shapes(Registry<ModelShapes, const ModelContext&>& shapes) {
   shapes.add<ShapesOf<BertForMaskedLM>>("bert_mlm", "parameter shapes of bert_mlm");
   shapes.add<ShapesOf<Llama>>("llama", "parameter shapes of llama");
   shapes.add<ShapesOf<T5>>("t5", "parameter shapes of t5");
+  shapes.add<ShapesOf<Bart>>("bart", "parameter shapes of bart");
 }
 
 }  // namespace hftrain

@@ -7,7 +7,6 @@
 #include "models/t5.h"
 
 #include <cmath>
-#include <limits>
 #include <tuple>
 
 #include "models/checkpointing.h"
@@ -78,12 +77,6 @@ T5::Options resolved(T5::Options o, const ModelContext& context) {
       throw ConfigError(std::string("model.") + key + " (" + std::to_string(id) + ") is outside the vocabulary (" +
                         std::to_string(o.vocab_size) + " tokens)");
   return o;
-}
-
-float lowest_of(torch::ScalarType dtype) {
-  return dtype == torch::kBFloat16 ? static_cast<float>(std::numeric_limits<c10::BFloat16>::lowest())
-         : dtype == torch::kHalf   ? static_cast<float>(std::numeric_limits<c10::Half>::lowest())
-                                   : std::numeric_limits<float>::lowest();
 }
 
 // HF T5Attention._relative_position_bucket on relative positions (memory - query), in HF's float32 math.
@@ -210,22 +203,9 @@ struct T5::Block : torch::nn::Module {
     auto y = x + drop(self_attn->forward(h, k, v, self_bias, train));
     if (decoder) {
       auto hc = rms_norm(y, cross_norm, o.layer_norm_epsilon);
-      torch::Tensor ck, cv;
-      if (cache && index < cache->cross_keys.size() && cache->cross_keys[index].defined()) {
-        ck = cache->cross_keys[index];
-        cv = cache->cross_values[index];
-      } else {
-        ck = cross_attn->heads(cross_attn->k(memory));
-        cv = cross_attn->heads(cross_attn->v(memory));
-        if (cache) {
-          if (cache->cross_keys.size() <= index) {
-            cache->cross_keys.resize(index + 1);
-            cache->cross_values.resize(index + 1);
-          }
-          cache->cross_keys[index] = ck;
-          cache->cross_values[index] = cv;
-        }
-      }
+      auto [ck, cv] = cross_attention_kv(cache, index, [&] {
+        return std::make_pair(cross_attn->heads(cross_attn->k(memory)), cross_attn->heads(cross_attn->v(memory)));
+      });
       y = y + drop(cross_attn->forward(hc, ck, cv, cross_bias, train));
     }
     return y + drop(ff->forward(rms_norm(y, ff_norm, o.layer_norm_epsilon), train));
@@ -333,19 +313,13 @@ T5::T5(const Options& options, const ModelContext& context) : options_(resolved(
 }
 
 torch::Tensor T5::shift_right(const torch::Tensor& labels) const {
-  auto shifted = torch::empty_like(labels);
-  shifted.select(1, 0).fill_(options_.decoder_start_token_id);
-  if (labels.size(1) > 1) shifted.slice(1, 1).copy_(labels.slice(1, 0, labels.size(1) - 1));
-  return shifted.masked_fill(shifted.eq(-100), options_.pad_token_id);
+  return shift_tokens_right(labels, options_.pad_token_id, options_.decoder_start_token_id);
 }
 
 torch::Tensor T5::embed(std::size_t unit, const torch::Tensor& ids) {
   return in_unit(unit, [&] {
-    auto e = shared_(ids);
-    if (neftune_noise_alpha_ > 0 && is_training()) {  // HF's hook on the input embedding: each call of `shared`
-      const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(ids.size(1) * options_.d_model));
-      e = e + torch::empty_like(e).uniform_(-magnitude, magnitude);
-    }
+    // HF's NEFTune hook on the input embedding: each call of `shared`
+    auto e = add_neftune_noise(shared_(ids), is_training() ? neftune_noise_alpha_ : 0.0);
     return torch::dropout(e, options_.dropout_rate, is_training());
   });
 }
@@ -378,10 +352,7 @@ torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_
   const int64_t T = ids.size(1), past = cache ? cache->length : 0, K = past + T;
   const std::size_t first = encoder_blocks_.size() + 2;  // the decoder's embedding unit
   auto x = embed(first, ids);
-  // HF: the causal mask times the decoder attention mask, then (1 - m) * finfo.min.
-  auto allowed = torch::ones({T, K}, torch::TensorOptions().dtype(torch::kFloat)).tril(past).view({1, 1, T, K});
-  if (decoder_mask.defined()) allowed = allowed * decoder_mask.to(torch::kFloat).view({decoder_mask.size(0), 1, 1, K});
-  const torch::Tensor causal = ((1.0 - allowed) * lowest_of(x.scalar_type())).to(x.scalar_type());
+  const torch::Tensor causal = causal_bias(T, past, decoder_mask, x.scalar_type());
   const torch::Tensor cross = padding_bias(encoder_mask, x.scalar_type());
   Attention* relative = decoder_blocks_.front()->self_attn.get();
   for (std::size_t i = 0; i < decoder_blocks_.size(); ++i) {
@@ -427,15 +398,11 @@ std::vector<GatherUnit> T5::gather_units() const {
 }
 
 ModelOutput T5::forward(const Batch& batch) {
-  if (!batch.labels.defined() || batch.labels.dim() != 2)
-    throw RuntimeFailure("t5: the batch needs labels [batch, target length] (the decoder reads them shifted right); got " +
-                         (batch.labels.defined() ? "labels of shape " + c10::str(batch.labels.sizes()) : std::string("none")));
+  require_seq2seq_labels(batch, "t5");
   auto memory = encode(batch.input_ids, batch.attention_mask);
   ModelOutput out;
   out.logits = lm_logits(decode(shift_right(batch.labels), {}, memory, batch.attention_mask, nullptr));
-  const auto logits = out.logits.to(torch::kFloat);  // the loss is always computed in fp32
-  out.loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.labels.reshape({-1}),
-                                                  torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  out.loss = seq2seq_loss(out.logits, batch.labels);  // always computed in fp32
   return out;
 }
 

@@ -31,6 +31,12 @@ const std::map<std::string, nlohmann::json> kNeutralValues = {
     {"output_hidden_states", false},  {"output_scores", false},            {"output_logits", false},
     {"return_dict_in_generate", false}};
 
+// config.json's generation settings (HF GenerationConfig.from_model_config) that hftrain takes without a
+// generation_config.json: those of kSupportedKeys that are not token ids.
+const std::set<std::string> kModelConfigGenerationKeys = {
+    "max_length", "min_length", "do_sample", "temperature", "top_k", "top_p", "num_beams", "length_penalty",
+    "early_stopping", "no_repeat_ngram_size", "num_return_sequences", "forced_bos_token_id", "forced_eos_token_id"};
+
 std::string generation_config_file(const TrainingArgs& training, const std::string& model_dir) {
   namespace fs = std::filesystem;
   if (!training.generation_config.empty()) {
@@ -85,6 +91,20 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
     fill("num_beams", YAML::Node(std::to_string(*training.generation_num_beams)), "training.generation_num_beams");
 
   const std::string file = generation_config_file(training, model_dir);
+  if (file.empty() && !model_dir.empty() && std::filesystem::exists(model_dir + "/config.json")) {
+    nlohmann::json config;
+    try {
+      config = nlohmann::json::parse(read_text_file(model_dir + "/config.json"));
+    } catch (const nlohmann::json::exception&) {
+      config = nullptr;  // the model section reports a malformed config.json
+    }
+    if (config.is_object())
+      for (const auto& key : kModelConfigGenerationKeys)
+        if (config.contains(key) && !config[key].is_null()) {
+          YAML::Node v = setting_value(key, config[key], model_dir + "/config.json", issues);
+          if (v.IsDefined()) fill(key, v, model_dir + "/config.json (" + key + ")");
+        }
+  }
   if (!file.empty()) {
     nlohmann::json config;
     try {

@@ -1,8 +1,9 @@
 // Where generation settings come from besides the run spec's `generation` section, merged in HF's order
 // of precedence before the section is parsed: the section's own keys (and --set / eval and predict flags)
 // first, then Seq2SeqTrainingArguments' training.generation_max_length / generation_num_beams, then an HF
-// generation_config.json (training.generation_config, else the one in model.from_pretrained), then the
-// built-in defaults. See docs/generation.md.
+// generation_config.json (training.generation_config, else the one in model.from_pretrained) or, without
+// one, the generation settings of model.from_pretrained's config.json, then the built-in defaults. See
+// docs/generation.md.
 #pragma once
 
 #include <map>

@@ -18,6 +18,7 @@ const std::vector<ModelFamily>& families() {
        {}},
       {"llama", "llama", {{"LlamaForCausalLM", "llama"}, {"LlamaModel", "llama"}}, {"rope_scaling"}},
       {"t5", "t5", {{"T5ForConditionalGeneration", "t5"}, {"T5Model", "t5"}}, {}},
+      {"bart", "bart", {{"BartForConditionalGeneration", "bart"}, {"BartModel", "bart"}}, {}},
   };
   return table;
 }
@@ -40,6 +41,14 @@ const std::map<std::string, LoadRules>& rules() {
         {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"},
         {"lm_head."},
         {{"encoder.embed_tokens.weight", "shared.weight"}, {"decoder.embed_tokens.weight", "shared.weight"}}}},
+      // BartForConditionalGeneration files name everything under model. (BartModel files without it);
+      // the embedding is stored once as model.shared.weight, with or without the embed_tokens copies.
+      {"bart",
+       {"model.",
+        {".embed_tokens.weight", "lm_head.weight"},
+        {"lm_head.", "final_logits_bias"},
+        {{"model.encoder.embed_tokens.weight", "model.shared.weight"},
+         {"model.decoder.embed_tokens.weight", "model.shared.weight"}}}},
   };
   return table;
 }

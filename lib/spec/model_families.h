@@ -31,7 +31,7 @@ struct LoadRules {
 
 // nullptr when `model_type` is not a known family.
 const ModelFamily* find_model_family(const std::string& model_type);
-// "gpt, mlp, gpt2, bert, llama, t5" for messages.
+// "gpt, mlp, gpt2, bert, llama, t5, bart" for messages.
 std::string known_model_types();
 // Loading rules for an hftrain model type (empty rules for types without HF checkpoints).
 LoadRules load_rules_for(const std::string& hftrain_type);

@@ -77,6 +77,13 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
   p.seed = spec.training.seed;
   p.predict_with_generate = spec.training.predict_with_generate;
   p.generation = spec.generation;
+  // The model's own generation defaults (HF GenerationConfig.from_model_config), where the spec and its
+  // sources left them unset: BART's forced_eos_token_id.
+  const nlohmann::json model_config = p.model->config_json();
+  for (auto [key, field] : {std::pair{"forced_bos_token_id", &GenerationArgs::forced_bos_token_id},
+                            std::pair{"forced_eos_token_id", &GenerationArgs::forced_eos_token_id}})
+    if (!(p.generation.*field) && model_config.contains(key) && model_config[key].is_number_integer())
+      p.generation.*field = model_config[key].get<int64_t>();
   if (spec.precision.bf16) p.compute_dtype = torch::kBFloat16;
   if (spec.precision.fp16) p.compute_dtype = torch::kHalf;
   p.metrics = spec.metrics;

@@ -87,6 +87,23 @@ TEST_CASE("generation settings: the spec, then generation_max_length / num_beams
   write(dir + "/c.yaml", "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16, from_pretrained: " + dir +
                              "/model}\ndata: {type: digit_reversal}\ntraining: {output_dir: out}\n");
   CHECK(load_run_spec(dir + "/c.yaml", {}, catalog).generation.num_beams == 5);
+  // Without any generation_config.json, config.json's generation settings count (HF's
+  // GenerationConfig.from_model_config), but not its token ids: eos stays the tokenizer's.
+  fs::create_directories(dir + "/hf");
+  write(dir + "/hf/config.json", R"({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 32,
+    "n_positions": 64, "num_beams": 3, "forced_eos_token_id": 5, "eos_token_id": 7, "max_length": 20})");
+  write(dir + "/e.yaml", "model: {from_pretrained: " + dir + "/hf}\ndata: {type: digit_reversal}\ntraining: {output_dir: out}\n"
+                             "generation: {max_length: 9}\n");
+  RunSpec e = load_run_spec(dir + "/e.yaml", {}, catalog);
+  CHECK(e.generation.num_beams == 3);
+  CHECK(e.generation.forced_eos_token_id == 5);
+  CHECK(e.generation.max_length == 9);  // the spec's own key wins
+  CHECK_FALSE(e.generation.eos_token_id.has_value());
+  CHECK(e.origins.at("generation.num_beams") == dir + "/hf/config.json (num_beams)");
+  write(dir + "/hf/generation_config.json", R"({"num_beams": 2})");  // a generation_config.json replaces them all
+  RunSpec f = load_run_spec(dir + "/e.yaml", {}, catalog);
+  CHECK(f.generation.num_beams == 2);
+  CHECK_FALSE(f.generation.forced_eos_token_id.has_value());
   write(dir + "/d.yaml", spec_text(""));
   RunSpec d = load_run_spec(dir + "/d.yaml", {}, catalog);
   CHECK(d.generation.num_beams == 1);
