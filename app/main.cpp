@@ -73,6 +73,11 @@ class GenerationFlags {
                              ->type_name(info.type));
     }
   }
+  bool any_given() const {
+    for (const auto* o : options_)
+      if (o->count() > 0) return true;
+    return false;
+  }
   void append_overrides(std::vector<std::string>& overrides) const {
     for (std::size_t i = 0; i < options_.size(); ++i)
       if (options_[i]->count() > 0) overrides.push_back("generation." + values_[i].first + "=" + values_[i].second);
@@ -220,7 +225,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*train_cmd) return hftrain::run_train(train);
-    if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides, eval_prefix, eval_model);
+    if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides, eval_prefix, eval_model, eval_generation.any_given());
     if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides, predict_model);
     if (*z_cmd) return hftrain::run_zero_to_fp32(z);
     if (*components_cmd) return hftrain::run_components();

@@ -393,11 +393,14 @@ int run_train(const TrainRequest& request) {
 }
 
 int run_eval(const std::string& target, const std::vector<std::string>& overrides, const std::string& metric_key_prefix,
-             const std::string& model_dir) {
+             const std::string& model_dir, bool generation_flags) {
   if (metric_key_prefix.empty() || metric_key_prefix.find_first_of("/\\ ") != std::string::npos)
     throw UsageError("--metric-key-prefix: '" + metric_key_prefix + "' must be a non-empty name without '/', '\\' or spaces");
   InferenceWeights weights;
   RunSpec spec = load_for_inference(target, overrides, model_dir, weights);
+  if (generation_flags && !spec.training.predict_with_generate)
+    throw UsageError("eval: the generation flags (--num-beams, --max-length, ...) apply when evaluation generates; "
+                     "add --set training.predict_with_generate=true");
   configure_logging(spec.training);
   apply_determinism(spec.training);
   setup_threads(spec.distributed);

@@ -25,9 +25,11 @@ int run_train(const TrainRequest& request);
 // run directory / output_dir, else the spec's model.from_pretrained (a pretrained model never trained
 // here); results go to output_dir either way.
 // metric_key_prefix: HF evaluate(metric_key_prefix=...): metrics are named <prefix>_*, printed and saved as
-// <prefix>_results.json.
+// <prefix>_results.json. `generation_flags`: the overrides hold generation flags (--num-beams, ...), which
+// need training.predict_with_generate (else UsageError: they would change nothing).
 int run_eval(const std::string& target, const std::vector<std::string>& overrides,
-             const std::string& metric_key_prefix = "eval", const std::string& model_dir = "");
+             const std::string& metric_key_prefix = "eval", const std::string& model_dir = "",
+             bool generation_flags = false);
 int run_predict(const std::string& target, const std::vector<std::string>& overrides, const std::string& model_dir = "");
 int run_components();
 

@@ -176,6 +176,24 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
                         "; text files have only 'text' (use jsonl, csv or tsv)");
     if (!options_.text_pair_column.empty()) throw ConfigError("data.text_pair_column: text files have only the column 'text'");
   }
+  // Settings of one task given for another would be ignored: refuse them.
+  const Options defaults;
+  if (task_ == TaskKind::kSeq2Seq) {
+    if (options_.max_length != defaults.max_length)
+      throw ConfigError("data.max_length: seq2seq truncates with max_source_length and max_target_length");
+    if (!options_.text_pair_column.empty() || options_.text_column != defaults.text_column)
+      throw ConfigError(std::string("data.") + (options_.text_pair_column.empty() ? "text_column" : "text_pair_column") +
+                        ": seq2seq reads source_column and target_column");
+  } else {
+    for (const auto& [key, differs] : std::vector<std::pair<std::string, bool>>{
+             {"source_column", options_.source_column != defaults.source_column},
+             {"target_column", options_.target_column != defaults.target_column},
+             {"source_prefix", options_.source_prefix != defaults.source_prefix},
+             {"max_source_length", options_.max_source_length != defaults.max_source_length},
+             {"max_target_length", options_.max_target_length != defaults.max_target_length},
+             {"pad_to_max_length", options_.pad_to_max_length != defaults.pad_to_max_length}})
+      if (differs) throw ConfigError("data." + key + ": applies to task seq2seq, not " + options_.task);
+  }
   if ((task_ == TaskKind::kClassification || task_ == TaskKind::kSeq2Seq) && options_.block_size > 0)
     throw ConfigError("data.block_size: packing applies to causal_lm and masked_lm, not " + options_.task);
   const bool injected = tokenizer_ != nullptr;
@@ -325,6 +343,12 @@ TokenizedSplits FileDataSource::build() {
     std::vector<Example> examples;
     kept_rows.clear();
     Encoding packed;
+    // A seq2seq test file may leave out the targets (nothing to score), but not some of them.
+    bool targets_optional = labels_optional && task_ == TaskKind::kSeq2Seq;
+    for (const Row& row : rows) {
+      auto t = row.fields.find(options_.target_column);
+      if (targets_optional && t != row.fields.end() && t->second) targets_optional = false;
+    }
     for (const Row& row : rows) {
       if (!row.problem.empty()) {
         bad(file, row, row.problem_column, row.problem);
@@ -335,9 +359,7 @@ TokenizedSplits FileDataSource::build() {
         if (!source) continue;
         Example ex;
         ex.input_ids = tokenizer_->encode_for_model(options_.source_prefix + *source, nullptr, options_.max_source_length).input_ids;
-        auto target_field = row.fields.find(options_.target_column);
-        const bool unlabelled = labels_optional && (target_field == row.fields.end() || !target_field->second);
-        if (!unlabelled) {
+        if (!targets_optional) {
           auto target = text_of(file, row, options_.target_column);
           if (!target) continue;
           ex.labels = tokenizer_->encode_for_model(*target, nullptr, options_.max_target_length).input_ids;

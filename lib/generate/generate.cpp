@@ -36,7 +36,11 @@ torch::Tensor warp_logits(const torch::Tensor& logits_in, const GenerationConfig
 
 int64_t new_token_budget(const GenerationConfig& config, int64_t start_length) {
   if (!config.max_length) return config.max_new_tokens;
-  return std::max<int64_t>(1, *config.max_length - start_length);
+  if (*config.max_length <= start_length)  // HF's _validate_generated_length refuses it too
+    throw ConfigError("generation.max_length " + std::to_string(*config.max_length) + " leaves no room to generate after " +
+                      std::to_string(start_length) + " tokens of " +
+                      (start_length == 1 ? "decoder start" : "prompt") + "; raise it or set generation.max_new_tokens");
+  return *config.max_length - start_length;
 }
 
 void validate_generation_config(const GenerationConfig& c) {
@@ -44,6 +48,8 @@ void validate_generation_config(const GenerationConfig& c) {
   if (c.max_new_tokens < 1) throw ConfigError("generation.max_new_tokens must be >= 1, got " + n(c.max_new_tokens));
   if (c.max_length && *c.max_length < 1) throw ConfigError("generation.max_length must be >= 1, got " + n(*c.max_length));
   if (c.min_length && *c.min_length < 0) throw ConfigError("generation.min_length must be >= 0, got " + n(*c.min_length));
+  if (c.min_length && c.max_length && *c.min_length > *c.max_length)
+    throw ConfigError("generation.min_length (" + n(*c.min_length) + ") must be <= generation.max_length (" + n(*c.max_length) + ")");
   if (c.num_beams < 1) throw ConfigError("generation.num_beams must be >= 1, got " + n(c.num_beams));
   if (c.num_return_sequences < 1)
     throw ConfigError("generation.num_return_sequences must be >= 1, got " + n(c.num_return_sequences));

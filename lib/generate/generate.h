@@ -43,8 +43,8 @@ struct GenerationConfig {
 };
 
 // How many tokens may be generated after a start of `start_length` tokens (the prompt, or the decoder
-// start token): max_length - start_length (at least 1, as HF generates one token even then) when
-// max_length is set, else max_new_tokens.
+// start token): max_length - start_length when max_length is set (ConfigError when that is not positive,
+// as HF refuses it), else max_new_tokens.
 int64_t new_token_budget(const GenerationConfig& config, int64_t start_length);
 
 // One generated continuation: the tokens after the prompt (ending with eos when it finished by eos) and,

@@ -26,8 +26,11 @@ void ExactMatchMetric::update(const torch::Tensor& predictions, const torch::Ten
 }
 
 void ExactMatchMetric::update_text(const std::vector<std::string>& predictions, const std::vector<std::string>& references) {
-  for (std::size_t i = 0; i < predictions.size() && i < references.size(); ++i) correct_ += predictions[i] == references[i];
-  total_ += static_cast<int64_t>(std::min(predictions.size(), references.size()));
+  if (predictions.size() != references.size())
+    throw RuntimeFailure("exact_match: " + std::to_string(predictions.size()) + " predictions for " +
+                         std::to_string(references.size()) + " references");
+  for (std::size_t i = 0; i < predictions.size(); ++i) correct_ += predictions[i] == references[i];
+  total_ += static_cast<int64_t>(predictions.size());
 }
 
 double PerplexityMetric::compute(double mean_loss) const { return std::exp(mean_loss); }

@@ -19,8 +19,8 @@ const std::set<std::string> kSupportedKeys = {
 
 // Keys that describe the model or the file, not a generation setting: the model's config.json holds the
 // token ids hftrain uses (decoder_start_token_id included).
-const std::set<std::string> kModelFacts = {"_from_model_config", "transformers_version", "_commit_hash",
-                                           "pad_token_id",       "bos_token_id",         "decoder_start_token_id"};
+const std::set<std::string> kModelFacts = {"_from_model_config", "transformers_version", "_commit_hash", "pad_token_id",
+                                           "bos_token_id"};
 
 // Settings hftrain does not build, with the value that leaves HF's generation unchanged (HF's default).
 const std::map<std::string, nlohmann::json> kNeutralValues = {
@@ -51,12 +51,13 @@ std::string generation_config_file(const TrainingArgs& training, const std::stri
   return "";
 }
 
-// The spec value for generation_config.json's `key`, or an undefined node after reporting why not.
-YAML::Node setting_value(const std::string& key, const nlohmann::json& value, const std::string& file, Issues& issues) {
+// The spec value for generation_config.json's `key`, or an undefined node after recording why not.
+YAML::Node setting_value(const std::string& key, const nlohmann::json& value, const std::string& file, Issues& issues,
+                         GenerationSourceFacts& facts) {
   if (key == "eos_token_id" && value.is_array()) {  // HF allows several eos tokens
     if (value.size() == 1) return json_to_yaml_scalar(value[0]);
-    issues.add_at(file, key, "several eos tokens " + value.dump() + " are not supported; hftrain stops at one "
-                             "(set generation.eos_token_id)");
+    facts.unsupported.push_back(file + ": eos_token_id: several eos tokens " + value.dump() +
+                                " are not supported (generation stops at one: set generation.eos_token_id)");
     return YAML::Node();
   }
   if (key == "early_stopping" && value.is_boolean()) return YAML::Node(value.get<bool>() ? "true" : "false");
@@ -75,12 +76,18 @@ YAML::Node json_to_yaml_scalar(const nlohmann::json& v) {
 }
 
 void fill_generation_section(YAML::Node& root, const TrainingArgs& training, const std::string& model_dir,
-                             Issues& issues, std::map<std::string, std::string>& origins) {
+                             Issues& issues, std::map<std::string, std::string>& origins, GenerationSourceFacts& facts) {
   YAML::Node section = lookup(root, "generation");
   if (section.IsDefined() && !section.IsNull() && !section.IsMap()) return;  // the section's parser reports it
   if (!section.IsDefined() || section.IsNull()) section = YAML::Node(YAML::NodeType::Map);
+  auto given = [&](const std::string& key) {
+    const YAML::Node v = lookup(section, key);
+    return v.IsDefined() && !v.IsNull();  // null = unset: a source may fill it
+  };
+  for (const auto& kv : section)
+    if (given(kv.first.Scalar())) facts.given_keys.push_back(kv.first.Scalar());
   auto fill = [&](const std::string& key, const YAML::Node& value, const std::string& source) {
-    if (lookup(section, key).IsDefined()) return;  // the spec's own setting wins
+    if (given(key)) return;  // the spec's own setting wins
     section[key] = value;
     origins.emplace("generation." + key, source);
     issues.mark_origin("generation." + key, source);
@@ -100,8 +107,8 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
     }
     if (config.is_object())
       for (const auto& key : kModelConfigGenerationKeys)
-        if (config.contains(key) && !config[key].is_null()) {
-          YAML::Node v = setting_value(key, config[key], model_dir + "/config.json", issues);
+        if (config.contains(key) && !config[key].is_null() && !given(key)) {
+          YAML::Node v = setting_value(key, config[key], model_dir + "/config.json", issues, facts);
           if (v.IsDefined()) fill(key, v, model_dir + "/config.json (" + key + ")");
         }
   }
@@ -115,8 +122,18 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
     if (!config.is_object()) throw ConfigError(file + ": expected a JSON object of generation settings");
     for (const auto& [key, value] : config.items()) {
       if (kModelFacts.count(key) || value.is_null()) continue;
+      if (key == "decoder_start_token_id") {
+        if (!value.is_number_integer()) {
+          issues.add_at(file, key, "expected a token id, got " + value.dump());
+          continue;
+        }
+        facts.decoder_start_token_id = value.get<int64_t>();
+        facts.decoder_start_source = file;
+        continue;
+      }
       if (kSupportedKeys.count(key)) {
-        YAML::Node v = setting_value(key, value, file, issues);
+        if (given(key)) continue;
+        YAML::Node v = setting_value(key, value, file, issues, facts);
         if (v.IsDefined()) fill(key, v, file + " (" + key + ")");
         continue;
       }
@@ -124,8 +141,9 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
       if (neutral != kNeutralValues.end() && neutral->second == value) continue;
       std::string supported;
       for (const auto& k : kSupportedKeys) supported += (supported.empty() ? "" : ", ") + k;
-      issues.add_at(file, key, value.dump() + ": this generation setting is not supported by hftrain (supported: " +
-                                   supported + ")");
+      facts.unsupported.push_back(file + ": " + key + ": " + value.dump() +
+                                  " is a generation setting hftrain does not build (supported: " + supported +
+                                  "); remove it from the file, or name another file in training.generation_config");
     }
   }
   if (section.size() > 0) root["generation"] = section;

@@ -21,11 +21,13 @@ namespace hftrain {
 // and objects give an undefined node.
 YAML::Node json_to_yaml_scalar(const nlohmann::json& v);
 
-// Fills root's `generation` section where it leaves a key out (see above). A generation_config.json key
-// that hftrain's generation cannot honour (a setting other than HF's default that is not built, several
-// eos tokens) is a problem at file: key; model facts it repeats (pad, bos, decoder start token ids) are
-// the model's config.json's business. `origins` records each filled key's source.
+// Fills root's `generation` section where it leaves a key out or null (see above). A generation_config.json
+// key that hftrain's generation cannot honour (a setting other than HF's neutral value that is not built,
+// several eos tokens) goes to facts.unsupported, unless the spec sets that key itself; a value of the wrong
+// kind is a problem at file: key. Pad and bos ids the file repeats are the model's config.json's business;
+// its decoder_start_token_id is kept in facts to be checked against the model. `origins` records each
+// filled key's source.
 void fill_generation_section(YAML::Node& root, const TrainingArgs& training, const std::string& model_dir,
-                             Issues& issues, std::map<std::string, std::string>& origins);
+                             Issues& issues, std::map<std::string, std::string>& origins, GenerationSourceFacts& facts);
 
 }  // namespace hftrain

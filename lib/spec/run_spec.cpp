@@ -1,6 +1,7 @@
 // Loading, overriding, validating and dumping run specs (see run_spec.h).
 #include "spec/run_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -321,7 +322,10 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
   parse_section(root, "distributed", spec.distributed, issues);
   parse_section(root, "zero", spec.zero, issues);
   parse_section(root, "precision", spec.precision, issues);
-  fill_generation_section(root, spec.training, spec.model.from_pretrained, issues, spec.origins);
+  fill_generation_section(root, spec.training, spec.model.from_pretrained, issues, spec.origins, spec.generation_sources);
+  for (const auto& problem : spec.generation_sources.unsupported)
+    spec.notes.push_back(problem + " (predict, and training or eval with predict_with_generate, refuse to start; "
+                         "training without generating is not affected)");
   parse_section(root, "generation", spec.generation, issues);
   if (spec.training.sortish_sampler && spec.training.group_by_length)
     issues.add("training.sortish_sampler", lookup(lookup(root, "training"), "sortish_sampler"),
@@ -426,8 +430,25 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, 
   root["distributed"] = schema_of<DistributedArgs>().dump(spec.distributed);
   root["zero"] = schema_of<ZeroArgs>().dump(spec.zero);
   root["precision"] = schema_of<PrecisionArgs>().dump(spec.precision);
-  root["generation"] = schema_of<GenerationArgs>().dump(spec.generation);
-  if (with_origins) return emit_with_origins(root, spec.origins);
+  // The generation section keeps the keys the spec set itself: loading the dump again fills the others
+  // from their sources (training.generation_*, generation_config.json), which eval / predict may change.
+  // --dump-config lists the resolved values of the others as comments.
+  const YAML::Node resolved = schema_of<GenerationArgs>().dump(spec.generation);
+  YAML::Node given(YAML::NodeType::Map);
+  const auto& given_keys = spec.generation_sources.given_keys;
+  for (const auto& key : given_keys) given[key] = resolved[key];
+  root["generation"] = given;
+  if (with_origins) {
+    std::string text = emit_with_origins(root, spec.origins);
+    text += "# generation, the keys above and these, resolved from their sources (docs/generation.md):\n";
+    for (const auto& kv : resolved) {
+      const std::string key = kv.first.Scalar();
+      if (std::find(given_keys.begin(), given_keys.end(), key) != given_keys.end()) continue;
+      auto origin = spec.origins.find("generation." + key);
+      text += "#   " + key + ": " + yaml_text(kv.second) + (origin == spec.origins.end() ? "" : "  (" + origin->second + ")") + "\n";
+    }
+    return text;
+  }
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";

@@ -53,6 +53,7 @@ struct RunSpec {
   ZeroArgs zero;
   PrecisionArgs precision;
   GenerationArgs generation;
+  GenerationSourceFacts generation_sources;
   DeepSpeedConfig deepspeed;  // training.deepspeed, once its settings are in the sections above
   // One line each for settings accepted with no effect in this build (logged at the start of training).
   std::vector<std::string> notes;

@@ -246,4 +246,19 @@ struct GenerationArgs {
   static void declare(Schema<GenerationArgs>& s);
 };
 
+// How the generation section was resolved (spec/generation_sources): what the spec set itself and what a
+// generation_config.json said that the generation settings cannot carry.
+struct GenerationSourceFacts {
+  // Keys the spec's own generation section (or --set, or a flag) set. The saved run_spec.yaml keeps only
+  // these, so that loading it again fills the rest from their sources, as the first load did.
+  std::vector<std::string> given_keys;
+  // Settings of a generation_config.json that hftrain's generation cannot honour ("file: key: why"):
+  // loading warns, generating refuses to start.
+  std::vector<std::string> unsupported;
+  // A generation_config.json's decoder_start_token_id (HF's generate() prefers it to the model's):
+  // generating with a model whose own differs is refused.
+  std::optional<int64_t> decoder_start_token_id;
+  std::string decoder_start_source;  // the file that said it
+};
+
 }  // namespace hftrain

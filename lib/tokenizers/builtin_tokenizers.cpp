@@ -26,6 +26,17 @@ void truncate_longest_first(std::vector<int64_t>& a, std::vector<int64_t>& b, bo
   b.resize(std::min(b.size(), n2));
 }
 
+std::string Tokenizer::decode_without_special(const std::vector<int64_t>& ids) const {
+  const SpecialTokenIds s = special_tokens();
+  std::vector<int64_t> kept;
+  for (int64_t id : ids) {
+    bool special = false;
+    for (const auto& special_id : {s.bos, s.eos, s.pad, s.unk, s.cls, s.sep, s.mask}) special = special || id == special_id;
+    if (!special) kept.push_back(id);
+  }
+  return decode(kept);
+}
+
 Encoding Tokenizer::encode_for_model(const std::string& text, const std::string* text_pair, int64_t max_length) const {
   std::vector<int64_t> a = encode(text), b = text_pair ? encode(*text_pair) : std::vector<int64_t>{};
   if (max_length > 0) truncate_longest_first(a, b, text_pair != nullptr, static_cast<std::size_t>(max_length));

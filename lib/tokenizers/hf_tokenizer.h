@@ -32,6 +32,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<int64_t> encode(const std::string& text) const override;
   std::string decode(const std::vector<int64_t>& ids) const override { return decode(ids, false); }
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
+  std::string decode_without_special(const std::vector<int64_t>& ids) const override { return decode(ids, true); }
   Encoding encode_for_model(const std::string& text, const std::string* text_pair, int64_t max_length) const override;
   SpecialTokenIds special_tokens() const override;
 

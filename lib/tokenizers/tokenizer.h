@@ -34,6 +34,9 @@ class Tokenizer {
   // Plain encoding, no special tokens added (HF: add_special_tokens=False).
   virtual std::vector<int64_t> encode(const std::string& text) const = 0;
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+  // HF decode(skip_special_tokens=True): without the special tokens. The default leaves out the ids of
+  // special_tokens(); tokenizers that know more special tokens (HF added tokens) leave those out too.
+  virtual std::string decode_without_special(const std::vector<int64_t>& ids) const;
   // HF __call__: special tokens added by the tokenizer's post-processor (e.g. [CLS] A [SEP] B [SEP]),
   // truncated to max_length (0 = no limit) with HF's longest_first rule for pairs. The default adds
   // no special tokens.

@@ -42,19 +42,15 @@ ExampleGeneration generate_for(Pipeline& p, const Example& ex, const GenerationC
   return g;
 }
 
-// Decoded text without special tokens (HF's batch_decode with skip_special_tokens=True): the tokenizer's
-// special tokens and the eos generation stops at are left out.
+// Decoded text without special tokens (HF's batch_decode with skip_special_tokens=True), the eos that
+// generation stops at included.
 std::string generated_text(const Pipeline& p, const std::vector<int64_t>& ids, const GenerationConfig& config) {
   const Tokenizer* tok = p.data->tokenizer();
   if (!tok) return std::string();
-  const SpecialTokenIds s = tok->special_tokens();
   std::vector<int64_t> kept;
-  for (int64_t id : ids) {
-    bool special = id == config.eos_token_id;
-    for (const auto& special_id : {s.bos, s.eos, s.pad, s.unk, s.cls, s.sep, s.mask}) special = special || id == special_id;
-    if (!special) kept.push_back(id);
-  }
-  return tok->decode(kept);
+  for (int64_t id : ids)
+    if (id != config.eos_token_id) kept.push_back(id);
+  return tok->decode_without_special(kept);
 }
 
 // The length run_summarization / run_translation report as gen_len: tokens other than padding in what HF
@@ -78,6 +74,7 @@ nlohmann::json evaluate_split(Pipeline& p, const Components& components, const s
 }  // namespace
 
 GenerationConfig generation_config(const Pipeline& p) {
+  check_generation_sources(p);
   const GenerationArgs& args = p.generation;
   GenerationConfig config;
   config.max_new_tokens = args.max_new_tokens.value_or(16);
@@ -255,7 +252,7 @@ nlohmann::json predict(Pipeline& p, const Components& components, const std::str
       for (const auto& ex : examples) {
         const ExampleGeneration g = generate_for(p, ex, config, generator);
         nlohmann::json line;
-        line[prompt_key] = tok ? tok->decode(g.prompt) : "";
+        line[prompt_key] = generated_text(p, g.prompt, config);
         line[text_key] = generated_text(p, g.sequences.front().tokens, config);  // the best sequence
         line[ids_key] = g.sequences.front().tokens;
         if (config.num_beams > 1) line["sequence_score"] = g.sequences.front().score;

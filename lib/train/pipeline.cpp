@@ -21,15 +21,20 @@ void load_pretrained(const std::string& dir, Model& model) {
 
 namespace {
 
-// Text metrics need generated text; generation needs a model that generates.
+// Text metrics need generated text, decoded by a tokenizer; generation needs a model that generates.
 void check_generation_metrics(const Pipeline& p, const RunSpec& spec, const Components& components) {
   if (spec.training.predict_with_generate && !p.model->is_causal_lm() && !p.model->is_encoder_decoder())
     throw ConfigError("training.predict_with_generate: model '" + spec.model.type +
                       "' does not generate text (it needs a causal LM or an encoder-decoder model)");
-  for (const auto& m : p.metrics)
-    if (components.metrics.build(m.type, m.options)->input() == MetricInput::kText && !spec.training.predict_with_generate)
+  for (const auto& m : p.metrics) {
+    if (components.metrics.build(m.type, m.options)->input() != MetricInput::kText) continue;
+    if (!spec.training.predict_with_generate)
       throw ConfigError("metrics: '" + m.key + "' scores generated text; set training.predict_with_generate: true so "
                         "that evaluation generates (HF Seq2SeqTrainingArguments)");
+    if (!p.data->tokenizer())
+      throw ConfigError("metrics: '" + m.key + "' scores decoded text, and data '" + spec.data.type +
+                        "' has no tokenizer to decode with (give the data source a tokenizer)");
+  }
 }
 
 }  // namespace
@@ -77,6 +82,7 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
   p.seed = spec.training.seed;
   p.predict_with_generate = spec.training.predict_with_generate;
   p.generation = spec.generation;
+  p.generation_sources = spec.generation_sources;
   // The model's own generation defaults (HF GenerationConfig.from_model_config), where the spec and its
   // sources left them unset: BART's forced_eos_token_id.
   const nlohmann::json model_config = p.model->config_json();
@@ -95,7 +101,22 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
     }
   }
   check_generation_metrics(p, spec, components);
+  if (spec.training.predict_with_generate) check_generation_sources(p);  // before training, not at its first evaluation
   return p;
+}
+
+void check_generation_sources(const Pipeline& p) {
+  const GenerationSourceFacts& sources = p.generation_sources;
+  if (!sources.unsupported.empty()) {
+    std::string list;
+    for (const auto& u : sources.unsupported) list += "\n  " + u;
+    throw ConfigError("cannot generate with these generation_config.json settings:" + list);
+  }
+  if (sources.decoder_start_token_id && p.model->is_encoder_decoder() &&
+      *sources.decoder_start_token_id != p.model->decoder_start_token_id())
+    throw ConfigError(sources.decoder_start_source + ": decoder_start_token_id " + std::to_string(*sources.decoder_start_token_id) +
+                      " differs from the model's " + std::to_string(p.model->decoder_start_token_id()) +
+                      " (HF's generate() would start from the file's; hftrain starts from the model's): make them agree");
 }
 
 void apply_inference_precision(Pipeline& pipeline, const RunSpec& spec) {

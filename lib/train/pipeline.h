@@ -18,6 +18,7 @@ struct Pipeline {
   int64_t seed = 42;                    // training.seed (generation's default sampling seed)
   bool predict_with_generate = false;   // evaluation also generates; text metrics score the output
   GenerationArgs generation;            // the run spec's generation section (eval and predict)
+  GenerationSourceFacts generation_sources;  // what generating must refuse (spec/generation_sources)
   // Forward passes run under autocast with this dtype (engine/precision.h); kFloat = plain fp32.
   torch::ScalarType compute_dtype = torch::kFloat;
   // Sharded construction with model.from_pretrained: the model's parameters are not loaded yet; the
@@ -34,6 +35,11 @@ void load_pretrained(const std::string& dir, Model& model);
 // `for_training`: at ZeRO stage 3 with zero.zero3_init_flag the model is built without holding it whole
 // (DeferredInit; the engine materialises each rank's partition), where the model family supports it.
 Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool for_training = false);
+
+// Throws ConfigError when the generation settings' sources hold what generation cannot honour
+// (GenerationSourceFacts: unsupported generation_config.json settings, a decoder start token other than
+// the model's). Called before anything generates; build_pipeline calls it when evaluation generates.
+void check_generation_sources(const Pipeline& pipeline);
 
 // `hftrain eval` / `predict`: training.bf16_full_eval turns the model itself into bfloat16 (HF casts the
 // model for evaluation outside training); otherwise precision.bf16 keeps the weights and autocasts.

@@ -153,7 +153,9 @@ nlohmann::json Trainer::train() {
                     world_size, world().rank());
   if (args.group_by_length)  // HF LengthGroupedSampler(train_batch_size * gradient_accumulation_steps)
     loader.group_by_length(args.per_device_train_batch_size * args.gradient_accumulation_steps, args.length_column_name);
-  if (args.sortish_sampler) loader.sortish(args.per_device_train_batch_size, args.length_column_name);
+  // Sortish batches of the global batch size: the distributed shard deals each one out to the ranks, so every
+  // rank's batch comes from one run of similar lengths.
+  if (args.sortish_sampler) loader.sortish(args.per_device_train_batch_size * world_size, args.length_column_name);
   const int64_t ga = args.gradient_accumulation_steps;
   const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), world_size);
   BatchPrefetcher batches(loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0,

@@ -80,9 +80,10 @@ TEST_CASE("bart trains on the seq2seq task into an HF directory, continues from 
     int lines = 0;
     for (std::string line; std::getline(in, line); ++lines) {
       const json j = json::parse(line);
-      REQUIRE(j.contains("generated_ids"));
-      CHECK(j["generated_ids"].size() >= 1u);
-      CHECK(j["generated_ids"].size() <= 5u);
+      REQUIRE(j.contains("prediction_ids"));  // seq2seq data: source, prediction, reference
+      CHECK(j["prediction_ids"].size() >= 1u);
+      CHECK(j["prediction_ids"].size() <= 5u);
+      CHECK(j.contains("source"));
       CHECK(j.contains("reference"));
     }
     CHECK(lines == 4);

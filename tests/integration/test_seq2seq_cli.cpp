@@ -46,8 +46,8 @@ void write_word_tokenizer(const std::string& dir) {
 }
 
 // `rows` sentences of 2-5 words with their word-by-word translation, as jsonl {"en", "de"}; with
-// `drop_target_of_first`, the first row has no "de" (a test row without a reference).
-void write_translation_rows(const std::string& path, int rows, unsigned seed, bool drop_target_of_first = false) {
+// `drop_targets`, only {"en"} (a test file without references).
+void write_translation_rows(const std::string& path, int rows, unsigned seed, bool drop_targets = false) {
   std::mt19937 gen(seed);
   std::ofstream out(path);
   for (int r = 0; r < rows; ++r) {
@@ -59,7 +59,7 @@ void write_translation_rows(const std::string& path, int rows, unsigned seed, bo
       de += (w ? " " : "") + kGerman[k];
     }
     json row = {{"en", en}};
-    if (!(drop_target_of_first && r == 0)) row["de"] = de;
+    if (!drop_targets) row["de"] = de;
     out << row.dump() << "\n";
   }
 }
@@ -73,7 +73,8 @@ TEST_CASE("t5 on seq2seq jsonl files with predict_with_generate: eval and predic
   write_word_tokenizer(dir);
   write_translation_rows(dir + "/train.jsonl", 600, 1);
   write_translation_rows(dir + "/valid.jsonl", 24, 2);
-  write_translation_rows(dir + "/test.jsonl", 8, 3, /*drop_target_of_first=*/true);
+  write_translation_rows(dir + "/test.jsonl", 8, 3);
+  write_translation_rows(dir + "/unlabelled.jsonl", 3, 4, /*drop_targets=*/true);
   write_text(dir + "/spec.yaml",
              "model: {type: t5, d_model: 48, d_ff: 96, d_kv: 12, num_layers: 2, num_heads: 4, dropout_rate: 0.0}\n"
              "data: {type: jsonl, train_file: train.jsonl, validation_file: valid.jsonl, test_file: test.jsonl, "
@@ -108,25 +109,67 @@ TEST_CASE("t5 on seq2seq jsonl files with predict_with_generate: eval and predic
   CHECK(short_eval["short_bleu"].get<double>() < eval["eval_bleu"].get<double>());
   CHECK(short_eval["short_loss"] == eval["eval_loss"]);  // the loss does not depend on generation
 
-  // predict: source (with the prefix), prediction and reference per row; the test metrics score exactly
-  // the predictions written (greedy, as evaluation).
+  // The run directory keeps the spec's own generation keys only, so a training setting given at eval time
+  // resolves again (HF evaluate() after changing Seq2SeqTrainingArguments).
+  r = run_hftrain("eval out --set training.generation_max_length=3 --metric-key-prefix g3", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_json(dir + "/out/g3_results.json")["g3_gen_len"].get<double>() <= 2.0);
+  // Generation flags would change nothing without predict_with_generate.
+  r = run_hftrain("eval out --num-beams 2 --set training.predict_with_generate=false", dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("apply when evaluation generates"));
+
+  // predict: source (with the prefix, no special tokens), prediction and reference per row; the test
+  // metrics score exactly the predictions written (greedy, as evaluation).
   r = run_hftrain("predict out", dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   std::ifstream lines(dir + "/out/predictions.jsonl");
-  int rows = 0, with_reference = 0, exact = 0;
+  int rows = 0, exact = 0;
   for (std::string line; std::getline(lines, line); ++rows) {
     const json row = json::parse(line);
-    CHECK(row.at("source").get<std::string>().rfind("translate ", 0) == 0);
+    const std::string source = row.at("source");
+    CHECK(source.rfind("translate ", 0) == 0);
+    CHECK(source.find("</s>") == std::string::npos);
     CHECK(row.at("prediction_ids").back() == 1);  // generation stopped at </s>
-    if (!row.contains("reference")) continue;
-    ++with_reference;
     exact += row.at("prediction") == row.at("reference");
   }
   CHECK(rows == 8);
-  CHECK(with_reference == 7);  // the first test row has no target
   const json test = read_json(dir + "/out/test_results.json");
-  CHECK(test.at("test_exact_match").get<double>() == Approx(exact / 8.0));  // HF: a row without reference counts as a miss
+  CHECK(test.at("test_exact_match").get<double>() == Approx(exact / 8.0));
+
+  // A test file without targets: predictions only, no scores (the memory metrics remain).
+  r = run_hftrain("predict out --set data.test_file=unlabelled.jsonl", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream unlabelled(dir + "/out/predictions.jsonl");
+  rows = 0;
+  for (std::string line; std::getline(unlabelled, line); ++rows) CHECK_FALSE(json::parse(line).contains("reference"));
+  CHECK(rows == 3);
+  const json unscored = read_json(dir + "/out/test_results.json");
+  CHECK_FALSE(unscored.contains("test_loss"));
+  CHECK_FALSE(unscored.contains("test_exact_match"));
+
+  // A generation_config.json setting generation does not build: training goes on (noted), generating refuses.
+  write_text(dir + "/gen.json", R"({"num_beams": 2, "repetition_penalty": 1.3})");
+  r = run_hftrain("predict out --set training.generation_config=gen.json", dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("gen.json: repetition_penalty: 1.3") && Catch::Contains("cannot generate"));
+  write_text(dir + "/start.json", R"({"decoder_start_token_id": 5})");
+  r = run_hftrain("predict out --set training.generation_config=start.json", dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("start.json: decoder_start_token_id 5 differs from the model's 0"));
+  r = run_hftrain("train spec.yaml --set training.generation_config=gen.json --set training.max_steps=2 "
+                  "--set training.output_dir=refused", dir);
+  CHECK(r.exit_code == 2);  // evaluation would generate: refused before training
+  CHECK_THAT(r.output, Catch::Contains("cannot generate"));
+  CHECK_FALSE(fs::exists(dir + "/refused/model.safetensors"));
+  r = run_hftrain("train spec.yaml --set training.generation_config=gen.json --set training.max_steps=2 "
+                  "--set training.predict_with_generate=false --set metrics=[exact_match] --set training.output_dir=short", dir);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("repetition_penalty") && Catch::Contains("training without generating is not affected"));
   fs::remove_all(dir);
 }
 
@@ -143,6 +186,21 @@ TEST_CASE("text metrics need predict_with_generate and a generating model", "[in
   r = run_hftrain("train spec.yaml --set 'metrics=[{type: rouge, rouge_types: [rougeX]}]' --set training.predict_with_generate=true", dir);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("unknown ROUGE type 'rougeX'"));
+  // Decoded text needs a tokenizer: pre-tokenized token files have none.
+  {
+    std::ofstream bin(dir + "/train.bin", std::ios::binary);
+    for (uint16_t t = 0; t < 256; ++t) {
+      const uint16_t v = t % 16;
+      bin.write(reinterpret_cast<const char*>(&v), 2);
+    }
+  }
+  write_text(dir + "/tokens.yaml", "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n"
+                                   "data: {type: token_files, train_file: train.bin, validation_file: train.bin, vocab_size: 16, block_size: 8}\n"
+                                   "metrics: [exact_match, bleu]\ntraining: {output_dir: never, max_steps: 1, predict_with_generate: true}\n");
+  r = run_hftrain("train tokens.yaml", dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("'bleu' scores decoded text") && Catch::Contains("no tokenizer"));
+  CHECK_FALSE(fs::exists(dir + "/never"));
   fs::remove_all(dir);
 }
 
@@ -161,8 +219,8 @@ TEST_CASE("configs/t5_translation.yaml reaches eval exact match of at least 0.9,
   int rows = 0, right = 0;
   for (std::string line; std::getline(lines, line); ++rows) {
     const json row = json::parse(line);
-    const std::string source = row.at("source");
-    CHECK(row.at("reference").get<std::string>() == std::string(source.rbegin() + 1, source.rend()));
+    const std::string source = row.at("source");  // decoded without the eos '$'
+    CHECK(row.at("reference").get<std::string>() == std::string(source.rbegin(), source.rend()));
     right += row.at("prediction") == row.at("reference");
   }
   CHECK(rows == 16);

@@ -27,8 +27,8 @@
 #            prompt + max_new_tokens tokens, when every running beam is offered (length = its generated
 #            tokens, no eos).
 #   result   the num_return_sequences best kept, best first, equal scores: the later-offered first.
-#   lengths  max_length, when given, replaces max_new_tokens: max_new_tokens = max(1, max_length - prompt
-#            length); min_length forbids eos while the sequence (prompt included) is shorter; forced_bos
+#   lengths  max_length, when given, replaces max_new_tokens: max_new_tokens = max_length - prompt length
+#            (positive in every case); min_length forbids eos while the sequence (prompt included) is shorter; forced_bos
 #            makes a sequence of length 1 continue with that token only, forced_eos the sequence one token
 #            short of prompt + max_new_tokens: every other token gets -inf and the forced one log-probability
 #            0 (HF's ForcedBOS / ForcedEOS processors replace the scores).
@@ -85,7 +85,7 @@ def banned_tokens(seq, prompt_len, s):
 
 
 def new_token_budget(s, prompt_len):
-    return s["max_new_tokens"] if s["max_length"] is None else max(1, s["max_length"] - prompt_len)
+    return s["max_new_tokens"] if s["max_length"] is None else s["max_length"] - prompt_len  # the cases keep it > 0
 
 
 def processed(lp, seq, prompt_len, s):

@@ -625,7 +625,7 @@ TEST_CASE("digit_reversal_seq2seq: the source digits and eos, the target their r
 TEST_CASE("seq2seq rows: the prefixed source and the target tokenized and truncated as run_translation does", "[unit][datasets][seq2seq]") {
   const std::string dir = scratch("seq2seq");
   write(dir + "/train.jsonl", "{\"en\": \"abc\", \"de\": \"xyz\", \"length\": 5}\n{\"en\": \"abcdefgh\", \"de\": \"uvwxyzab\", \"length\": 7}\n");
-  write(dir + "/test.jsonl", "{\"en\": \"ab\"}\n{\"en\": \"cd\", \"de\": \"q\"}\n");
+  write(dir + "/test.jsonl", "{\"en\": \"ab\"}\n{\"en\": \"cd\"}\n");
   auto tok = std::make_shared<TinyTokenizer>();
   FileDataSource::Options o = base_options(dir, "train.jsonl");
   o.test_file = dir + "/test.jsonl";
@@ -645,19 +645,21 @@ TEST_CASE("seq2seq rows: the prefixed source and the target tokenized and trunca
   CHECK(train->get(0).labels == std::vector<int64_t>{1, 'x' - 'a' + 4, 'y' - 'a' + 4, 2});  // 5 tokens cut to 4
   CHECK(train->get(1).input_ids.size() == 6u);  // truncated to max_source_length, specials kept
   CHECK(train->get(1).labels == std::vector<int64_t>{1, 'u' - 'a' + 4, 'v' - 'a' + 4, 2});
-  // A test row may leave the target out (nothing to score); the other row keeps its reference.
+  // A test file may leave out every target (nothing to score).
   auto test = src.split("test");
   REQUIRE(test->size() == 2);
   CHECK(test->get(0).labels.empty());
-  CHECK(test->get(1).labels == std::vector<int64_t>{1, 'q' - 'a' + 4, 2});
+  CHECK(test->get(1).labels.empty());
   // The source columns are not offered as length columns; the integer column is.
   CHECK(train->lengths("length") == std::vector<int64_t>{5, 7});
 
   // Dynamic padding: to the longest source and the longest target of the batch, labels with -100.
-  Batch dynamic = collate({train->get(0), test->get(1)}, TaskKind::kSeq2Seq, train->collate_options());
+  Example short_target = train->get(0);
+  short_target.labels.resize(2);
+  Batch dynamic = collate({train->get(0), short_target}, TaskKind::kSeq2Seq, train->collate_options());
   CHECK(dynamic.input_ids.sizes() == torch::IntArrayRef({2, 6}));
   CHECK(dynamic.labels.sizes() == torch::IntArrayRef({2, 4}));
-  CHECK(dynamic.labels[1][3].item<int64_t>() == -100);
+  CHECK(dynamic.labels[1][2].item<int64_t>() == -100);
   // pad_to_max_length: fixed shapes [B, max_source_length] and [B, max_target_length].
   o.pad_to_max_length = true;
   o.max_source_length = 9;
@@ -682,6 +684,24 @@ TEST_CASE("seq2seq data errors name the file, line and column", "[unit][datasets
   o.source_column = "src";
   CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl, tok, "tiny"); }),
              Catch::Contains("train.jsonl:1") && Catch::Contains("column 'src'"));
+  // A test file with some targets needs all of them.
+  o.source_column = "source";
+  write(dir + "/train.jsonl", "{\"source\": \"abc\", \"target\": \"x\"}\n");
+  write(dir + "/test.jsonl", "{\"source\": \"ab\", \"target\": \"x\"}\n{\"source\": \"cd\"}\n");
+  o.test_file = dir + "/test.jsonl";
+  CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl, tok, "tiny"); }),
+             Catch::Contains("test.jsonl:2") && Catch::Contains("column 'target'"));
+  o.test_file.clear();
+  // One task's settings with another task would be ignored: refused.
+  FileDataSource::Options lm = base_options(dir, "train.jsonl");
+  lm.text_column = "source";
+  lm.source_prefix = "summarize: ";
+  CHECK_THAT(error_of([&] { FileDataSource(lm, RowFormat::kJsonl, tok, "tiny"); }),
+             Catch::Contains("data.source_prefix: applies to task seq2seq, not causal_lm"));
+  o.max_length = 16;
+  CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl, tok, "tiny"); }),
+             Catch::Contains("data.max_length") && Catch::Contains("max_source_length"));
+  o.max_length = 0;
   write(dir + "/train.txt", "abc\n");
   FileDataSource::Options text = base_options(dir, "train.txt");
   text.task = "seq2seq";

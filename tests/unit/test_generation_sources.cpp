@@ -111,17 +111,31 @@ TEST_CASE("generation settings: the spec, then generation_max_length / num_beams
   fs::remove_all(dir);
 }
 
-TEST_CASE("generation_config.json settings hftrain cannot honour are errors naming the file and key", "[unit][spec][seq2seq]") {
+TEST_CASE("generation_config.json settings hftrain cannot honour are kept to refuse generating, not loading", "[unit][spec][seq2seq]") {
   const std::string dir = scratch_dir();
-  write(dir + "/g.json", R"({"repetition_penalty": 1.2, "num_beam_groups": 1, "eos_token_id": [1, 2], "num_beams": 4})");
+  const auto& catalog = builtin_components().catalog();
+  write(dir + "/g.json", R"({"repetition_penalty": 1.2, "num_beam_groups": 1, "eos_token_id": [1, 2], "num_beams": 4,
+    "decoder_start_token_id": 5})");
   write(dir + "/s.yaml", spec_text(", generation_config: " + dir + "/g.json"));
-  const std::string e = load_error(dir + "/s.yaml");
-  CHECK_THAT(e, Catch::Contains(dir + "/g.json: repetition_penalty: 1.2") && Catch::Contains("not supported by hftrain"));
-  CHECK_THAT(e, Catch::Contains("g.json: eos_token_id: several eos tokens [1,2]"));
-  CHECK_THAT(e, !Catch::Contains("num_beam_groups"));  // HF's neutral value changes nothing
+  // Loading succeeds (training never generates); the problems are recorded, named by file and key, and noted.
+  RunSpec s = load_run_spec(dir + "/s.yaml", {}, catalog);
+  REQUIRE(s.generation_sources.unsupported.size() == 2);
+  CHECK_THAT(s.generation_sources.unsupported[0], Catch::Contains(dir + "/g.json: eos_token_id: several eos tokens [1,2]"));
+  CHECK_THAT(s.generation_sources.unsupported[1], Catch::Contains(dir + "/g.json: repetition_penalty: 1.2") &&
+                                                      Catch::Contains("does not build"));
+  CHECK(s.generation.num_beams == 4);  // the supported settings still count; num_beam_groups 1 is HF's neutral value
+  CHECK(s.generation_sources.decoder_start_token_id == 5);
+  bool noted = false;
+  for (const auto& n : s.notes) noted = noted || n.find("repetition_penalty") != std::string::npos;
+  CHECK(noted);
+  // A key the spec sets itself is not taken from the file, so its problem goes away.
+  RunSpec own = load_run_spec(dir + "/s.yaml", {"generation.eos_token_id=1"}, catalog);
+  REQUIRE(own.generation_sources.unsupported.size() == 1);
+  CHECK_THAT(own.generation_sources.unsupported[0], Catch::Contains("repetition_penalty"));
+  CHECK(own.generation.eos_token_id == 1);
   // A one-element eos list is one eos token.
   write(dir + "/g.json", R"({"eos_token_id": [7]})");
-  CHECK(load_run_spec(dir + "/s.yaml", {}, builtin_components().catalog()).generation.eos_token_id == 7);
+  CHECK(load_run_spec(dir + "/s.yaml", {}, catalog).generation.eos_token_id == 7);
   // A value the generation section would refuse is reported where the file wrote it.
   write(dir + "/g.json", R"({"num_beams": 0})");
   CHECK_THAT(load_error(dir + "/s.yaml"), Catch::Contains("g.json (num_beams)") && Catch::Contains("generation.num_beams"));
@@ -132,5 +146,22 @@ TEST_CASE("generation_config.json settings hftrain cannot honour are errors nami
   // sortish_sampler and group_by_length both reorder by length.
   write(dir + "/o.yaml", spec_text(", sortish_sampler: true, group_by_length: true"));
   CHECK_THAT(load_error(dir + "/o.yaml"), Catch::Contains("training.sortish_sampler") && Catch::Contains("choose one"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the saved run spec keeps the generation keys the spec set, so a reload resolves the others again", "[unit][spec][seq2seq]") {
+  const std::string dir = scratch_dir();
+  const auto& catalog = builtin_components().catalog();
+  write(dir + "/s.yaml", spec_text(", generation_max_length: 12", "{num_beams: 3, max_new_tokens: null}"));
+  RunSpec s = load_run_spec(dir + "/s.yaml", {}, catalog);
+  CHECK(s.generation.max_length == 12);
+  CHECK(s.generation_sources.given_keys == std::vector<std::string>{"num_beams"});  // null is unset
+  write(dir + "/saved.yaml", dump_run_spec(s, catalog));
+  RunSpec again = load_run_spec(dir + "/saved.yaml", {"training.generation_max_length=5"}, catalog);
+  CHECK(again.generation.num_beams == 3);
+  CHECK(again.generation.max_length == 5);  // filled again from the (overridden) training setting
+  // --dump-config (with origins) lists the resolved values of the keys the spec did not set, as comments.
+  CHECK_THAT(dump_run_spec(s, catalog, true), Catch::Contains("#   max_length: 12  (training.generation_max_length)"));
+  CHECK_THAT(dump_run_spec(s, catalog, true), Catch::Contains("#   min_length: ~\n"));
   fs::remove_all(dir);
 }
