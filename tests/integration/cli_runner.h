@@ -9,6 +9,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace hftrain_test {
 
@@ -53,6 +56,15 @@ inline std::string read_text(const std::string& path) {
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The training losses a run logged, in order (trainer_state.json's log_history entries with "loss").
+inline std::vector<double> logged_losses(const std::string& trainer_state_path) {
+  std::vector<double> out;
+  const auto state = nlohmann::json::parse(read_text(trainer_state_path));
+  for (const auto& entry : state.at("log_history"))
+    if (entry.contains("loss")) out.push_back(entry["loss"].get<double>());
+  return out;
 }
 
 }  // namespace hftrain_test

@@ -24,13 +24,6 @@ std::string bart_spec(const std::string& model, const std::string& output_dir, c
          "learning_rate: 0.03, save_strategy: \"no\"" + extra + "}\n";
 }
 
-std::vector<double> losses(const std::string& path) {
-  std::vector<double> out;
-  const json state = json::parse(read_text(path));
-  for (const auto& entry : state.at("log_history"))
-    if (entry.contains("loss")) out.push_back(entry["loss"].get<double>());
-  return out;
-}
 
 }  // namespace
 
@@ -54,7 +47,7 @@ TEST_CASE("bart trains on the seq2seq task into an HF directory, continues from 
   CHECK(file.count("final_logits_bias"));
   CHECK_FALSE(file.count("model.encoder.embed_tokens.weight"));
   CHECK_FALSE(file.count("lm_head.weight"));
-  const auto first = losses(dir + "/out/trainer_state.json");
+  const auto first = logged_losses(dir + "/out/trainer_state.json");
   REQUIRE(first.size() == 16u);
   CHECK(first.back() < 0.8 * first.front());
 
@@ -64,7 +57,7 @@ TEST_CASE("bart trains on the seq2seq task into an HF directory, continues from 
   CliResult more = run_hftrain("train more.yaml", dir);
   INFO(more.output);
   REQUIRE(more.exit_code == 0);
-  const auto second = losses(dir + "/more/trainer_state.json");
+  const auto second = logged_losses(dir + "/more/trainer_state.json");
   REQUIRE(second.size() == 16u);
   CHECK(second.front() < first.front());  // it starts from the trained weights
   CHECK(json::parse(read_text(dir + "/more/config.json"))["model_type"] == "bart");

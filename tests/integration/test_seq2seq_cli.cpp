@@ -2,7 +2,8 @@
 // a source prefix, max lengths, sortish sampling) with predict_with_generate, so that evaluation generates
 // and bleu / rouge / exact_match score the decoded text; `hftrain eval --num-beams --max-length` and
 // `hftrain predict` as HF's evaluate() / predict() with generation arguments; the example config
-// configs/t5_translation.yaml reaching its documented score; a t5 trained on 2 workers at ZeRO stage 2
+// configs/t5_translation.yaml reaching its documented score (training on the built-in seq2seq task, then
+// predicting by generation); a t5 trained on 2 workers at ZeRO stage 2
 // following the one-process run, and ZeRO-3 evaluation generating what one process generates.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -173,7 +174,7 @@ TEST_CASE("t5 on seq2seq jsonl files with predict_with_generate: eval and predic
   fs::remove_all(dir);
 }
 
-TEST_CASE("text metrics need predict_with_generate and a generating model", "[integration][seq2seq]") {
+TEST_CASE("seq2seq data needs an encoder-decoder model, and text metrics predict_with_generate and a tokenizer", "[integration][seq2seq]") {
   const std::string dir = fresh_dir("seq2seq_metric_errors");
   write_text(dir + "/spec.yaml",
              "model: {type: t5, d_model: 16, d_ff: 32, d_kv: 4, num_layers: 1, num_heads: 2}\n"
@@ -200,6 +201,14 @@ TEST_CASE("text metrics need predict_with_generate and a generating model", "[in
   r = run_hftrain("train tokens.yaml", dir);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("'bleu' scores decoded text") && Catch::Contains("no tokenizer"));
+  CHECK_FALSE(fs::exists(dir + "/never"));
+  // A seq2seq task needs an encoder-decoder model.
+  write_text(dir + "/gpt.yaml", "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n"
+                                "data: {type: digit_reversal_seq2seq, num_digits: 4, train_size: 8}\n"
+                                "training: {output_dir: never, max_steps: 1}\n");
+  r = run_hftrain("train gpt.yaml", dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("sequence-to-sequence task") && Catch::Contains("needs an encoder-decoder model"));
   CHECK_FALSE(fs::exists(dir + "/never"));
   fs::remove_all(dir);
 }

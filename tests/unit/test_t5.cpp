@@ -23,6 +23,7 @@
 #include "train/training_loss.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "seq2seq_model_helpers.h"
 
 using namespace hftrain;
 namespace fs = std::filesystem;
@@ -35,34 +36,11 @@ const char* kT5Gated = "{vocab_size: 29, d_model: 32, d_kv: 12, d_ff: 40, num_la
                        "feed_forward_proj: gated-gelu, tie_word_embeddings: false, dropout_rate: 0}";
 
 std::shared_ptr<Model> make_model(const std::string& options, uint64_t seed = 0, ModelContext context = {}) {
-  const auto& c = builtin_components();
-  Issues issues("test");
-  auto opts = c.models.parse("t5", YAML::Load(options), "model", issues, {});
-  REQUIRE(issues.empty());
-  torch::manual_seed(seed);
-  return c.models.build("t5", opts, context);
+  return hftrain_test::build_model("t5", options, seed, context);
 }
-
-std::map<std::string, torch::Tensor> named(Model& m) {
-  std::map<std::string, torch::Tensor> out;
-  for (auto& np : m.named_parameters()) out[np.key()] = np.value();
-  return out;
-}
-
-std::string scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("hftrain_t5_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-Batch seq2seq_batch() {
-  Batch b;
-  b.input_ids = torch::tensor({{5, 6, 7, 8, 9, 10, 11}, {12, 13, 14, 15, 0, 0, 0}}, torch::kLong);
-  b.attention_mask = torch::tensor({{1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0}}, torch::kLong);
-  b.labels = torch::tensor({{3, 4, 20, 21, 1}, {22, 23, 1, -100, -100}}, torch::kLong);
-  return b;
-}
+std::map<std::string, torch::Tensor> named(Model& m) { return hftrain_test::parameters_by_name(m); }
+std::string scratch(const std::string& name) { return hftrain_test::scratch_dir("t5", name); }
+Batch seq2seq_batch() { return hftrain_test::seq2seq_batch(0, 1); }
 
 }  // namespace
 
@@ -186,33 +164,10 @@ TEST_CASE("t5 honours the source padding mask and cached decoding equals the ful
   for (const char* options : {kT5, kT5Gated}) {
     INFO(options);
     auto m = make_model(options, 2);
-    m->eval();
-    torch::NoGradGuard no_grad;
-    Batch b = seq2seq_batch();
-    const auto full = m->forward(b).logits;
-    // The padded second source, alone and unpadded, gives the same logits.
-    Batch alone;
-    alone.input_ids = b.input_ids.slice(0, 1, 2).slice(1, 0, 4);
-    alone.labels = b.labels.slice(0, 1, 2);
-    CHECK(torch::allclose(m->forward(alone).logits, full.slice(0, 1, 2), 1e-5, 1e-5));
-    // A different token under the mask changes nothing.
-    Batch other = b;
-    other.input_ids = b.input_ids.clone();
-    other.input_ids[1][5] = 17;
-    CHECK(torch::allclose(m->forward(other).logits, full, 1e-6, 1e-6));
-
-    // Encoder once, then the decoder fed the shifted labels in pieces: 2 tokens, then 1 at a time.
     auto& t5 = dynamic_cast<T5&>(*m);
-    REQUIRE(m->is_encoder_decoder());
     CHECK(m->decoder_start_token_id() == 0);
-    KvCache cache;
-    const auto dec = t5.shift_right(b.labels);
-    std::vector<torch::Tensor> parts = {m->forward_encoder_decoder_cached(b.input_ids, b.attention_mask, dec.slice(1, 0, 2), cache)};
-    for (int64_t t = 2; t < 5; ++t)
-      parts.push_back(m->forward_encoder_decoder_cached(torch::Tensor(), torch::Tensor(), dec.slice(1, t, t + 1), cache));
-    CHECK(cache.length == 5);
-    CHECK(cache.cross_keys.size() == static_cast<std::size_t>(t5.options().num_decoder_layers.value()));
-    CHECK(torch::allclose(torch::cat(parts, 1), full, 1e-5, 1e-5));
+    const Batch b = seq2seq_batch();
+    hftrain_test::check_padding_and_cached_decoding(*m, b, t5.shift_right(b.labels), t5.options().num_decoder_layers.value());
   }
 }
 
@@ -291,74 +246,13 @@ TEST_CASE("t5 HF directories: save then load is bitwise, the embedding stored on
 }
 
 TEST_CASE("t5 built under DeferredInit materialises the whole construction's values", "[unit][t5][zero3]") {
-  torch::manual_seed(7);
-  const auto whole = make_model(kT5Gated, 7);
-  std::shared_ptr<Model> deferred;
-  {
-    DeferredInit scope(true);
-    deferred = make_model(kT5Gated, 7);
-  }
-  REQUIRE(deferred->initialisation_deferred());
-  for (const auto& np : deferred->named_parameters()) CHECK(np.value().storage().nbytes() == 0);
-  auto values = named(*whole);
-  std::size_t seen = 0;
-  deferred->materialise_parameters([&](const std::string& name, const torch::Tensor& value) {
-    INFO(name);
-    CHECK(torch::equal(value, values.at(name)));
-    ++seen;
-    return true;
-  });
-  CHECK(seen == values.size());
+  hftrain_test::check_deferred_init_matches_whole([] { return make_model(kT5Gated, 7); });
 }
 
 TEST_CASE("t5 at ZeRO stage 3 gathers per unit and trains as stage 0 does", "[unit][t5][zero3]") {
   for (const char* options : {kT5, kT5Gated}) {
     INFO(options);
-    auto run = [&](int stage, std::vector<double>& losses) {
-      auto model = make_model(options, 11);
-      std::vector<std::pair<std::string, torch::Tensor>> params;
-      std::vector<std::string> names;
-      for (auto& np : model->named_parameters()) {
-        params.emplace_back(np.key(), np.value());
-        names.push_back(np.key());
-      }
-      DataParallelOptions o;
-      o.stage = stage;
-      o.report_memory = false;
-      o.persistence_threshold = 40;  // matrices partitioned, norm weights whole
-      if (stage == 3) {
-        o.gather_units = resolve_gather_units(*model, names);
-        CHECK(o.gather_units.size() == model->gather_units().size());
-      }
-      LocalComm comm;
-      auto adamw = [](std::vector<ParamGroup> groups) {
-        return std::make_unique<AdamW>(AdamW::Options{}, std::move(groups), OptimizerHyper{});
-      };
-      DataParallelEngine engine(make_param_groups(params, 0.0), names, adamw, o, comm);
-      if (stage == 3) {
-        model->set_gather_hooks(engine.gather_hooks());
-        CHECK(model->named_parameters()["decoder.block.1.layer.1.EncDecAttention.q.weight"].storage().nbytes() == 0);
-      }
-      model->train();
-      for (int step = 0; step < 3; ++step) {
-        auto loss = model->forward(seq2seq_batch()).loss;
-        losses.push_back(loss.item<double>());
-        engine.backward(loss, true);
-        engine.step(1e-2);
-      }
-      engine.gather_full_parameters();
-      model->set_gather_hooks(nullptr);
-      return named(*model);
-    };
-    std::vector<double> losses0, losses3;
-    auto w0 = run(0, losses0);
-    auto w3 = run(3, losses3);
-    REQUIRE(losses3.size() == 3u);
-    for (std::size_t i = 0; i < 3; ++i) CHECK(losses3[i] == Approx(losses0[i]).epsilon(1e-6));
-    CHECK(losses0[2] < losses0[0]);
-    for (auto& kv : w0) {
-      INFO(kv.first);
-      CHECK(torch::allclose(kv.second, w3.at(kv.first), 1e-5, 1e-6));
-    }
+    hftrain_test::check_zero3_trains_as_stage0([&] { return make_model(options, 11); }, seq2seq_batch(),
+                                               "decoder.block.1.layer.1.EncDecAttention.q.weight");
   }
 }
