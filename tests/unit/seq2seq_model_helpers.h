@@ -159,4 +159,33 @@ inline void check_padding_and_cached_decoding(hftrain::Model& m, const hftrain::
   CHECK(torch::allclose(torch::cat(parts, 1), full, 1e-5, 1e-5));
 }
 
+// The parameter gradients of one training-mode backward of `batch` through a model from `make`, with
+// gradient checkpointing on or off.
+inline std::map<std::string, torch::Tensor> training_gradients(const std::function<std::shared_ptr<hftrain::Model>()>& make,
+                                                               const hftrain::Batch& batch, bool checkpointing) {
+  auto m = make();
+  if (checkpointing) m->enable_gradient_checkpointing();
+  m->train();
+  m->forward(batch).loss.backward();
+  std::map<std::string, torch::Tensor> g;
+  for (auto& np : m->named_parameters()) {
+    REQUIRE(np.value().grad().defined());
+    g[np.key()] = np.value().grad().clone();
+  }
+  return g;
+}
+
+// Gradient checkpointing recomputes the blocks: every gradient equals the plain backward's (summed in
+// another order) and none is all zero.
+inline void check_checkpointing_keeps_gradients(const std::function<std::shared_ptr<hftrain::Model>()>& make,
+                                                const hftrain::Batch& batch) {
+  auto plain = training_gradients(make, batch, false), checkpointed = training_gradients(make, batch, true);
+  for (auto& kv : plain) {
+    INFO(kv.first << " max |difference| " << (kv.second - checkpointed.at(kv.first)).abs().max().item<double>()
+                   << " max |gradient| " << kv.second.abs().max().item<double>());
+    CHECK(kv.second.abs().sum().item<double>() > 0);
+    CHECK(torch::allclose(kv.second, checkpointed.at(kv.first), 1e-5, 1e-6));
+  }
+}
+
 }  // namespace hftrain_test

@@ -212,23 +212,7 @@ TEST_CASE("bart honours the source padding mask, cached decoding and greedy gene
 TEST_CASE("bart gradient checkpointing gives the same gradients", "[unit][bart]") {
   for (const char* options : {kBart, kBartUntied}) {
     INFO(options);
-    auto grads = [&](bool checkpointing) {
-      auto m = make_model(options, 4);
-      if (checkpointing) m->enable_gradient_checkpointing();
-      m->train();
-      m->forward(seq2seq_batch()).loss.backward();
-      std::map<std::string, torch::Tensor> g;
-      for (auto& np : m->named_parameters()) {
-        REQUIRE(np.value().grad().defined());
-        g[np.key()] = np.value().grad().clone();
-      }
-      return g;
-    };
-    auto plain = grads(false), checkpointed = grads(true);
-    for (auto& kv : plain) {
-      INFO(kv.first << " max |difference| " << (kv.second - checkpointed.at(kv.first)).abs().max().item<double>());
-      CHECK(torch::allclose(kv.second, checkpointed.at(kv.first), 1e-5, 1e-7));  // gradients summed in another order
-    }
+    hftrain_test::check_checkpointing_keeps_gradients([&] { return make_model(options, 4); }, seq2seq_batch());
     // With dropout on, the recomputation replays the forward's dropout masks.
     std::string dropping = options;
     dropping.replace(dropping.find("dropout: 0"), 10, "dropout: 0.2, attention_dropout: 0.1, activation_dropout: 0.1");
