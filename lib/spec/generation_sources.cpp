@@ -10,12 +10,17 @@
 namespace hftrain {
 namespace {
 
-// generation_config.json keys hftrain's generation reads under the same name.
-const std::set<std::string> kSupportedKeys = {
-    "max_length",   "max_new_tokens",  "min_length",     "min_new_tokens",       "do_sample",
-    "temperature",  "top_k",           "top_p",          "num_beams",            "length_penalty",
-    "early_stopping", "no_repeat_ngram_size", "num_return_sequences", "eos_token_id", "forced_bos_token_id",
-    "forced_eos_token_id"};
+// generation_config.json keys hftrain's generation reads under the same name: the generation section's
+// options (which carry GenerationConfig's names), but for hftrain's own sampling seed.
+const std::set<std::string>& supported_keys() {
+  static const std::set<std::string> keys = [] {
+    std::set<std::string> names;
+    for (const auto& name : schema_of<GenerationArgs>().names())
+      if (name != "seed") names.insert(name);
+    return names;
+  }();
+  return keys;
+}
 
 // Keys that describe the model or the file, not a generation setting: the model's config.json holds the
 // token ids hftrain uses (decoder_start_token_id included).
@@ -30,12 +35,6 @@ const std::map<std::string, nlohmann::json> kNeutralValues = {
     {"remove_invalid_values", false}, {"use_cache", true},                 {"output_attentions", false},
     {"output_hidden_states", false},  {"output_scores", false},            {"output_logits", false},
     {"return_dict_in_generate", false}};
-
-// config.json's generation settings (HF GenerationConfig.from_model_config) that hftrain takes without a
-// generation_config.json: those of kSupportedKeys that are not token ids.
-const std::set<std::string> kModelConfigGenerationKeys = {
-    "max_length", "min_length", "do_sample", "temperature", "top_k", "top_p", "num_beams", "length_penalty",
-    "early_stopping", "no_repeat_ngram_size", "num_return_sequences", "forced_bos_token_id", "forced_eos_token_id"};
 
 std::string generation_config_file(const TrainingArgs& training, const std::string& model_dir) {
   namespace fs = std::filesystem;
@@ -106,8 +105,8 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
       config = nullptr;  // the model section reports a malformed config.json
     }
     if (config.is_object())
-      for (const auto& key : kModelConfigGenerationKeys)
-        if (config.contains(key) && !config[key].is_null() && !given(key)) {
+      for (const auto& key : supported_keys())  // HF GenerationConfig.from_model_config, but for the eos id
+        if (key != "eos_token_id" && config.contains(key) && !config[key].is_null() && !given(key)) {
           YAML::Node v = setting_value(key, config[key], model_dir + "/config.json", issues, facts);
           if (v.IsDefined()) fill(key, v, model_dir + "/config.json (" + key + ")");
         }
@@ -131,7 +130,7 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
         facts.decoder_start_source = file;
         continue;
       }
-      if (kSupportedKeys.count(key)) {
+      if (supported_keys().count(key)) {
         if (given(key)) continue;
         YAML::Node v = setting_value(key, value, file, issues, facts);
         if (v.IsDefined()) fill(key, v, file + " (" + key + ")");
@@ -140,7 +139,7 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
       auto neutral = kNeutralValues.find(key);
       if (neutral != kNeutralValues.end() && neutral->second == value) continue;
       std::string supported;
-      for (const auto& k : kSupportedKeys) supported += (supported.empty() ? "" : ", ") + k;
+      for (const auto& k : supported_keys()) supported += (supported.empty() ? "" : ", ") + k;
       facts.unsupported.push_back(file + ": " + key + ": " + value.dump() +
                                   " is a generation setting hftrain does not build (supported: " + supported +
                                   "); remove it from the file, or name another file in training.generation_config");

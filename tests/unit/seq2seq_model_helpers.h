@@ -188,4 +188,24 @@ inline void check_checkpointing_keeps_gradients(const std::function<std::shared_
   }
 }
 
+// The parameter shapes the registered shape function lists for `type` with these options (no model built).
+inline std::vector<hftrain::ParameterShape> listed_shapes(const std::string& type, const std::string& options) {
+  const auto& c = hftrain::builtin_components();
+  hftrain::Issues issues("test");
+  auto opts = c.models.parse(type, YAML::Load(options), "model", issues, {});
+  REQUIRE(issues.empty());
+  return c.model_shapes.build(type, opts, hftrain::ModelContext{})->parameters;
+}
+
+// The shape function lists exactly the built model's parameters, in order, with their shapes.
+inline void check_shapes_match_model(const std::string& type, const std::string& options) {
+  auto built = build_model(type, options)->named_parameters();
+  auto listed = listed_shapes(type, options);
+  REQUIRE(listed.size() == built.size());
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    CHECK(listed[i].name == built[i].key());
+    CHECK(listed[i].shape == built[i].value().sizes().vec());
+  }
+}
+
 }  // namespace hftrain_test

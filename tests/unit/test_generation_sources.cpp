@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "builtins/components.h"
+#include "train/pipeline.h"
 #include "util/error.h"
 
 using namespace hftrain;
@@ -163,5 +164,22 @@ TEST_CASE("the saved run spec keeps the generation keys the spec set, so a reloa
   // --dump-config (with origins) lists the resolved values of the keys the spec did not set, as comments.
   CHECK_THAT(dump_run_spec(s, catalog, true), Catch::Contains("#   max_length: 12  (training.generation_max_length)"));
   CHECK_THAT(dump_run_spec(s, catalog, true), Catch::Contains("#   min_length: ~\n"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the model's own forced tokens fill generation where the spec and its sources leave them unset", "[unit][spec][seq2seq]") {
+  // HF GenerationConfig.from_model_config: a bart built here (no model directory) forces its eos at the limit.
+  const std::string dir = scratch_dir();
+  const auto& c = builtin_components();
+  const std::string model = "model: {type: bart, d_model: 16, encoder_layers: 1, decoder_layers: 1, encoder_attention_heads: 2, "
+                            "decoder_attention_heads: 2, encoder_ffn_dim: 16, decoder_ffn_dim: 16, pad_token_id: 0, "
+                            "eos_token_id: 1, decoder_start_token_id: 1, forced_eos_token_id: 1}\n";
+  const std::string data = "data: {type: digit_reversal_seq2seq, num_digits: 3, train_size: 8, eval_size: 2}\n";
+  write(dir + "/a.yaml", model + data + "training: {output_dir: out}\n");
+  Pipeline a = build_pipeline(load_run_spec(dir + "/a.yaml", {}, c.catalog()), c);
+  CHECK(a.generation.forced_eos_token_id == 1);
+  CHECK_FALSE(a.generation.forced_bos_token_id.has_value());  // bart names none
+  write(dir + "/b.yaml", model + data + "training: {output_dir: out}\ngeneration: {forced_eos_token_id: 3}\n");
+  CHECK(build_pipeline(load_run_spec(dir + "/b.yaml", {}, c.catalog()), c).generation.forced_eos_token_id == 3);
   fs::remove_all(dir);
 }

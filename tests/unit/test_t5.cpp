@@ -93,22 +93,10 @@ TEST_CASE("t5 has HF names, one embedding, block-0 relative biases and HF init s
 }
 
 TEST_CASE("t5 shapes match the built model and the published t5-small and t5-v1_1-small sizes", "[unit][t5][estimate]") {
-  const auto& c = builtin_components();
-  auto shapes = [&](const std::string& options) {
-    Issues issues("test");
-    auto opts = c.models.parse("t5", YAML::Load(options), "model", issues, {});
-    REQUIRE(issues.empty());
-    return c.model_shapes.build("t5", opts, ModelContext{})->parameters;
-  };
+  auto shapes = [](const std::string& options) { return hftrain_test::listed_shapes("t5", options); };
   for (const char* options : {kT5, kT5Gated}) {
     INFO(options);
-    auto built = make_model(options)->named_parameters();
-    auto listed = shapes(options);
-    REQUIRE(listed.size() == built.size());
-    for (std::size_t i = 0; i < listed.size(); ++i) {
-      CHECK(listed[i].name == built[i].key());
-      CHECK(listed[i].shape == built[i].value().sizes().vec());
-    }
+    hftrain_test::check_shapes_match_model("t5", options);
   }
   auto count = [](const std::vector<ParameterShape>& s) {
     int64_t n = 0;
