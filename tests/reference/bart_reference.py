@@ -27,8 +27,9 @@ except ImportError:
     sys.exit("bart_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import (SEQ2SEQ_ENV, SEQ2SEQ_TAG, compare_with_hftrain, rand, seq2seq_checks,  # noqa: E402
-                                 seq2seq_loss, write_model_dir)
+from hf_models_reference import (SEQ2SEQ_ENV, SEQ2SEQ_TAG, compare_with_hftrain, rand,  # noqa: E402
+                                 seq2seq_canonical, seq2seq_checks, seq2seq_inputs, seq2seq_loss,
+                                 seq2seq_shift_right, write_model_dir)
 from safetensors_io import write_safetensors  # noqa: E402
 
 NEG = torch.finfo(torch.float64).min
@@ -41,24 +42,6 @@ ACT = {"relu": torch.relu, "gelu": lambda x: 0.5 * x * (1.0 + torch.erf(x / math
 
 
 # ---- the BART architecture in float64 --------------------------------------------------------------
-def canonical(cfg, file_tensors):
-    """The model's tensors from a file's: model.shared.weight (or a tied embed_tokens copy standing in for
-    it), lm_head.weight only when untied."""
-    W = {k: v for k, v in file_tensors.items() if k not in EMBED_COPIES}
-    if "model.shared.weight" not in W:
-        W["model.shared.weight"] = next(file_tensors[k] for k in EMBED_COPIES if k in file_tensors)
-    if cfg.get("tie_word_embeddings", True):
-        W.pop("lm_head.weight", None)
-    return W
-
-
-def shift_right(cfg, labels):
-    """Decoder inputs: decoder_start_token_id, then the labels but the last, ignored labels read as pad tokens."""
-    B = labels.shape[0]
-    dec = torch.cat([torch.full((B, 1), cfg["decoder_start_token_id"], dtype=torch.int64), labels[:, :-1]], 1)
-    return torch.where(dec == -100, torch.full_like(dec, cfg["pad_token_id"]), dec)
-
-
 def bart_forward(cfg, W, ids, mask, labels):
     """Logits [B, T, V] of BartForConditionalGeneration for a batch with labels (dropout off)."""
     g = lambda n: W[n].double()
@@ -108,7 +91,7 @@ def bart_forward(cfg, W, ids, mask, labels):
     memory = x
 
     # decoder
-    dec = shift_right(cfg, labels)
+    dec = seq2seq_shift_right(cfg, labels)
     T = dec.shape[1]
     causal = torch.zeros(T, T, dtype=torch.float64).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), NEG)
     y = embed("model.decoder.", dec)
@@ -168,26 +151,13 @@ def bart_weights(gen, cfg):
     return W
 
 
-def seq2seq_inputs(gen, cfg, S=11, T=8):
-    V, pad, eos = cfg["vocab_size"], cfg["pad_token_id"], cfg["eos_token_id"]
-    ids = torch.randint(3, V, (2, S), generator=gen)
-    mask = torch.ones(2, S, dtype=torch.int64)
-    mask[1, 7:] = 0  # right padding in the second source
-    ids[1, 7:] = pad
-    labels = torch.randint(3, V, (2, T), generator=gen)
-    labels[0, T - 1] = eos
-    labels[1, 5] = eos
-    labels[1, 6:] = -100  # the second target is shorter
-    return ids, mask, labels
-
-
 def make_cases(root):
     gen = torch.Generator().manual_seed(2019)
     cases = []
 
     def add(name, cfg, file_tensors, shards=1):
-        W = canonical(cfg, file_tensors)
-        ids, mask, labels = seq2seq_inputs(gen, cfg)
+        W = seq2seq_canonical(cfg, file_tensors, "model.shared.weight", EMBED_COPIES)
+        ids, mask, labels = seq2seq_inputs(gen, cfg["vocab_size"], cfg["pad_token_id"], cfg["eos_token_id"], 3)
         leaves = {k: v.double().requires_grad_(k != "final_logits_bias") for k, v in W.items()}
         logits = bart_forward(cfg, leaves, ids, mask, labels)
         loss = seq2seq_loss(logits, labels)

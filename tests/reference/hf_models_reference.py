@@ -526,6 +526,38 @@ def seq2seq_loss(logits, labels):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
 
 
+def seq2seq_canonical(cfg, file_tensors, shared, copies):
+    """An encoder-decoder's tensors from a file's: `shared` (or one of the tied embed_tokens `copies` standing
+    in for it), lm_head.weight only when untied."""
+    W = {k: v for k, v in file_tensors.items() if k not in copies}
+    if shared not in W:
+        W[shared] = next(file_tensors[k] for k in copies if k in file_tensors)
+    if cfg.get("tie_word_embeddings", True):
+        W.pop("lm_head.weight", None)
+    return W
+
+
+def seq2seq_shift_right(cfg, labels):
+    """Decoder inputs: decoder_start_token_id, then the labels but the last, ignored labels read as pad tokens."""
+    B = labels.shape[0]
+    dec = torch.cat([torch.full((B, 1), cfg["decoder_start_token_id"], dtype=torch.int64), labels[:, :-1]], 1)
+    return torch.where(dec == -100, torch.full_like(dec, cfg["pad_token_id"]), dec)
+
+
+def seq2seq_inputs(gen, V, pad, eos, first_id, S=11, T=8):
+    """Two sources (the second right-padded with `pad`) and two targets ending with `eos` (the second
+    shorter, -100 after it); ordinary ids drawn from [first_id, V)."""
+    ids = torch.randint(first_id, V, (2, S), generator=gen)
+    mask = torch.ones(2, S, dtype=torch.int64)
+    mask[1, 7:] = 0
+    ids[1, 7:] = pad
+    labels = torch.randint(first_id, V, (2, T), generator=gen)
+    labels[0, T - 1] = eos
+    labels[1, 5] = eos
+    labels[1, 6:] = -100
+    return ids, mask, labels
+
+
 def seq2seq_checks(model_type, architecture, needed_keys, forward, expected_value=lambda cfg, k: cfg.get(k)):
     """family_checks for compare_with_hftrain: every parameter's gradient to TOL, and both saved
     directories in HF layout (model_type, architectures, torch_dtype, needed_keys equal to

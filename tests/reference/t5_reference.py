@@ -25,8 +25,9 @@ except ImportError:
     sys.exit("t5_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import (SEQ2SEQ_ENV, SEQ2SEQ_TAG, compare_with_hftrain, rand, seq2seq_checks,  # noqa: E402
-                                 seq2seq_loss, write_model_dir)
+from hf_models_reference import (SEQ2SEQ_ENV, SEQ2SEQ_TAG, compare_with_hftrain, rand,  # noqa: E402
+                                 seq2seq_canonical, seq2seq_checks, seq2seq_inputs, seq2seq_loss,
+                                 seq2seq_shift_right, write_model_dir)
 from safetensors_io import write_safetensors  # noqa: E402
 
 NEG = torch.finfo(torch.float64).min
@@ -72,27 +73,9 @@ def feed_forward_kind(cfg):
     return ("gelu_new" if proj == "gated-gelu" else act), gated
 
 
-def canonical(cfg, file_tensors):
-    """The model's tensors from a file's: shared.weight (or a tied embed_tokens copy standing in for it);
-    lm_head.weight only when untied."""
-    W = {k: v for k, v in file_tensors.items() if k not in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")}
-    if "shared.weight" not in W:
-        W["shared.weight"] = file_tensors.get("encoder.embed_tokens.weight", file_tensors.get("decoder.embed_tokens.weight"))
-    if cfg.get("tie_word_embeddings", True):
-        W.pop("lm_head.weight", None)
-    return W
-
-
-def shift_right(cfg, labels):
-    """Decoder inputs: decoder_start_token_id, then the labels but the last, ignored labels read as pad tokens."""
-    B = labels.shape[0]
-    dec = torch.cat([torch.full((B, 1), cfg["decoder_start_token_id"], dtype=torch.int64), labels[:, :-1]], 1)
-    return torch.where(dec == -100, torch.full_like(dec, cfg["pad_token_id"]), dec)
-
-
 def t5_forward(cfg, W, ids, mask, labels):
     """Logits [B, T, V] of T5ForConditionalGeneration for a batch with labels."""
-    return t5_forward_decoder_ids(cfg, W, ids, mask, shift_right(cfg, labels))
+    return t5_forward_decoder_ids(cfg, W, ids, mask, seq2seq_shift_right(cfg, labels))
 
 
 def t5_forward_decoder_ids(cfg, W, ids, mask, dec):
@@ -207,25 +190,13 @@ def t5_weights(gen, cfg):
     return W
 
 
-def seq2seq_inputs(gen, V, S=11, T=8):
-    ids = torch.randint(2, V, (2, S), generator=gen)
-    mask = torch.ones(2, S, dtype=torch.int64)
-    mask[1, 7:] = 0  # right padding in the second source
-    ids[1, 7:] = 0
-    labels = torch.randint(2, V, (2, T), generator=gen)
-    labels[0, T - 1] = 1  # eos
-    labels[1, 5] = 1
-    labels[1, 6:] = -100  # the second target is shorter
-    return ids, mask, labels
-
-
 def make_cases(root):
     gen = torch.Generator().manual_seed(5150)
     cases = []
 
     def add(name, cfg, file_tensors, shards=1):
-        W = canonical(cfg, file_tensors)
-        ids, mask, labels = seq2seq_inputs(gen, cfg["vocab_size"])
+        W = seq2seq_canonical(cfg, file_tensors, "shared.weight", ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"))
+        ids, mask, labels = seq2seq_inputs(gen, cfg["vocab_size"], 0, 1, 2)
         leaves = {k: v.double().requires_grad_(True) for k, v in W.items()}
         logits = t5_forward(cfg, leaves, ids, mask, labels)
         loss = seq2seq_loss(logits, labels)
