@@ -16,7 +16,7 @@
 #include "commands/zero_to_fp32.h"
 #include "commands/report.h"
 #include "log/logger.h"
-#include "spec/sections.h"
+#include "runspec/sections.h"
 #include "util/error.h"
 #include "util/malloc_policy.h"
 #include "util/threads.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "optim/galore.h"
 #include "optim/target_modules.h"
 

@@ -11,7 +11,7 @@
 #include <iostream>
 
 #include "checkpoint/checkpoint_files.h"
-#include "checkpoint/fault_injection.h"
+#include "util/fault_injection.h"
 #include "util/error.h"
 #include "util/fs.h"
 

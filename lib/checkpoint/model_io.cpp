@@ -9,7 +9,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "log/logger.h"
-#include "spec/model_families.h"
+#include "runspec/model_families.h"
 #include "util/error.h"
 #include "util/fs.h"
 

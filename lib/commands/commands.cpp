@@ -10,20 +10,22 @@
 
 #include <ATen/Context.h>
 
+#include "builtins/register_builtins.h"
 #include "checkpoint/checkpoint_finder.h"
 #include "checkpoint/model_io.h"
-#include "dist/comm.h"
-#include "dist/device_probe.h"
-#include "dist/devices.h"
-#include "dist/env.h"
-#include "dist/launcher.h"
+#include "distributed/comm.h"
+#include "distributed/device_probe.h"
+#include "distributed/devices.h"
+#include "distributed/env.h"
+#include "distributed/launcher.h"
 #include "engine/factory.h"
 #include "log/logger.h"
 #include "log/memory_tracker.h"
 #include "log/metrics_format.h"
 #include "log/run_summary.h"
 #include "log/speed_metrics.h"
-#include "spec/hf_names.h"
+#include "models/parameter_counts.h"
+#include "runspec/hf_names.h"
 #include "train/evaluation.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -66,7 +68,7 @@ void setup_threads(const DistributedArgs& d, int local_workers = 1) {
 // Once the model and data are known: the work of one micro-batch, `flops_per_param_token` (6 training,
 // 2 forward only) x parameters x examples x tokens per example (1 for feature rows), for the small-step
 // thread rule (util/threads.h). Tied weights count once; the LM head's matmul is counted with them.
-void fit_threads_to_step(const DistributedArgs& d, int local_workers, const Pipeline& p, int64_t batch_size,
+void fit_threads_to_step(const DistributedArgs& d, int local_workers, const ModelAndData& p, int64_t batch_size,
                          double flops_per_param_token) {
   if (d.intra_op_threads > 0) return;  // the user's count, set at start, stands
   const double tokens = static_cast<double>(batch_size) * static_cast<double>(std::max<int64_t>(1, p.data->shape().max_length));
@@ -83,7 +85,7 @@ void print_metrics(const std::string& split, const nlohmann::json& metrics) {
 }
 
 // Size of a split for the run-start block (0 when absent; evaluate() then explains).
-int64_t split_size(const Pipeline& p, const std::string& split) {
+int64_t split_size(const ModelAndData& p, const std::string& split) {
   auto d = p.data->split(split);
   return d ? d->size() : 0;
 }
@@ -345,7 +347,7 @@ int run_train(const TrainRequest& request) {
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));
   memory.start("init");
-  Pipeline pipeline = build_pipeline(spec, c, /*for_training=*/true);  // fails on bad data before anything is written
+  ModelAndData pipeline = build_model_and_data(spec, c, /*for_training=*/true);  // fails on bad data before anything is written
   if (spec.training.eval_strategy != "no" && split_size(pipeline, "eval") == 0)  // as HF's Trainer, before training
     throw ConfigError("training.eval_strategy: '" + spec.training.eval_strategy +
                       "' needs evaluation examples, and the data source has none (give data an evaluation split, or "
@@ -409,7 +411,7 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));
   memory.start("init");
-  Pipeline pipeline = build_pipeline(spec, c);
+  ModelAndData pipeline = build_model_and_data(spec, c);
   fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);
   if (!weights.trained_file.empty()) load_model_weights(weights.trained_file, *pipeline.model);
   log_info("model weights: " + weights.description);
@@ -438,7 +440,7 @@ int run_predict(const std::string& target, const std::vector<std::string>& overr
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));
   memory.start("init");
-  Pipeline pipeline = build_pipeline(spec, c);
+  ModelAndData pipeline = build_model_and_data(spec, c);
   fit_threads_to_step(spec.distributed, 1, pipeline, spec.training.per_device_eval_batch_size, 2);
   if (!weights.trained_file.empty()) load_model_weights(weights.trained_file, *pipeline.model);
   log_info("model weights: " + weights.description);

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "commands/zero_to_fp32.h"
-#include "dist/devices.h"
+#include "distributed/devices.h"
 #include "log/logger.h"
 #include "engine/memory_estimate.h"
 #include "util/error.h"

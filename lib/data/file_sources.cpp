@@ -13,7 +13,7 @@
 #include <set>
 
 #include "data/dataset_cache.h"
-#include "dist/env.h"
+#include "distributed/env.h"
 #include "log/logger.h"
 #include "tokenizers/load_tokenizer.h"
 #include "util/error.h"

@@ -45,7 +45,7 @@ std::unique_ptr<Engine> make_stage0(const EngineInputs& in) {
     for (const auto& np : in.named_params) params.push_back(np.second);
     return std::make_unique<LocalEngine>(params, in.build_optimizer(std::move(in.groups)), in.config.max_grad_norm);
   }
-  return std::make_unique<DataParallelEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
+  return std::make_unique<ZeroEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
                                               data_parallel_options(in.config), in.comm);
 }
 
@@ -54,7 +54,7 @@ std::unique_ptr<Engine> make_partitioned(const EngineInputs& in) {
     throw ConfigError("zero.stage " + std::to_string(in.config.stage) + ": optimizer '" + in.config.optimizer_type +
                       "' does not update element by element, so it cannot step a flat partition of the parameters; "
                       "use zero.stage 0 or one of adamw, adam, sgd, lion, adagrad");
-  return std::make_unique<DataParallelEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
+  return std::make_unique<ZeroEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
                                               data_parallel_options(in.config), in.comm);
 }
 

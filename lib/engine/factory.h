@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "dist/comm.h"
-#include "engine/data_parallel.h"
+#include "distributed/comm.h"
+#include "engine/zero_engine.h"
 
 namespace hftrain {
 

@@ -1,5 +1,5 @@
 // Per-rank memory estimates (see memory_estimate.h). The hftrain figures follow what
-// DataParallelEngine allocates (docs/distributed.md "The engine"); the DeepSpeed figures are its
+// ZeroEngine allocates (docs/distributed.md "The engine"); the DeepSpeed figures are its
 // published estimator formulas, kept separate so that the two can be compared.
 #include "engine/memory_estimate.h"
 

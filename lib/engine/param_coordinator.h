@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "models/model.h"
 
 namespace hftrain {

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "engine/engine.h"
 #include "models/model.h"
 

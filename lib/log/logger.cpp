@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "log/console.h"
-#include "spec/sections.h"
+#include "runspec/sections.h"
 
 namespace hftrain {
 namespace {

@@ -11,16 +11,12 @@
 
 namespace hftrain {
 
-class Model;
-
+// Filled by count_parameters (models/parameter_counts.h).
 struct ParameterCounts {
   int64_t total = 0;
   int64_t trainable = 0;
   int64_t non_embedding = 0;  // total minus the weights of embedding modules (HF exclude_embeddings)
 };
-
-// Each distinct tensor counted once (tied weights are one parameter), as HF num_parameters does.
-ParameterCounts count_parameters(const Model& model);
 
 // HF floating_point_ops for `tokens` input tokens.
 double training_flos(const ParameterCounts& counts, int64_t tokens);

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "checkpoint/fault_injection.h"
+#include "util/fault_injection.h"
 #include "util/error.h"
 
 namespace hftrain {

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "checkpoint/fault_injection.h"
+#include "util/fault_injection.h"
 #include "util/error.h"
 #include "util/tensor_storage.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/sections.h"
+#include "runspec/sections.h"
 #include "util/torch_compat.h"
 
 namespace hftrain {

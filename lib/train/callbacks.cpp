@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "spec/sections.h"
+#include "runspec/sections.h"
 #include "util/error.h"
 
 namespace hftrain {

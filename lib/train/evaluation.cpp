@@ -31,7 +31,7 @@ struct ExampleGeneration {
   std::vector<int64_t> reference;             // the scored labels: the target, or the prompt's continuation
 };
 
-ExampleGeneration generate_for(Pipeline& p, const Example& ex, const GenerationConfig& config, at::Generator& generator) {
+ExampleGeneration generate_for(ModelAndData& p, const Example& ex, const GenerationConfig& config, at::Generator& generator) {
   ExampleGeneration g;
   const bool seq2seq = p.data->task() == TaskKind::kSeq2Seq;
   g.prompt.assign(ex.input_ids.begin(), ex.input_ids.begin() + (seq2seq ? static_cast<int64_t>(ex.input_ids.size()) : ex.prompt_length));
@@ -44,7 +44,7 @@ ExampleGeneration generate_for(Pipeline& p, const Example& ex, const GenerationC
 
 // Decoded text without special tokens (HF's batch_decode with skip_special_tokens=True), the eos that
 // generation stops at included.
-std::string generated_text(const Pipeline& p, const std::vector<int64_t>& ids, const GenerationConfig& config) {
+std::string generated_text(const ModelAndData& p, const std::vector<int64_t>& ids, const GenerationConfig& config) {
   const Tokenizer* tok = p.data->tokenizer();
   if (!tok) return std::string();
   std::vector<int64_t> kept;
@@ -55,7 +55,7 @@ std::string generated_text(const Pipeline& p, const std::vector<int64_t>& ids, c
 
 // The length run_summarization / run_translation report as gen_len: tokens other than padding in what HF
 // generate() returns (the decoder start token or the prompt, then the generated tokens).
-int64_t generated_length(const Pipeline& p, const ExampleGeneration& g, int64_t pad_id) {
+int64_t generated_length(const ModelAndData& p, const ExampleGeneration& g, int64_t pad_id) {
   std::vector<int64_t> returned = p.model->is_encoder_decoder() ? std::vector<int64_t>{p.model->decoder_start_token_id()} : g.prompt;
   returned.insert(returned.end(), g.sequences.front().tokens.begin(), g.sequences.front().tokens.end());
   return static_cast<int64_t>(std::count_if(returned.begin(), returned.end(), [&](int64_t t) { return t != pad_id; }));
@@ -68,12 +68,12 @@ struct SplitGenerations {
   std::vector<int64_t> lengths;  // generated_length of each example
 };
 
-nlohmann::json evaluate_split(Pipeline& p, const Components& components, const std::string& split, int64_t batch_size,
+nlohmann::json evaluate_split(ModelAndData& p, const Components& components, const std::string& split, int64_t batch_size,
                               const std::string& prefix, const SplitGenerations* known);
 
 }  // namespace
 
-GenerationConfig generation_config(const Pipeline& p) {
+GenerationConfig generation_config(const ModelAndData& p) {
   check_generation_sources(p);
   const GenerationArgs& args = p.generation;
   GenerationConfig config;
@@ -102,14 +102,14 @@ GenerationConfig generation_config(const Pipeline& p) {
   return config;
 }
 
-nlohmann::json evaluate(Pipeline& p, const Components& components, const std::string& split, int64_t batch_size,
+nlohmann::json evaluate(ModelAndData& p, const Components& components, const std::string& split, int64_t batch_size,
                         const std::string& prefix) {
   return evaluate_split(p, components, split, batch_size, prefix, nullptr);
 }
 
 namespace {
 
-nlohmann::json evaluate_split(Pipeline& p, const Components& components, const std::string& split, int64_t batch_size,
+nlohmann::json evaluate_split(ModelAndData& p, const Components& components, const std::string& split, int64_t batch_size,
                               const std::string& prefix, const SplitGenerations* known) {
   auto dataset = p.data->split(split);
   if (!dataset || dataset->size() == 0)
@@ -190,7 +190,7 @@ std::vector<int64_t> greedy_generate(Model& model, std::vector<int64_t> prompt, 
   return generate(model, prompt, config, unused);
 }
 
-nlohmann::json predict(Pipeline& p, const Components& components, const std::string& split, int64_t batch_size,
+nlohmann::json predict(ModelAndData& p, const Components& components, const std::string& split, int64_t batch_size,
                        const std::string& path) {
   auto dataset = p.data->split(split);
   if (!dataset || dataset->size() == 0)

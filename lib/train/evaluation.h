@@ -5,7 +5,7 @@
 #include <string>
 
 #include "generate/generate.h"
-#include "train/pipeline.h"
+#include "train/model_and_data.h"
 
 namespace hftrain {
 
@@ -15,7 +15,7 @@ namespace hftrain {
 // `generation` settings); text metrics (rouge, bleu, exact_match) score the decoded generations against
 // the decoded references, and prefix_gen_len is the mean length of what HF generate() returns (the decoder
 // start token or the prompt, then the generated tokens) counting tokens other than padding.
-nlohmann::json evaluate(Pipeline& pipeline, const Components& components, const std::string& split,
+nlohmann::json evaluate(ModelAndData& pipeline, const Components& components, const std::string& split,
                         int64_t batch_size, const std::string& prefix);
 
 // Writes one JSON line per example of `split` to `path` (predictions.jsonl): for classifiers
@@ -25,13 +25,13 @@ nlohmann::json evaluate(Pipeline& pipeline, const Components& components, const 
 // data {"source", "prediction", "prediction_ids", "reference"}; for other token models (masked LM)
 // {"predicted_ids", "predicted"}. Returns test metrics (via evaluate) when the split has labels, else an
 // empty object.
-nlohmann::json predict(Pipeline& pipeline, const Components& components, const std::string& split,
+nlohmann::json predict(ModelAndData& pipeline, const Components& components, const std::string& split,
                        int64_t batch_size, const std::string& path);
 
 // The generation settings of pipeline.generation for this pipeline's model and tokenizer (eos from the
 // tokenizer when not given, the context limit from the model's config); throws ConfigError naming the
 // generation.* option that is wrong.
-GenerationConfig generation_config(const Pipeline& pipeline);
+GenerationConfig generation_config(const ModelAndData& pipeline);
 
 // Greedy decoding of `prompt` (context cropped to the last `max_context` tokens).
 std::vector<int64_t> greedy_generate(Model& model, std::vector<int64_t> prompt, int64_t max_new_tokens,

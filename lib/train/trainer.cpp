@@ -8,14 +8,15 @@
 
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
-#include "checkpoint/fault_injection.h"
+#include "models/parameter_counts.h"
+#include "util/fault_injection.h"
 #include "data/batch_prefetcher.h"
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "engine/factory.h"
 #include "engine/precision.h"
 #include "log/logger.h"
 #include "log/memory_tracker.h"
-#include "log/reporting.h"
+#include "train/reporting.h"
 #include "log/run_summary.h"
 #include "log/speed_metrics.h"
 #include "optim/target_modules.h"
@@ -61,7 +62,7 @@ int agreed_stop_signal() {
 
 }  // namespace
 
-Trainer::Trainer(const RunSpec& spec, const Components& components, Pipeline& pipeline)
+Trainer::Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline)
     : spec_(spec), components_(components), pipeline_(pipeline), best_(best_metric_context(spec.training)) {}
 
 void Trainer::setup(const TrainingPlan& plan) {

@@ -9,7 +9,7 @@
 #include "checkpoint/model_io.h"
 #include "engine/engine.h"
 #include "train/callbacks.h"
-#include "train/pipeline.h"
+#include "train/model_and_data.h"
 #include "train/trainer_state.h"
 #include "train/training_plan.h"
 
@@ -20,7 +20,7 @@ class CheckpointReader;
 
 class Trainer {
  public:
-  Trainer(const RunSpec& spec, const Components& components, Pipeline& pipeline);
+  Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline);
 
   // Trains to max_steps; writes checkpoints as the save strategy says. Returns the train metrics.
   nlohmann::json train();
@@ -76,7 +76,7 @@ class Trainer {
 
   const RunSpec& spec_;
   const Components& components_;
-  Pipeline& pipeline_;
+  ModelAndData& pipeline_;
   TrainerState state_;
   CallbackHandler callbacks_;
   std::vector<std::unique_ptr<TrainerCallback>> extra_callbacks_;

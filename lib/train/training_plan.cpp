@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "optim/schedule.h"
-#include "spec/sections.h"
+#include "runspec/sections.h"
 #include "util/error.h"
 
 namespace hftrain {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/comm.h"
-#include "dist/env.h"
-#include "dist/launcher.h"
+#include "distributed/comm.h"
+#include "distributed/env.h"
+#include "distributed/launcher.h"
 
 namespace hftrain_test {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
-#include "train/pipeline.h"
+#include "train/model_and_data.h"
 #include "util/fs.h"
 
 namespace hftrain_test {

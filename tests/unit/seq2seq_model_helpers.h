@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "builtins/components.h"
-#include "dist/comm.h"
-#include "engine/data_parallel.h"
+#include "builtins/register_builtins.h"
+#include "distributed/comm.h"
+#include "engine/zero_engine.h"
 #include "optim/adamw.h"
 
 namespace hftrain_test {
@@ -80,7 +80,7 @@ inline void check_zero3_trains_as_stage0(const std::function<std::shared_ptr<hft
     auto adamw = [](std::vector<ParamGroup> groups) {
       return std::make_unique<AdamW>(AdamW::Options{}, std::move(groups), OptimizerHyper{});
     };
-    DataParallelEngine engine(make_param_groups(params, 0.0), names, adamw, o, comm);
+    ZeroEngine engine(make_param_groups(params, 0.0), names, adamw, o, comm);
     if (stage == 3) {
       model->set_gather_hooks(engine.gather_hooks());
       CHECK(model->named_parameters()[partitioned_parameter].storage().nbytes() == 0);

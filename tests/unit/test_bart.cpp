@@ -12,16 +12,16 @@
 #include <fstream>
 #include <set>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
-#include "dist/comm.h"
-#include "engine/data_parallel.h"
+#include "distributed/comm.h"
+#include "engine/zero_engine.h"
 #include "generate/generate.h"
 #include "models/bart.h"
 #include "optim/adamw.h"
-#include "spec/run_spec.h"
-#include "train/pipeline.h"
+#include "runspec/run_spec.h"
+#include "train/model_and_data.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "seq2seq_model_helpers.h"

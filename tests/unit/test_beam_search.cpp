@@ -9,7 +9,7 @@
 #include <fstream>
 #include <limits>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "generate/beam_search.h"
 #include "generate/generate.h"
 #include "util/error.h"

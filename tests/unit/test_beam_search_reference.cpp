@@ -9,10 +9,10 @@
 #include <fstream>
 #include <map>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "checkpoint/model_io.h"
 #include "generate/generate.h"
-#include "train/pipeline.h"
+#include "train/model_and_data.h"
 #include "util/fs.h"
 
 using namespace hftrain;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "builtins/register_builtins.h"
 #include "train/trainer.h"
 
 using namespace hftrain;
@@ -54,7 +55,7 @@ TEST_CASE("events fire in HF order with accumulation and a shorter last window",
   RunSpec spec = load_run_spec(tiny_spec("  gradient_accumulation_steps: 2\n  max_steps: 3\n  logging_steps: 2\n"
                                          "  eval_strategy: steps\n  eval_steps: 3\n"),
                                {}, c.catalog());
-  Pipeline p = build_pipeline(spec, c);
+  ModelAndData p = build_model_and_data(spec, c);
   std::vector<std::string> events;
   Trainer trainer(spec, c, p);
   trainer.add_callback(std::make_unique<Recorder>(events));
@@ -124,7 +125,7 @@ TEST_CASE("early stopping from the spec stops training and records the best chec
   RunSpec spec = load_run_spec(tiny_spec("  max_steps: 30\n  learning_rate: 0.0\n  eval_strategy: steps\n  eval_steps: 2\n"
                                          "callbacks: [{type: early_stopping, early_stopping_patience: 2}]\n"),
                                {}, c.catalog());
-  Pipeline p = build_pipeline(spec, c);
+  ModelAndData p = build_model_and_data(spec, c);
   Trainer trainer(spec, c, p);
   trainer.train();
   CHECK(trainer.state().global_step == 6);

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "optim/adagrad.h"
 #include "optim/deepspeed_schedules.h"
 #include "util/error.h"

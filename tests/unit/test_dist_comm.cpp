@@ -9,11 +9,11 @@
 #include <cmath>
 #include <thread>
 
-#include "dist/comm.h"
-#include "dist/env.h"
-#include "dist/launcher.h"
+#include "distributed/comm.h"
+#include "distributed/env.h"
+#include "distributed/launcher.h"
 #include "dist_workers.h"
-#include "engine/data_parallel.h"
+#include "engine/zero_engine.h"
 #include "optim/adamw.h"
 
 using namespace hftrain;
@@ -139,7 +139,7 @@ TEST_CASE("dist worker: engine matches one process", "[.dist_worker]") {
   o.report_memory = false;
   std::vector<std::string> order;
   for (auto& np : net.named()) order.push_back(np.first);
-  DataParallelEngine engine(make_param_groups(net.named(), 0.1), order, adamw, o, *comm);
+  ZeroEngine engine(make_param_groups(net.named(), 0.1), order, adamw, o, *comm);
   CHECK(engine.bucket_count() >= 3);
 
   for (int window = 0; window < 2; ++window) {
@@ -179,7 +179,7 @@ TEST_CASE("dist worker: non-finite gradients are a global vote", "[.dist_worker]
   o.report_memory = false;
   std::vector<std::string> order;
   for (auto& np : net.named()) order.push_back(np.first);
-  DataParallelEngine engine(make_param_groups(net.named(), 0.0), order, adamw, o, *comm);
+  ZeroEngine engine(make_param_groups(net.named(), 0.0), order, adamw, o, *comm);
   auto before = net.w1.detach().clone();
   auto x = torch::randn({4, 3}), y = torch::randn({4, 2});
   auto loss = net.loss(x, y);

@@ -6,10 +6,10 @@
 
 #include <map>
 
-#include "dist/device_probe.h"
-#include "dist/devices.h"
+#include "distributed/device_probe.h"
+#include "distributed/devices.h"
 #include "log/memory_tracker.h"
-#include "spec/sections.h"
+#include "runspec/sections.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 

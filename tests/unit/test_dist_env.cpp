@@ -8,7 +8,7 @@
 
 #include "commands/zero_to_fp32.h"
 #include "data/loader.h"
-#include "dist/env.h"
+#include "distributed/env.h"
 #include "engine/partition.h"
 #include "util/error.h"
 

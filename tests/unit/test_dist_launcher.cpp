@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "dist/launcher.h"
+#include "distributed/launcher.h"
 
 using namespace hftrain;
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 // FlowControl: the exact steps at which log / evaluate / save / stop happen (HF DefaultFlowCallback).
 #include <catch2/catch.hpp>
 
-#include "spec/sections.h"
+#include "runspec/sections.h"
 #include "train/flow_control.h"
 
 using namespace hftrain;

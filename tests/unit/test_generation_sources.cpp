@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "builtins/components.h"
-#include "train/pipeline.h"
+#include "builtins/register_builtins.h"
+#include "train/model_and_data.h"
 #include "util/error.h"
 
 using namespace hftrain;
@@ -176,10 +176,10 @@ TEST_CASE("the model's own forced tokens fill generation where the spec and its 
                             "eos_token_id: 1, decoder_start_token_id: 1, forced_eos_token_id: 1}\n";
   const std::string data = "data: {type: digit_reversal_seq2seq, num_digits: 3, train_size: 8, eval_size: 2}\n";
   write(dir + "/a.yaml", model + data + "training: {output_dir: out}\n");
-  Pipeline a = build_pipeline(load_run_spec(dir + "/a.yaml", {}, c.catalog()), c);
+  ModelAndData a = build_model_and_data(load_run_spec(dir + "/a.yaml", {}, c.catalog()), c);
   CHECK(a.generation.forced_eos_token_id == 1);
   CHECK_FALSE(a.generation.forced_bos_token_id.has_value());  // bart names none
   write(dir + "/b.yaml", model + data + "training: {output_dir: out}\ngeneration: {forced_eos_token_id: 3}\n");
-  CHECK(build_pipeline(load_run_spec(dir + "/b.yaml", {}, c.catalog()), c).generation.forced_eos_token_id == 3);
+  CHECK(build_model_and_data(load_run_spec(dir + "/b.yaml", {}, c.catalog()), c).generation.forced_eos_token_id == 3);
   fs::remove_all(dir);
 }

@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
 #include "generate/generate.h"
-#include "spec/run_spec.h"
-#include "train/pipeline.h"
+#include "runspec/run_spec.h"
+#include "train/model_and_data.h"
 #include "util/error.h"
 #include "util/fs.h"
 

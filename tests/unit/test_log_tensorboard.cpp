@@ -11,6 +11,7 @@
 #include "log/tensorboard_writer.h"
 #include "log/tfrecord.h"
 #include "models/model.h"
+#include "models/parameter_counts.h"
 
 using namespace hftrain;
 using json = nlohmann::json;

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "engine/memory_estimate.h"
 
 using namespace hftrain;

@@ -4,7 +4,7 @@
 // matching rules, and the layer-wise form stepping inside backward with one gradient alive at a time.
 #include <catch2/catch.hpp>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "engine/backward_stepper.h"
 #include "optim/adam_moments.h"
 #include "optim/blockwise_quant.h"

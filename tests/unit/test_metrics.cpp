@@ -1,7 +1,7 @@
 // Metrics against hand-computed values (scikit-learn definitions, zero_division = 0).
 #include <catch2/catch.hpp>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "metrics/classification.h"
 
 using namespace hftrain;

@@ -14,11 +14,11 @@
 #include <cmath>
 #include <limits>
 
-#include "dist/comm.h"
-#include "dist/env.h"
-#include "dist/launcher.h"
+#include "distributed/comm.h"
+#include "distributed/env.h"
+#include "distributed/launcher.h"
 #include "dist_workers.h"
-#include "engine/data_parallel.h"
+#include "engine/zero_engine.h"
 #include "engine/precision.h"
 #include "optim/adamw.h"
 
@@ -77,12 +77,12 @@ TEST_CASE("mp worker: bf16 stages agree and hold the ZeRO formula's bytes", "[.m
 
   LocalComm local;
   Net ref_net;
-  DataParallelEngine ref(make_param_groups(ref_net.named(), 0.1), ref_net.order(), adamw, bf16_options(0), local);
+  ZeroEngine ref(make_param_groups(ref_net.named(), 0.1), ref_net.order(), adamw, bf16_options(0), local);
   std::vector<std::unique_ptr<Net>> nets;
-  std::vector<std::unique_ptr<DataParallelEngine>> engines;
+  std::vector<std::unique_ptr<ZeroEngine>> engines;
   for (int stage : {0, 1, 2}) {
     nets.push_back(std::make_unique<Net>());
-    engines.push_back(std::make_unique<DataParallelEngine>(make_param_groups(nets.back()->named(), 0.1),
+    engines.push_back(std::make_unique<ZeroEngine>(make_param_groups(nets.back()->named(), 0.1),
                                                            nets.back()->order(), adamw, bf16_options(stage), *comm));
   }
   REQUIRE(nets[0]->w1.scalar_type() == torch::kBFloat16);
@@ -141,7 +141,7 @@ TEST_CASE("mp worker: one rank's overflow skips the step everywhere", "[.mp_work
   o.precision.scaler.dynamic = true;
   o.precision.scaler.initial_scale_power = 8;
   o.precision.scaler.hysteresis = 1;
-  DataParallelEngine engine(make_param_groups(net.named(), 0.0), net.order(), adamw, o, *comm);
+  ZeroEngine engine(make_param_groups(net.named(), 0.0), net.order(), adamw, o, *comm);
   std::map<std::string, torch::Tensor> before;  // copies: at stage 0 master_weights() are views of the masters
   for (const auto& [name, t] : engine.master_weights()) before[name] = t.clone();
   auto x = torch::randn({4, 5}), y = torch::randn({4, 3});
@@ -210,8 +210,8 @@ TEST_CASE("an overflowed step leaves the weights of a run that never saw that ba
   o.precision.scaler.hysteresis = 1;
   LocalComm comm;
   Net a, b;
-  DataParallelEngine skipped(make_param_groups(a.named(), 0.1), a.order(), adamw, o, comm);
-  DataParallelEngine never(make_param_groups(b.named(), 0.1), b.order(), adamw, o, comm);
+  ZeroEngine skipped(make_param_groups(a.named(), 0.1), a.order(), adamw, o, comm);
+  ZeroEngine never(make_param_groups(b.named(), 0.1), b.order(), adamw, o, comm);
   std::vector<double> scales;
   for (int k = 0; k < 5; ++k) {
     auto loss = a.loss(x[k], y[k]);

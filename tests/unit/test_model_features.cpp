@@ -10,7 +10,7 @@
 #include <thread>
 #include <string>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "models/model.h"
 
 using namespace hftrain;

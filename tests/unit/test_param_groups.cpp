@@ -1,7 +1,7 @@
 // Weight decay groups: biases and normalisation weights never decay (HF's rule), shown on a gpt.
 #include <catch2/catch.hpp>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "optim/optimizer.h"
 
 using namespace hftrain;

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "optim/adafactor.h"
 #include "optim/hf_schedules.h"
 #include "optim/sgd.h"

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "optim/schedule.h"
 #include "util/error.h"
 

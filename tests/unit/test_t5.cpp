@@ -11,15 +11,15 @@
 #include <filesystem>
 #include <fstream>
 
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
-#include "dist/comm.h"
-#include "engine/data_parallel.h"
+#include "distributed/comm.h"
+#include "engine/zero_engine.h"
 #include "models/t5.h"
 #include "optim/adamw.h"
-#include "spec/run_spec.h"
-#include "train/pipeline.h"
+#include "runspec/run_spec.h"
+#include "train/model_and_data.h"
 #include "train/training_loss.h"
 #include "util/error.h"
 #include "util/fs.h"

@@ -3,8 +3,8 @@
 // the units through the coordinator's hooks) give exactly what the same model unpartitioned gives.
 #include <catch2/catch.hpp>
 
-#include "dist/comm.h"
-#include "engine/data_parallel.h"
+#include "distributed/comm.h"
+#include "engine/zero_engine.h"
 #include "generate/generate.h"
 #include "models/gpt.h"
 #include "models/gpt2.h"
@@ -43,7 +43,7 @@ TEST_CASE("a stage-3 gpt gathers per unit: same logits and generation, no parame
   auto adamw = [](std::vector<ParamGroup> groups) {
     return std::make_unique<AdamW>(AdamW::Options{}, std::move(groups), OptimizerHyper{});
   };
-  DataParallelEngine engine(make_param_groups(named, 0.0), names, adamw, options, comm);
+  ZeroEngine engine(make_param_groups(named, 0.0), names, adamw, options, comm);
   model->set_gather_hooks(engine.gather_hooks());
 
   auto storage_bytes = [&](const std::string& name) { return model->named_parameters()[name].storage().nbytes(); };

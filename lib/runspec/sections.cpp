@@ -1,5 +1,5 @@
 // Option declarations (name, member, help, constraints) for the fixed run-spec sections.
-#include "spec/sections.h"
+#include "runspec/sections.h"
 
 namespace hftrain {
 namespace {

@@ -1,5 +1,5 @@
-// The component registries (models, data sources, optimizers, schedules, metrics) and the one
-// function that fills them with hftrain's built-in components.
+// The component registries a run draws from (models, data sources, optimizers, schedules, metrics,
+// callbacks). builtins/register_builtins fills them with hftrain's own components.
 #pragma once
 
 #include "data/dataset.h"
@@ -8,7 +8,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "registry/registry.h"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 #include "train/callbacks.h"
 
 namespace hftrain {
@@ -24,11 +24,5 @@ struct Components {
 
   ComponentCatalog catalog() const { return {models, data, optimizers, schedulers, metrics, callbacks}; }
 };
-
-// Registers every built-in component explicitly (no static self-registration).
-void register_builtins(Components& components);
-
-// The process-wide registries, filled by register_builtins() on first use.
-const Components& builtin_components();
 
 }  // namespace hftrain

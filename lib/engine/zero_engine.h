@@ -1,4 +1,4 @@
-// DataParallelEngine: data parallelism over the ranks of a Comm, ZeRO stages 0, 1, 2 and 3.
+// ZeroEngine: data parallelism over the ranks of a Comm, ZeRO stages 0, 1, 2 and 3.
 //   stage 0  every rank holds everything; gradients are averaged with bucketed all-reduces (DDP).
 //   stage 1  fp32 master weights and optimizer state exist only for this rank's 1/N partition of each
 //            parameter group; gradients are reduce-scattered at the accumulation boundary (each rank
@@ -27,7 +27,7 @@
 #include <functional>
 #include <optional>
 
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "engine/engine.h"
 #include "engine/param_coordinator.h"
 #include "engine/partition.h"
@@ -72,13 +72,13 @@ struct DataParallelOptions {
 
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;
 
-class DataParallelEngine : public Engine {
+class ZeroEngine : public Engine {
  public:
   // `groups`: the optimizer parameter groups over the model's trainable parameters; `model_order`
   // lists the trainable parameter names in the model's order (the backward order is its reverse).
-  DataParallelEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
+  ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
                      const OptimizerFactory& build_optimizer, const DataParallelOptions& options, Comm& comm);
-  ~DataParallelEngine() override;
+  ~ZeroEngine() override;
 
   void backward(const torch::Tensor& loss, bool is_last_micro_step) override;
   StepResult step(double lr) override;

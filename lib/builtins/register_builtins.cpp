@@ -1,6 +1,6 @@
-// Explicit registration of the built-in components (see components.h). Each layer registers its own
+// Explicit registration of the built-in components (see register_builtins.h). Each layer registers its own
 // components in its register_*.cpp, so adding a component touches only its own layer.
-#include "builtins/components.h"
+#include "builtins/register_builtins.h"
 
 namespace hftrain {
 

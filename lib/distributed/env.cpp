@@ -1,5 +1,5 @@
 // Worker environment parsing (see env.h).
-#include "dist/env.h"
+#include "distributed/env.h"
 
 #include <cstdlib>
 

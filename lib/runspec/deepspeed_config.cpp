@@ -1,7 +1,7 @@
 // DeepSpeed configuration files mapped onto the run spec (see deepspeed_config.h). The key tables
 // follow DeepSpeed's runtime/config.py and zero/config.py names; the "auto" rules and the mismatch
 // report follow transformers' integrations/deepspeed.py (HfTrainerDeepSpeedConfig).
-#include "spec/deepspeed_config.h"
+#include "runspec/deepspeed_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/duplicate_keys.h"
-#include "spec/hf_names.h"
-#include "spec/run_spec.h"
+#include "runspec/hf_names.h"
+#include "runspec/run_spec.h"
 #include "util/error.h"
 #include "util/fs.h"
 

@@ -13,7 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/issues.h"
-#include "spec/sections.h"
+#include "runspec/sections.h"
 
 namespace hftrain {
 

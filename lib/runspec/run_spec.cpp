@@ -1,5 +1,5 @@
 // Loading, overriding, validating and dumping run specs (see run_spec.h).
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "config/duplicate_keys.h"
-#include "spec/generation_sources.h"
-#include "spec/hf_names.h"
-#include "spec/model_families.h"
+#include "runspec/generation_sources.h"
+#include "runspec/hf_names.h"
+#include "runspec/model_families.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/torch_compat.h"

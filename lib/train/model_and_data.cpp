@@ -1,5 +1,5 @@
-// Pipeline construction (see pipeline.h).
-#include "train/pipeline.h"
+// ModelAndData construction (see pipeline.h).
+#include "train/model_and_data.h"
 
 #include <filesystem>
 
@@ -22,7 +22,7 @@ void load_pretrained(const std::string& dir, Model& model) {
 namespace {
 
 // Text metrics need generated text, decoded by a tokenizer; generation needs a model that generates.
-void check_generation_metrics(const Pipeline& p, const RunSpec& spec, const Components& components) {
+void check_generation_metrics(const ModelAndData& p, const RunSpec& spec, const Components& components) {
   if (spec.training.predict_with_generate && !p.model->is_causal_lm() && !p.model->is_encoder_decoder())
     throw ConfigError("training.predict_with_generate: model '" + spec.model.type +
                       "' does not generate text (it needs a causal LM or an encoder-decoder model)");
@@ -39,8 +39,8 @@ void check_generation_metrics(const Pipeline& p, const RunSpec& spec, const Comp
 
 }  // namespace
 
-Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool for_training) {
-  Pipeline p;
+ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training) {
+  ModelAndData p;
   p.data = components.data.build(spec.data.type, spec.data.options);
   DataShape shape = p.data->shape();
   ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
@@ -105,7 +105,7 @@ Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool 
   return p;
 }
 
-void check_generation_sources(const Pipeline& p) {
+void check_generation_sources(const ModelAndData& p) {
   const GenerationSourceFacts& sources = p.generation_sources;
   if (!sources.unsupported.empty()) {
     std::string list;
@@ -119,7 +119,7 @@ void check_generation_sources(const Pipeline& p) {
                       " (HF's generate() would start from the file's; hftrain starts from the model's): make them agree");
 }
 
-void apply_inference_precision(Pipeline& pipeline, const RunSpec& spec) {
+void apply_inference_precision(ModelAndData& pipeline, const RunSpec& spec) {
   const bool full = spec.training.bf16_full_eval || spec.training.fp16_full_eval;
   if (full) {
     pipeline.compute_dtype = spec.training.bf16_full_eval ? torch::kBFloat16 : torch::kHalf;

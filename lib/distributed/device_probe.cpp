@@ -1,5 +1,5 @@
 // LibTorch device probe and CUDA memory counters (see device_probe.h). The only file with CUDA calls.
-#include "dist/device_probe.h"
+#include "distributed/device_probe.h"
 
 #include "util/error.h"
 #include "util/torch_compat.h"

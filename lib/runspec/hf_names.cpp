@@ -1,5 +1,5 @@
 // HF TrainingArguments names for the optimizer and schedule sections (see hf_names.h).
-#include "spec/hf_names.h"
+#include "runspec/hf_names.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,5 +1,5 @@
 // The model family table (see model_families.h).
-#include "spec/model_families.h"
+#include "runspec/model_families.h"
 
 #include "util/error.h"
 

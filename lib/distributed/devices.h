@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/env.h"
+#include "distributed/env.h"
 
 namespace hftrain {
 

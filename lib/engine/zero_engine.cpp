@@ -1,5 +1,5 @@
 // Data-parallel / ZeRO stage 0-2 engine (see data_parallel.h).
-#include "engine/data_parallel.h"
+#include "engine/zero_engine.h"
 #include "engine/zero_checkpoint.h"
 
 #include <torch/csrc/autograd/function.h>
@@ -12,7 +12,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "checkpoint/fault_injection.h"
+#include "util/fault_injection.h"
 #include "util/tensor_storage.h"
 #include "util/error.h"
 
@@ -97,7 +97,7 @@ Stage3Layout stage3_layout(const std::vector<ParamGroup>& groups, const std::vec
 
 }  // namespace
 
-DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
+ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
                                        const OptimizerFactory& build_optimizer, const DataParallelOptions& options,
                                        Comm& comm)
     : comm_(comm), stage_(options.stage), rank_(comm.rank()), world_(comm.world_size()), options_(options),
@@ -285,13 +285,13 @@ DataParallelEngine::DataParallelEngine(std::vector<ParamGroup> groups, const std
   stats_at_window_start_ = comm_.stats();
 }
 
-DataParallelEngine::~DataParallelEngine() {
+ZeroEngine::~ZeroEngine() {
   for (std::size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
   for (auto& group : params_)
     for (auto& p : group) p.mutable_grad() = torch::Tensor();
 }
 
-void DataParallelEngine::build_buckets(int64_t cap_bytes) {
+void ZeroEngine::build_buckets(int64_t cap_bytes) {
   const int64_t cap = std::max<int64_t>(cap_bytes / dtype_bytes(dtype_), 1);
   bucket_of_.assign(map_.groups.size(), {});
   std::vector<Bucket> all;
@@ -328,7 +328,7 @@ void DataParallelEngine::build_buckets(int64_t cap_bytes) {
   }
 }
 
-void DataParallelEngine::install_hooks() {
+void ZeroEngine::install_hooks() {
   for (std::size_t g = 0; g < params_.size(); ++g)
     for (std::size_t i = 0; i < params_[g].size(); ++i) {
       auto acc = torch::autograd::impl::grad_accumulator(params_[g][i]);
@@ -343,13 +343,13 @@ void DataParallelEngine::install_hooks() {
     }
 }
 
-std::string DataParallelEngine::bucket_name(std::size_t k) const {
+std::string ZeroEngine::bucket_name(std::size_t k) const {
   return "gradient bucket " + std::to_string(k + 1) + "/" + std::to_string(buckets_.size()) + " (group " +
          std::to_string(buckets_[k].group) + ", elements " + std::to_string(buckets_[k].begin) + "-" +
          std::to_string(buckets_[k].end) + ")";
 }
 
-void DataParallelEngine::backward(const torch::Tensor& loss, bool is_last_micro_step) {
+void ZeroEngine::backward(const torch::Tensor& loss, bool is_last_micro_step) {
   // Stage 2 reduces every micro-step (its gradients live only in the partition); stages 0-1 only at
   // the accumulation boundary and accumulate locally before it.
   sync_ = stage_ >= 2 || is_last_micro_step;
@@ -364,7 +364,7 @@ void DataParallelEngine::backward(const torch::Tensor& loss, bool is_last_micro_
   if (coordinator_) coordinator_->end_backward();
 }
 
-void DataParallelEngine::on_gradient(int group, int index) {
+void ZeroEngine::on_gradient(int group, int index) {
   if (!sync_) return;
   const std::size_t k = bucket_of_[static_cast<std::size_t>(group)][static_cast<std::size_t>(index)];
   Bucket& b = buckets_[k];
@@ -387,11 +387,11 @@ void DataParallelEngine::on_gradient(int group, int index) {
     coordinator_->gradients_done(static_cast<std::size_t>(group));
 }
 
-void DataParallelEngine::launch_ready() {
+void ZeroEngine::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(next_launch_++);
 }
 
-void DataParallelEngine::launch(std::size_t k) {
+void ZeroEngine::launch(std::size_t k) {
   Bucket& b = buckets_[k];
   const FlatGroupInfo& info = map_.groups[static_cast<std::size_t>(b.group)];
   const int64_t len = b.end - b.begin;
@@ -430,7 +430,7 @@ void DataParallelEngine::launch(std::size_t k) {
   }
 }
 
-void DataParallelEngine::complete(std::size_t k) {
+void ZeroEngine::complete(std::size_t k) {
   Bucket& b = buckets_[k];
   b.op->wait();
   b.op.reset();
@@ -457,7 +457,7 @@ void DataParallelEngine::complete(std::size_t k) {
   b.wire = torch::Tensor();
 }
 
-void DataParallelEngine::finish_pass() {
+void ZeroEngine::finish_pass() {
   // Buckets whose parameters got no gradient (unused in this forward) still take part, with zeros.
   for (std::size_t k = next_launch_; k < buckets_.size(); ++k) launch(k);
   next_launch_ = buckets_.size();
@@ -467,14 +467,14 @@ void DataParallelEngine::finish_pass() {
   }
 }
 
-void DataParallelEngine::zero_gradients() {
+void ZeroEngine::zero_gradients() {
   torch::NoGradGuard no_grad;
   for (auto& g : flat_grads_) g.zero_();
   if (stage_ >= 2)
     for (auto& g : partition_grads_) g.zero_();
 }
 
-StepResult DataParallelEngine::step(double lr) {
+StepResult ZeroEngine::step(double lr) {
   torch::NoGradGuard no_grad;
   StepResult r = mixed_ ? step_mixed(lr) : step_fp32(lr);
   zero_gradients();
@@ -485,7 +485,7 @@ StepResult DataParallelEngine::step(double lr) {
   return r;
 }
 
-StepResult DataParallelEngine::step_fp32(double lr) {
+StepResult ZeroEngine::step_fp32(double lr) {
   StepResult r;
   if (stage_ == 0) {
     // Every rank holds the same averaged gradients: the same norm and verdict everywhere.
@@ -524,7 +524,7 @@ StepResult DataParallelEngine::step_fp32(double lr) {
   return r;
 }
 
-StepResult DataParallelEngine::step_mixed(double lr) {
+StepResult ZeroEngine::step_mixed(double lr) {
   StepResult r;
   // The 16-bit gradients this rank updates (whole groups at stage 0, the partition at 1-3). An optimizer that
   // fuses the 16-bit side reads them directly, unscaled and clipped by the factor it is given, and writes the
@@ -602,7 +602,7 @@ StepResult DataParallelEngine::step_mixed(double lr) {
   return r;
 }
 
-void DataParallelEngine::set_master_grads(const std::vector<torch::Tensor>& grads32) {
+void ZeroEngine::set_master_grads(const std::vector<torch::Tensor>& grads32) {
   for (std::size_t g = 0; g < master_.size(); ++g) {
     const bool attach = !grads32.empty();
     if (stage_ >= 1) {
@@ -617,13 +617,13 @@ void DataParallelEngine::set_master_grads(const std::vector<torch::Tensor>& grad
   }
 }
 
-torch::Tensor DataParallelEngine::own_flat_params(std::size_t g) const {
+torch::Tensor ZeroEngine::own_flat_params(std::size_t g) const {
   const FlatGroupInfo& info = map_.groups[g];
   if (stage_ == 3) return shard16_[g];
   return stage_ == 0 ? flat_params_[g] : flat_params_[g].narrow(0, info.partition_begin(rank_), info.partition_size);
 }
 
-void DataParallelEngine::write_back_masters() {
+void ZeroEngine::write_back_masters() {
   // Rounded to nearest even by the conversion, then shared. Masters in the swap file were copied by the
   // optimizer, one sub-group at a time.
   for (std::size_t g = 0; g < master_.size() && !swapped_masters_; ++g)
@@ -631,7 +631,7 @@ void DataParallelEngine::write_back_masters() {
   share_updated_parameters();
 }
 
-torch::Tensor DataParallelEngine::gathered_masters(std::size_t g) {
+torch::Tensor ZeroEngine::gathered_masters(std::size_t g) {
   // One rank holds the whole group: no gather, no copy (of memory-resident masters: the live ones).
   if (stage_ == 0 || world_ == 1) return master_values(g);
   const FlatGroupInfo& info = map_.groups[g];
@@ -640,12 +640,12 @@ torch::Tensor DataParallelEngine::gathered_masters(std::size_t g) {
   return full;
 }
 
-torch::Tensor DataParallelEngine::master_values(std::size_t g) const {
+torch::Tensor ZeroEngine::master_values(std::size_t g) const {
   if (!swapped_masters_ || map_.groups[g].numel == 0) return master_[g];
   return swapped_masters_->read_params(group_key(g));
 }
 
-void DataParallelEngine::store_master_values(std::size_t g, const torch::Tensor& values) {
+void ZeroEngine::store_master_values(std::size_t g, const torch::Tensor& values) {
   const int64_t n = values.numel();
   if (swapped_masters_ && map_.groups[g].numel > 0) {
     auto partition = torch::zeros({master_[g].numel()}, torch::kFloat32);
@@ -659,7 +659,7 @@ void DataParallelEngine::store_master_values(std::size_t g, const torch::Tensor&
   if (mixed_ && flat_params_[g].numel() > 0) own_flat_params(g).copy_(master_[g]);
 }
 
-void DataParallelEngine::share_updated_parameters() {
+void ZeroEngine::share_updated_parameters() {
   // Stages 1-2 all-gather the updated partitions into the full parameters (from the fp32 masters, which are
   // the partitions, or their 16-bit copies); stage 3 only refreshes the groups that stay whole.
   if (stage_ == 3) {
@@ -672,11 +672,11 @@ void DataParallelEngine::share_updated_parameters() {
       comm_.all_gather(mixed_ ? own_flat_params(g) : master_[g], flat_params_[g], "parameters of group " + std::to_string(g));
 }
 
-void DataParallelEngine::gather_full_parameters() {
+void ZeroEngine::gather_full_parameters() {
   if (coordinator_) coordinator_->gather_all();
 }
 
-std::map<std::string, torch::Tensor> DataParallelEngine::master_weights() {
+std::map<std::string, torch::Tensor> ZeroEngine::master_weights() {
   std::map<std::string, torch::Tensor> out;
   if (!mixed_ && stage_ < 3) return out;
   torch::NoGradGuard no_grad;
@@ -688,7 +688,7 @@ std::map<std::string, torch::Tensor> DataParallelEngine::master_weights() {
   return out;
 }
 
-StreamedWeights DataParallelEngine::stream_master_weights() {
+StreamedWeights ZeroEngine::stream_master_weights() {
   StreamedWeights out;
   if (stage_ < 3 && !swapped_masters_) return out;  // masters resident in memory: master_weights() serves
   for (const auto& info : map_.groups)
@@ -709,7 +709,7 @@ StreamedWeights DataParallelEngine::stream_master_weights() {
   return out;
 }
 
-void DataParallelEngine::load_master_weights(const std::map<std::string, torch::Tensor>& weights, const std::string& source) {
+void ZeroEngine::load_master_weights(const std::map<std::string, torch::Tensor>& weights, const std::string& source) {
   if (!mixed_ && stage_ < 3) return;
   torch::NoGradGuard no_grad;
   for (std::size_t g = 0; g < master_.size(); ++g) {
@@ -726,7 +726,7 @@ void DataParallelEngine::load_master_weights(const std::map<std::string, torch::
   share_updated_parameters();
 }
 
-EngineMemory DataParallelEngine::memory() const {
+EngineMemory ZeroEngine::memory() const {
   EngineMemory m;
   if (stage_ == 3) {  // shards (fp32: the masters themselves) and the groups that stay whole
     for (std::size_t g = 0; g < flat_params_.size(); ++g) {
@@ -754,7 +754,7 @@ EngineMemory DataParallelEngine::memory() const {
   return m;
 }
 
-void DataParallelEngine::report_first_step() {
+void ZeroEngine::report_first_step() {
   const EngineMemory m = memory();
   std::vector<int64_t> mine = {m.param_bytes, m.master_bytes, m.grad_bytes, m.grad_transient_peak, m.optimizer_state_bytes,
                                m.param_gathered_peak, m.optimizer_state_offloaded_bytes, m.master_offloaded_bytes,
@@ -785,7 +785,7 @@ void DataParallelEngine::report_first_step() {
   std::cerr << "engine memory: " << report.dump() << std::endl;
 }
 
-std::string DataParallelEngine::describe() const {
+std::string ZeroEngine::describe() const {
   std::string s = "zero stage " + std::to_string(stage_) + ", world size " + std::to_string(world_) + " (" +
                   comm_.backend() + "), " + std::to_string(map_.total_numel()) + " trainable elements in " +
                   std::to_string(map_.groups.size()) + " flat groups (padded to " + std::to_string(map_.total_padded()) +
@@ -807,7 +807,7 @@ std::string DataParallelEngine::describe() const {
   return s;
 }
 
-EngineShard DataParallelEngine::export_shard() const {
+EngineShard ZeroEngine::export_shard() const {
   EngineShard shard;
   for (std::size_t g = 0; g < master_.size(); ++g) {
     // Padding is stripped, as DeepSpeed's single_partition_of_fp32_groups does.
@@ -821,7 +821,7 @@ EngineShard DataParallelEngine::export_shard() const {
   return shard;
 }
 
-void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>& tensors,
+void ZeroEngine::import_shard(const std::map<std::string, torch::Tensor>& tensors,
                                       const std::map<std::string, std::string>& metadata, const std::string& source) {
   auto meta = [&](const std::string& key) {
     auto it = metadata.find(key);
@@ -854,14 +854,14 @@ void DataParallelEngine::import_shard(const std::map<std::string, torch::Tensor>
   share_updated_parameters();  // the partitions are authoritative: rebuild the parameters from them
 }
 
-std::map<std::string, torch::Tensor> DataParallelEngine::optimizer_state() const {
+std::map<std::string, torch::Tensor> ZeroEngine::optimizer_state() const {
   auto state = optimizer_->state();
   if (scaler_.dynamic())
     for (const auto& [k, v] : scaler_.state()) state[k] = v;
   return state;
 }
 
-void DataParallelEngine::load_optimizer_state(const std::map<std::string, torch::Tensor>& state) {
+void ZeroEngine::load_optimizer_state(const std::map<std::string, torch::Tensor>& state) {
   std::map<std::string, torch::Tensor> optim;
   for (const auto& [k, v] : state)
     if (k.rfind("loss_scaler.", 0) != 0) optim[k] = v;
@@ -869,7 +869,7 @@ void DataParallelEngine::load_optimizer_state(const std::map<std::string, torch:
   load_scaler_state(state, "optimizer state");
 }
 
-void DataParallelEngine::load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source) {
+void ZeroEngine::load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source) {
   if (!scaler_.load_state(state, source))
     std::cerr << "warning: '" << source << "' holds no loss-scaler state (saved without fp16 loss scaling); the "
               << "dynamic loss scale starts again at " << scaler_.scale() << std::endl;

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "dist/comm.h"
-#include "dist/env.h"
+#include "distributed/comm.h"
+#include "distributed/env.h"
 #include "util/error.h"
 
 namespace hftrain {

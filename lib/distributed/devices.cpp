@@ -1,5 +1,5 @@
 // Worker devices, GPU counting and CUDA_VISIBLE_DEVICES (see devices.h).
-#include "dist/devices.h"
+#include "distributed/devices.h"
 
 #include <dlfcn.h>
 

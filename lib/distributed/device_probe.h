@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "dist/devices.h"
+#include "distributed/devices.h"
 #include "log/memory_tracker.h"
 
 namespace hftrain {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "registry/registry.h"
-#include "spec/deepspeed_config.h"
-#include "spec/sections.h"
+#include "runspec/deepspeed_config.h"
+#include "runspec/sections.h"
 
 namespace hftrain {
 

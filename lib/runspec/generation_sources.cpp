@@ -1,5 +1,5 @@
 // Generation settings from Seq2SeqTrainingArguments and generation_config.json (see generation_sources.h).
-#include "spec/generation_sources.h"
+#include "runspec/generation_sources.h"
 
 #include <filesystem>
 #include <set>

@@ -1,15 +1,15 @@
-// Pipeline: the data source, model and metric names built from a validated RunSpec. Shared by the
+// ModelAndData: the data source, model and metric names built from a validated RunSpec. Shared by the
 // train, eval and predict commands so they all build components the same way.
 #pragma once
 
 #include <memory>
 
-#include "builtins/components.h"
+#include "train/components.h"
 #include "checkpoint/model_io.h"
 
 namespace hftrain {
 
-struct Pipeline {
+struct ModelAndData {
   std::unique_ptr<DataSource> data;
   std::shared_ptr<Model> model;
   std::vector<MetricChoice> metrics;
@@ -34,16 +34,16 @@ void load_pretrained(const std::string& dir, Model& model);
 // initialised from `seed` (torch's global RNG is seeded here), or loaded from model.from_pretrained.
 // `for_training`: at ZeRO stage 3 with zero.zero3_init_flag the model is built without holding it whole
 // (DeferredInit; the engine materialises each rank's partition), where the model family supports it.
-Pipeline build_pipeline(const RunSpec& spec, const Components& components, bool for_training = false);
+ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training = false);
 
 // Throws ConfigError when the generation settings' sources hold what generation cannot honour
 // (GenerationSourceFacts: unsupported generation_config.json settings, a decoder start token other than
-// the model's). Called before anything generates; build_pipeline calls it when evaluation generates.
-void check_generation_sources(const Pipeline& pipeline);
+// the model's). Called before anything generates; build_model_and_data calls it when evaluation generates.
+void check_generation_sources(const ModelAndData& pipeline);
 
 // `hftrain eval` / `predict`: training.bf16_full_eval turns the model itself into bfloat16 (HF casts the
 // model for evaluation outside training); otherwise precision.bf16 keeps the weights and autocasts.
 // Logs what it chose.
-void apply_inference_precision(Pipeline& pipeline, const RunSpec& spec);
+void apply_inference_precision(ModelAndData& pipeline, const RunSpec& spec);
 
 }  // namespace hftrain

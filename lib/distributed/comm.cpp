@@ -1,5 +1,5 @@
 // Comm helpers, the single-process communicator and the process-wide world (see comm.h).
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
 #include "util/error.h"
 

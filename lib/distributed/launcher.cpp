@@ -1,5 +1,5 @@
 // Worker processes: spawn, forward output and signals, tear down on failure, restart (see launcher.h).
-#include "dist/launcher.h"
+#include "distributed/launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

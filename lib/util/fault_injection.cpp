@@ -1,5 +1,5 @@
 // HFTRAIN_FAULT_INJECT parsing and hooks (see fault_injection.h).
-#include "checkpoint/fault_injection.h"
+#include "util/fault_injection.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // Reporters (see reporting.h).
-#include "log/reporting.h"
+#include "train/reporting.h"
 
 #include <cerrno>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include "log/logger.h"
 #include "log/progress.h"
 #include "log/tensorboard_writer.h"
-#include "spec/sections.h"
+#include "runspec/sections.h"
 #include "util/error.h"
 #include "util/fs.h"
 
