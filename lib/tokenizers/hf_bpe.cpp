@@ -1,6 +1,8 @@
 // The BPE model of tokenizer.json: characters (or their bytes, byte_fallback) of a word merged by merge rank, with
 // continuing_subword_prefix / end_of_word_suffix, unk / fuse_unk and ignore_merges as HF tokenizers does.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "tokenizers/hf_models.h"
 
@@ -44,24 +46,58 @@ std::vector<int64_t> BpeModel::tokenize_word(const std::string& word) const {
     }
     // No unk token: the character is dropped, as HF does.
   }
-  while (sym.size() > 1) {
-    int64_t best_rank = -1, best_id = 0;
-    std::size_t best_pos = 0;
-    for (std::size_t i = 0; i + 1 < sym.size(); ++i) {
-      if (!mergeable[i] || !mergeable[i + 1]) continue;
-      auto it = merges.find(key(sym[i], sym[i + 1]));
-      if (it != merges.end() && (best_rank < 0 || it->second.first < best_rank)) {
-        best_rank = it->second.first;
-        best_id = it->second.second;
-        best_pos = i;
-      }
-    }
-    if (best_rank < 0) break;
-    sym[best_pos] = best_id;
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(best_pos) + 1);
-    mergeable.erase(mergeable.begin() + static_cast<std::ptrdiff_t>(best_pos) + 1);
+  return merge_all(sym, mergeable);
+}
+
+// HF's Word::merge_all: a heap of candidate merges ordered by (rank, position), the symbols a doubly linked list.
+// An entry is stale when its left symbol was merged away, has no right neighbour any more, or the pair now there
+// merges to another token; such entries are skipped. O(n log n) in the number of symbols.
+std::vector<int64_t> BpeModel::merge_all(std::vector<int64_t>& sym, const std::vector<bool>& mergeable) const {
+  const std::size_t n = sym.size();
+  if (n < 2 || merges.empty()) return sym;
+  struct Candidate {
+    int64_t rank;
+    std::size_t pos;
+    int64_t new_id;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::vector<std::ptrdiff_t> prev(n), next(n);
+  std::vector<bool> alive(n, true);
+  for (std::size_t i = 0; i < n; ++i) {
+    prev[i] = static_cast<std::ptrdiff_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<std::ptrdiff_t>(i + 1) : -1;
   }
-  return sym;
+  std::vector<Candidate> heap;
+  heap.reserve(n);
+  auto push = [&](std::size_t left, std::size_t right) {
+    if (!mergeable[left] || !mergeable[right]) return;
+    auto it = merges.find(key(sym[left], sym[right]));
+    if (it == merges.end()) return;
+    heap.push_back({it->second.first, left, it->second.second});
+    std::push_heap(heap.begin(), heap.end(), std::greater<Candidate>());
+  };
+  for (std::size_t i = 0; i + 1 < n; ++i) push(i, i + 1);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<Candidate>());
+    Candidate top = heap.back();
+    heap.pop_back();
+    if (!alive[top.pos] || next[top.pos] < 0) continue;
+    auto right = static_cast<std::size_t>(next[top.pos]);
+    if (!mergeable[right]) continue;
+    auto it = merges.find(key(sym[top.pos], sym[right]));
+    if (it == merges.end() || it->second.second != top.new_id) continue;
+    sym[top.pos] = top.new_id;
+    alive[right] = false;
+    next[top.pos] = next[right];
+    if (next[right] >= 0) prev[static_cast<std::size_t>(next[right])] = static_cast<std::ptrdiff_t>(top.pos);
+    if (prev[top.pos] >= 0) push(static_cast<std::size_t>(prev[top.pos]), top.pos);
+    if (next[top.pos] >= 0) push(top.pos, static_cast<std::size_t>(next[top.pos]));
+  }
+  std::vector<int64_t> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i)
+    if (alive[i]) out.push_back(sym[i]);
+  return out;
 }
 
 std::unique_ptr<BpeModel> BpeModel::parse(const Json& j) {

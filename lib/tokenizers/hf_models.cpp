@@ -1,11 +1,14 @@
 // The shared part of tokenizer.json models: vocabulary, word cache and the choice of model type (see hf_models.h).
 #include "tokenizers/hf_models.h"
 
+#include <mutex>
+
 namespace hftrain::hf {
 
 void Model::tokenize(const std::string& word, std::vector<int64_t>& ids) const {
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex);
+  const bool cacheable = word.size() < kMaxCachedBytes;
+  if (cacheable) {
+    std::shared_lock<std::shared_mutex> lock(cache_mutex);
     auto it = cache.find(word);
     if (it != cache.end()) {
       ids.insert(ids.end(), it->second.begin(), it->second.end());
@@ -14,8 +17,9 @@ void Model::tokenize(const std::string& word, std::vector<int64_t>& ids) const {
   }
   std::vector<int64_t> out = tokenize_word(word);
   ids.insert(ids.end(), out.begin(), out.end());
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  if (cache.size() > 200000) cache.clear();
+  if (!cacheable) return;
+  std::unique_lock<std::shared_mutex> lock(cache_mutex);
+  if (cache.size() >= kCacheCapacity) cache.clear();
   cache.emplace(word, std::move(out));
 }
 
@@ -46,7 +50,8 @@ std::unique_ptr<Model> parse_model(const Json& j) {
   if (type == "BPE") return BpeModel::parse(j);
   if (type == "WordPiece") return WordPieceModel::parse(j);
   if (type == "WordLevel") return WordLevelModel::parse(j);
-  throw UnsupportedError("unsupported model type \"" + type + "\" (supported: BPE, WordPiece, WordLevel)");
+  if (type == "Unigram") return UnigramModel::parse(j);
+  throw UnsupportedError("unsupported model type \"" + type + "\" (supported: BPE, WordPiece, WordLevel, Unigram)");
 }
 
 }  // namespace hftrain::hf

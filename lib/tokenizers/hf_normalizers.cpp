@@ -106,6 +106,7 @@ std::unique_ptr<Normalizer> parse_normalizer(const Json& j) {
     std::string prefix = j.at("prepend").get<std::string>();
     return std::make_unique<FunctionNormalizer>([prefix](const std::string& s) { return s.empty() ? s : prefix + s; });
   }
+  if (type == "Precompiled") return make_precompiled(j);
   throw UnsupportedError("unsupported normalizer type \"" + type + "\"");
 }
 

@@ -1,5 +1,5 @@
 // tokenizer.json "normalizer": BertNormalizer, Sequence, Lowercase, NFD/NFC/NFKD/NFKC, StripAccents, Strip,
-// Replace and Prepend, applied to the text before pre-tokenization as HF tokenizers does.
+// Replace, Prepend and Precompiled, applied to the text before pre-tokenization as HF tokenizers does.
 #pragma once
 
 #include <memory>
@@ -13,6 +13,9 @@ struct Normalizer {
   virtual ~Normalizer() = default;
   virtual std::string apply(const std::string& s) const = 0;
 };
+
+// The Precompiled normalizer (sentencepiece's precompiled_charsmap, hf_precompiled.cpp).
+std::unique_ptr<Normalizer> make_precompiled(const Json& j);
 
 // nullptr for a null normalizer; throws FormatError / UnsupportedError.
 std::unique_ptr<Normalizer> parse_normalizer(const Json& j);

@@ -155,6 +155,7 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_file(const std::string& pat
   sp.unk = first_of({"[UNK]", "<unk>", "<|unk|>"});
   if (auto* wp = dynamic_cast<WordPieceModel*>(impl->model.get()); wp && !sp.unk) sp.unk = impl->find(wp->unk_token);
   if (auto* bpe = dynamic_cast<BpeModel*>(impl->model.get()); bpe && bpe->unk) sp.unk = bpe->unk;
+  if (auto* ug = dynamic_cast<UnigramModel*>(impl->model.get()); ug && ug->unk) sp.unk = ug->unk;
   sp.cls = first_of({"[CLS]"});
   sp.sep = first_of({"[SEP]"});
   sp.mask = first_of({"[MASK]", "<mask>"});
