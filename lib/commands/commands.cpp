@@ -145,6 +145,7 @@ int launch_training(const TrainRequest& request, const RunSpec& spec) {
   };
   LaunchResult r = launch_workers(o);
   if (r.exit_code == 1) throw RuntimeFailure(r.message);
+  if (r.exit_code == 2) throw ConfigError(r.message);  // e.g. nodes started with different configurations
   return r.exit_code;
 }
 

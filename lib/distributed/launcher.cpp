@@ -409,8 +409,10 @@ LaunchResult run_attempts(const LaunchOptions& options) {
       msg += " (it printed nothing)";
     }
     result.message = msg;
-    if (attempt >= options.max_restarts) {
-      result.exit_code = 1;
+    // A worker that stopped on a configuration error (exit 2) would stop the same way again.
+    const bool config_error = a.failure.signal == 0 && a.failure.exit_code == 2;
+    if (attempt >= options.max_restarts || config_error) {
+      result.exit_code = config_error ? 2 : 1;
       return result;
     }
     std::fprintf(stderr, "launcher: %s\nlauncher: restarting the job (restart %d of %d)\n", msg.c_str(), attempt + 1,

@@ -39,7 +39,9 @@ struct WorkerFailure {
 };
 
 struct LaunchResult {
-  int exit_code = 0;  // 0 all workers succeeded; 1 a worker failed; 128+sig when stopped by SIGINT/SIGTERM
+  // 0 all workers succeeded; 1 a worker failed; 2 the first failure was a configuration error (exit 2,
+  // never restarted); 128+sig when stopped by SIGINT/SIGTERM
+  int exit_code = 0;
   int restarts = 0;
   std::vector<WorkerFailure> failures;  // the first failure of each attempt that failed
   std::string message;                  // the report printed for the last failure ("" on success)

@@ -149,3 +149,32 @@ TEST_CASE("launcher refuses impossible layouts", "[unit][dist]") {
   o.node_rank = 1;
   CHECK_THROWS_WITH(launch_workers(o), Catch::Contains("--node-rank"));
 }
+
+TEST_CASE("launcher: a configuration error (exit 2) is not restarted and ends the job with exit 2", "[unit][dist]") {
+  LaunchOptions o = shell_job(2, "if [ \"$RANK\" = 1 ]; then echo 'error: spec differs' >&2; exit 2; fi; exec sleep 60");
+  o.max_restarts = 3;
+  LaunchResult r = launch_workers(o);
+  CHECK(r.exit_code == 2);
+  CHECK(r.restarts == 0);
+  REQUIRE(r.failures.size() == 1);
+  CHECK(r.failures[0].rank == 1);
+  CHECK(r.message.find("spec differs") != std::string::npos);
+}
+
+TEST_CASE("launcher gives the workers of a single-node job a fresh job token, and keeps an exported one",
+          "[unit][dist]") {
+  const std::string dir = scratch("token");
+  LaunchOptions o = shell_job(2, "echo \"$HFTRAIN_RDZV_TOKEN\" > " + dir + "/token_$RANK");
+  ::unsetenv("HFTRAIN_RDZV_TOKEN");
+  REQUIRE(launch_workers(o).exit_code == 0);
+  const std::string t0 = slurp(dir + "/token_0"), t1 = slurp(dir + "/token_1");
+  CHECK(t0.size() == 33);  // 32 hex digits and the newline
+  CHECK(t0 == t1);
+  REQUIRE(launch_workers(o).exit_code == 0);
+  CHECK(slurp(dir + "/token_0") != t0);  // per launch
+  ::setenv("HFTRAIN_RDZV_TOKEN", "shared-secret", 1);
+  REQUIRE(launch_workers(o).exit_code == 0);
+  ::unsetenv("HFTRAIN_RDZV_TOKEN");
+  CHECK(slurp(dir + "/token_1") == "shared-secret\n");
+  fs::remove_all(dir);
+}
