@@ -4,6 +4,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "util/error.h"
@@ -18,8 +20,23 @@ bool about_resuming(const std::string& name) {
   return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
 }
 
+// A number as its shortest text that reads back to the same double (the dump writes 17 digits:
+// 0.0030000000000000001); other scalars as written.
+std::string shortest(const std::string& text) {
+  if (text.find_first_of(".eE") == std::string::npos) return text;  // an integer (or not a number)
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return text;
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) return buf;
+  }
+  return text;
+}
+
 std::string scalar_text(const YAML::Node& node) {
-  if (node.IsScalar()) return node.Scalar();
+  if (node.IsScalar()) return shortest(node.Scalar());
   if (node.IsNull()) return "null";
   YAML::Emitter out;
   out << YAML::Flow << node;

@@ -237,7 +237,7 @@ TEST_CASE("a skip that is a whole number of the same layout's batches continues 
 }
 
 TEST_CASE("the changes against a checkpoint list differing options and derived figures", "[unit][resume]") {
-  const std::string saved = "training: {learning_rate: 0.001, max_steps: 130, output_dir: a, resume_from_checkpoint: ''}\n"
+  const std::string saved = "training: {learning_rate: 0.0010000000000000000208, max_steps: 130, output_dir: a, resume_from_checkpoint: ''}\n"
                             "scheduler: {type: linear}\nzero: {stage: 0}\ndistributed: {nproc_per_node: 2}\n";
   const std::string now = "training: {learning_rate: 0.0005, max_steps: 200, output_dir: a, resume_from_checkpoint: last}\n"
                           "scheduler: {type: cosine}\nzero: {stage: 2}\ndistributed: {nproc_per_node: 1}\n";
