@@ -4,10 +4,12 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 
 #include "checkpoint/checkpoint_manager.h"
 #include "checkpoint/model_io.h"
+#include "distributed/comm.h"
 #include "engine/engine.h"
 #include "train/callbacks.h"
 #include "train/model_and_data.h"
@@ -24,7 +26,8 @@ class DataLoader;
 
 class Trainer {
  public:
-  Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline);
+  // `comm`: the ranks the run trains over (the process group of this worker by default).
+  Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline, Comm& comm = world());
 
   // Trains to max_steps; writes checkpoints as the save strategy says. Returns the train metrics.
   nlohmann::json train();
@@ -49,6 +52,16 @@ class Trainer {
   void add_callback(std::unique_ptr<TrainerCallback> callback) { extra_callbacks_.push_back(std::move(callback)); }
 
  private:
+  // The loop's parts (trainer.cpp): a run's data, plan and accounting; each epoch's start; one accumulation
+  // window of forward/backward passes; the optimizer step; the data position after it; the end of the run.
+  struct TrainingRun;
+  std::unique_ptr<TrainingRun> start_run();
+  EpochSpan begin_epoch(TrainingRun& run, int64_t epoch);
+  double accumulate_gradients(TrainingRun& run, int64_t window);
+  StepResult optimizer_step();
+  void record_data_position(const TrainingRun& run, int64_t epoch, const EpochSpan& span, int64_t micro_step,
+                            int64_t seen_before);
+  nlohmann::json finish_run(const TrainingRun& run, double runtime);
   void setup(const TrainingPlan& plan);
   void maybe_log_save_evaluate(double& tr_loss, const StepResult& step);
   // The schedule's step: optimizer steps actually applied (skipped ones do not advance it, as in HF).
@@ -83,6 +96,7 @@ class Trainer {
   const RunSpec& spec_;
   const Components& components_;
   ModelAndData& pipeline_;
+  Comm& comm_;
   TrainerState state_;
   CallbackHandler callbacks_;
   std::vector<std::unique_ptr<TrainerCallback>> extra_callbacks_;

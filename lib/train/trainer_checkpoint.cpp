@@ -119,10 +119,10 @@ void Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   state_.stateful_callbacks = saved.stateful_callbacks;
   callbacks_.import_states(saved.stateful_callbacks);
 
-  const int64_t saved_world = resumed_->world_size, world_size = world().world_size();
-  std::string rng_name = ckpt::rng_state_file(world().rank(), world_size);
+  const int64_t saved_world = resumed_->world_size, world_size = comm_.world_size();
+  std::string rng_name = ckpt::rng_state_file(comm_.rank(), world_size);
   // Rank r continues the random stream of saved rank r mod W (dropout then differs from an uninterrupted run).
-  if (saved_world != world_size) rng_name = ckpt::rng_state_file(world().rank() % saved_world, saved_world);
+  if (saved_world != world_size) rng_name = ckpt::rng_state_file(comm_.rank() % saved_world, saved_world);
   SafetensorsFile rng = ckpt.safetensors(rng_name);
   if (!rng.tensors.count("cpu")) throw RuntimeFailure("'" + ckpt.path(rng_name) + "': tensor 'cpu' is missing");
   resume_rng_state_ = rng.tensors.at("cpu");
@@ -145,7 +145,7 @@ void Trainer::load_training_state(const CheckpointReader& ckpt, bool with_optimi
     return;
   }
   if (engine_->sharded()) {  // ZeRO: this rank's shard, cut from any saved layout (engine/zero_checkpoint.h)
-    load_zero_checkpoint(dir, *engine_, world());
+    load_zero_checkpoint(dir, *engine_, comm_);
     return;
   }
   // Mixed precision: the checkpoint's fp32 weights become the master weights.
@@ -159,7 +159,7 @@ void Trainer::load_training_state(const CheckpointReader& ckpt, bool with_optimi
   for (const auto& np : pipeline_.model->named_parameters())
     if (np.value().requires_grad()) trainable.emplace_back(np.key(), np.value().sizes().vec());
   const SlabLayout saved = saved_state_layout(dir);
-  if (world().rank() == 0)
+  if (comm_.rank() == 0)
     std::cerr << "consolidating the optimizer state of " << saved.describe() << " for stage 0" << std::endl;
   engine_->load_optimizer_state(cut_state(saved, per_parameter_state_layout(trainable)).state);
 }
@@ -197,7 +197,7 @@ void Trainer::save_checkpoint(bool for_resume) {
   const StreamedWeights streamed = engine_->stream_master_weights();
   auto stream_model = [&](const std::string& dir) {
     if (streamed.names.empty()) return std::vector<std::string>{};
-    if (world().rank() != 0) {
+    if (comm_.rank() != 0) {
       streamed.produce([](const std::string&, const torch::Tensor&) {});
       return std::vector<std::string>{};
     }
@@ -209,7 +209,7 @@ void Trainer::save_checkpoint(bool for_resume) {
   files.emplace_back(ckpt::kConfigFile, pipeline_.model->config_json().dump(2) + "\n");
   // Data-parallel runs: every rank writes its own RNG state, and a sharded (ZeRO) engine its shard,
   // into the checkpoint while rank 0 commits it (engine/zero_checkpoint.h).
-  const bool per_rank = world().world_size() > 1 || engine_->sharded();
+  const bool per_rank = comm_.world_size() > 1 || engine_->sharded();
   std::vector<std::pair<std::string, std::string>> own_files;
   if (!model_only) {
     if (!engine_->sharded()) {
@@ -223,7 +223,7 @@ void Trainer::save_checkpoint(bool for_resume) {
                                   {"state", schedule_->state()}};
     files.emplace_back(ckpt::kSchedulerFile, sched.dump(2) + "\n");
     (per_rank ? own_files : files)
-        .emplace_back(ckpt::rng_state_file(world().rank(), world().world_size()),
+        .emplace_back(ckpt::rng_state_file(comm_.rank(), comm_.world_size()),
                       serialize_safetensors({{"cpu", at::detail::getDefaultCPUGenerator().get_state()}}));
     const nlohmann::json loop = {
         {"sampler",
@@ -232,7 +232,7 @@ void Trainer::save_checkpoint(bool for_resume) {
           {"batches_per_epoch", loop_.batches_per_epoch},
           {"samples_consumed", loop_.samples_consumed},
           {"samples_seen", loop_.samples_seen},
-          {"world_size", world().world_size()},
+          {"world_size", comm_.world_size()},
           {"batch_size", args.per_device_train_batch_size},
           {"seed", args.data_seed >= 0 ? args.data_seed : args.seed},
           {"shuffle", true}}},
@@ -251,7 +251,7 @@ void Trainer::save_checkpoint(bool for_resume) {
     best_step = state_.best_global_step.get<int64_t>();
   const nlohmann::json layout = model_only ? nlohmann::json() : checkpoint_layout();
   if (!per_rank || model_only) {
-    if (world().rank() == 0)
+    if (comm_.rank() == 0)
       checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) {
         for (const auto& name : stream_model(writer.tmp_dir())) writer.adopt(name);
         writer.set_layout(layout);
@@ -260,9 +260,9 @@ void Trainer::save_checkpoint(bool for_resume) {
       stream_model("");
   } else {
     auto write_own = [&](const std::string& tmp_dir) {
-      return write_rank_checkpoint_files(tmp_dir, gs, *engine_, *pipeline_.model, own_files, world());
+      return write_rank_checkpoint_files(tmp_dir, gs, *engine_, *pipeline_.model, own_files, comm_);
     };
-    if (world().rank() == 0) {
+    if (comm_.rank() == 0) {
       checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) {
         std::set<std::string> added;
         for (const auto& f : files) added.insert(f.first);
@@ -275,14 +275,14 @@ void Trainer::save_checkpoint(bool for_resume) {
       stream_model("");
       write_own((fs::path(args.output_dir) / ckpt::partial_dir_name(gs)).string());
     }
-    world().barrier("checkpoint committed");
+    comm_.barrier("checkpoint committed");
   }
   last_resumable_save_step_ = model_only ? -1 : gs;
 }
 
 nlohmann::json Trainer::checkpoint_layout() const {
   const PrecisionArgs& p = spec_.precision;
-  nlohmann::json layout = {{"world_size", world().world_size()},
+  nlohmann::json layout = {{"world_size", comm_.world_size()},
                            {"zero_stage", spec_.zero.stage},
                            {"optimizer", spec_.optimizer.type},
                            {"dtypes",
@@ -295,7 +295,7 @@ nlohmann::json Trainer::checkpoint_layout() const {
 }
 
 void Trainer::finish_checkpointing() {
-  if (world().rank() != 0) return;  // rank 0 owns output_dir
+  if (comm_.rank() != 0) return;  // rank 0 owns output_dir
   std::optional<int64_t> best_step;
   if (!state_.best_model_checkpoint.is_null() && !state_.best_global_step.is_null())
     best_step = state_.best_global_step.get<int64_t>();

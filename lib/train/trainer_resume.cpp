@@ -48,10 +48,10 @@ ResumePlan Trainer::plan_resume(const TrainingPlan& plan, const DataLoader& load
     const std::string problem = older_weights_problem(args.output_dir, dir, final_step);
     if (!problem.empty()) throw ConfigError("training.resume_from_checkpoint: " + problem);
   }
-  if (world().rank() != 0) return r;
+  if (comm_.rank() != 0) return r;
 
   // What changed against the checkpoint, in one block.
-  const int64_t world_size = world().world_size();
+  const int64_t world_size = comm_.world_size();
   const int64_t saved_global = saved.per_device_batch * saved_accumulation(saved.spec_text) * saved.world_size;
   std::vector<SettingChange> changes = layout_changes(LayoutFigures{saved.world_size, saved_global, saved.state.max_steps},
                                                       LayoutFigures{world_size, plan.global_batch_size, r.plan.max_steps});
@@ -90,7 +90,7 @@ ResumePlan Trainer::plan_resume(const TrainingPlan& plan, const DataLoader& load
 
 void Trainer::set_aside_previous_run() {
   const TrainingArgs& args = spec_.training;
-  if (resumed_ || !args.overwrite_output_dir || world().rank() != 0) return;
+  if (resumed_ || !args.overwrite_output_dir || comm_.rank() != 0) return;
   const std::string moved = move_previous_run_aside(args.output_dir);
   if (!moved.empty())
     log_info("overwrite_output_dir: the previous run's checkpoints and model in " + args.output_dir + " were moved to " +
@@ -98,7 +98,7 @@ void Trainer::set_aside_previous_run() {
 }
 
 void Trainer::report_short_end(const TrainingPlan& plan, bool nothing_to_train) {
-  if (nothing_to_train || state_.global_step >= plan.max_steps || world().rank() != 0) return;
+  if (nothing_to_train || state_.global_step >= plan.max_steps || comm_.rank() != 0) return;
   const std::string at = "training ended at step " + std::to_string(state_.global_step) + " of max_steps " +
                          std::to_string(plan.max_steps);
   if (callbacks_.control().should_training_stop)

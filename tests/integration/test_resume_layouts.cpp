@@ -148,7 +148,7 @@ TEST_CASE("a checkpoint whose epoch this layout counts as finished still trains 
   fs::remove_all(dir);
 }
 
-TEST_CASE("a resume that would replace output_dir's newer model is refused; overwrite moves the old run aside",
+TEST_CASE("a resume that would replace output_dir's newer model is refused, and overwrite moves the old run aside",
           "[integration][resume]") {
   const std::string dir = dist_dir("resume_stale");
   write_text(dir + "/spec.yaml", layout_spec(48, 4, 1, 20, 6));
