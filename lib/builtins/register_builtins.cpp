@@ -6,7 +6,7 @@ namespace hftrain {
 
 void register_models(Registry<Model, const ModelContext&>& models);
 void register_model_shapes(Registry<ModelShapes, const ModelContext&>& shapes);
-void register_data_sources(Registry<DataSource>& data);
+void register_data_sources(Registry<DataSource, const DataUse&>& data);
 void register_optimizers(Registry<Optimizer, std::vector<ParamGroup>, const OptimizerHyper&>& optimizers);
 void register_schedules(Registry<Schedule, const ScheduleContext&>& schedules);
 void register_metrics(Registry<Metric>& metrics);

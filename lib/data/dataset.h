@@ -58,6 +58,16 @@ struct DataShape {
   std::vector<std::string> label_names;  // id2label for classification (index = label id); may be empty
 };
 
+// The splits a command reads: training reads all three, `hftrain eval` the eval split, `hftrain predict`
+// the test split, `predict --prompts` none (only the tokenizer). A source built for fewer splits does not
+// require the files of the others: it reads such a file when it exists (so that a model whose sizes come
+// from the data is built as it was trained) and skips it, with a log line, when it does not.
+struct DataUse {
+  bool train = true;
+  bool eval = true;
+  bool test = true;
+};
+
 class DataSource {
  public:
   virtual ~DataSource() = default;

@@ -12,6 +12,10 @@
 
 namespace hftrain {
 
+// Whether a source reads the data file `path` (the option `key`): a file a split in use needs is read
+// (and must exist), another is read when it exists and skipped with a log line when it does not (DataUse).
+bool read_data_file(const std::string& path, bool needed, const std::string& key);
+
 // Tokenized examples held in memory (what the cache stores).
 struct TokenizedSplits {
   std::vector<Example> train, eval, test;
@@ -54,8 +58,9 @@ class FileDataSource : public DataSource {
     static void declare(Schema<Options>& s);
   };
   // `tokenizer` replaces options.tokenizer (tests); `tokenizer_identity` then names it in the cache key.
+  // `use`: the splits the command reads (DataUse); the files of the others are read only when they exist.
   FileDataSource(const Options& options, RowFormat format, std::shared_ptr<const Tokenizer> tokenizer = nullptr,
-                 const std::string& tokenizer_identity = "");
+                 const std::string& tokenizer_identity = "", const DataUse& use = {});
 
   std::shared_ptr<const Dataset> split(const std::string& name) const override;
   TaskKind task() const override { return task_; }
@@ -70,7 +75,7 @@ class FileDataSource : public DataSource {
   int64_t skipped_rows() const { return splits_.skipped_rows; }
 
  private:
-  TokenizedSplits build() ;
+  TokenizedSplits build();
   Options options_;
   RowFormat format_;
   TaskKind task_ = TaskKind::kCausalLm;
@@ -81,13 +86,14 @@ class FileDataSource : public DataSource {
   std::string cache_file_;
   bool loaded_from_cache_ = false;
   int64_t tokenized_rows_ = 0;
+  bool train_read_ = true;  // false: the command needs no training rows and train_file does not exist
 };
 
 template <RowFormat F>
 class FormatSource : public FileDataSource {
  public:
   using Options = FileDataSource::Options;
-  explicit FormatSource(const Options& options) : FileDataSource(options, F) {}
+  explicit FormatSource(const Options& options, const DataUse& use = {}) : FileDataSource(options, F, nullptr, "", use) {}
 };
 using JsonlSource = FormatSource<RowFormat::kJsonl>;
 using CsvSource = FormatSource<RowFormat::kCsv>;
@@ -112,7 +118,8 @@ class TokenFileSource : public DataSource {
     std::string tokenizer;
     static void declare(Schema<Options>& s);
   };
-  explicit TokenFileSource(const Options& options);
+  // `use`: the splits the command reads (DataUse); the files of the others are read only when they exist.
+  explicit TokenFileSource(const Options& options, const DataUse& use = {});
   std::shared_ptr<const Dataset> split(const std::string& name) const override;
   TaskKind task() const override { return TaskKind::kCausalLm; }
   DataShape shape() const override;
