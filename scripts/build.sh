@@ -2,6 +2,8 @@
 # Configures and builds hftrain (Release) into ./build. Usage: scripts/build.sh [--tests]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Let ccache (when installed) cache the translation units that use the precompiled LibTorch header.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 tests=OFF
 [ "${1:-}" = "--tests" ] && tests=ON
 generator=()

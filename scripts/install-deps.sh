@@ -15,7 +15,19 @@ packages=(
   python3 python3-torch python3-numpy  # independent reference implementation used by tests
   python3-nltk                       # NLTK's Porter stemmer: the reference for ROUGE's use_stemmer
   chromium                           # headless browser that renders `hftrain report` pages in the tests
+  python3-sentencepiece              # trains the sentencepiece model behind the tokenizer.json test fixtures
+  nodejs npm                         # runs HF tokenizers' native binding (npm `tokenizers`), the tokenizer reference
 )
+
+# HF tokenizers' native binding from npm (prebuilt, no compiler needed) into $HFTRAIN_NPM_DIR (default
+# /opt/hftrain-npm): tests/reference/hf_tokenizers/expected_ids.js regenerates / checks the expected ids with it.
+install_npm_reference() {
+  local dir="${HFTRAIN_NPM_DIR:-/opt/hftrain-npm}"
+  if [ -d "$dir/node_modules/tokenizers" ]; then return 0; fi
+  $SUDO mkdir -p "$dir"
+  $SUDO npm install --prefix "$dir" --no-audit --no-fund tokenizers@0.23.2 >/dev/null
+  echo "install-deps: npm tokenizers in $dir/node_modules"
+}
 
 # Makes the OpenMP build of OpenBLAS the system libblas.so.3 / liblapack.so.3 / libopenblas.so.0 (LibTorch loads all three).
 select_openblas_openmp() {
@@ -40,6 +52,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   select_openblas_openmp
+  install_npm_reference
   exit 0
 fi
 
@@ -48,3 +61,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 select_openblas_openmp
+install_npm_reference

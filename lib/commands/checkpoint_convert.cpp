@@ -7,6 +7,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "builtins/register_builtins.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/manifest.h"
@@ -94,10 +95,15 @@ int run_checkpoint_convert(const ConvertRequest& request) {
   // Only element-wise optimizer state can change layout (GaLore projections, 8-bit blocks, factored moments cannot).
   if (manifest.layout.is_object() && manifest.layout.contains("optimizer") && manifest.layout["optimizer"].is_string()) {
     const std::string optimizer = manifest.layout["optimizer"].get<std::string>();
-    if (!optimizer_is_shardable(optimizer))
+    const auto& optimizers = builtin_components().optimizers;
+    if (!optimizers.contains(optimizer) || !optimizers.traits(optimizer).element_wise) {
+      std::string names;
+      for (const auto& n : optimizers.names_where([](const OptimizerTraits& t) { return t.element_wise; }))
+        names += (names.empty() ? "" : ", ") + n;
       throw UsageError("checkpoint convert: '" + request.checkpoint_dir + "' was written by optimizer '" + optimizer +
                        "', whose state is not one value per parameter element, so it cannot be re-partitioned "
-                       "(that works for adamw, adam, sgd, lion, adagrad)");
+                       "(that works for " + names + ")");
+    }
   }
   const SlabLayout saved = saved_state_layout(dir.string());
   const int world = request.nproc_per_node, stage = request.stage;

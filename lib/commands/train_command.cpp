@@ -15,6 +15,7 @@
 #include "engine/factory.h"
 #include "log/logger.h"
 #include "log/memory_tracker.h"
+#include "optim/optimizer_fit.h"
 #include "train/evaluation.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -46,10 +47,9 @@ std::string resume_command(const TrainRequest& request, const std::string& check
 // workers running the same command with the torchrun environment (dist/launcher.h). A restart resumes
 // from the newest complete checkpoint of output_dir, or starts over when there is none.
 int launch_training(const TrainRequest& request, const RunSpec& spec) {
-  if (spec.zero.stage >= 1 && !optimizer_is_shardable(spec.optimizer.type))
-    throw ConfigError("zero.stage " + std::to_string(spec.zero.stage) + ": optimizer '" + spec.optimizer.type +
-                      "' does not update element by element, so it cannot step a flat partition of the parameters; "
-                      "use zero.stage 0 or one of adamw, adam, sgd, lion");
+  const auto& optimizers = builtin_components().optimizers;
+  check_optimizer_fits(spec, optimizers.traits(spec.optimizer.type),
+                       optimizers.names_where([](const OptimizerTraits& t) { return t.element_wise; }));
   const std::string& out = spec.training.output_dir;
   // Node 0 hosts rank 0, the only writer; another node may start after rank 0 has begun writing.
   if (request.node_rank == 0 && !directory_is_empty(out) && !spec.training.overwrite_output_dir &&

@@ -9,26 +9,10 @@
 #include "tokenizers/load_tokenizer.h"
 #include "tokenizers/text_chars_tokenizer.h"
 #include "util/error.h"
+#include "util/splitmix64.h"
 
 namespace hftrain {
 namespace {
-
-// SplitMix64: a tiny, well-mixed generator used to derive per-example random streams.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
-  double normal() {
-    double u1 = uniform(), u2 = uniform();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
 
 uint64_t split_salt(const std::string& split) {
   if (split == "train") return 1;

@@ -1,5 +1,5 @@
 // File data sources: tokenized jsonl / csv / tsv / text with column mapping, labels, packing and the
-// dataset cache; memory-mapped pre-tokenized token files (see file_sources.h and docs/design.md).
+// dataset cache (see file_sources.h and docs/design.md).
 #include "data/file_sources.h"
 
 #include <algorithm>
@@ -12,15 +12,10 @@
 #include "log/logger.h"
 #include "tokenizers/load_tokenizer.h"
 #include "util/error.h"
+#include "util/splitmix64.h"
 
 namespace hftrain {
 namespace {
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 const char* format_name(RowFormat f) {
   switch (f) {
@@ -112,14 +107,6 @@ std::string tokenizer_identity(const std::string& value, const Tokenizer& tok) {
 }
 
 }  // namespace
-
-bool read_data_file(const std::string& path, bool needed, const std::string& key) {
-  if (needed) return true;
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec)) return true;
-  log_info(key + ": '" + path + "' does not exist; this command reads no split of it, so it is skipped");
-  return false;
-}
 
 // ---- jsonl / csv / tsv / text --------------------------------------------------------------------
 void FileDataSource::Options::declare(Schema<Options>& s) {
@@ -314,7 +301,7 @@ TokenizedSplits FileDataSource::build() {
     uint64_t state = static_cast<uint64_t>(options_.split_seed) ^ 0x5EEDull;
     for (int64_t i = n - 1; i > 0; --i) {
       state += 0x9E3779B97F4A7C15ull;
-      const auto j = static_cast<int64_t>(mix64(state) % static_cast<uint64_t>(i + 1));
+      const auto j = static_cast<int64_t>(splitmix64_finalize(state) % static_cast<uint64_t>(i + 1));
       std::swap(perm[static_cast<std::size_t>(i)], perm[static_cast<std::size_t>(j)]);
     }
     const int64_t n_eval = (n * options_.validation_split_percentage + 99) / 100;

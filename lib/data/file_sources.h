@@ -1,6 +1,6 @@
 // Data components over user files: `jsonl`, `csv`, `tsv` and `text` (tabular text, tokenized, with an
-// HF-style column mapping, label set and optional run_clm-style packing, cached by content hash) and
-// `token_files` (nanoGPT-style pre-tokenized binary files, memory-mapped). See docs/design.md "Datasets".
+// HF-style column mapping, label set and optional run_clm-style packing, cached by content hash). The
+// pre-tokenized `token_files` source is in token_file_source.h. See docs/design.md "Datasets".
 #pragma once
 
 #include <map>
@@ -11,10 +11,6 @@
 #include "data/text_rows.h"
 
 namespace hftrain {
-
-// Whether a source reads the data file `path` (the option `key`): a file a split in use needs is read
-// (and must exist), another is read when it exists and skipped with a log line when it does not (DataUse).
-bool read_data_file(const std::string& path, bool needed, const std::string& key);
 
 // Tokenized examples held in memory (what the cache stores).
 struct TokenizedSplits {
@@ -99,37 +95,5 @@ using JsonlSource = FormatSource<RowFormat::kJsonl>;
 using CsvSource = FormatSource<RowFormat::kCsv>;
 using TsvSource = FormatSource<RowFormat::kTsv>;
 using TextLinesSource = FormatSource<RowFormat::kText>;
-
-// `token_files`: raw little-endian uint16/uint32 token ids, no header (nanoGPT train.bin / val.bin),
-// memory-mapped. `sequential`: example k = tokens [k*block_size, (k+1)*block_size), the remainder dropped;
-// `random`: example k = the window of block_size tokens starting at a position drawn from (seed, split, k).
-class TokenFileSource : public DataSource {
- public:
-  struct Options {
-    std::string train_file;
-    std::string validation_file;
-    std::string test_file;
-    std::string dtype = "uint16";
-    int64_t vocab_size = 0;
-    int64_t block_size = 256;
-    std::string sampling = "sequential";
-    int64_t num_random_blocks = 0;
-    int64_t seed = 1234;
-    std::string tokenizer;
-    static void declare(Schema<Options>& s);
-  };
-  // `use`: the splits the command reads (DataUse); the files of the others are read only when they exist.
-  explicit TokenFileSource(const Options& options, const DataUse& use = {});
-  std::shared_ptr<const Dataset> split(const std::string& name) const override;
-  TaskKind task() const override { return TaskKind::kCausalLm; }
-  DataShape shape() const override;
-  std::vector<std::string> default_metrics() const override { return {"perplexity"}; }
-  const Tokenizer* tokenizer() const override { return tokenizer_.get(); }
-
- private:
-  Options options_;
-  std::shared_ptr<const Tokenizer> tokenizer_;
-  std::shared_ptr<const Dataset> train_, eval_, test_;
-};
 
 }  // namespace hftrain

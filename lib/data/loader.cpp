@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "util/error.h"
+#include "util/splitmix64.h"
 
 namespace hftrain {
 
@@ -111,9 +112,7 @@ uint64_t batch_mask_seed(int64_t seed, int64_t epoch, int64_t batch_index) {
   // SplitMix64 finaliser over the three numbers: distinct, well-spread seeds per batch.
   uint64_t z = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(epoch) * 0xBF58476D1CE4E5B9ull ^
                static_cast<uint64_t>(batch_index) * 0x94D049BB133111EBull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFFull;
+  return splitmix64_finalize(z) & 0x7FFFFFFFFFFFFFFFull;
 }
 
 std::vector<int64_t> length_grouped_indices(const std::vector<int64_t>& lengths, int64_t batch_size,

@@ -1,6 +1,7 @@
 // Registers the built-in data components (called from register_builtins()).
 #include "data/builtin_sources.h"
 #include "data/file_sources.h"
+#include "data/token_file_source.h"
 #include "registry/registry.h"
 
 namespace hftrain {

@@ -1,24 +1,18 @@
-// The `token_files` data source: memory-mapped pre-tokenized token files (see file_sources.h).
+// `token_files`: memory-mapped pre-tokenized binary files (see token_file_source.h).
+#include "data/token_file_source.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
-
-#include "data/file_sources.h"
-#include "log/logger.h"
 #include "tokenizers/load_tokenizer.h"
 #include "util/error.h"
+#include "util/splitmix64.h"
 
 namespace hftrain {
-namespace {
 
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+namespace {
 
 // A read-only memory mapping of a token file.
 class MappedTokens {
@@ -73,7 +67,7 @@ class TokenWindowDataset : public Dataset {
     int64_t start = index * block_;
     if (random_) {
       const auto positions = static_cast<uint64_t>(tokens_->count() - block_ + 1);
-      start = static_cast<int64_t>(mix64(seed_ + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull) % positions);
+      start = static_cast<int64_t>(splitmix64_finalize(seed_ + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull) % positions);
     }
     Example ex;
     ex.input_ids.resize(static_cast<std::size_t>(block_));
@@ -123,7 +117,7 @@ TokenFileSource::TokenFileSource(const Options& options, const DataUse& use) : o
       throw ConfigError(key + ": token file '" + path + "' has " + std::to_string(tokens->count()) +
                         " tokens, fewer than block_size " + std::to_string(options_.block_size));
     return std::make_shared<TokenWindowDataset>(tokens, options_.block_size, options_.vocab_size, random,
-                                                options_.num_random_blocks, mix64(static_cast<uint64_t>(options_.seed) ^ salt));
+                                                options_.num_random_blocks, splitmix64_finalize(static_cast<uint64_t>(options_.seed) ^ salt));
   };
   const bool eval_needed = use.eval || (use.test && options_.test_file.empty());
   if (read_data_file(options_.train_file, use.train, "data.train_file"))

@@ -24,8 +24,8 @@ std::vector<std::string> trainable_names(const EngineInputs& in) {
   return names;
 }
 
-DataParallelOptions data_parallel_options(const EngineConfig& config) {
-  DataParallelOptions o;
+ZeroOptions zero_options(const EngineConfig& config) {
+  ZeroOptions o;
   o.stage = config.stage;
   o.max_grad_norm = config.max_grad_norm;
   o.bucket_cap_mb = config.bucket_cap_mb;
@@ -46,16 +46,15 @@ std::unique_ptr<Engine> make_stage0(const EngineInputs& in) {
     return std::make_unique<LocalEngine>(params, in.build_optimizer(std::move(in.groups)), in.config.max_grad_norm);
   }
   return std::make_unique<ZeroEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
-                                              data_parallel_options(in.config), in.comm);
+                                              zero_options(in.config), in.comm);
 }
 
 std::unique_ptr<Engine> make_partitioned(const EngineInputs& in) {
-  if (!optimizer_is_shardable(in.config.optimizer_type))
+  if (!in.config.optimizer_traits.element_wise)  // the run spec's check (check_optimizer_fits) names the alternatives
     throw ConfigError("zero.stage " + std::to_string(in.config.stage) + ": optimizer '" + in.config.optimizer_type +
-                      "' does not update element by element, so it cannot step a flat partition of the parameters; "
-                      "use zero.stage 0 or one of adamw, adam, sgd, lion, adagrad");
+                      "' does not update element by element, so it cannot step a flat partition of the parameters");
   return std::make_unique<ZeroEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
-                                              data_parallel_options(in.config), in.comm);
+                                              zero_options(in.config), in.comm);
 }
 
 const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>>& makers() {
@@ -65,18 +64,6 @@ const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>>
 }
 
 }  // namespace
-
-bool optimizer_clips_with_second_backward(const std::string& type) { return type == "lomo" || type == "adalomo"; }
-
-bool optimizer_steps_in_backward(const std::string& type) {
-  if (optimizer_clips_with_second_backward(type)) return true;
-  const std::string suffix = "_layerwise";
-  return type.size() > suffix.size() && type.compare(type.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool optimizer_is_shardable(const std::string& type) {
-  return type == "adamw" || type == "adam" || type == "sgd" || type == "lion" || type == "adagrad";
-}
 
 std::unique_ptr<Engine> make_engine(const EngineConfig& config,
                                     const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
@@ -96,7 +83,7 @@ std::unique_ptr<Engine> make_engine(const EngineConfig& config,
       }
     }
   }
-  if (optimizer_steps_in_backward(config.optimizer_type) && config.stage == 0) {
+  if (config.optimizer_traits.steps_in_backward && config.stage == 0) {
     const std::string what = "optimizer '" + config.optimizer_type + "' updates each parameter inside backward, ";
     if (comm.world_size() > 1)
       throw ConfigError("distributed.nproc_per_node: " + what + "which runs in one process only (world size " +

@@ -1,9 +1,7 @@
-// Engine construction keyed by zero.stage: the trainer asks for "the engine of this run" and gets the
-// single-process engine (stage 0, one worker, fp32) or the data-parallel / ZeRO engine (stages 0-2 over
-// the world's ranks, and every mixed-precision run: it owns the 16-bit buffers and fp32 masters).
-// Mixed precision also turns the frozen floating-point parameters into the 16-bit dtype here, so the
-// whole model computes in it. Stage 3 is the same engine with the parameters partitioned too; offload is
-// refused by the run spec before anything starts.
+// Engine construction keyed by zero.stage: the single-process engine (stage 0, one worker, fp32) or the
+// ZeRO engine (stages 0-3 over the world's ranks, and every mixed-precision run: it owns the 16-bit buffers
+// and fp32 masters). Mixed precision also turns the frozen floating-point parameters into the 16-bit dtype
+// here, so the whole model computes in it. engine/engine_builder.h fills EngineConfig from a run spec.
 #pragma once
 
 #include <memory>
@@ -20,14 +18,15 @@ struct EngineConfig {
   int stage = 0;
   double max_grad_norm = 0;
   double bucket_cap_mb = 25;
-  std::string optimizer_type;  // the registry name, to refuse optimizers that cannot step a flat shard
+  std::string optimizer_type;        // the registry name, for messages
+  OptimizerTraits optimizer_traits;  // what that optimizer can do (its registry entry's)
   MixedPrecision precision;    // fp32 by default
   // Stage 3: trainable parameter names per gather unit of the model, and the zero.stage3_* settings.
   std::vector<std::vector<std::string>> gather_units;
   int64_t persistence_threshold = 100000;
   CoordinatorLimits gather_limits;
   std::optional<SwapOptions> nvme_offload;  // zero.offload_optimizer device nvme
-  std::function<void(const InitialValueVisitor&)> initial_values;  // stage 3 sharded construction (zero.Init)
+  InitialValues initial_values;  // stage 3 sharded construction (zero.Init)
 };
 
 // `named_params` in the model's order (all of them; frozen ones are skipped), `groups` the optimizer
@@ -35,14 +34,5 @@ struct EngineConfig {
 std::unique_ptr<Engine> make_engine(const EngineConfig& config,
                                     const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
                                     std::vector<ParamGroup> groups, const OptimizerFactory& build_optimizer, Comm& comm);
-
-// Layer-wise optimizers (galore_*_layerwise, lomo, adalomo): they step inside backward, in the single-process fp32
-// engine only.
-bool optimizer_steps_in_backward(const std::string& type);
-// Of those, the ones that clip by a second backward (LOMO's scheme); the others refuse training.max_grad_norm.
-bool optimizer_clips_with_second_backward(const std::string& type);
-
-// Optimizers whose update is element-wise, so stepping a flat slice equals stepping the whole tensors.
-bool optimizer_is_shardable(const std::string& type);
 
 }  // namespace hftrain

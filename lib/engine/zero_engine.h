@@ -1,4 +1,10 @@
-// ZeroEngine: data parallelism over the ranks of a Comm, ZeRO stages 0, 1, 2 and 3.
+// ZeroEngine: data parallelism over the ranks of a Comm, ZeRO stages 0, 1, 2 and 3, composed of one
+// part per axis: FlatParameters (engine/flat_parameters.h: the flat buffers, the model's parameters as
+// views, ZeRO-3's unit layout), GradientSync (engine/gradient_sync.h: how gradients are averaged),
+// MasterStore (engine/master_store.h: fp32 masters in memory or in the swap file), the ParamCoordinator
+// (engine/param_coordinator.h: ZeRO-3 gather / release / prefetch) and the update rule
+// (engine/zero_step.cpp: norm, clipping, overflow, optimizer, sharing the updated parameters). The stage
+// is read once, in the constructor, to choose each part; the rest asks the parts.
 //   stage 0  every rank holds everything; gradients are averaged with bucketed all-reduces (DDP).
 //   stage 1  fp32 master weights and optimizer state exist only for this rank's 1/N partition of each
 //            parameter group; gradients are reduce-scattered at the accumulation boundary (each rank
@@ -23,31 +29,21 @@
 // over all partitions; a non-finite norm is therefore the same verdict on every rank.
 #pragma once
 
-#include <deque>
-#include <functional>
 #include <optional>
 
 #include "distributed/comm.h"
 #include "engine/engine.h"
+#include "engine/flat_parameters.h"
+#include "engine/gradient_sync.h"
+#include "engine/master_store.h"
 #include "engine/param_coordinator.h"
 #include "engine/partition.h"
 #include "engine/precision.h"
 #include "offload/swapped_optimizer.h"
 
-namespace torch::autograd {
-struct Node;
-}
-
 namespace hftrain {
 
-// Stage 3 sharded construction: a parameter's initial value as runs of its flat fp32 elements
-// (begin, count), so that a rank reads only its partition (e.g. from the safetensors files).
-using ValueReader = std::function<torch::Tensor(int64_t begin, int64_t count)>;
-// Receives each parameter's initial value; returns true to keep the whole value in the model (a
-// parameter this engine does not train, which stays whole).
-using InitialValueVisitor = std::function<bool(const std::string& name, const ValueReader& read)>;
-
-struct DataParallelOptions {
+struct ZeroOptions {
   int stage = 0;
   double max_grad_norm = 0;
   double bucket_cap_mb = 25;          // distributed.ddp_bucket_cap_mb
@@ -67,7 +63,7 @@ struct DataParallelOptions {
   // Stage 3, sharded construction (zero.Init): the model's parameters hold no memory yet; this hands
   // the engine each parameter's initial value in turn (Model::materialise_parameters, or the pretrained
   // files) and the engine reads only this rank's partition of each, so no rank holds the whole model.
-  std::function<void(const InitialValueVisitor&)> initial_values;
+  InitialValues initial_values;
 };
 
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;
@@ -77,7 +73,7 @@ class ZeroEngine : public Engine {
   // `groups`: the optimizer parameter groups over the model's trainable parameters; `model_order`
   // lists the trainable parameter names in the model's order (the backward order is its reverse).
   ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
-                     const OptimizerFactory& build_optimizer, const DataParallelOptions& options, Comm& comm);
+             const OptimizerFactory& build_optimizer, const ZeroOptions& options, Comm& comm);
   ~ZeroEngine() override;
 
   void backward(const torch::Tensor& loss, bool is_last_micro_step) override;
@@ -85,12 +81,12 @@ class ZeroEngine : public Engine {
   std::map<std::string, torch::Tensor> optimizer_state() const override;  // with the loss scaler's state
   void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override;
 
-  bool sharded() const override { return stage_ >= 1; }
-  bool partitions_parameters() const override { return stage_ == 3; }
+  bool sharded() const override { return shards_optimizer_; }
+  bool partitions_parameters() const override { return partitions_params_; }
   GatherHooks* gather_hooks() override { return coordinator_.get(); }
   void gather_full_parameters() override;
   EngineShard export_shard() const override;
-  const PartitionMap* partition_map() const override { return stage_ >= 1 ? &map_ : nullptr; }
+  const PartitionMap* partition_map() const override { return shards_optimizer_ ? &map_ : nullptr; }
   void import_shard(const std::map<std::string, torch::Tensor>& tensors, const std::map<std::string, std::string>& metadata,
                     const std::string& source) override;
   EngineMemory memory() const override;
@@ -100,81 +96,49 @@ class ZeroEngine : public Engine {
   void load_master_weights(const std::map<std::string, torch::Tensor>& weights, const std::string& source) override;
 
   const PartitionMap& partition() const { return map_; }
-  int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
+  int64_t bucket_count() const { return static_cast<int64_t>(grads_->bucket_count()); }
   // Bytes this rank sent for the last step (since the step before it: the window's forward and backward
   // passes and the step; anything else run between steps, e.g. an evaluation, too), by operation.
   const std::map<std::string, uint64_t>& last_step_bytes() const { return last_step_bytes_; }
 
  private:
-  struct Bucket {
-    int group = 0;
-    int64_t begin = 0, end = 0;  // range in the group's flat buffer
-    std::vector<int> members;     // parameter indices in the group
-    int pending = 0;              // members whose gradient has not arrived in this pass
-    torch::Tensor staging;        // stage 2: the bucket's gradients for this micro-step
-    torch::Tensor received;       // stages 1-2: this rank's reduced part (in the reduction dtype)
-    torch::Tensor wire;           // the bucket converted to zero.reduce_dtype, when that differs
-    std::unique_ptr<PendingOp> op;
-  };
-
-  void build_buckets(int64_t cap_bytes);
-  void install_hooks();
-  void on_gradient(int group, int index);
-  void launch_ready();
-  void launch(std::size_t k);
-  void complete(std::size_t k);
-  void finish_pass();
-  void zero_gradients();
-  void report_first_step();
+  // Construction (zero_engine.cpp): the masters, the optimizer over them, the stage-3 coordinator.
+  void adopt_masters(std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat);
+  std::vector<ParamGroup> optimizer_groups(const std::vector<ParamGroup>& model_groups);
+  void build_optimizer(const std::vector<ParamGroup>& model_groups, const OptimizerFactory& build);
+  void build_coordinator(const std::vector<bool>& persistent, const std::vector<std::vector<std::size_t>>& unit_groups);
+  // The update rule (zero_step.cpp).
   StepResult step_fp32(double lr);
   StepResult step_mixed(double lr);
-  torch::Tensor own_flat_params(std::size_t g) const;  // the 16-bit range of group g the masters update
   void set_master_grads(const std::vector<torch::Tensor>& grads32);
-  // This rank's fp32 master partition of group g (read from the swap file when the masters live there).
-  torch::Tensor master_values(std::size_t g) const;
-  // The fp32 masters of the whole group g, gathered from every rank (collective); the live masters
-  // themselves when this rank holds them all (stage 0, one rank).
-  torch::Tensor gathered_masters(std::size_t g);
-  // Sets the first values.numel() elements of group g's master partition (the rest: as they were, or 0
-  // when the masters live in the swap file) and, with mixed precision, its 16-bit copy.
-  void store_master_values(std::size_t g, const torch::Tensor& values);
   void write_back_masters();
   void share_updated_parameters();
+  torch::Tensor own_flat_params(std::size_t g) const;  // the 16-bit range of group g the masters update
+  // State (zero_engine_state.cpp) and reports (zero_engine_report.cpp).
   void load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source);
-  std::string bucket_name(std::size_t k) const;
+  void report_first_step();
+  // Whether the fp32 masters are tensors of their own (mixed precision, stage 3), not the parameters.
+  bool masters_separate() const { return mixed_ || partitions_params_; }
 
   Comm& comm_;
-  int stage_;
+  int stage_;  // reported only; the parts below were chosen from it
   int rank_, world_;
-  DataParallelOptions options_;
-  PartitionMap map_;
-  std::vector<std::vector<torch::Tensor>> params_;  // per group, the model's parameters (views of flat_params_)
-  std::vector<torch::Tensor> flat_params_;          // per group, padded, in the parameter dtype
-  std::vector<torch::Tensor> flat_grads_;           // stages 0-1: per group, padded (param.grad are views)
-  // fp32 master weights per group: fp32 stages 1-2: this rank's partition of flat_params_ (a view);
-  // mixed: a separate fp32 tensor of the whole group (stage 0) or of this rank's partition (stages 1-2).
-  std::vector<torch::Tensor> master_;
-  std::vector<std::vector<torch::Tensor>> master_views_;  // mixed stage 0: per-parameter views of master_
-  std::vector<torch::Tensor> partition_grads_;      // stages 1-2: averaged gradients of the partition
-  std::vector<torch::Tensor> shard16_;               // mixed stage 3: this rank's 16-bit partition (gather source)
-  std::vector<int> group_pending_;                  // stage 3: parameters of each group still without a gradient
-  std::unique_ptr<ParamCoordinator> coordinator_;   // stage 3
-  std::unique_ptr<Optimizer> optimizer_;
-  SwappedOptimizer* swapped_masters_ = nullptr;     // NVMe offload with mixed precision: where master_ lives
-  bool swapped_shards_ = false;                     // stage 3 offload_param nvme: the gather sources are there too
+  ZeroOptions options_;
+  bool shards_optimizer_ = false;  // stages 1-3: masters and optimizer state only for this rank's partition
+  bool partitions_params_ = false;  // stage 3: parameters too exist only as this rank's partition
+  bool mixed_ = false;             // 16-bit parameters and gradients, separate fp32 masters
+  bool swapped_shards_ = false;    // stage 3 offload_param nvme: the gather sources live in the swap file
   torch::ScalarType dtype_ = torch::kFloat;         // parameters and gradients
   torch::ScalarType reduce_dtype_ = torch::kFloat;  // what gradient reductions send
-  bool mixed_ = false;
+  PartitionMap map_;
+  FlatParameters flat_;
+  std::unique_ptr<GradientSync> grads_;
+  MasterStore masters_;
+  std::vector<std::vector<torch::Tensor>> master_views_;  // mixed, whole groups: per-parameter views of the masters
+  std::vector<torch::Tensor> shard16_;  // mixed stage 3: this rank's 16-bit partition (gather source)
+  std::unique_ptr<ParamCoordinator> coordinator_;  // stage 3
+  std::unique_ptr<Optimizer> optimizer_;
   LossScaler scaler_;
-
-  std::vector<Bucket> buckets_;                     // in launch order
-  std::vector<std::vector<std::size_t>> bucket_of_;  // [group][param index] -> bucket
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<uintptr_t> hook_keys_;
-  bool sync_ = false;
-  std::size_t next_launch_ = 0;
-  std::deque<std::size_t> in_flight_;
-  int64_t transient_bytes_ = 0, transient_peak_ = 0;
   int64_t steps_ = 0;
   CommStats stats_at_window_start_;  // since the previous step (or construction): forwards count too
   std::map<std::string, uint64_t> last_step_bytes_;

@@ -11,6 +11,7 @@ namespace hftrain {
 
 class Adagrad : public Optimizer {
  public:
+  static constexpr OptimizerTraits kTraits{/*element_wise=*/true};
   struct Options {
     double lr_decay = 0.0;
     double initial_accumulator_value = 0.0;

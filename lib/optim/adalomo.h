@@ -15,6 +15,8 @@ namespace hftrain {
 
 class AdaLomo : public Optimizer {
  public:
+  static constexpr OptimizerTraits kTraits{/*element_wise=*/false, /*steps_in_backward=*/true,
+                                             /*clips_with_second_backward=*/true};
   struct Options {
     double clip_threshold = 1.0;
     double decay_rate = -0.8;

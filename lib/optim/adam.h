@@ -11,6 +11,7 @@ namespace hftrain {
 
 class AdamBase : public Optimizer {
  public:
+  static constexpr OptimizerTraits kTraits{/*element_wise=*/true};
   using Optimizer::step;
   void step(double lr, const StepScaling& scaling) override;
   bool fuses_low_precision() const override { return true; }

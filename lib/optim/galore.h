@@ -144,6 +144,7 @@ class GaloreAdafactor : public GaloreBase {
 template <class Base>
 class Layerwise : public Base {
  public:
+  static constexpr OptimizerTraits kTraits{/*element_wise=*/false, /*steps_in_backward=*/true};
   using Options = typename Base::Options;
   Layerwise(const Options& o, std::vector<ParamGroup> groups, const OptimizerHyper& hyper)
       : Base(o, std::move(groups), hyper) {

@@ -15,6 +15,7 @@ namespace hftrain {
 
 class Lion : public Optimizer {
  public:
+  static constexpr OptimizerTraits kTraits{/*element_wise=*/true};
   struct Options {
     std::optional<double> beta1;
     std::optional<double> beta2;

@@ -13,6 +13,8 @@ namespace hftrain {
 
 class Lomo : public Optimizer {
  public:
+  static constexpr OptimizerTraits kTraits{/*element_wise=*/false, /*steps_in_backward=*/true,
+                                             /*clips_with_second_backward=*/true};
   struct Options {
     static void declare(Schema<Options>&) {}
   };

@@ -38,8 +38,22 @@ struct OptimizerHyper {
   std::set<std::string> low_rank_params;
 };
 
+// What an optimizer can do, declared once by each optimizer class (its kTraits) and kept by its registry
+// entry (Registry::traits), where the engine builder, the launcher and checkpoint convert read it.
+struct OptimizerTraits {
+  // The update is element by element, so stepping a flat slice of the parameters equals stepping the whole
+  // tensors, and the state is one value per element: it can be sharded (ZeRO 1-3) and re-partitioned.
+  bool element_wise = false;
+  // Updates each parameter inside backward (layer-wise GaLore, LOMO): no gradient accumulation, one process.
+  bool steps_in_backward = false;
+  // Of those, clips by a second backward (LOMO's scheme); the others cannot clip.
+  bool clips_with_second_backward = false;
+};
+
 class Optimizer {
  public:
+  using Traits = OptimizerTraits;
+  static constexpr OptimizerTraits kTraits{};  // an optimizer class declares its own to differ
   virtual ~Optimizer() = default;
   // One update of every parameter with a defined gradient, at learning rate `lr`.
   void step(double lr) { step(lr, StepScaling{}); }

@@ -9,6 +9,7 @@ namespace hftrain {
 
 class Sgd : public Optimizer {
  public:
+  static constexpr OptimizerTraits kTraits{/*element_wise=*/true};
   struct Options {
     double momentum = 0.0;
     double dampening = 0.0;

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "config/schema.h"
@@ -58,10 +59,23 @@ class RegistryBase {
   std::map<std::string, Entry> entries_;
 };
 
+// A product family may declare what its implementations can do: `using Traits = ...;` in the product and a
+// `static constexpr Traits kTraits` in each implementation (e.g. OptimizerTraits). The registry then keeps
+// each registered name's traits, so capabilities are declared once, by the implementation.
+template <class Product, class = void>
+struct TraitsOf {
+  using type = void;
+};
+template <class Product>
+struct TraitsOf<Product, std::void_t<typename Product::Traits>> {
+  using type = typename Product::Traits;
+};
+
 template <class Product, class... Args>
 class Registry : public RegistryBase {
  public:
   using RegistryBase::RegistryBase;
+  using Traits = typename TraitsOf<Product>::type;
 
   template <class Impl>
   void add(const std::string& name, const std::string& description) {
@@ -80,6 +94,7 @@ class Registry : public RegistryBase {
     };
     e.dump = [&schema](const void* p) { return schema.dump(*static_cast<const Options*>(p)); };
     add_entry(name, std::move(e));
+    if constexpr (!std::is_void_v<Traits>) traits_[name] = Impl::kTraits;
     factories_[name] = [](const void* p, Args... args) -> std::unique_ptr<Product> {
       return std::make_unique<Impl>(*static_cast<const Options*>(p), std::forward<Args>(args)...);
     };
@@ -97,8 +112,25 @@ class Registry : public RegistryBase {
     return it->second(options.get(), std::forward<Args>(args)...);
   }
 
+  // The traits the implementation registered as `name` declared (unknown name: ConfigError).
+  template <class T = Traits>
+  const T& traits(const std::string& name) const {
+    auto it = traits_.find(name);
+    if (it == traits_.end()) throw ConfigError(unknown_message(name));
+    return it->second;
+  }
+  // The registered names whose traits satisfy `pred`, in name order.
+  template <class Pred>
+  std::vector<std::string> names_where(Pred pred) const {
+    std::vector<std::string> out;
+    for (const auto& [name, t] : traits_)
+      if (pred(t)) out.push_back(name);
+    return out;
+  }
+
  private:
   std::map<std::string, std::function<std::unique_ptr<Product>(const void*, Args...)>> factories_;
+  std::map<std::string, std::conditional_t<std::is_void_v<Traits>, char, Traits>> traits_;
 };
 
 }  // namespace hftrain

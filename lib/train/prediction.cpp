@@ -107,7 +107,7 @@ nlohmann::json generation_line(const ModelAndData& p, const ExampleGeneration& g
 
 // Classifier lines of one batch; returns whether any example had a label.
 bool classify_batch(ModelAndData& p, const std::vector<Example>& examples, PredictionFile& out) {
-  const std::vector<std::string>& label_names = p.data->shape().label_names;  // by label id; may be empty
+  const std::vector<std::string> label_names = p.data->shape().label_names;  // by label id; may be empty
   Batch b = collate(examples, TaskKind::kClassification);
   auto logits = p.model->forward(b).logits.to(torch::kFloat).contiguous();
   const bool regression = logits.size(-1) == 1;  // HF problem_type regression: the value is the prediction
@@ -168,7 +168,11 @@ std::vector<PromptInput> prepare_prompts(const ModelAndData& p, const std::vecto
   for (const Prompt& prompt : prompts) {
     PromptInput in;
     in.text = prompt.text;
-    in.ids = tok->encode_for_model(prompt.text, nullptr, 0).input_ids;
+    try {
+      in.ids = tok->encode_for_model(prompt.text, nullptr, 0).input_ids;
+    } catch (const Error& e) {  // e.g. a character the chars tokenizer's vocabulary lacks
+      throw ConfigError("--prompts: line " + std::to_string(prompt.line) + ": " + e.what());
+    }
     if (in.ids.empty())
       throw ConfigError("--prompts: line " + std::to_string(prompt.line) + ": the prompt encodes to no token");
     if (keep > 0 && static_cast<int64_t>(in.ids.size()) > keep) {

@@ -8,20 +8,21 @@
 
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
-#include "models/parameter_counts.h"
-#include "util/fault_injection.h"
 #include "data/batch_prefetcher.h"
 #include "distributed/comm.h"
-#include "engine/factory.h"
+#include "engine/engine_builder.h"
 #include "engine/precision.h"
 #include "log/logger.h"
 #include "log/memory_tracker.h"
-#include "train/reporting.h"
 #include "log/run_summary.h"
 #include "log/speed_metrics.h"
+#include "models/parameter_counts.h"
+#include "optim/optimizer_fit.h"
 #include "optim/target_modules.h"
 #include "train/evaluation.h"
+#include "train/reporting.h"
 #include "train/training_loss.h"
+#include "util/fault_injection.h"
 #include "util/fs.h"
 #include "util/signals.h"
 
@@ -31,26 +32,6 @@ namespace {
 double round_to(double v, int digits) {
   const double f = std::pow(10.0, digits);
   return std::round(v * f) / f;
-}
-
-// The engine's precision from the run spec: precision.bf16 / fp16 (HF --bf16 / --fp16, DeepSpeed's
-// bf16 / fp16 sections) and zero.reduce_dtype (DeepSpeed communication_data_type).
-MixedPrecision mixed_precision_of(const RunSpec& spec) {
-  MixedPrecision m;
-  const PrecisionArgs& p = spec.precision;
-  if (p.bf16) m.param_dtype = torch::kBFloat16;
-  if (p.fp16) m.param_dtype = torch::kHalf;
-  m.reduce_dtype = spec.zero.reduce_dtype == "fp32" ? torch::kFloat : m.param_dtype;
-  if (p.fp16) {
-    m.scaler.dynamic = p.loss_scale == 0;
-    m.scaler.static_scale = p.loss_scale > 0 ? p.loss_scale : 1.0;
-    m.scaler.initial_scale_power = p.initial_scale_power;
-    m.scaler.scale_window = p.loss_scale_window;
-    m.scaler.hysteresis = p.hysteresis;
-    m.scaler.consecutive_hysteresis = p.consecutive_hysteresis;
-    m.scaler.min_scale = p.min_loss_scale;
-  }
-  return m;
 }
 
 // A stop signal every rank acts on at the same step (workers may see a forwarded signal at
@@ -82,59 +63,18 @@ void Trainer::setup(const TrainingPlan& plan) {
   for (auto& cb : extra_callbacks_) callbacks_.add(std::move(cb));
   extra_callbacks_.clear();
 
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (auto& np : pipeline_.model->named_parameters()) named.emplace_back(np.key(), np.value());
   std::string optimizer_kernel;
   OptimizerHyper hyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon};
   hyper.low_rank_params = low_rank_targets(*pipeline_.model, args.optim_target_modules, spec_.optimizer.type);
-  if (optimizer_steps_in_backward(spec_.optimizer.type)) {  // HF refuses accumulation for these too
-    if (args.gradient_accumulation_steps != 1)
-      throw ConfigError("training.gradient_accumulation_steps: optimizer '" + spec_.optimizer.type +
-                        "' updates each parameter inside backward, so gradients cannot accumulate; it needs 1, got " +
-                        std::to_string(args.gradient_accumulation_steps));
-    if (args.max_grad_norm > 0 && !optimizer_clips_with_second_backward(spec_.optimizer.type))
-      throw ConfigError("training.max_grad_norm: optimizer '" + spec_.optimizer.type +
-                        "' updates each parameter inside backward, before the global gradient norm exists, so it "
-                        "cannot clip; set training.max_grad_norm: 0 (got " + format_number(args.max_grad_norm) + ")");
-  }
+  const OptimizerTraits& traits = components_.optimizers.traits(spec_.optimizer.type);
+  check_optimizer_fits(spec_, traits, components_.optimizers.names_where([](const OptimizerTraits& t) { return t.element_wise; }));
   auto build_optimizer = [&](std::vector<ParamGroup> groups) {
     auto optimizer = components_.optimizers.build(spec_.optimizer.type, spec_.optimizer.options, std::move(groups), hyper);
     optimizer_kernel = optimizer->kernel_description();
     return optimizer;
   };
-  // The engine for zero.stage and the world size (engine/factory.h).
-  EngineConfig engine_config{static_cast<int>(spec_.zero.stage), args.max_grad_norm, spec_.distributed.ddp_bucket_cap_mb,
-                             spec_.optimizer.type, mixed_precision_of(spec_)};
-  if (spec_.zero.stage == 3) {  // parameters gathered per module: the model names its gather units
-    std::vector<std::string> trainable;
-    for (const auto& [name, p] : named)
-      if (p.requires_grad()) trainable.push_back(name);
-    engine_config.gather_units = resolve_gather_units(*pipeline_.model, trainable);
-    engine_config.persistence_threshold = spec_.zero.stage3_param_persistence_threshold;
-    engine_config.gather_limits = CoordinatorLimits{spec_.zero.stage3_prefetch_bucket_size, spec_.zero.stage3_max_live_parameters};
-    if (pipeline_.model->initialisation_deferred())  // zero.Init: the engine keeps each value's partition only
-      engine_config.initial_values = [model = pipeline_.model, files = pipeline_.deferred_weights](const InitialValueVisitor& visit) {
-        model->materialise_parameters([&](const std::string& name, const torch::Tensor& init) {
-          if (!files || !files->sources.count(name))  // initialised here (no pretrained weights, or a fresh head)
-            return visit(name, [&](int64_t begin, int64_t count) { return init.reshape({-1}).narrow(0, begin, count); });
-          const bool keep = visit(name, [&](int64_t begin, int64_t count) { return files->read(name, begin, count).to(torch::kFloat); });
-          if (keep) init.copy_(files->read(name).view(init.sizes()));  // not trained: whole, from the file
-          return keep;
-        });
-      };
-  }
-  if (const OffloadOptimizerArgs& offload = spec_.zero.offload_optimizer; offload.device == "nvme") {
-    SwapOptions swap;
-    swap.swap_dir = offload.nvme_path;
-    swap.buffer_count = static_cast<int>(offload.buffer_count);
-    swap.sub_group_size = spec_.zero.sub_group_size;
-    swap.aio = AioOptions{spec_.zero.aio.block_size, static_cast<int>(spec_.zero.aio.queue_depth), spec_.zero.aio.overlap_events};
-    swap.parameter_shards = spec_.zero.offload_param == "nvme";
-    engine_config.nvme_offload = swap;
-  }
-  engine_ = make_engine(engine_config, named, make_param_groups(named, args.weight_decay), build_optimizer, world());
-  pipeline_.model->set_gather_hooks(engine_->gather_hooks());
-  if (world().world_size() > 1 || spec_.zero.stage > 0 || engine_config.precision.enabled())
+  engine_ = build_engine({spec_, pipeline_.model, pipeline_.deferred_weights, traits, build_optimizer, world()});
+  if (world().world_size() > 1 || spec_.zero.stage > 0 || spec_.precision.bf16 || spec_.precision.fp16)
     log_info("engine: " + engine_->describe());
   log_info("optimizer: " + spec_.optimizer.type + ", " + optimizer_kernel);
   schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,

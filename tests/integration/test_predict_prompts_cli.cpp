@@ -259,3 +259,33 @@ TEST_CASE("predict's test_runtime covers generation", "[integration][predict]") 
   CHECK(long_runtime == Approx(wall - startup).epsilon(0.2).margin(0.3));
   fs::remove_all(dir);
 }
+
+TEST_CASE("predict --prompts on the shakespeare_char recipe: one continuation per prompt, nothing packed",
+          "[integration][predict]") {
+  const std::string dir = fresh_dir("predict_shakespeare");
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "ROMEO:\nBut soft, what light through yonder window breaks?\nJULIET:\nAy me!\n\n";
+  write_text(dir + "/input.txt", text);
+  const std::string spec = std::string(HFTRAIN_SOURCE_DIR) + "/configs/shakespeare_char.yaml";
+  CliResult r = run_hftrain("train '" + spec + "' --set data.path=input.txt --set training.output_dir=run "
+                            "--set training.max_steps=4 --set training.eval_strategy=no --set training.logging_steps=2",
+                            dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // Four short prompts (fewer characters than block_size together): four predictions, verbatim.
+  write_text(dir + "/prompts.txt", "ROMEO: \nJULIET:\nBut soft\nAy\n");
+  r = run_hftrain("predict run --prompts prompts.txt --max-new-tokens 20", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto rows = read_jsonl(dir + "/run/predictions.jsonl");
+  REQUIRE(rows.size() == 4u);
+  CHECK(rows[0].at("prompt") == "ROMEO: ");
+  CHECK(rows[3].at("prompt") == "Ay");
+  for (const auto& row : rows) CHECK(row.at("generated_ids").size() <= 20u);
+  // A character the recipe's vocabulary lacks: exit 2 naming the line.
+  write_text(dir + "/odd.txt", "ROMEO\nzebra\n");
+  r = run_hftrain("predict run --prompts odd.txt --set training.output_dir=odd", dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("--prompts: line 2: character 'z' is not in the character vocabulary"));
+  fs::remove_all(dir);
+}

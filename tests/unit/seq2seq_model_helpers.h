@@ -68,7 +68,7 @@ inline void check_zero3_trains_as_stage0(const std::function<std::shared_ptr<hft
       params.emplace_back(np.key(), np.value());
       names.push_back(np.key());
     }
-    DataParallelOptions o;
+    ZeroOptions o;
     o.stage = stage;
     o.report_memory = false;
     o.persistence_threshold = 40;  // matrices partitioned, norm weights whole

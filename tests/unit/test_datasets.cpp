@@ -18,6 +18,7 @@
 #include "data/file_sources.h"
 #include "data/loader.h"
 #include "data/text_rows.h"
+#include "data/token_file_source.h"
 #include "util/error.h"
 
 using namespace hftrain;

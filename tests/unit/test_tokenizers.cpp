@@ -311,8 +311,14 @@ TEST_CASE("load_tokenizer selects by value and reports bad files as ConfigError"
   write(dir / "bad.json", "{\"model\": {\"type\": \"BPE\",\n  \"vocab\": {\"a\": 0,, }}}");
   CHECK_THAT(error_of((dir / "bad.json").string()),
              Catch::Contains("bad.json") && Catch::Contains("malformed JSON") && Catch::Contains("line 2"));
-  write(dir / "unigram.json", R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})");
-  CHECK_THAT(error_of((dir / "unigram.json").string()), Catch::Contains("unsupported model type") && Catch::Contains("Unigram"));
+  write(dir / "unknown_model.json", R"({"model": {"type": "Frobnicate", "vocab": [["a", 0.0]]}})");
+  CHECK_THAT(error_of((dir / "unknown_model.json").string()),
+             Catch::Contains("unsupported model type") && Catch::Contains("Frobnicate") && Catch::Contains("Unigram"));
+  write(dir / "unigram_unk.json", R"({"model": {"type": "Unigram", "unk_id": 3, "vocab": [["a", 0.0]]}})");
+  CHECK_THAT(error_of((dir / "unigram_unk.json").string()), Catch::Contains("unk_id 3") && Catch::Contains("unigram_unk.json"));
+  write(dir / "charsmap.json", R"({"normalizer": {"type": "Precompiled", "precompiled_charsmap": "AQ=="},
+    "model": {"type": "Unigram", "unk_id": 0, "vocab": [["a", 0.0]]}})");
+  CHECK_THAT(error_of((dir / "charsmap.json").string()), Catch::Contains("Precompiled") && Catch::Contains("precompiled_charsmap"));
   write(dir / "badmerge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})");
   CHECK_THAT(error_of((dir / "badmerge.json").string()), Catch::Contains("merges[0]") && Catch::Contains("\"ab\""));
   write(dir / "badpre.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Frobnicate"}})");

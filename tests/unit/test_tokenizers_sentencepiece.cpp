@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tokenizers/hf_tokenizer.h"
 #include "tokenizers/load_tokenizer.h"
 #include "tokenizers/sentencepiece_tokenizer.h"
 #include "util/error.h"
@@ -140,13 +141,17 @@ TEST_CASE("sentencepiece load errors name the file", "[unit][tokenizers]") {
   CHECK_THROWS_AS(load_tokenizer((dir / "missing.model").string(), "data.tokenizer"), ConfigError);
 }
 
-TEST_CASE("a directory whose tokenizer.json is Unigram falls back to its spiece.model", "[unit][tokenizers]") {
+TEST_CASE("a directory whose tokenizer.json uses an unsupported component falls back to its spiece.model", "[unit][tokenizers]") {
   fs::path dir = trained_model_dir() / "t5_like";
   fs::create_directories(dir);
-  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0]]}})";
+  std::ofstream(dir / "tokenizer.json") << R"({"pre_tokenizer": {"type": "CharDelimiterSplit", "delimiter": " "},
+    "model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0]]}})";
   CHECK_THROWS_AS(load_tokenizer((dir / "tokenizer.json").string(), "data.tokenizer"), ConfigError);
   fs::copy_file(trained_model_dir() / "tokenizer.model", dir / "spiece.model", fs::copy_options::overwrite_existing);
   auto tok = std::dynamic_pointer_cast<const SentencePieceTokenizer>(load_tokenizer(dir.string(), "data.tokenizer"));
   REQUIRE(tok);
   CHECK(tok->decode(tok->encode("hello world")) == "hello world");
+  // A supported (Unigram) tokenizer.json is preferred to the sentencepiece model, as transformers' fast tokenizers.
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0]]}})";
+  CHECK(std::dynamic_pointer_cast<const HfTokenizer>(load_tokenizer(dir.string(), "data.tokenizer")));
 }

@@ -33,7 +33,7 @@ TEST_CASE("a stage-3 gpt gathers per unit: same logits and generation, no parame
     named.emplace_back(np.key(), np.value());
     names.push_back(np.key());
   }
-  DataParallelOptions options;
+  ZeroOptions options;
   options.stage = 3;
   options.report_memory = false;
   options.persistence_threshold = 20;  // matrices partitioned, 16-element vectors whole

@@ -1,0 +1,113 @@
+// The run's engine from its spec, in ordered steps (see engine_builder.h).
+#include "engine/engine_builder.h"
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/model_io.h"
+
+namespace hftrain {
+namespace {
+
+using BuildStep = std::function<void(const EngineRequest&, EngineConfig&)>;
+
+void precision_and_clipping(const EngineRequest& r, EngineConfig& c) {
+  c.stage = static_cast<int>(r.spec.zero.stage);
+  c.max_grad_norm = r.spec.training.max_grad_norm;
+  c.bucket_cap_mb = r.spec.distributed.ddp_bucket_cap_mb;
+  c.precision = mixed_precision_of(r.spec);
+}
+
+void optimizer_capabilities(const EngineRequest& r, EngineConfig& c) {
+  c.optimizer_type = r.spec.optimizer.type;
+  c.optimizer_traits = r.optimizer_traits;
+}
+
+// ZeRO-3: parameters are gathered per module, so the model names its gather units.
+void gather_units(const EngineRequest& r, EngineConfig& c) {
+  if (c.stage != 3) return;
+  std::vector<std::string> trainable;
+  for (const auto& np : r.model->named_parameters())
+    if (np.value().requires_grad()) trainable.push_back(np.key());
+  c.gather_units = resolve_gather_units(*r.model, trainable);
+  c.persistence_threshold = r.spec.zero.stage3_param_persistence_threshold;
+  c.gather_limits = CoordinatorLimits{r.spec.zero.stage3_prefetch_bucket_size, r.spec.zero.stage3_max_live_parameters};
+}
+
+// zero.Init: the model was built without holding its parameters; the engine keeps each value's partition
+// only, from the model's own initialisation or from the pretrained files.
+void sharded_construction(const EngineRequest& r, EngineConfig& c) {
+  if (c.stage != 3 || !r.model->initialisation_deferred()) return;
+  c.initial_values = [model = r.model, files = r.deferred_weights](const InitialValueVisitor& visit) {
+    model->materialise_parameters([&](const std::string& name, const torch::Tensor& init) {
+      if (!files || !files->sources.count(name))  // initialised here (no pretrained weights, or a fresh head)
+        return visit(name, [&](int64_t begin, int64_t count) { return init.reshape({-1}).narrow(0, begin, count); });
+      const bool keep = visit(name, [&](int64_t begin, int64_t count) { return files->read(name, begin, count).to(torch::kFloat); });
+      if (keep) init.copy_(files->read(name).view(init.sizes()));  // not trained: whole, from the file
+      return keep;
+    });
+  };
+}
+
+// zero.offload_optimizer / offload_param device nvme: optimizer state (and masters, shards) in swap files.
+void nvme_offload(const EngineRequest& r, EngineConfig& c) {
+  const ZeroArgs& zero = r.spec.zero;
+  if (zero.offload_optimizer.device != "nvme") return;
+  SwapOptions swap;
+  swap.swap_dir = zero.offload_optimizer.nvme_path;
+  swap.buffer_count = static_cast<int>(zero.offload_optimizer.buffer_count);
+  swap.sub_group_size = zero.sub_group_size;
+  swap.aio = AioOptions{zero.aio.block_size, static_cast<int>(zero.aio.queue_depth), zero.aio.overlap_events};
+  swap.parameter_shards = zero.offload_param == "nvme";
+  c.nvme_offload = swap;
+}
+
+const std::vector<std::pair<const char*, BuildStep>>& build_steps() {
+  static const std::vector<std::pair<const char*, BuildStep>> steps = {
+      {"precision and clipping", precision_and_clipping},
+      {"optimizer capabilities", optimizer_capabilities},
+      {"zero-3 gather units", gather_units},
+      {"sharded construction", sharded_construction},
+      {"nvme offload", nvme_offload},
+  };
+  return steps;
+}
+
+}  // namespace
+
+MixedPrecision mixed_precision_of(const RunSpec& spec) {
+  MixedPrecision m;
+  const PrecisionArgs& p = spec.precision;
+  if (p.bf16) m.param_dtype = torch::kBFloat16;
+  if (p.fp16) m.param_dtype = torch::kHalf;
+  m.reduce_dtype = spec.zero.reduce_dtype == "fp32" ? torch::kFloat : m.param_dtype;
+  if (p.fp16) {
+    m.scaler.dynamic = p.loss_scale == 0;
+    m.scaler.static_scale = p.loss_scale > 0 ? p.loss_scale : 1.0;
+    m.scaler.initial_scale_power = p.initial_scale_power;
+    m.scaler.scale_window = p.loss_scale_window;
+    m.scaler.hysteresis = p.hysteresis;
+    m.scaler.consecutive_hysteresis = p.consecutive_hysteresis;
+    m.scaler.min_scale = p.min_loss_scale;
+  }
+  return m;
+}
+
+EngineConfig engine_config_for(const EngineRequest& request) {
+  EngineConfig config;
+  for (const auto& [name, step] : build_steps()) step(request, config);
+  return config;
+}
+
+std::unique_ptr<Engine> build_engine(const EngineRequest& request) {
+  const EngineConfig config = engine_config_for(request);
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (auto& np : request.model->named_parameters()) named.emplace_back(np.key(), np.value());
+  auto engine = make_engine(config, named, make_param_groups(named, request.spec.training.weight_decay),
+                            request.build_optimizer, request.comm);
+  request.model->set_gather_hooks(engine->gather_hooks());
+  return engine;
+}
+
+}  // namespace hftrain

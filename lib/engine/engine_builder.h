@@ -1,0 +1,40 @@
+// The engine of a run, built from its spec in ordered steps (as torchtitan applies its parallelisms):
+// precision and clipping, the optimizer's capabilities, ZeRO-3 gather units, sharded construction
+// (zero.Init), NVMe offload, then the engine itself (engine/factory.h), whose gather hooks are installed
+// in the model. The trainer asks for "the engine of this run" and knows none of these settings.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "distributed/comm.h"
+#include "engine/engine.h"
+#include "engine/factory.h"
+#include "models/model.h"
+#include "runspec/run_spec.h"
+
+namespace hftrain {
+
+struct PretrainedPlan;
+
+struct EngineRequest {
+  const RunSpec& spec;
+  std::shared_ptr<Model> model;
+  // model.from_pretrained read rank by rank at ZeRO-3 with zero.Init (null otherwise).
+  std::shared_ptr<const PretrainedPlan> deferred_weights;
+  OptimizerTraits optimizer_traits;  // the registry entry's traits of spec.optimizer.type
+  OptimizerFactory build_optimizer;
+  Comm& comm;
+};
+
+// The engine's precision from the run spec: precision.bf16 / fp16 (HF --bf16 / --fp16, DeepSpeed's
+// bf16 / fp16 sections) and zero.reduce_dtype (DeepSpeed communication_data_type).
+MixedPrecision mixed_precision_of(const RunSpec& spec);
+
+// The EngineConfig of the run, each step of engine_builder.cpp applied in order (no tensor is touched).
+EngineConfig engine_config_for(const EngineRequest& request);
+
+// Builds the engine over the model's parameters (HF decay / no-decay groups) and installs its gather hooks.
+std::unique_ptr<Engine> build_engine(const EngineRequest& request);
+
+}  // namespace hftrain
