@@ -162,7 +162,6 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
   std::cout << metrics.dump(2) << std::endl;  // for scripts: the same metrics as JSON
   ensure_output_dir(t.output_dir);
   save_metrics(t.output_dir, metric_key_prefix, metrics);
-  std::cout << "results written to " << t.output_dir << "/" << metric_key_prefix << "_results.json" << std::endl;
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <fcntl.h>
 #include <map>
 #include <nlohmann/json.hpp>

@@ -2,6 +2,7 @@
 // eval / predict progress text.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "builtins/register_builtins.h"
