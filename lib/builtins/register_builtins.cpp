@@ -5,7 +5,7 @@
 namespace hftrain {
 
 void register_models(Registry<Model, const ModelContext&>& models, Registry<ModelShapes, const ModelContext&>& shapes);
-void register_data_sources(Registry<DataSource>& data);
+void register_data_sources(Registry<DataSource, const DataUse&>& data);
 void register_optimizers(Registry<Optimizer, std::vector<ParamGroup>, const OptimizerHyper&>& optimizers);
 void register_schedules(Registry<Schedule, const ScheduleContext&>& schedules);
 void register_metrics(Registry<Metric>& metrics);

@@ -224,7 +224,8 @@ std::string training_key_hint(const std::string& key) {
       {"distributed", schema_of<DistributedArgs>().names()},
       {"zero", schema_of<ZeroArgs>().names()},
       {"precision", schema_of<PrecisionArgs>().names()},
-      {"generation", schema_of<GenerationArgs>().names()}};
+      {"generation", schema_of<GenerationArgs>().names()},
+      {"data", schema_of<DataSampleLimits>().names()}};
   for (const auto& [section, names] : sections)
     for (const auto& n : names)
       if (n == key) return " (in hftrain it is " + section + "." + key + ")";
@@ -312,7 +313,14 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
 
   spec.source = path;
   parse_model_section(root, catalog, issues, spec.model, spec.origins);
-  spec.data = parse_component(root, "data", catalog.data, "", issues);
+  spec.data = parse_component(root, "data", catalog.data, "", issues, schema_of<DataSampleLimits>().names());
+  {  // the sample limits: keys of the data section that no data source owns
+    const YAML::Node data = lookup(root, "data");
+    YAML::Node limits(YAML::NodeType::Map);
+    for (const auto& name : schema_of<DataSampleLimits>().names())
+      if (YAML::Node v = lookup(data, name); v.IsDefined()) limits[name] = v;
+    schema_of<DataSampleLimits>().parse(limits, "data", spec.data_limits, issues);
+  }
   spec.optimizer = parse_component(root, "optimizer", catalog.optimizers, "adamw", issues);
   spec.scheduler = parse_component(root, "scheduler", catalog.schedulers, "linear", issues);
   schema_of<TrainingArgs>().parse(lookup(root, "training"), "training", spec.training, issues, {}, [](const std::string& key) {
@@ -414,6 +422,7 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, 
   root["model"] = component(spec.model, catalog.models);
   if (!spec.model.from_pretrained.empty()) root["model"]["from_pretrained"] = spec.model.from_pretrained;
   root["data"] = component(spec.data, catalog.data);
+  for (const auto& kv : schema_of<DataSampleLimits>().dump(spec.data_limits)) root["data"][kv.first.Scalar()] = kv.second;
   root["optimizer"] = component(spec.optimizer, catalog.optimizers);
   root["scheduler"] = component(spec.scheduler, catalog.schedulers);
   YAML::Node metrics(YAML::NodeType::Sequence);

@@ -292,6 +292,18 @@ void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {
       .choices({"fp32", "bf16", "fp16"});
 }
 
+void DataSampleLimits::declare(Schema<DataSampleLimits>& s) {
+  s.add("max_train_samples", &DataSampleLimits::max_train_samples,
+        "Train on the first N training examples only (HF max_train_samples, for debugging or quicker runs); null = all.")
+      .min(1);
+  s.add("max_eval_samples", &DataSampleLimits::max_eval_samples,
+        "Evaluate on the first N evaluation examples only (HF max_eval_samples); null = all.")
+      .min(1);
+  s.add("max_predict_samples", &DataSampleLimits::max_predict_samples,
+        "Predict for the first N test examples (or prompts of predict --prompts) only (HF max_predict_samples); null = all.")
+      .min(1);
+}
+
 void GenerationArgs::declare(Schema<GenerationArgs>& s) {
   s.add("max_new_tokens", &GenerationArgs::max_new_tokens,
         "Tokens generated per prompt at most; null = up to max_length, or 16 when that is null too (set, it wins "

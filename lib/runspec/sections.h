@@ -224,6 +224,17 @@ struct PrecisionArgs {
   static void declare(Schema<PrecisionArgs>& s);
 };
 
+// HF example scripts' DataTrainingArguments max_train_samples / max_eval_samples / max_predict_samples:
+// keys of the `data` section beside the data source's own options, valid for every data type. Each
+// keeps the first N examples of its split (after tokenization and packing); null = all of them.
+// max_predict_samples also bounds the prompts of `hftrain predict --prompts`.
+struct DataSampleLimits {
+  std::optional<int64_t> max_train_samples;
+  std::optional<int64_t> max_eval_samples;
+  std::optional<int64_t> max_predict_samples;
+  static void declare(Schema<DataSampleLimits>& s);
+};
+
 // Options of `hftrain predict` for language models.
 struct GenerationArgs {
   std::optional<int64_t> max_new_tokens;  // null = from max_length, or 16 when that is null too
