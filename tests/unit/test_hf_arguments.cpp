@@ -252,3 +252,20 @@ TEST_CASE("a value on the command line wins over the file in any spelling", "[un
   CHECK_THAT(load_error(path, {"stage=2"}), Catch::Contains("did you mean 'zero.stage'?"));
   CHECK_THAT(load_error(path, {"model_name_or_path=m"}), Catch::Contains("did you mean 'model.from_pretrained'?"));
 }
+
+TEST_CASE("the v4.x docs' ds_config zeros are the legacy spelling of auto", "[unit][spec][hf_args][deepspeed]") {
+  const std::string ds = write_spec("legacy_zero.json", R"({"zero_optimization": {"stage": 3, "reduce_bucket_size": 0,
+    "stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 0}})");
+  const std::string path = write_spec("legacy_zero.yaml", "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n"
+                                                          "data: {type: digit_reversal}\ntraining:\n  output_dir: x\n"
+                                                          "  deepspeed: " + ds + "\n");
+  RunSpec spec = load(path);
+  // HF fills them from hidden_size 16: 16^2, int(0.9 x 16^2), 10 x 16.
+  CHECK(spec.distributed.ddp_bucket_cap_mb == Approx(256.0 * 4 / (1024 * 1024)));
+  CHECK(spec.zero.stage3_prefetch_bucket_size == 230);
+  CHECK(spec.zero.stage3_param_persistence_threshold == 160);
+  for (const char* key : {"reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold"})
+    CHECK(has_note(spec, std::string("DeepSpeed zero_optimization.") + key + ": 0 is the v4.x docs' spelling of \"auto\""));
+  // In hftrain's own zero section 0 keeps its meaning (no prefetch).
+  CHECK(load(path, {"training.deepspeed=null", "zero.stage=3", "zero.stage3_prefetch_bucket_size=0"}).zero.stage3_prefetch_bucket_size == 0);
+}
