@@ -74,6 +74,9 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "On resume, take the checkpoint's weights, schedule, RNG and data position but not its optimizer state "
         "(moments start at zero, with a warning): for a checkpoint of another optimizer or parameter set "
         "(DeepSpeed's load_checkpoint(load_optimizer_states=False)).");
+  s.add("resume_over_newer_model", &TrainingArgs::resume_over_newer_model,
+        "Let a resume whose run ends below the step of the model already in output_dir (its trainer_state.json) "
+        "replace that model; without it such a resume is refused before anything is written.");
   s.add("load_best_model_at_end", &TrainingArgs::load_best_model_at_end,
         "Load the best checkpoint (by metric_for_best_model) when training ends.");
   s.add("metric_for_best_model", &TrainingArgs::metric_for_best_model,

@@ -98,7 +98,9 @@ nlohmann::json Trainer::train() {
   // rank's batch comes from one run of similar lengths.
   if (args.sortish_sampler) loader.sortish(args.per_device_train_batch_size * world_size, args.length_column_name);
   const int64_t ga = args.gradient_accumulation_steps;
-  const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), world_size);
+  // A resumed run continues from the checkpoint's data position to the end this run asks for (resume_plan.h).
+  const ResumePlan start = plan_resume(make_training_plan(args, loader.batches_per_epoch(), world_size), loader);
+  const TrainingPlan& plan = start.plan;
   BatchPrefetcher batches(loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0,
                           plan.num_epochs);
   const ParameterCounts parameters = count_parameters(model);
@@ -110,24 +112,27 @@ nlohmann::json Trainer::train() {
   double data_wait_seconds = 0;  // time the loop spent waiting for the next batch
   setup(plan);
   TrainerControl& control = callbacks_.control();
-  const ResumePoint resume = prepare_checkpointing(plan);
+  prepare_checkpointing(plan);
+  set_aside_previous_run();  // everything is accepted: the output_dir is this run's now
+  const int64_t first_step = state_.global_step, first_samples = loop_.samples_seen;
   callbacks_.on_init_end(state_);
 
-  const auto start = std::chrono::steady_clock::now();
+  const auto start_time = std::chrono::steady_clock::now();
   model.train();
   double& tr_loss = loop_.tr_loss;
   double& total_loss = loop_.total_loss;
   StopSignalGuard stop_guard;  // SIGINT / SIGTERM: finish the step, save, stop (stop_for_signal)
   callbacks_.on_train_begin(state_);
-  for (int64_t epoch = resume.epoch; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {
-    const int64_t skip = epoch == resume.epoch ? resume.skip_batches : 0;
-    batches.start_epoch(epoch, skip);
-    if (epoch == resume.epoch) restore_rng_state();
+  for (int64_t epoch = start.epoch; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {
+    const EpochSpan span = epoch == start.epoch ? start.first : EpochSpan{0, plan.batches_per_epoch, 0};
+    batches.start_epoch(epoch, span.skip_samples);
+    if (epoch == start.epoch) restore_rng_state();
     callbacks_.on_epoch_begin(state_);
-    int64_t micro_step = skip;
-    const int64_t windows = plan.windows_per_epoch(ga);
-    for (int64_t w = skip / ga; w < windows && !control.should_training_stop && !control.should_epoch_stop; ++w) {
-      const int64_t window = plan.window_size(w, ga);
+    const int64_t seen_before = loop_.samples_seen;
+    int64_t micro_step = 0;  // batches of the span read
+    const int64_t windows = windows_for(span.batches, ga);
+    for (int64_t w = 0; w < windows && !control.should_training_stop && !control.should_epoch_stop; ++w) {
+      const int64_t window = window_size_for(span.batches, w, ga);
       double step_loss = 0;
       for (int64_t m = 0; m < window; ++m) {
         if (m == 0) {
@@ -162,9 +167,11 @@ nlohmann::json Trainer::train() {
       callbacks_.on_optimizer_step(state_);
       state_.global_step += 1;
       if (step.skipped) note_skipped_step(step);
-      state_.epoch = static_cast<double>(epoch) + static_cast<double>(micro_step) / static_cast<double>(plan.batches_per_epoch);
+      state_.epoch = epoch_progress(epoch, span, micro_step, plan.batches_per_epoch);
       loop_.epoch = epoch;
-      loop_.batches_consumed = micro_step;
+      loop_.batches_consumed = span.first_batch + micro_step;
+      loop_.samples_consumed = loader.samples_consumed_after(span.skip_samples, micro_step);
+      loop_.samples_seen = seen_before + loop_.samples_consumed - span.skip_samples;
       tr_loss += step_loss;
       total_loss += step_loss;
       callbacks_.on_step_end(state_);
@@ -177,10 +184,12 @@ nlohmann::json Trainer::train() {
       if (const int sig = agreed_stop_signal()) stop_for_signal(sig);
     }
   }
-  const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  report_short_end(plan, start.done);
   if (args.load_best_model_at_end) load_best_model();
   const bool count_tokens = args.include_tokens_per_second && num_input_tokens > 0;
-  nlohmann::json metrics = speed_metrics("train", runtime, state_.global_step * plan.global_batch_size, state_.global_step,
+  // Speed over what this process ran (a resumed run does not count the steps and samples of the checkpoint).
+  nlohmann::json metrics = speed_metrics("train", runtime, loop_.samples_seen - first_samples, state_.global_step - first_step,
                                          count_tokens ? std::optional<int64_t>(num_input_tokens) : std::nullopt);
   metrics["total_flos"] = state_.total_flos;
   // Not an HF metric: how much of the run the step waited on data (should stay near 0).
