@@ -179,9 +179,13 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
                                    "in each backward (all hftrain model families give one); remove it or set false"
                                  : "";
       });
-  s.add("local_rank", &TrainingArgs::local_rank, "Set by the launcher (LOCAL_RANK, torchrun); -1 in a spec (HF default).")
+  s.add("local_rank", &TrainingArgs::local_rank,
+        "Set by the launcher (LOCAL_RANK, torchrun; --local_rank from torch.distributed.launch); in a spec -1 (HF's "
+        "default) or 0 (what a TrainingArguments dump of one process holds).")
       .check([](const int64_t& v) {
-        return v == -1 ? "" : "the launcher sets each worker's local rank (LOCAL_RANK); remove it from the spec";
+        return v == -1 || v == 0 ? ""
+                                 : "the launcher sets each worker's local rank (LOCAL_RANK, or --local_rank on the command "
+                                   "line); remove it from the spec (-1 or 0 are accepted)";
       });
 }
 
