@@ -204,6 +204,8 @@ void DistributedArgs::declare(Schema<DistributedArgs>& s) {
   s.add("backend", &DistributedArgs::backend, "Collective backend: auto = nccl on GPUs, gloo on the CPU.")
       .choices({"auto", "gloo", "nccl"});
   s.add("ddp_timeout", &DistributedArgs::ddp_timeout, "Seconds before a collective is declared hung.").min(1);
+  s.add("rendezvous_timeout", &DistributedArgs::rendezvous_timeout,
+        "Seconds the workers wait for every node to join before the job stops, naming the missing ones.").min(1);
   s.add("ddp_bucket_cap_mb", &DistributedArgs::ddp_bucket_cap_mb, "Gradient bucket size in MiB.").greater_than(0);
   s.add("max_restarts", &DistributedArgs::max_restarts, "Relaunches after a worker failure.").min(0);
   s.add("intra_op_threads", &DistributedArgs::intra_op_threads,

@@ -167,6 +167,7 @@ struct DistributedArgs {
   WorkerCount nproc_per_node;
   std::string backend = "auto";
   int64_t ddp_timeout = 1800;
+  int64_t rendezvous_timeout = 600;  // seconds every worker waits for the others to join (docs/distributed.md)
   double ddp_bucket_cap_mb = 25;
   int64_t max_restarts = 0;
   int64_t intra_op_threads = 0;  // 0 = automatic (see README "Threads and BLAS")
