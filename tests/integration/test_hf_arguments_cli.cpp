@@ -122,7 +122,7 @@ TEST_CASE("a dump whose unbuilt fields ask for something lists exactly those pro
   CHECK_FALSE(std::filesystem::exists(dir + "/out"));
 }
 
-TEST_CASE("HfArgumentParser flags after the spec are overrides; unknown ones get a did-you-mean", "[integration][hf_args]") {
+TEST_CASE("HfArgumentParser flags after the spec are overrides, and unknown ones get a did-you-mean", "[integration][hf_args]") {
   const std::string dir = fresh_dir("hf_flags");
   write_text(dir + "/spec.yaml", std::string(kModelAndData) + "training: {output_dir: out, max_steps: 4}\n");
   CliResult a = run_hftrain("train spec.yaml --learning_rate 1e-4 --output_dir x --dump-config --bf16 true --do_eval "
@@ -221,7 +221,7 @@ TEST_CASE("sharded_ddp trains as the ZeRO stage it names, with the native spelli
   CHECK_THAT(both.output, Catch::Contains("training.sharded_ddp: 'zero_dp_2' and zero.stage (both.yaml:"));
 }
 
-TEST_CASE("--local_rank as torch.distributed.launch passes it", "[integration][hf_args][dist]") {
+TEST_CASE("the --local_rank flag as torch.distributed.launch passes it", "[integration][hf_args][dist]") {
   const std::string dir = dist_dir("hf_local_rank");
   write_text(dir + "/spec.yaml", dist_spec(2, "  log_level_replica: debug\n"));
   const std::string bin = HFTRAIN_BINARY;
