@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -159,10 +160,15 @@ std::vector<PromptInput> prepare_prompts(const ModelAndData& p, const std::vecto
   const GenerationConfig config = generation_config(p);
   // Room for the generated tokens: max_new_tokens, or at least one when max_length bounds the whole.
   const int64_t room = p.generation.max_length && !p.generation.max_new_tokens ? 1 : config.max_new_tokens;
-  const int64_t keep = config.max_context > 0 ? config.max_context - room : 0;
-  if (config.max_context > 0 && keep < 1)
-    throw ConfigError("generation.max_new_tokens: " + std::to_string(room) + " new tokens leave no room for a prompt in "
-                      "the model's context of " + std::to_string(config.max_context) + " tokens");
+  // When the generated tokens fit beside the prompt, the model sees the whole prompt at every step. When
+  // they do not fit the context anyway, the window slides as it generates (as nanoGPT's sample.py crops
+  // to block_size): the prompt keeps its last context - 1 tokens.
+  const int64_t context = config.max_context;
+  const int64_t keep = context <= 0 ? 0 : room < context ? context - room : std::max<int64_t>(1, context - 1);
+  if (context > 0 && room >= context)
+    log_info("--prompts: " + std::to_string(room) + " new tokens do not fit the model's context of " +
+             std::to_string(context) + " tokens: the window slides while generating, and prompts keep their last " +
+             std::to_string(keep) + " tokens");
   std::vector<PromptInput> out;
   int64_t shortened = 0;
   for (const Prompt& prompt : prompts) {
@@ -184,7 +190,7 @@ std::vector<PromptInput> prepare_prompts(const ModelAndData& p, const std::vecto
   }
   if (shortened > 0)
     log_warning("--prompts: " + std::to_string(shortened) + " of " + std::to_string(out.size()) + " prompts are longer than " +
-                std::to_string(keep) + " tokens (the context of " + std::to_string(config.max_context) + " minus " +
+                std::to_string(keep) + " tokens (the context of " + std::to_string(context) + " with room for " +
                 std::to_string(room) + " to generate); the model sees their last " + std::to_string(keep) +
                 " tokens (their lines say prompt_tokens_dropped)");
   return out;
@@ -200,7 +206,7 @@ nlohmann::json predict(ModelAndData& p, const Components& components, const Pred
   const GenerationConfig config = generating ? generation_config(p) : GenerationConfig{};  // its problems first
   const int64_t total = from_prompts ? static_cast<int64_t>(r.prompts.size()) : dataset->size();
   const auto start = Clock::now();
-  StopSignalGuard stop_on_signal;
+  StopSignalGuard stop_on_signal("finishing the prediction at hand, then stopping; predictions.jsonl is not written");
   PredictionFile out(r.path);
   p.model->eval();
   torch::NoGradGuard no_grad;

@@ -23,8 +23,9 @@ struct PromptInput {
 
 // Tokenizes prompts with the data source's tokenizer (as training tokenized its rows, no packing, no
 // max_length) and keeps the last context - max_new_tokens tokens of each (the context is the model's,
-// else the data's sequence length). ConfigError when the model does not continue text (a causal LM), there
-// is no tokenizer, a prompt has no token, or generation leaves no room for a prompt.
+// else the data's sequence length); when max_new_tokens does not fit the context at all, the window
+// slides while generating and a prompt keeps its last context - 1 tokens. ConfigError when the model does
+// not continue text (a causal LM), there is no tokenizer, or a prompt has no token (naming its line).
 std::vector<PromptInput> prepare_prompts(const ModelAndData& pipeline, const std::vector<Prompt>& prompts);
 
 struct PredictRequest {

@@ -237,7 +237,7 @@ TEST_CASE("SIGINT during predict leaves predictions.jsonl.partial, never predict
 
 TEST_CASE("predict's test_runtime covers generation", "[integration][predict]") {
   const std::string dir = fresh_dir("predict_runtime");
-  train_tiny_run(dir, 64);
+  train_tiny_run(dir);
   write_text(dir + "/one.txt", "the cat\n");
   std::string prompts;
   for (int i = 0; i < 300; ++i) prompts += "the dog " + std::to_string(i) + "\n";
@@ -257,7 +257,9 @@ TEST_CASE("predict's test_runtime covers generation", "[integration][predict]") 
   INFO("wall " << wall << " s, start-up " << startup << " s, test_runtime " << long_runtime << " s");
   REQUIRE(wall - startup > 1.0);  // it generated for a while
   CHECK(long_runtime <= wall);
-  CHECK(long_runtime == Approx(wall - startup).epsilon(0.2).margin(0.3));
+  // Within 20 % (0.5 s at least: start-up varies between runs on a busy machine); a runtime of the loss
+  // pass alone, as before generation was timed, is a small fraction of it.
+  CHECK(long_runtime == Approx(wall - startup).epsilon(0.2).margin(0.5));
   fs::remove_all(dir);
 }
 
@@ -283,6 +285,15 @@ TEST_CASE("predict --prompts on the shakespeare_char recipe: one continuation pe
   CHECK(rows[0].at("prompt") == "ROMEO: ");
   CHECK(rows[3].at("prompt") == "Ay");
   for (const auto& row : rows) CHECK(row.at("generated_ids").size() <= 20u);
+  // The recipe's own 200 new tokens exceed its context of 64: the window slides (nanoGPT sample.py).
+  r = run_hftrain("predict run --prompts prompts.txt --set training.output_dir=long", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("the window slides while generating"));
+  const auto long_rows = read_jsonl(dir + "/long/predictions.jsonl");
+  REQUIRE(long_rows.size() == 4u);
+  CHECK(long_rows[1].at("prompt") == "JULIET:");
+  CHECK(long_rows[1].at("generated_ids").size() == 200u);  // the chars tokenizer has no eos
   // A character the recipe's vocabulary lacks: exit 2 naming the line.
   write_text(dir + "/odd.txt", "ROMEO\nzebra\n");
   r = run_hftrain("predict run --prompts odd.txt --set training.output_dir=odd", dir);
