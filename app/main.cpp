@@ -14,6 +14,7 @@
 #include "commands/commands.h"
 #include "commands/estimate.h"
 #include "commands/zero_to_fp32.h"
+#include "hf_command_line.h"
 #include "commands/report.h"
 #include "log/logger.h"
 #include "runspec/sections.h"
@@ -125,13 +126,21 @@ int main(int argc, char** argv) {
   std::string predict_target;
   std::vector<std::string> predict_overrides;
   std::string predict_model;
-  auto* predict_cmd = app.add_subcommand("predict", "Write predictions.jsonl for the test split")
+  std::string predict_prompts, predict_prompt_column = "text";
+  auto* predict_cmd = app.add_subcommand("predict", "Write predictions.jsonl for the test split or for a file of prompts")
                           ->footer("Examples:\n  hftrain predict runs/quickstart --set generation.max_new_tokens=6\n"
+                                  "  hftrain predict runs/gpt2 --prompts prompts.txt --set generation.max_new_tokens=50\n"
                                   "  hftrain predict runs/x --num-beams 4 --num-return-sequences 2 --length-penalty 0.6");
   predict_cmd->add_option("target", predict_target, "Run directory or run spec")->required();
   predict_cmd->add_option("--model", predict_model,
                           "Model directory to predict with (as model.from_pretrained) instead of the run's trained model");
   predict_cmd->add_option("--set", predict_overrides, "Override a spec value: dotted.key=value (repeatable)");
+  predict_cmd->add_option("--prompts", predict_prompts,
+                          "Causal LMs: continue each prompt of this file instead of the test split: one per line "
+                          "(.txt and other names) or one per row (.jsonl / .csv / .tsv, field --prompt-column); "
+                          "no data file is read");
+  predict_cmd->add_option("--prompt-column", predict_prompt_column, "--prompts jsonl / csv / tsv: the field holding the prompt")
+      ->capture_default_str();
   // Every `generation` option is also a flag of eval and predict (--num-beams 4 = --set generation.num_beams=4,
   // as HF's evaluate(num_beams=...) / predict(max_length=...)), taken from the section's one declaration, so the
   // spec validates it as any other value.
@@ -206,8 +215,17 @@ int main(int argc, char** argv) {
                          "Output HTML file (default: RUN_DIR/report.html for one run, ./report.html for several)");
 
   hftrain::init_logging();
+  std::vector<std::string> words;  // HF-style flags and torch.distributed.launch's --local_rank, as hftrain's
   try {
-    app.parse(argc, argv);
+    words = hftrain::adapt_hf_command_line(app, argc, argv);
+  } catch (const hftrain::Error& e) {
+    report_error(e.what());
+    return e.exit_code();
+  }
+  std::vector<char*> word_ptrs{argv[0]};
+  for (auto& w : words) word_ptrs.push_back(w.data());
+  try {
+    app.parse(static_cast<int>(word_ptrs.size()), word_ptrs.data());
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
@@ -226,7 +244,8 @@ int main(int argc, char** argv) {
   try {
     if (*train_cmd) return hftrain::run_train(train);
     if (*eval_cmd) return hftrain::run_eval(eval_target, eval_overrides, eval_prefix, eval_model, eval_generation.any_given());
-    if (*predict_cmd) return hftrain::run_predict(predict_target, predict_overrides, predict_model);
+    if (*predict_cmd)
+      return hftrain::run_predict(predict_target, predict_overrides, predict_model, predict_prompts, predict_prompt_column);
     if (*z_cmd) return hftrain::run_zero_to_fp32(z);
     if (*components_cmd) return hftrain::run_components();
     if (*estimate_cmd) return hftrain::run_estimate(estimate);

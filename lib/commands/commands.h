@@ -23,14 +23,20 @@ int run_train(const TrainRequest& request);
 // `target` is a run spec file or a finished run directory (holding run_spec.yaml). The weights: `model_dir`
 // (--model: a model directory, read as model.from_pretrained) when given, else the trained model in the
 // run directory / output_dir, else the spec's model.from_pretrained (a pretrained model never trained
-// here); results go to output_dir either way.
+// here). Results go to training.output_dir when --set gives it; else to the run directory (a spec's
+// output_dir), or, with a --model other than the run's own while that directory holds a run, to its
+// subdirectory results-<model directory name>. The log says where.
+// Each reads only the data it uses (data/dataset.h DataUse): eval the eval split, predict the test split.
 // metric_key_prefix: HF evaluate(metric_key_prefix=...): metrics are named <prefix>_*, printed and saved as
 // <prefix>_results.json. `generation_flags`: the overrides hold generation flags (--num-beams, ...), which
 // need training.predict_with_generate (else UsageError: they would change nothing).
 int run_eval(const std::string& target, const std::vector<std::string>& overrides,
              const std::string& metric_key_prefix = "eval", const std::string& model_dir = "",
              bool generation_flags = false);
-int run_predict(const std::string& target, const std::vector<std::string>& overrides, const std::string& model_dir = "");
+// `prompts_file` (--prompts): predict one continuation per prompt of the file (data/prompts.h; jsonl / csv /
+// tsv: the field `prompt_column`) instead of the test split; no data file is needed then.
+int run_predict(const std::string& target, const std::vector<std::string>& overrides, const std::string& model_dir = "",
+                const std::string& prompts_file = "", const std::string& prompt_column = "text");
 int run_components();
 
 // Exit path after an error: in a worker of a multi-process job, flushes the output and leaves at once

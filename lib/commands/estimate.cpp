@@ -89,7 +89,7 @@ int run_estimate(const EstimateRequest& request) {
   const int64_t local = spec.distributed.nproc_per_node.count, nodes = std::max(1, request.nnodes), world = local * nodes;
 
   // The sizes a model takes from its data, then the shapes: nothing of the model is allocated.
-  const std::unique_ptr<DataSource> data = c.data.build(spec.data.type, spec.data.options);
+  const std::unique_ptr<DataSource> data = c.data.build(spec.data.type, spec.data.options, DataUse{});
   const DataShape shape = data->shape();
   const ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
   const auto shapes = c.model_shapes.build(spec.model.type, spec.model.options, context)->parameters;

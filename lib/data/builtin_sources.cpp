@@ -65,7 +65,7 @@ void DigitReversalSource::Options::declare(Schema<Options>& s) {
   s.add("seed", &Options::seed, "Seed the examples are generated from.").min(0);
 }
 
-DigitReversalSource::DigitReversalSource(const Options& options) : options_(options), tokenizer_("0123456789=") {}
+DigitReversalSource::DigitReversalSource(const Options& options, const DataUse&) : options_(options), tokenizer_("0123456789=") {}
 
 DataShape DigitReversalSource::shape() const {
   DataShape s;
@@ -100,7 +100,7 @@ std::shared_ptr<const Dataset> DigitReversalSource::split(const std::string& nam
 
 // ---- digit_reversal_seq2seq ----------------------------------------------------------------------
 // Alphabet: '_' pad (0), '$' eos (1), then the digits (2-11).
-DigitReversalSeq2SeqSource::DigitReversalSeq2SeqSource(const Options& options)
+DigitReversalSeq2SeqSource::DigitReversalSeq2SeqSource(const Options& options, const DataUse&)
     : options_(options), tokenizer_("_$0123456789", [] {
         SpecialTokenIds s;
         s.pad = 0;
@@ -141,7 +141,7 @@ void GaussianBlobsSource::Options::declare(Schema<Options>& s) {
   s.add("seed", &Options::seed, "Seed the examples are generated from.").min(0);
 }
 
-GaussianBlobsSource::GaussianBlobsSource(const Options& options) : options_(options) {
+GaussianBlobsSource::GaussianBlobsSource(const Options& options, const DataUse&) : options_(options) {
   SplitMix64 g{static_cast<uint64_t>(options_.seed) ^ 0xC0FFEEull};
   for (int64_t c = 0; c < options_.num_classes; ++c) {
     std::vector<float> centre;
@@ -183,7 +183,7 @@ void TextFileSource::Options::declare(Schema<Options>& s) {
       .max(0.9);
 }
 
-TextFileSource::TextFileSource(const Options& options) : options_(options) {
+TextFileSource::TextFileSource(const Options& options, const DataUse&) : options_(options) {
   std::ifstream in(options_.path, std::ios::binary);
   if (!in) throw ConfigError("data.path: cannot read text file '" + options_.path + "'");
   std::ostringstream ss;

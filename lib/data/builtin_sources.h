@@ -19,7 +19,7 @@ class DigitReversalSource : public DataSource {
     int64_t seed = 1234;
     static void declare(Schema<Options>& s);
   };
-  explicit DigitReversalSource(const Options& options);
+  explicit DigitReversalSource(const Options& options, const DataUse& use = {});  // generates every split
   std::shared_ptr<const Dataset> split(const std::string& name) const override;
   TaskKind task() const override { return TaskKind::kCausalLm; }
   DataShape shape() const override;
@@ -37,7 +37,7 @@ class DigitReversalSource : public DataSource {
 class DigitReversalSeq2SeqSource : public DataSource {
  public:
   using Options = DigitReversalSource::Options;
-  explicit DigitReversalSeq2SeqSource(const Options& options);
+  explicit DigitReversalSeq2SeqSource(const Options& options, const DataUse& use = {});  // generates every split
   std::shared_ptr<const Dataset> split(const std::string& name) const override;
   TaskKind task() const override { return TaskKind::kSeq2Seq; }
   DataShape shape() const override;
@@ -63,7 +63,7 @@ class GaussianBlobsSource : public DataSource {
     int64_t seed = 1234;
     static void declare(Schema<Options>& s);
   };
-  explicit GaussianBlobsSource(const Options& options);
+  explicit GaussianBlobsSource(const Options& options, const DataUse& use = {});  // generates every split
   std::shared_ptr<const Dataset> split(const std::string& name) const override;
   TaskKind task() const override { return TaskKind::kClassification; }
   DataShape shape() const override;
@@ -86,7 +86,8 @@ class TextFileSource : public DataSource {
     double validation_split = 0.1;
     static void declare(Schema<Options>& s);
   };
-  explicit TextFileSource(const Options& options);
+  // Its one file holds every split (and, for tokenizer chars, the vocabulary): read whatever the use.
+  explicit TextFileSource(const Options& options, const DataUse& use = {});
   std::shared_ptr<const Dataset> split(const std::string& name) const override;
   TaskKind task() const override { return TaskKind::kCausalLm; }
   DataShape shape() const override;

@@ -58,6 +58,20 @@ struct DataShape {
   std::vector<std::string> label_names;  // id2label for classification (index = label id); may be empty
 };
 
+// The splits a command reads: training reads all three, `hftrain eval` the eval split, `hftrain predict`
+// the test split, `predict --prompts` none (only the tokenizer). A source built for fewer splits does not
+// require the files of the others: it reads such a file when it exists (so that a model whose sizes come
+// from the data is built as it was trained) and skips it, with a log line, when it does not.
+struct DataUse {
+  bool train = true;
+  bool eval = true;
+  bool test = true;
+};
+
+// Whether a source reads the data file `path` (the option `key`): a file a split in use needs is read
+// (and must exist), another is read when it exists and skipped with a log line when it does not.
+bool read_data_file(const std::string& path, bool needed, const std::string& key);
+
 class DataSource {
  public:
   virtual ~DataSource() = default;

@@ -152,8 +152,16 @@ void FileDataSource::Options::declare(Schema<Options>& s) {
 }
 
 FileDataSource::FileDataSource(const Options& options, RowFormat format, std::shared_ptr<const Tokenizer> tokenizer,
-                               const std::string& identity)
+                               const std::string& identity, const DataUse& use)
     : options_(options), format_(format), tokenizer_(std::move(tokenizer)) {
+  // The files this command reads (DataUse): the eval split may be held out of the training rows.
+  const bool eval_needed = use.eval || (use.test && options_.test_file.empty());
+  train_read_ = read_data_file(options_.train_file, use.train || (eval_needed && options_.validation_file.empty()),
+                               "data.train_file");
+  if (!options_.validation_file.empty() && !read_data_file(options_.validation_file, eval_needed, "data.validation_file"))
+    options_.validation_file.clear();
+  if (!options_.test_file.empty() && !read_data_file(options_.test_file, use.test, "data.test_file"))
+    options_.test_file.clear();
   if (options_.task == "sequence_classification") task_ = TaskKind::kClassification;
   else if (options_.task == "masked_lm") task_ = TaskKind::kMaskedLm;
   else if (options_.task == "seq2seq") task_ = TaskKind::kSeq2Seq;
@@ -195,7 +203,8 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
   // Cache key: contents of the input files, tokenizer identity, every setting that shapes the examples.
   CacheKey key;
   key.add("hftrain-dataset-1").add(format_name(format_)).add(options_.task);
-  for (const std::string* f : {&options_.train_file, &options_.validation_file, &options_.test_file})
+  key.add(train_read_ ? std::to_string(hash_file_contents(options_.train_file)) : std::string("-"));
+  for (const std::string* f : {&options_.validation_file, &options_.test_file})
     key.add(f->empty() ? std::string("-") : std::to_string(hash_file_contents(*f)));
   key.add(injected ? identity : tokenizer_identity(options_.tokenizer, *tokenizer_));
   key.add(options_.text_column).add(options_.text_pair_column).add(options_.label_column);
@@ -228,7 +237,7 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
   }
   if (splits_.skipped_rows > 0)
     log_warning("data: skipped " + std::to_string(splits_.skipped_rows) + " bad rows (on_bad_row: skip)");
-  if (splits_.train.empty()) throw ConfigError("data.train_file: '" + options_.train_file + "' yields no training examples");
+  if (train_read_ && splits_.train.empty()) throw ConfigError("data.train_file: '" + options_.train_file + "' yields no training examples");
 
   shape_.vocab_size = tokenizer_->vocab_size();
   shape_.num_labels = static_cast<int64_t>(splits_.label_names.size());
@@ -278,7 +287,8 @@ TokenizedSplits FileDataSource::build() {
     return it->second;
   };
 
-  std::vector<Row> train_rows = read_rows(options_.train_file, format_), eval_rows, test_rows;
+  std::vector<Row> train_rows, eval_rows, test_rows;
+  if (train_read_) train_rows = read_rows(options_.train_file, format_);
   std::string eval_file = options_.validation_file.empty() ? options_.train_file : options_.validation_file;
   if (!options_.validation_file.empty()) {
     eval_rows = read_rows(options_.validation_file, format_);
@@ -323,6 +333,9 @@ TokenizedSplits FileDataSource::build() {
       out.label_names = sorted_labels(seen);
     }
     for (std::size_t i = 0; i < out.label_names.size(); ++i) label_id[out.label_names[i]] = static_cast<int64_t>(i);
+    if (out.label_names.empty() && !train_read_)
+      throw ConfigError("data.label_names: the label set comes from the training rows, and data.train_file '" +
+                        options_.train_file + "' does not exist; give label_names");
     if (out.label_names.empty())
       throw ConfigError(options_.train_file + ": no row has the label column '" + options_.label_column + "'");
   }

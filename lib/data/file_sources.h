@@ -54,8 +54,9 @@ class FileDataSource : public DataSource {
     static void declare(Schema<Options>& s);
   };
   // `tokenizer` replaces options.tokenizer (tests); `tokenizer_identity` then names it in the cache key.
+  // `use`: the splits the command reads (DataUse); the files of the others are read only when they exist.
   FileDataSource(const Options& options, RowFormat format, std::shared_ptr<const Tokenizer> tokenizer = nullptr,
-                 const std::string& tokenizer_identity = "");
+                 const std::string& tokenizer_identity = "", const DataUse& use = {});
 
   std::shared_ptr<const Dataset> split(const std::string& name) const override;
   TaskKind task() const override { return task_; }
@@ -70,7 +71,7 @@ class FileDataSource : public DataSource {
   int64_t skipped_rows() const { return splits_.skipped_rows; }
 
  private:
-  TokenizedSplits build() ;
+  TokenizedSplits build();
   Options options_;
   RowFormat format_;
   TaskKind task_ = TaskKind::kCausalLm;
@@ -81,13 +82,14 @@ class FileDataSource : public DataSource {
   std::string cache_file_;
   bool loaded_from_cache_ = false;
   int64_t tokenized_rows_ = 0;
+  bool train_read_ = true;  // false: the command needs no training rows and train_file does not exist
 };
 
 template <RowFormat F>
 class FormatSource : public FileDataSource {
  public:
   using Options = FileDataSource::Options;
-  explicit FormatSource(const Options& options) : FileDataSource(options, F) {}
+  explicit FormatSource(const Options& options, const DataUse& use = {}) : FileDataSource(options, F, nullptr, "", use) {}
 };
 using JsonlSource = FormatSource<RowFormat::kJsonl>;
 using CsvSource = FormatSource<RowFormat::kCsv>;

@@ -6,7 +6,7 @@
 
 namespace hftrain {
 
-void register_data_sources(Registry<DataSource>& data) {
+void register_data_sources(Registry<DataSource, const DataUse&>& data) {
   data.add<DigitReversalSource>("digit_reversal", "Synthetic: reverse a digit string after '='; exact-match scored.");
   data.add<DigitReversalSeq2SeqSource>("digit_reversal_seq2seq",
                                        "Synthetic seq2seq: the digits as source, their reversal as target (T5 ids: pad 0, "

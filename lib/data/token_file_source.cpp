@@ -108,7 +108,7 @@ void TokenFileSource::Options::declare(Schema<Options>& s) {
   s.add("tokenizer", &Options::tokenizer, "Tokenizer to decode predictions (bytes or a path); \"\" = none.");
 }
 
-TokenFileSource::TokenFileSource(const Options& options) : options_(options) {
+TokenFileSource::TokenFileSource(const Options& options, const DataUse& use) : options_(options) {
   const int width = options_.dtype == "uint32" ? 4 : 2;
   if (!options_.tokenizer.empty()) tokenizer_ = load_tokenizer(options_.tokenizer, "data.tokenizer");
   auto open = [&](const std::string& path, const std::string& key, bool random, uint64_t salt) -> std::shared_ptr<const Dataset> {
@@ -119,9 +119,13 @@ TokenFileSource::TokenFileSource(const Options& options) : options_(options) {
     return std::make_shared<TokenWindowDataset>(tokens, options_.block_size, options_.vocab_size, random,
                                                 options_.num_random_blocks, splitmix64_finalize(static_cast<uint64_t>(options_.seed) ^ salt));
   };
-  train_ = open(options_.train_file, "data.train_file", options_.sampling == "random", 1);
-  if (!options_.validation_file.empty()) eval_ = open(options_.validation_file, "data.validation_file", false, 2);
-  test_ = options_.test_file.empty() ? eval_ : open(options_.test_file, "data.test_file", false, 3);
+  const bool eval_needed = use.eval || (use.test && options_.test_file.empty());
+  if (read_data_file(options_.train_file, use.train, "data.train_file"))
+    train_ = open(options_.train_file, "data.train_file", options_.sampling == "random", 1);
+  if (!options_.validation_file.empty() && read_data_file(options_.validation_file, eval_needed, "data.validation_file"))
+    eval_ = open(options_.validation_file, "data.validation_file", false, 2);
+  if (options_.test_file.empty()) test_ = eval_;
+  else if (read_data_file(options_.test_file, use.test, "data.test_file")) test_ = open(options_.test_file, "data.test_file", false, 3);
 }
 
 DataShape TokenFileSource::shape() const {

@@ -27,7 +27,8 @@ class TokenFileSource : public DataSource {
     std::string tokenizer;
     static void declare(Schema<Options>& s);
   };
-  explicit TokenFileSource(const Options& options);
+  // `use`: the splits the command reads (DataUse); the files of the others are read only when they exist.
+  explicit TokenFileSource(const Options& options, const DataUse& use = {});
   std::shared_ptr<const Dataset> split(const std::string& name) const override;
   TaskKind task() const override { return TaskKind::kCausalLm; }
   DataShape shape() const override;

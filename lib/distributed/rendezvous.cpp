@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -129,6 +130,20 @@ nlohmann::json my_join_record(const DistEnv& env, const AgreementFacts& facts) {
           {"facts", f}};
 }
 
+// A spec value as people write it: a number in its shortest text that reads back to the same double
+// (the resolved spec prints doubles with 17 digits, e.g. 0.0030000000000000001); anything else unchanged.
+std::string readable_value(const std::string& text) {
+  char* end = nullptr;
+  const double d = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || text.find_first_of(".eE") == std::string::npos) return text;
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, d);
+    if (std::strtod(buf, nullptr) == d) return buf;
+  }
+  return text;
+}
+
 // "" when `theirs` agrees with rank 0's record, else what differs (the first keys, with both values).
 std::string disagreement(const nlohmann::json& mine, const nlohmann::json& theirs, int rank, const DistEnv& env) {
   const std::string a = " on " + who(0, env) + ", ", b = " on " + who(rank, env);
@@ -143,7 +158,7 @@ std::string disagreement(const nlohmann::json& mine, const nlohmann::json& their
   std::vector<std::string> lines;
   for (const auto& k : keys) {
     auto value = [&](const nlohmann::json& rec) {
-      return rec["facts"].contains(k) ? "'" + rec["facts"][k].get<std::string>() + "'" : std::string("(not set)");
+      return rec["facts"].contains(k) ? "'" + readable_value(rec["facts"][k].get<std::string>()) + "'" : std::string("(not set)");
     };
     if (value(mine) != value(theirs)) lines.push_back(k + ": " + value(mine) + a + value(theirs) + b);
   }

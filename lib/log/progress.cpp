@@ -62,7 +62,8 @@ std::string progress_bar_line(const ProgressSnapshot& s, int width, bool utf8) {
   std::snprintf(pct, sizeof(pct), "%3d%%", percent(s));
   // The line must fit the terminal (a wrapped line cannot be redrawn in place): drop the postfix
   // items from the right while the bar would get narrower than 10 cells.
-  std::vector<std::string> postfix = {"epoch=" + short_number(python_round(s.epoch, 2))};
+  std::vector<std::string> postfix;
+  if (s.title.empty()) postfix.push_back("epoch=" + short_number(python_round(s.epoch, 2)));
   if (s.loss) postfix.push_back("loss=" + short_number(*s.loss));
   if (s.learning_rate) postfix.push_back("lr=" + short_number(*s.learning_rate));
   const std::string head = "| " + std::to_string(s.step) + "/" + std::to_string(s.total) + " [" +
@@ -74,7 +75,7 @@ std::string progress_bar_line(const ProgressSnapshot& s, int width, bool utf8) {
     right = head;
     for (std::size_t i = 0; i < keep; ++i) right += ", " + postfix[i];
     right += "]";
-    bar_width = width - 1 - static_cast<int>(std::string(pct).size() + 1 + right.size());
+    bar_width = width - 1 - static_cast<int>(s.title.size() + (s.title.empty() ? 0 : 2) + std::string(pct).size() + 1 + right.size());
     if (bar_width >= 10) break;
   }
   bar_width = std::max(1, bar_width);
@@ -96,12 +97,13 @@ std::string progress_bar_line(const ProgressSnapshot& s, int width, bool utf8) {
     const int full = static_cast<int>(frac * bar_width);
     bar = std::string(static_cast<std::size_t>(full), '#') + std::string(static_cast<std::size_t>(bar_width - full), ' ');
   }
-  return std::string(pct) + "|" + bar + right;
+  return (s.title.empty() ? "" : s.title + ": ") + std::string(pct) + "|" + bar + right;
 }
 
 std::string progress_plain_line(const ProgressSnapshot& s) {
-  std::string line = "step " + std::to_string(s.step) + "/" + std::to_string(s.total) + " (" + std::to_string(percent(s)) +
-                     "%) | epoch " + short_number(python_round(s.epoch, 2));
+  std::string line = (s.title.empty() ? "step" : s.title) + " " + std::to_string(s.step) + "/" + std::to_string(s.total) +
+                     " (" + std::to_string(percent(s)) + "%)";
+  if (s.title.empty()) line += " | epoch " + short_number(python_round(s.epoch, 2));
   if (s.loss) line += " | loss " + short_number(*s.loss);
   if (s.learning_rate) line += " | lr " + short_number(*s.learning_rate);
   line += " | " + format_rate(s.step - s.start_step, s.elapsed_seconds) + " | " + format_interval(s.elapsed_seconds) + " elapsed, " +

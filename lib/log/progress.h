@@ -1,4 +1,4 @@
-// Progress text for the training loop: a tqdm-style bar for terminals
+// Progress text for the training loop (and, titled, for the eval / predict loops): a tqdm-style bar for terminals
 //   " 35%|███▌      | 42/120 [00:03<00:06, 12.30it/s, epoch=1.05, loss=2.345, lr=0.0003]"
 // a plain line for logs and pipes
 //   "step 42/120 (35%) | epoch 1.05 | loss 2.345 | lr 0.0003 | 12.30it/s | 00:03 elapsed, 00:06 left"
@@ -20,6 +20,9 @@ struct ProgressSnapshot {
   double elapsed_seconds = 0;
   std::optional<double> loss;           // the last logged training loss
   std::optional<double> learning_rate;  // the last logged learning rate
+  // Evaluation / prediction loops: their name ("predict") leads the line, in place of "step", and they
+  // have no epoch.
+  std::string title;
 };
 
 // tqdm format_interval: "MM:SS", or "H:MM:SS" from one hour on.

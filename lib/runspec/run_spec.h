@@ -44,6 +44,7 @@ struct RunSpec {
   std::string source;  // the file it came from
   ModelChoice model;
   ComponentChoice data;
+  DataSampleLimits data_limits;  // data.max_train_samples / max_eval_samples / max_predict_samples
   ComponentChoice optimizer;
   ComponentChoice scheduler;
   std::vector<MetricChoice> metrics;  // empty = the data source's default metrics

@@ -74,6 +74,9 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "On resume, take the checkpoint's weights, schedule, RNG and data position but not its optimizer state "
         "(moments start at zero, with a warning): for a checkpoint of another optimizer or parameter set "
         "(DeepSpeed's load_checkpoint(load_optimizer_states=False)).");
+  s.add("resume_over_newer_model", &TrainingArgs::resume_over_newer_model,
+        "Let a resume whose run ends below the step of the model already in output_dir (its trainer_state.json) "
+        "replace that model; without it such a resume is refused before anything is written.");
   s.add("load_best_model_at_end", &TrainingArgs::load_best_model_at_end,
         "Load the best checkpoint (by metric_for_best_model) when training ends.");
   s.add("metric_for_best_model", &TrainingArgs::metric_for_best_model,
@@ -176,9 +179,13 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
                                    "in each backward (all hftrain model families give one); remove it or set false"
                                  : "";
       });
-  s.add("local_rank", &TrainingArgs::local_rank, "Set by the launcher (LOCAL_RANK, torchrun); -1 in a spec (HF default).")
+  s.add("local_rank", &TrainingArgs::local_rank,
+        "Set by the launcher (LOCAL_RANK, torchrun; --local_rank from torch.distributed.launch); in a spec -1 (HF's "
+        "default) or 0 (what a TrainingArguments dump of one process holds).")
       .check([](const int64_t& v) {
-        return v == -1 ? "" : "the launcher sets each worker's local rank (LOCAL_RANK); remove it from the spec";
+        return v == -1 || v == 0 ? ""
+                                 : "the launcher sets each worker's local rank (LOCAL_RANK, or --local_rank on the command "
+                                   "line); remove it from the spec (-1 or 0 are accepted)";
       });
 }
 
@@ -291,6 +298,18 @@ void PrecisionArgs::declare(Schema<PrecisionArgs>& s) {
       .choices({"fp32", "bf16", "fp16"});
 }
 
+void DataSampleLimits::declare(Schema<DataSampleLimits>& s) {
+  s.add("max_train_samples", &DataSampleLimits::max_train_samples,
+        "Train on the first N training examples only (HF max_train_samples, for debugging or quicker runs); null = all.")
+      .min(1);
+  s.add("max_eval_samples", &DataSampleLimits::max_eval_samples,
+        "Evaluate on the first N evaluation examples only (HF max_eval_samples); null = all.")
+      .min(1);
+  s.add("max_predict_samples", &DataSampleLimits::max_predict_samples,
+        "Predict for the first N test examples (or prompts of predict --prompts) only (HF max_predict_samples); null = all.")
+      .min(1);
+}
+
 void GenerationArgs::declare(Schema<GenerationArgs>& s) {
   s.add("max_new_tokens", &GenerationArgs::max_new_tokens,
         "Tokens generated per prompt at most; null = up to max_length, or 16 when that is null too (set, it wins "
@@ -333,6 +352,16 @@ void GenerationArgs::declare(Schema<GenerationArgs>& s) {
   s.add("forced_eos_token_id", &GenerationArgs::forced_eos_token_id,
         "Force this token when the length limit is reached (HF ForcedEOSTokenLogitsProcessor); null = off.")
       .min(0);
+}
+
+void check_sample_limits(const DataSampleLimits& limits, const YAML::Node& data, Issues& issues) {
+  const std::pair<const char*, const std::optional<int64_t>*> counts[] = {{"max_train_samples", &limits.max_train_samples},
+                                                                          {"max_eval_samples", &limits.max_eval_samples},
+                                                                          {"max_predict_samples", &limits.max_predict_samples}};
+  for (const auto& [name, value] : counts)
+    if (value->has_value() && **value < 1)
+      issues.add(std::string("data.") + name, lookup(data, name),
+                 "must be >= 1 (null = all examples), got " + std::to_string(**value));
 }
 
 }  // namespace hftrain

@@ -117,6 +117,7 @@ struct TrainingArgs {
   bool save_only_model = false;   // checkpoints hold only the model (not resumable)
   bool ignore_data_skip = false;  // on resume, start the interrupted epoch from its first batch
   bool ignore_optimizer_state = false;  // on resume, weights and schedule only (fresh optimizer moments)
+  bool resume_over_newer_model = false;  // let a resume end below the step of output_dir's model and replace it
   bool load_best_model_at_end = false;
   std::string metric_for_best_model;          // "" = "loss" (HF: None)
   std::optional<bool> greater_is_better;      // null = not metric.endswith("loss") (HF default)
@@ -223,6 +224,20 @@ struct PrecisionArgs {
 
   static void declare(Schema<PrecisionArgs>& s);
 };
+
+// HF example scripts' DataTrainingArguments max_train_samples / max_eval_samples / max_predict_samples:
+// keys of the `data` section beside the data source's own options, valid for every data type. Each
+// keeps the first N examples of its split (after tokenization and packing); null = all of them.
+// max_predict_samples also bounds the prompts of `hftrain predict --prompts`.
+struct DataSampleLimits {
+  std::optional<int64_t> max_train_samples;
+  std::optional<int64_t> max_eval_samples;
+  std::optional<int64_t> max_predict_samples;
+  static void declare(Schema<DataSampleLimits>& s);
+};
+// A limit below 1 is an issue at data.<name> (Schema's min does not reach optional counts).
+void check_sample_limits(const DataSampleLimits& limits, const YAML::Node& data, Issues& issues);
+
 
 // Options of `hftrain predict` for language models.
 struct GenerationArgs {

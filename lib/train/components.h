@@ -16,7 +16,7 @@ namespace hftrain {
 struct Components {
   Registry<Model, const ModelContext&> models{"model"};
   Registry<ModelShapes, const ModelContext&> model_shapes{"model"};  // the same families, shapes only
-  Registry<DataSource> data{"data"};
+  Registry<DataSource, const DataUse&> data{"data"};
   Registry<Optimizer, std::vector<ParamGroup>, const OptimizerHyper&> optimizers{"optimizer"};
   Registry<Schedule, const ScheduleContext&> schedulers{"scheduler"};
   Registry<Metric> metrics{"metric"};

@@ -1,9 +1,10 @@
-// ModelAndData construction (see pipeline.h).
+// ModelAndData construction (see model_and_data.h).
 #include "train/model_and_data.h"
 
 #include <filesystem>
 
 #include "checkpoint/model_io.h"
+#include "data/sample_limits.h"
 #include "engine/precision.h"
 #include "log/logger.h"
 
@@ -39,9 +40,13 @@ void check_generation_metrics(const ModelAndData& p, const RunSpec& spec, const 
 
 }  // namespace
 
-ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training) {
+ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training,
+                                  const DataUse& use) {
   ModelAndData p;
-  p.data = components.data.build(spec.data.type, spec.data.options);
+  p.data = components.data.build(spec.data.type, spec.data.options, use);
+  const DataSampleLimits& l = spec.data_limits;
+  const SplitSampleLimits limits{l.max_train_samples, l.max_eval_samples, l.max_predict_samples};
+  if (limits.any()) p.data = std::make_unique<SampleLimitedSource>(std::move(p.data), limits);
   DataShape shape = p.data->shape();
   ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
   torch::manual_seed(static_cast<uint64_t>(spec.training.seed));

@@ -34,7 +34,10 @@ void load_pretrained(const std::string& dir, Model& model);
 // initialised from `seed` (torch's global RNG is seeded here), or loaded from model.from_pretrained.
 // `for_training`: at ZeRO stage 3 with zero.zero3_init_flag the model is built without holding it whole
 // (DeferredInit; the engine materialises each rank's partition), where the model family supports it.
-ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training = false);
+// `use`: the splits the command reads (data/dataset.h DataUse). The data section's max_*_samples limit
+// the splits (data/sample_limits.h).
+ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training = false,
+                                  const DataUse& use = {});
 
 // Throws ConfigError when the generation settings' sources hold what generation cannot honour
 // (GenerationSourceFacts: unsupported generation_config.json settings, a decoder start token other than

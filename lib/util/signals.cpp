@@ -10,6 +10,7 @@ namespace hftrain {
 namespace {
 
 volatile sig_atomic_t g_pending = 0;
+const char* volatile g_on_signal = "";
 struct sigaction g_previous_int, g_previous_term;
 
 void write_stderr(const char* text) {
@@ -25,16 +26,16 @@ void on_stop_signal(int sig) {
     return;
   }
   g_pending = sig;
-  write_stderr(sig == SIGINT ? "\nreceived SIGINT: finishing the current optimizer step, then saving a checkpoint "
-                               "(send it again to exit at once)\n"
-                             : "\nreceived SIGTERM: finishing the current optimizer step, then saving a checkpoint "
-                               "(send it again to exit at once)\n");
+  write_stderr(sig == SIGINT ? "\nreceived SIGINT: " : "\nreceived SIGTERM: ");
+  write_stderr(g_on_signal);
+  write_stderr(" (send it again to exit at once)\n");
 }
 
 }  // namespace
 
-StopSignalGuard::StopSignalGuard() {
+StopSignalGuard::StopSignalGuard(const char* on_signal) {
   g_pending = 0;
+  g_on_signal = on_signal;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop_signal;

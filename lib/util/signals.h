@@ -8,7 +8,9 @@ namespace hftrain {
 
 class StopSignalGuard {
  public:
-  StopSignalGuard();   // installs the handlers, clears any recorded signal
+  // Installs the handlers, clears any recorded signal. `on_signal` (a string literal) completes the line
+  // the handler writes, "received SIGINT: <on_signal> (send it again to exit at once)".
+  explicit StopSignalGuard(const char* on_signal = "finishing the current optimizer step, then saving a checkpoint");
   ~StopSignalGuard();  // restores the previous handlers
   StopSignalGuard(const StopSignalGuard&) = delete;
   StopSignalGuard& operator=(const StopSignalGuard&) = delete;

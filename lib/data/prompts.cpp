@@ -1,0 +1,42 @@
+// Reading a prompts file (see prompts.h).
+#include "data/prompts.h"
+
+#include "data/text_rows.h"
+#include "util/error.h"
+
+namespace hftrain {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+std::vector<Prompt> read_prompts(const std::string& path, const std::string& column) {
+  RowFormat format = RowFormat::kText;
+  if (ends_with(path, ".jsonl") || ends_with(path, ".json")) format = RowFormat::kJsonl;
+  else if (ends_with(path, ".csv")) format = RowFormat::kCsv;
+  else if (ends_with(path, ".tsv")) format = RowFormat::kTsv;
+  const bool text = format == RowFormat::kText;
+  const std::string key = text ? "text" : column;
+  std::vector<Prompt> prompts;
+  for (const Row& row : read_rows(path, format)) {
+    const std::string where = "--prompts " + path + ":" + std::to_string(row.line) + ": ";
+    if (!row.problem.empty())
+      throw ConfigError(where + (row.problem_column.empty() ? "" : "column '" + row.problem_column + "': ") + row.problem);
+    auto it = row.fields.find(key);
+    if (it == row.fields.end())
+      throw ConfigError(where + "no field '" + key + "' (--prompt-column names the field holding the prompt)");
+    if (text && it->second && it->second->find_first_not_of(" \t") == std::string::npos) continue;  // blank line
+    auto is_string = row.is_string.find(key);
+    if (!it->second || (is_string != row.is_string.end() && !is_string->second))
+      throw ConfigError(where + "field '" + key + "' is not a string");
+    if (it->second->empty()) throw ConfigError(where + "field '" + key + "' is an empty prompt");
+    prompts.push_back(Prompt{*it->second, row.line});
+  }
+  if (prompts.empty()) throw ConfigError("--prompts " + path + ": the file holds no prompt");
+  return prompts;
+}
+
+}  // namespace hftrain

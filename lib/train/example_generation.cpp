@@ -1,0 +1,41 @@
+// One example's generation (see example_generation.h).
+#include "train/example_generation.h"
+
+#include <algorithm>
+
+#include "data/dataset.h"
+
+namespace hftrain {
+
+ExampleGeneration prepare_generation(const ModelAndData& p, const Example& ex) {
+  ExampleGeneration g;
+  const bool seq2seq = p.data->task() == TaskKind::kSeq2Seq;
+  g.prompt.assign(ex.input_ids.begin(), ex.input_ids.begin() + (seq2seq ? static_cast<int64_t>(ex.input_ids.size()) : ex.prompt_length));
+  // A causal LM's labels continue the prompt; a seq2seq target stands alone.
+  for (std::size_t t = seq2seq ? 0 : static_cast<std::size_t>(ex.prompt_length); t < ex.labels.size(); ++t)
+    if (ex.labels[t] != -100) g.reference.push_back(ex.labels[t]);
+  return g;
+}
+
+ExampleGeneration generate_for(ModelAndData& p, const Example& ex, const GenerationConfig& config, at::Generator& generator) {
+  ExampleGeneration g = prepare_generation(p, ex);
+  g.sequences = generate_sequences(*p.model, g.prompt, config, generator);
+  return g;
+}
+
+std::string generated_text(const ModelAndData& p, const std::vector<int64_t>& ids, const GenerationConfig& config) {
+  const Tokenizer* tok = p.data->tokenizer();
+  if (!tok) return std::string();
+  std::vector<int64_t> kept;
+  for (int64_t id : ids)
+    if (id != config.eos_token_id) kept.push_back(id);
+  return tok->decode_without_special(kept);
+}
+
+int64_t generated_length(const ModelAndData& p, const ExampleGeneration& g, int64_t pad_id) {
+  std::vector<int64_t> returned = p.model->is_encoder_decoder() ? std::vector<int64_t>{p.model->decoder_start_token_id()} : g.prompt;
+  returned.insert(returned.end(), g.sequences.front().tokens.begin(), g.sequences.front().tokens.end());
+  return static_cast<int64_t>(std::count_if(returned.begin(), returned.end(), [&](int64_t t) { return t != pad_id; }));
+}
+
+}  // namespace hftrain

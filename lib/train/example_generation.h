@@ -1,0 +1,40 @@
+// One example's generation, shared by evaluation (predict_with_generate) and prediction: what is
+// generated from an example, its decoded text and the length HF reports as gen_len.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "generate/generate.h"
+#include "train/model_and_data.h"
+
+namespace hftrain {
+
+struct ExampleGeneration {
+  std::vector<int64_t> prompt;               // the encoder's input (seq2seq) or the prompt
+  std::vector<GeneratedSequence> sequences;  // best first
+  std::vector<int64_t> reference;            // the scored labels: the target, or the prompt's continuation
+};
+
+// The prompt and reference of `ex`, nothing generated yet.
+ExampleGeneration prepare_generation(const ModelAndData& p, const Example& ex);
+
+// Generates from `ex`: a seq2seq example's whole input, a causal LM example's first prompt_length tokens.
+ExampleGeneration generate_for(ModelAndData& p, const Example& ex, const GenerationConfig& config, at::Generator& generator);
+
+// Decoded text without special tokens (HF's batch_decode with skip_special_tokens=True), the eos that
+// generation stops at included.
+std::string generated_text(const ModelAndData& p, const std::vector<int64_t>& ids, const GenerationConfig& config);
+
+// The length run_summarization / run_translation report as gen_len: tokens other than padding in what HF
+// generate() returns (the decoder start token or the prompt, then the generated tokens).
+int64_t generated_length(const ModelAndData& p, const ExampleGeneration& g, int64_t pad_id);
+
+// A split's generations in loader order, as evaluation scores them (predict hands its own to the test
+// metrics instead of generating twice).
+struct SplitGenerations {
+  std::vector<std::string> predictions, references;
+  std::vector<int64_t> lengths;  // generated_length of each example
+};
+
+}  // namespace hftrain
