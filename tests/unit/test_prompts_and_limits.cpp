@@ -56,7 +56,9 @@ TEST_CASE("prompts files: one prompt per line or row, verbatim", "[unit][prompts
              Catch::Contains("n.jsonl:1: field 'text' is not a string"));
   CHECK_THAT(error_of([] { read_prompts(write_file("e.jsonl", "{\"text\": \"\"}\n"), "text"); }),
              Catch::Contains("e.jsonl:1: field 'text' is an empty prompt"));
-  CHECK_THAT(error_of([] { read_prompts(write_file("blank.txt", "\n  \n"), "text"); }), Catch::Contains("holds no prompt"));
+  CHECK_THAT(error_of([] { read_prompts(write_file("blank.txt", "\n  \n"), "text"); }), Catch::Contains("blank.txt"));
+  CHECK(read_prompts(write_file("blank3.txt", "\n  \nx\n \n"), "text").size() == 1u);
+  CHECK_THAT(error_of([] { read_prompts(write_file("blank4.jsonl", "\n"), "text"); }), Catch::Contains("blank4.jsonl"));
   CHECK_THAT(error_of([] { read_prompts("/nonexistent/prompts.txt", "text"); }), Catch::Contains("/nonexistent/prompts.txt"));
 }
 
@@ -81,7 +83,8 @@ TEST_CASE("max_train_samples / max_eval_samples / max_predict_samples keep the f
 
   // In the spec: keys of the data section for every data type, validated and dumped.
   const std::string spec = write_file("spec.yaml", "model: {type: gpt, n_layer: 1}\n"
-                                                   "data: {type: digit_reversal, max_train_samples: 5, max_predict_samples: 2}\n");
+                                                   "data: {type: digit_reversal, max_train_samples: 5, max_predict_samples: 2}\n"
+                                                   "training: {output_dir: /tmp/x}\n");
   RunSpec s = load_run_spec(spec, {"data.max_eval_samples=3"}, builtin_components().catalog());
   CHECK(s.data_limits.max_train_samples == 5);
   CHECK(s.data_limits.max_eval_samples == 3);
@@ -121,7 +124,7 @@ TEST_CASE("eval / predict progress lines are titled and have no epoch", "[unit][
 
 TEST_CASE("max_train_samples under training points to the data section", "[unit][prompts]") {
   const std::string spec = write_file("hint.yaml", "model: {type: gpt, n_layer: 1}\ndata: {type: digit_reversal}\n"
-                                                   "training: {max_train_samples: 4}\n");
+                                                   "training: {output_dir: /tmp/x, max_train_samples: 4}\n");
   CHECK_THAT(error_of([&] { load_run_spec(spec, {}, builtin_components().catalog()); }),
              Catch::Contains("in hftrain it is data.max_train_samples"));
 }
