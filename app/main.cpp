@@ -14,6 +14,7 @@
 #include "commands/commands.h"
 #include "commands/estimate.h"
 #include "commands/zero_to_fp32.h"
+#include "hf_command_line.h"
 #include "commands/report.h"
 #include "log/logger.h"
 #include "runspec/sections.h"
@@ -214,8 +215,17 @@ int main(int argc, char** argv) {
                          "Output HTML file (default: RUN_DIR/report.html for one run, ./report.html for several)");
 
   hftrain::init_logging();
+  std::vector<std::string> words;  // HF-style flags and torch.distributed.launch's --local_rank, as hftrain's
   try {
-    app.parse(argc, argv);
+    words = hftrain::adapt_hf_command_line(app, argc, argv);
+  } catch (const hftrain::Error& e) {
+    report_error(e.what());
+    return e.exit_code();
+  }
+  std::vector<char*> word_ptrs{argv[0]};
+  for (auto& w : words) word_ptrs.push_back(w.data());
+  try {
+    app.parse(static_cast<int>(word_ptrs.size()), word_ptrs.data());
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;

@@ -16,17 +16,29 @@ packages=(
   python3-nltk                       # NLTK's Porter stemmer: the reference for ROUGE's use_stemmer
   chromium                           # headless browser that renders `hftrain report` pages in the tests
   python3-sentencepiece              # trains the sentencepiece model behind the tokenizer.json test fixtures
-  nodejs npm                         # runs HF tokenizers' native binding (npm `tokenizers`), the tokenizer reference
 )
 
 # HF tokenizers' native binding from npm (prebuilt, no compiler needed) into $HFTRAIN_NPM_DIR (default
 # /opt/hftrain-npm): tests/reference/hf_tokenizers/expected_ids.js regenerates / checks the expected ids with it.
+# Node.js and npm come from Debian only when the machine has no npm yet (a Node.js from elsewhere, e.g.
+# NodeSource's, already bundles npm, and Debian's npm package would conflict with it). The reference test
+# that needs the binding is skipped without it, so a failed npm install is a warning, not an error.
 install_npm_reference() {
   local dir="${HFTRAIN_NPM_DIR:-/opt/hftrain-npm}"
   if [ -d "$dir/node_modules/tokenizers" ]; then return 0; fi
+  if ! command -v npm >/dev/null 2>&1; then
+    $SUDO apt-get install -y -qq --no-install-recommends nodejs npm || true
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: warning: no npm; the tokenizer.json reference test will be skipped"
+    return 0
+  fi
   $SUDO mkdir -p "$dir"
-  $SUDO npm install --prefix "$dir" --no-audit --no-fund tokenizers@0.23.2 >/dev/null
-  echo "install-deps: npm tokenizers in $dir/node_modules"
+  if $SUDO npm install --prefix "$dir" --no-audit --no-fund tokenizers@0.23.2 >/dev/null; then
+    echo "install-deps: npm tokenizers in $dir/node_modules"
+  else
+    echo "install-deps: warning: npm install tokenizers failed; the tokenizer.json reference test will be skipped"
+  fi
 }
 
 # Makes the OpenMP build of OpenBLAS the system libblas.so.3 / liblapack.so.3 / libopenblas.so.0 (LibTorch loads all three).

@@ -293,6 +293,9 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
     }
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
+    if (e.begin <= e.end && e.end - e.begin == numel * d->size && e.end > data_size)
+      throw fail("truncated: the header describes " + std::to_string(8 + n + e.end) + " bytes (tensor '" + e.name +
+                 "') but the file has " + std::to_string(8 + n + data_size));
     if (e.begin > e.end || e.end > data_size || e.end - e.begin != numel * d->size)
       throw tfail("data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                   "] do not fit its shape and dtype inside the file's " + std::to_string(data_size) + " data bytes");

@@ -12,6 +12,7 @@
 #include "distributed/comm.h"
 #include "distributed/device_probe.h"
 #include "distributed/launcher.h"
+#include "distributed/rendezvous.h"
 #include "engine/factory.h"
 #include "log/logger.h"
 #include "log/memory_tracker.h"
@@ -169,7 +170,7 @@ int run_train(const TrainRequest& request) {
   setup_threads(spec.distributed, env.local_world_size);
   // Every rank has checked output_dir before the rendezvous, so rank 0 writing into it cannot fail another's check.
   if (env.world_size > 1) {
-    set_world(make_gloo_comm(env, std::chrono::seconds(spec.distributed.ddp_timeout)));
+    set_world(make_gloo_comm(env, rendezvous_options_for(spec.distributed, resolved)));
     log_debug("worker " + env.describe());
   }
   const DeviceChoice device = select_device(spec, env);

@@ -22,6 +22,7 @@
 #include <regex>
 #include <vector>
 
+#include "checkpoint/safetensors.h"
 #include "engine/partition.h"
 #include "engine/zero_checkpoint.h"
 #include "util/error.h"
@@ -32,13 +33,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
-
-uint64_t dtype_size(const std::string& dtype) {
-  static const std::map<std::string, uint64_t> sizes = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},
-                                                        {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},   {"BOOL", 1}};
-  auto it = sizes.find(dtype);
-  return it == sizes.end() ? 0 : it->second;
-}
 
 class Fd {
  public:
@@ -95,63 +89,17 @@ struct Header {
   }
 };
 
+// The header is read by the one safetensors header reader (checkpoint/safetensors.h); the file stays open for
+// the byte-range reads of the merge.
 Header read_header(const std::string& path) {
+  const SafetensorsHeader parsed = read_safetensors_header(path);
   Header h;
   h.path = path;
   h.fd = std::make_shared<Fd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (h.fd->get() < 0) throw RuntimeFailure("cannot open '" + path + "': " + errno_text());
-  struct stat st {};
-  if (::fstat(h.fd->get(), &st) != 0) throw RuntimeFailure("cannot stat '" + path + "': " + errno_text());
-  const auto file_size = static_cast<uint64_t>(st.st_size);
-  if (file_size < 8) throw RuntimeFailure("'" + path + "': truncated (" + std::to_string(file_size) + " bytes, no header)");
-  unsigned char len_bytes[8];
-  read_exact(h.fd->get(), 0, reinterpret_cast<char*>(len_bytes), 8, path);
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len_bytes[i]) << (8 * i);
-  if (n > 100ull * 1024 * 1024 || n > file_size - 8)
-    throw RuntimeFailure("'" + path + "': truncated or corrupt (header length " + std::to_string(n) + ", file " +
-                         std::to_string(file_size) + " bytes)");
-  std::string text(n, '\0');
-  read_exact(h.fd->get(), 8, text.data(), n, path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw RuntimeFailure("'" + path + "': header is not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw RuntimeFailure("'" + path + "': header is not a JSON object");
-  const uint64_t data_start = 8 + n;
-  uint64_t data_end = 0;
-  try {
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      if (it.key() == "__metadata__") {
-        for (auto m = it->begin(); m != it->end(); ++m) h.metadata[m.key()] = m->get<std::string>();
-        continue;
-      }
-      TensorEntry e;
-      e.dtype = it->at("dtype").get<std::string>();
-      e.shape = it->at("shape").get<std::vector<int64_t>>();
-      auto off = it->at("data_offsets").get<std::vector<uint64_t>>();
-      if (off.size() != 2 || off[0] > off[1]) throw RuntimeFailure("'" + path + "': tensor '" + it.key() + "' has bad data_offsets");
-      uint64_t numel = 1;
-      for (auto d : e.shape) {
-        if (d < 0) throw RuntimeFailure("'" + path + "': tensor '" + it.key() + "' has a negative dimension");
-        numel *= static_cast<uint64_t>(d);
-      }
-      if (dtype_size(e.dtype) == 0) throw RuntimeFailure("'" + path + "': tensor '" + it.key() + "' has unknown dtype " + e.dtype);
-      if (off[1] - off[0] != numel * dtype_size(e.dtype))
-        throw RuntimeFailure("'" + path + "': tensor '" + it.key() + "' byte range does not match its shape");
-      e.begin = data_start + off[0];
-      e.end = data_start + off[1];
-      data_end = std::max(data_end, e.end);
-      h.tensors.emplace(it.key(), e);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw RuntimeFailure("'" + path + "': malformed header: " + e.what());
-  }
-  if (data_end > file_size)
-    throw RuntimeFailure("'" + path + "': truncated: the header describes " + std::to_string(data_end) +
-                         " bytes but the file has " + std::to_string(file_size));
+  for (const auto& e : parsed.tensors)
+    h.tensors.emplace(e.name, TensorEntry{e.dtype, e.shape, parsed.data_start + e.begin, parsed.data_start + e.end});
+  h.metadata = parsed.metadata;
   return h;
 }
 

@@ -25,14 +25,14 @@ void BatchPrefetcher::stop_worker() {
   error_ = nullptr;
 }
 
-void BatchPrefetcher::start_epoch(int64_t epoch, int64_t skip_batches) {
+void BatchPrefetcher::start_epoch(int64_t epoch, int64_t skip_samples) {
   const bool carried_on =
-      worker_.joinable() && skip_batches == 0 && epoch_read_to_end_ && epoch == epoch_ + 1 && epoch < num_epochs_;
+      worker_.joinable() && skip_samples == 0 && epoch_read_to_end_ && epoch == epoch_ + 1 && epoch < num_epochs_;
   epoch_ = epoch;
   epoch_read_to_end_ = false;
   if (carried_on) return;  // the worker started this epoch when the previous one ended
   stop_worker();
-  loader_.start_epoch(epoch, skip_batches);
+  loader_.start_epoch(epoch, skip_samples);
   if (depth_ > 0) worker_ = std::thread([this, epoch] { work(epoch); });
 }
 

@@ -34,8 +34,8 @@ class BatchPrefetcher {
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
 
   // DataLoader::start_epoch, then the worker fills this epoch's batches. When the previous epoch was
-  // read to its end and skip_batches is 0, the worker has already started this epoch and carries on.
-  void start_epoch(int64_t epoch, int64_t skip_batches = 0);
+  // read to its end and skip_samples is 0, the worker has already started this epoch and carries on.
+  void start_epoch(int64_t epoch, int64_t skip_samples = 0);
   // The next batch of the epoch; false at its end. An error of the worker is rethrown here.
   bool next(Batch& batch);
 

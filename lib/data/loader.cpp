@@ -176,19 +176,21 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, int64_t seed, int64_t 
 }
 
 std::vector<int64_t> distributed_shard(const std::vector<int64_t>& order, int64_t num_replicas, int64_t rank,
-                                       bool drop_last) {
+                                       bool drop_last, int64_t skip) {
   if (num_replicas < 1 || rank < 0 || rank >= num_replicas)
     throw RuntimeFailure("distributed sampler: rank " + std::to_string(rank) + " is not in [0, " +
                          std::to_string(num_replicas) + ")");
-  const auto n = static_cast<int64_t>(order.size());
-  // torch DistributedSampler.__init__ / __iter__ (torch 1.13).
+  const auto all = static_cast<int64_t>(order.size());
+  skip = std::clamp<int64_t>(skip, 0, all);
+  const int64_t n = all - skip;
+  // torch DistributedSampler.__init__ / __iter__ (torch 1.13), over the part of the order not yet consumed.
   const int64_t num_samples = drop_last && n % num_replicas != 0 ? (n - num_replicas + num_replicas - 1) / num_replicas
                                                                  : (n + num_replicas - 1) / num_replicas;
   const int64_t total = num_samples * num_replicas;
-  std::vector<int64_t> indices(order);
+  std::vector<int64_t> indices(order.begin() + skip, order.end());
   if (!drop_last) {
     for (int64_t i = 0; n > 0 && static_cast<int64_t>(indices.size()) < total; ++i)
-      indices.push_back(order[static_cast<std::size_t>(i % n)]);
+      indices.push_back(order[static_cast<std::size_t>(i % all)]);
   } else {
     indices.resize(static_cast<std::size_t>(std::max<int64_t>(total, 0)));
   }
@@ -227,19 +229,34 @@ int64_t DataLoader::examples_per_replica() const {
   return num_replicas_ == 1 ? n : (n + num_replicas_ - 1) / num_replicas_;
 }
 
-int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = examples_per_replica();
+int64_t DataLoader::batches_per_epoch() const { return batches_after(0); }
+
+int64_t DataLoader::examples_after(int64_t skip_samples) const {
+  const int64_t n = std::max<int64_t>(0, dataset_->size() - std::max<int64_t>(0, skip_samples));
+  return (n + num_replicas_ - 1) / num_replicas_;
+}
+
+int64_t DataLoader::batches_after(int64_t skip_samples) const {
+  const int64_t n = examples_after(skip_samples);
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
-void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
+int64_t DataLoader::samples_consumed_after(int64_t skip_samples, int64_t batches) const {
+  const int64_t skip = std::clamp<int64_t>(skip_samples, 0, dataset_->size());
+  return skip + std::min(batches * batch_size_, examples_after(skip)) * num_replicas_;
+}
+
+void DataLoader::start_epoch(int64_t epoch, int64_t skip_samples) {
   epoch_ = epoch;
   order_ = epoch_order(dataset_->size(), shuffle_, seed_, epoch);
   if (length_order_ == LengthOrder::kGroupByLength) order_ = length_grouped_indices(lengths_, group_batch_size_, order_);
   if (length_order_ == LengthOrder::kSortish)
     order_ = sortish_indices(lengths_, group_batch_size_, order_, batch_mask_seed(seed_, epoch, -1));
-  if (num_replicas_ > 1) order_ = distributed_shard(order_, num_replicas_, rank_, /*drop_last=*/false);
-  position_ = std::min<int64_t>(skip_batches * batch_size_, static_cast<int64_t>(order_.size()));
+  const int64_t skip = std::clamp<int64_t>(skip_samples, 0, static_cast<int64_t>(order_.size()));
+  if (num_replicas_ > 1) order_ = distributed_shard(order_, num_replicas_, rank_, /*drop_last=*/false, skip);
+  else order_.erase(order_.begin(), order_.begin() + skip);
+  batch_offset_ = skip / samples_per_batch();
+  position_ = 0;
 }
 
 std::vector<Example> DataLoader::next_examples() {
@@ -253,7 +270,7 @@ std::vector<Example> DataLoader::next_examples() {
 }
 
 bool DataLoader::next(Batch& batch, std::vector<Example>* examples_out) {
-  const int64_t batch_index = position_ / batch_size_;
+  const int64_t batch_index = batch_offset_ + position_ / batch_size_;
   auto examples = next_examples();
   if (examples.empty()) return false;
   batch = collate(examples, task_, collate_options_, batch_mask_seed(seed_, epoch_, batch_index));

@@ -1,6 +1,6 @@
 // Sampling and collation: turns a Dataset into Batches. The shuffle order of an epoch is
 // torch.randperm(n, generator seeded with data_seed + epoch), as accelerate's seedable sampler does,
-// so a Python reference can reproduce it exactly. State = {epoch, batch position}.
+// so a Python reference can reproduce it exactly. State = {epoch, samples of its order consumed}.
 #pragma once
 
 #include <memory>
@@ -49,8 +49,11 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, int64_t seed, int64_t 
 // repeating its start up to a multiple of num_replicas, with drop_last its tail is cut off; then rank r
 // takes every num_replicas-th index starting at r. Every rank shuffles with the same seed, so the ranks'
 // shards are disjoint and together cover the epoch.
+// `skip` (resume): the first `skip` entries of `order` were consumed already; the rest is dealt out the same
+// way, padded (without drop_last) by repeating the start of `order`. With `skip` a multiple of num_replicas
+// each rank's shard is exactly the tail of its unskipped shard.
 std::vector<int64_t> distributed_shard(const std::vector<int64_t>& order, int64_t num_replicas, int64_t rank,
-                                       bool drop_last);
+                                       bool drop_last, int64_t skip = 0);
 
 class DataLoader {
  public:
@@ -69,8 +72,17 @@ class DataLoader {
   // Seq2SeqTrainingArguments.sortish_sampler: every epoch's order becomes sortish_indices over that epoch's
   // seeded permutation (lengths as for group_by_length). Sharded afterwards when distributed.
   void sortish(int64_t batch_size, const std::string& length_column_name);
-  // Starts `epoch`, skipping its first `skip_batches` batches (resume).
-  void start_epoch(int64_t epoch, int64_t skip_batches = 0);
+  // Starts `epoch`, skipping the first `skip_samples` samples of its order (resume): those consumed by every
+  // rank together, a prefix of the epoch's order whatever world size and batch size consumed it. The rest is
+  // sharded over this loader's replicas; its batches keep the indices (MLM seeds) of their positions.
+  void start_epoch(int64_t epoch, int64_t skip_samples = 0);
+  // Batches each rank reads of an epoch after its first `skip_samples` samples (batches_per_epoch() for 0).
+  int64_t batches_after(int64_t skip_samples) const;
+  // The epoch's samples consumed (all ranks together) once every rank has read `batches` batches after
+  // `skip_samples`: skip_samples + batches * batch size * replicas, capped at the end of the epoch.
+  int64_t samples_consumed_after(int64_t skip_samples, int64_t batches) const;
+  // Samples of the epoch's order that are consumed by one batch of every rank.
+  int64_t samples_per_batch() const { return batch_size_ * num_replicas_; }
   // Fills `batch` with the next batch of the current epoch (and `examples`, when given, with its examples);
   // false at the end of the epoch.
   bool next(Batch& batch, std::vector<Example>* examples = nullptr);
@@ -93,8 +105,11 @@ class DataLoader {
   int64_t group_batch_size_ = 0;  // the batch size the length order groups by
   std::vector<int64_t> lengths_;
   void read_lengths(const std::string& what, int64_t group_batch_size, const std::string& length_column_name);
+  // This rank's examples of an epoch after `skip_samples` (its shard's length).
+  int64_t examples_after(int64_t skip_samples) const;
   std::vector<int64_t> order_;
   int64_t position_ = 0;
+  int64_t batch_offset_ = 0;  // the index of the epoch's first batch not skipped
 };
 
 }  // namespace hftrain

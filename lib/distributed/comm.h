@@ -21,6 +21,7 @@
 namespace hftrain {
 
 struct DistEnv;
+struct RendezvousOptions;
 
 enum class ReduceOp { kSum, kMax };
 
@@ -94,9 +95,13 @@ class LocalComm : public Comm {
   void barrier(const std::string&) override {}
 };
 
-// Rendezvous at env.master_addr:master_port (rank 0 hosts the TCPStore) and a Gloo process group.
-// `timeout` bounds the rendezvous and every collective (distributed.ddp_timeout).
+// Rendezvous at env.master_addr:master_port (rank 0 hosts the store, distributed/rendezvous.h) and a
+// Gloo process group. `timeout` bounds the rendezvous and every collective; the job token comes from
+// HFTRAIN_RDZV_TOKEN and nothing is compared between ranks.
 std::unique_ptr<Comm> make_gloo_comm(const DistEnv& env, std::chrono::milliseconds timeout);
+// The same with the rendezvous's own timeout, token and agreement facts; options.store_timeout bounds
+// every collective (distributed.ddp_timeout).
+std::unique_ptr<Comm> make_gloo_comm(const DistEnv& env, const RendezvousOptions& options);
 
 // The process-wide communicator: LocalComm until a worker installs its own at start-up.
 Comm& world();

@@ -1,15 +1,15 @@
-// The Gloo communicator: TCPStore rendezvous + c10d::ProcessGroupGloo, with fallbacks for the
-// collectives Gloo lacks in LibTorch 1.13 and byte counters (see comm.h).
+// The Gloo communicator: our rendezvous (rendezvous.h, store.h) + c10d::ProcessGroupGloo, with fallbacks
+// for the collectives Gloo lacks in LibTorch 1.13 and byte counters (see comm.h).
 #define USE_C10D_GLOO 1
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 
 #include "distributed/comm.h"
 #include "distributed/env.h"
+#include "distributed/rendezvous.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -111,21 +111,13 @@ void require_cpu_contiguous(const torch::Tensor& t, const std::string& op, const
 
 class GlooComm : public Comm {
  public:
-  GlooComm(const DistEnv& env, std::chrono::milliseconds timeout) : rank_(env.rank), size_(env.world_size), timeout_(timeout) {
-    c10d::TCPStoreOptions opts;
-    opts.port = static_cast<std::uint16_t>(env.master_port);
-    opts.isServer = env.rank == 0;
-    opts.numWorkers = static_cast<std::size_t>(env.world_size);
-    opts.waitWorkers = true;
-    opts.timeout = timeout;
+  GlooComm(const DistEnv& env, const RendezvousOptions& rendezvous_options)
+      : rank_(env.rank), size_(env.world_size), timeout_(rendezvous_options.store_timeout) {
+    const std::chrono::milliseconds timeout = timeout_;
     const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
-    try {
-      store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
-    } catch (const std::exception& e) {
-      throw RuntimeFailure("rendezvous: rank " + std::to_string(env.rank) +
-                           (env.rank == 0 ? " could not host the store at " : " could not reach the store at ") + where +
-                           " within distributed.ddp_timeout: " + short_error(e));
-    }
+    Rendezvous r = rendezvous(env, rendezvous_options);
+    server_ = r.server;
+    store_ = r.store;
     auto pg_opts = c10d::ProcessGroupGloo::Options::create(timeout);
     try {
       const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
@@ -259,6 +251,7 @@ class GlooComm : public Comm {
 
   int rank_, size_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<StoreServer> server_;  // rank 0: outlives the store client and the process group
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
 };
@@ -266,7 +259,15 @@ class GlooComm : public Comm {
 }  // namespace
 
 std::unique_ptr<Comm> make_gloo_comm(const DistEnv& env, std::chrono::milliseconds timeout) {
-  return std::make_unique<GlooComm>(env, timeout);
+  RendezvousOptions o;
+  o.timeout = timeout;
+  o.store_timeout = timeout;
+  o.token = job_token_from_env();
+  return make_gloo_comm(env, o);
+}
+
+std::unique_ptr<Comm> make_gloo_comm(const DistEnv& env, const RendezvousOptions& rendezvous_options) {
+  return std::make_unique<GlooComm>(env, rendezvous_options);
 }
 
 }  // namespace hftrain

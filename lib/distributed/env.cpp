@@ -1,7 +1,9 @@
 // Worker environment parsing (see env.h).
 #include "distributed/env.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include "util/error.h"
 
@@ -97,6 +99,25 @@ DistEnv detect_dist_env(const EnvLookup& lookup) {
     throw ConfigError("environment: the local world size " + std::to_string(env.local_world_size) +
                       " exceeds the world size " + std::to_string(env.world_size));
   return env;
+}
+
+std::string job_token_from_env(const EnvLookup& lookup) {
+  std::string v;
+  return lookup(kJobTokenVariable, v) ? v : std::string();
+}
+
+std::string new_job_token() {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  unsigned char bytes[16] = {0};
+  if (!in.read(reinterpret_cast<char*>(bytes), sizeof bytes))
+    throw RuntimeFailure("launcher: cannot read /dev/urandom for the job token");
+  std::string out;
+  char buf[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(buf, sizeof buf, "%02x", b);
+    out += buf;
+  }
+  return out;
 }
 
 }  // namespace hftrain

@@ -34,4 +34,12 @@ bool process_env(const std::string& name, std::string& value);
 // Malformed or inconsistent values raise ConfigError naming the variable.
 DistEnv detect_dist_env(const EnvLookup& lookup = process_env);
 
+// The variable that carries the job token (torchrun's rdzv id idea): only workers that present it may
+// join the rendezvous. The launcher of a single-node job generates one; a multi-node job sets the same
+// value on every node.
+inline constexpr const char* kJobTokenVariable = "HFTRAIN_RDZV_TOKEN";
+// The job token from the environment ("" when unset) and a fresh random one (32 hex digits).
+std::string job_token_from_env(const EnvLookup& lookup = process_env);
+std::string new_job_token();
+
 }  // namespace hftrain

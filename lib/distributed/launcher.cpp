@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "distributed/env.h"
 #include "util/error.h"
 
 extern char** environ;
@@ -385,15 +386,9 @@ std::string self_executable() {
   return p.string();
 }
 
-LaunchResult launch_workers(const LaunchOptions& options) {
-  if (options.nproc_per_node < 1) throw ConfigError("--nproc-per-node must be at least 1");
-  if (options.nnodes < 1) throw ConfigError("--nnodes must be at least 1");
-  if (options.node_rank < 0 || options.node_rank >= options.nnodes)
-    throw ConfigError("--node-rank " + std::to_string(options.node_rank) + " must be in [0, " +
-                      std::to_string(options.nnodes - 1) + "]");
-  if (options.nnodes > 1 && (options.master_addr.empty() || options.master_port <= 0))
-    throw ConfigError("--nnodes > 1 needs --master-addr and --master-port (the address of node 0, reachable from every node)");
-  if (!options.worker_argv) throw RuntimeFailure("launcher: no worker command line");
+namespace {
+
+LaunchResult run_attempts(const LaunchOptions& options) {
   SignalScope signals;
   LaunchResult result;
   for (int attempt = 0;; ++attempt) {
@@ -421,6 +416,25 @@ LaunchResult launch_workers(const LaunchOptions& options) {
     std::fprintf(stderr, "launcher: %s\nlauncher: restarting the job (restart %d of %d)\n", msg.c_str(), attempt + 1,
                  options.max_restarts);
   }
+}
+
+}  // namespace
+
+LaunchResult launch_workers(const LaunchOptions& options) {
+  if (options.nproc_per_node < 1) throw ConfigError("--nproc-per-node must be at least 1");
+  if (options.nnodes < 1) throw ConfigError("--nnodes must be at least 1");
+  if (options.node_rank < 0 || options.node_rank >= options.nnodes)
+    throw ConfigError("--node-rank " + std::to_string(options.node_rank) + " must be in [0, " +
+                      std::to_string(options.nnodes - 1) + "]");
+  if (options.nnodes > 1 && (options.master_addr.empty() || options.master_port <= 0))
+    throw ConfigError("--nnodes > 1 needs --master-addr and --master-port (the address of node 0, reachable from every node)");
+  if (!options.worker_argv) throw RuntimeFailure("launcher: no worker command line");
+  // A single-node job gets a job token of its own, so only its workers can join its rendezvous; several
+  // nodes share the one their user exported (HFTRAIN_RDZV_TOKEN).
+  LaunchOptions with_token = options;
+  if (options.nnodes == 1 && job_token_from_env().empty() && !options.extra_env.count(kJobTokenVariable))
+    with_token.extra_env[kJobTokenVariable] = new_job_token();
+  return run_attempts(with_token);
 }
 
 }  // namespace hftrain

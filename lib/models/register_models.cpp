@@ -1,4 +1,5 @@
-// Registers the built-in model components and their shape-only twins (called from register_builtins()).
+// Registers the built-in model families (called from register_builtins()): each family once, as the model
+// and its shape-only twin (the static parameter_shapes that `hftrain estimate` reads) under the same name.
 #include "models/bart.h"
 #include "models/bert.h"
 #include "models/gpt.h"
@@ -9,30 +10,34 @@
 #include "registry/registry.h"
 
 namespace hftrain {
+namespace {
 
-void register_models(Registry<Model, const ModelContext&>& models) {
-  models.add<Gpt>("gpt", "Decoder-only transformer shaped like GPT-2/nanoGPT, weight-tied LM head.");
-  models.add<MlpClassifier>("mlp", "Feed-forward classifier over dense feature vectors.");
-  models.add<Gpt2>("gpt2", "HF GPT2LMHeadModel (Conv1D layout, gelu_new, tied LM head); GPT2Config option names.");
-  models.add<BertForSequenceClassification>(
-      "bert", "HF BertForSequenceClassification (pooler + classifier; regression when num_labels is 1).");
-  models.add<BertForMaskedLM>("bert_mlm", "HF BertForMaskedLM (MLM head tied to the word embeddings).");
-  models.add<Llama>("llama", "HF LlamaForCausalLM (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention).");
-  models.add<T5>("t5", "HF T5ForConditionalGeneration (encoder-decoder, relative position buckets, RMS norms; "
-                       "relu or gated-gelu feed-forward); T5Config option names.");
-  models.add<Bart>("bart", "HF BartForConditionalGeneration (post-LN encoder-decoder, learned positions with offset 2, "
-                           "layernorm_embedding, final_logits_bias); BartConfig option names.");
+template <class M>
+void add_family(Registry<Model, const ModelContext&>& models, Registry<ModelShapes, const ModelContext&>& shapes,
+                const std::string& name, const std::string& description) {
+  models.add<M>(name, description);
+  shapes.add<ShapesOf<M>>(name, "parameter shapes of " + name);
 }
 
-void register_model_shapes(Registry<ModelShapes, const ModelContext&>& shapes) {
-  shapes.add<ShapesOf<Gpt>>("gpt", "parameter shapes of gpt");
-  shapes.add<ShapesOf<MlpClassifier>>("mlp", "parameter shapes of mlp");
-  shapes.add<ShapesOf<Gpt2>>("gpt2", "parameter shapes of gpt2");
-  shapes.add<ShapesOf<BertForSequenceClassification>>("bert", "parameter shapes of bert");
-  shapes.add<ShapesOf<BertForMaskedLM>>("bert_mlm", "parameter shapes of bert_mlm");
-  shapes.add<ShapesOf<Llama>>("llama", "parameter shapes of llama");
-  shapes.add<ShapesOf<T5>>("t5", "parameter shapes of t5");
-  shapes.add<ShapesOf<Bart>>("bart", "parameter shapes of bart");
+}  // namespace
+
+void register_models(Registry<Model, const ModelContext&>& models, Registry<ModelShapes, const ModelContext&>& shapes) {
+  add_family<Gpt>(models, shapes, "gpt", "Decoder-only transformer shaped like GPT-2/nanoGPT, weight-tied LM head.");
+  add_family<MlpClassifier>(models, shapes, "mlp", "Feed-forward classifier over dense feature vectors.");
+  add_family<Gpt2>(models, shapes, "gpt2",
+                   "HF GPT2LMHeadModel (Conv1D layout, gelu_new, tied LM head); GPT2Config option names.");
+  add_family<BertForSequenceClassification>(
+      models, shapes, "bert",
+      "HF BertForSequenceClassification (pooler + classifier; regression when num_labels is 1).");
+  add_family<BertForMaskedLM>(models, shapes, "bert_mlm", "HF BertForMaskedLM (MLM head tied to the word embeddings).");
+  add_family<Llama>(models, shapes, "llama",
+                    "HF LlamaForCausalLM (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention).");
+  add_family<T5>(models, shapes, "t5",
+                 "HF T5ForConditionalGeneration (encoder-decoder, relative position buckets, RMS norms; "
+                 "relu or gated-gelu feed-forward); T5Config option names.");
+  add_family<Bart>(models, shapes, "bart",
+                   "HF BartForConditionalGeneration (post-LN encoder-decoder, learned positions with offset 2, "
+                   "layernorm_embedding, final_logits_bias); BartConfig option names.");
 }
 
 }  // namespace hftrain

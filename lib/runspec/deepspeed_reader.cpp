@@ -367,6 +367,22 @@ class DeepSpeedReader {
   DeepSpeedConfig& out_;
 };
 
+// The ds_config of the transformers v4.x DeepSpeed docs sets the hidden-size dependent sizes to 0: "set
+// these to 0 and the Trainer fills them from hidden_size" (HF's later "auto"). Such a 0 is taken as "auto",
+// in place (the value keeps its file position), and the log says so.
+void take_legacy_zero_as_auto(YAML::Node& config, std::vector<std::string>& notes) {
+  YAML::Node z = lookup(config, "zero_optimization");
+  if (!z.IsMap()) return;
+  for (const char* key : {"reduce_bucket_size", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
+                          "stage3_param_persistence_threshold", "param_persistence_threshold"}) {
+    YAML::Node v = lookup(z, key);
+    if (!v.IsScalar() || !same_yaml_value(v, YAML::Node(0))) continue;
+    v = "auto";
+    notes.push_back(std::string("DeepSpeed zero_optimization.") + key + ": 0 is the v4.x docs' spelling of \"auto\" (\"the "
+                    "Trainer fills them from hidden_size\"), taken as \"auto\"");
+  }
+}
+
 }  // namespace
 
 void apply_deepspeed_config(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins,
@@ -416,6 +432,7 @@ void apply_deepspeed_config(YAML::Node& root, Issues& issues, std::map<std::stri
     located.add("", config, "a DeepSpeed config must be a JSON object of settings");
   } else {
     if (file_issues) report_duplicate_keys(config, "", located);
+    take_legacy_zero_as_auto(config, notes);
     out.written_json = to_json(config).dump();
     DeepSpeedReader(root, issues, located, origins, notes, out).read(config);
   }

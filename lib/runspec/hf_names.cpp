@@ -33,7 +33,26 @@ struct HfName {
   void (Mover::*move)(const HfName&, const YAML::Node&);
   std::string key = "";          // renamed: the section key it is now
   std::string deprecation = "";  // renamed: HF's deprecation warning, logged at start
+  std::string absent = "";       // renamed: the old name's value that HF takes as not given (no_cuda: false)
 };
+
+// Whether the value at `path` / `node` was written on the command line (--set, or a flag turned into one).
+bool from_command_line(const Issues& issues, const std::string& path, const YAML::Node& node) {
+  return issues.where(path, node).rfind("--set", 0) == 0;
+}
+
+// The words of an HF option list: a YAML list, or one string with the words separated by spaces (as HF's
+// command line gives them).
+std::vector<std::string> option_words(const YAML::Node& v) {
+  std::vector<std::string> words;
+  if (v.IsSequence()) {
+    for (const auto& item : v) words.push_back(yaml_text(item));
+  } else if (v.IsScalar()) {
+    std::istringstream in(v.Scalar());
+    for (std::string w; in >> w;) words.push_back(w);
+  }
+  return words;
+}
 
 std::vector<std::string> hf_optimizer_names() {
   std::vector<std::string> out;
@@ -122,6 +141,7 @@ class Mover {
   // An old TrainingArguments name of a setting that HF renamed (per_gpu_train_batch_size ->
   // per_device_train_batch_size): taken as the new name, with HF's deprecation warning logged at start.
   void renamed(const HfName& hf, const YAML::Node& v) {
+    if (!hf.absent.empty() && v.IsScalar() && same_yaml_value(v, YAML::Node(hf.absent))) return;
     place(hf, v, hf.key, v, yaml_text(v));
     if (!hf.deprecation.empty())
       notes_.push_back("training." + hf.name + ": " + hf.deprecation + " (taken as " + hf.section + "." + hf.key + ")");
@@ -133,19 +153,9 @@ class Mover {
   // HF fsdp: "full_shard" / "shard_grad_op" / "no_shard" with optional "auto_wrap" and "offload"
   // (space-separated, or a list): the ZeRO stage that shards the same state.
   void fsdp(const HfName& hf, const YAML::Node& v) {
-    std::vector<std::string> words;
-    if (v.IsSequence()) {
-      for (const auto& item : v) words.push_back(yaml_text(item));
-    } else if (v.IsScalar()) {
-      std::istringstream in(v.Scalar());
-      for (std::string w; in >> w;) words.push_back(w);
-    }
+    const std::vector<std::string> words = option_words(v);
     if (words.empty()) return;  // "" = no FSDP (HF's default)
-    if (YAML::Node stage = lookup(lookup(root_, "zero"), "stage"); stage.IsDefined()) {
-      issues_.add("training.fsdp", v, "'" + yaml_text(v) + "' and zero.stage (" + issues_.where("zero.stage", stage) +
-                                          ") both choose how the training state is sharded; give only one");
-      return;
-    }
+    if (stage_written_too(hf, v)) return;
     static const std::map<std::string, int> kStages = {{"full_shard", 3}, {"shard_grad_op", 2}, {"no_shard", 0}};
     const std::vector<std::string> known = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "hybrid_shard_zero2",
                                             "offload", "auto_wrap"};
@@ -164,6 +174,60 @@ class Mover {
                                             "full_shard, shard_grad_op, no_shard, offload, auto_wrap)");
       }
     }
+  }
+
+  // HF sharded_ddp (FairScale, transformers 4.x): "simple" (OSS + ShardedDDP) and "zero_dp_2" shard the
+  // optimizer state and gradients = ZeRO stage 2, "zero_dp_3" also the parameters = stage 3; "offload" (or
+  // "cpu_offload") = the CPU offload that stage has; "auto_wrap" = what hftrain does. HF's own rules for
+  // combining them, and its refusal of sharded_ddp together with fsdp or deepspeed, hold.
+  void sharded_ddp(const HfName& hf, const YAML::Node& v) {
+    const std::vector<std::string> words = option_words(v);
+    if (words.empty()) return;  // "" / [] = no sharded DDP (HF's default)
+    const std::string text = yaml_text(v);
+    const YAML::Node training = lookup(root_, "training");
+    for (const char* other : {"fsdp", "deepspeed"}) {
+      const YAML::Node o = lookup(training, other);
+      if (o.IsDefined() && !o.IsNull() && (!option_words(o).empty() || (o.IsMap() && o.size() > 0)))
+        issues_.add("training.sharded_ddp", v,
+                    "'" + text + "' and training." + other + " (" + issues_.where(std::string("training.") + other, o) +
+                        ") are both given; HF refuses them together (\"Using --sharded_ddp xxx together with --" + other +
+                        " is not possible, deactivate one of those flags.\"): give only one");
+    }
+    bool simple = false, dp2 = false, dp3 = false, offload = false;
+    const std::vector<std::string> known = {"simple", "zero_dp_2", "zero_dp_3", "offload", "cpu_offload", "auto_wrap"};
+    for (const std::string& w : words) {
+      if (w == "simple") simple = true;
+      else if (w == "zero_dp_2") dp2 = true;
+      else if (w == "zero_dp_3") dp3 = true;
+      else if (w == "offload" || w == "cpu_offload") offload = true;
+      else if (w != "auto_wrap")  // hftrain gathers per transformer block: what FairScale's auto_wrap selects
+        issues_.add("training.sharded_ddp", v, "'" + w + "' is not a sharded_ddp option" + did_you_mean(w, known) +
+                                                   " (simple, zero_dp_2, zero_dp_3, offload, auto_wrap)");
+    }
+    // HF TrainingArguments' checks, in its words.
+    if (simple && words.size() > 1)
+      return issues_.add("training.sharded_ddp", v, "'" + text + "': `--sharded_ddp simple` is not compatible with any other option (HF)");
+    if (dp2 && dp3)
+      return issues_.add("training.sharded_ddp", v,
+                         "'" + text + "': `--sharded_ddp zero_dp_2` is not compatible with `--sharded_ddp zero_dp_3` (HF)");
+    if (offload && !dp2 && !dp3)
+      return issues_.add("training.sharded_ddp", v,
+                         "'" + text + "': `--sharded_ddp offload` can't work on its own. It needs to be added to "
+                                      "`--sharded_ddp zero_dp_2` or `--sharded_ddp zero_dp_3` (HF)");
+    if (!simple && !dp2 && !dp3) return;  // an unknown word, reported above
+    if (stage_written_too(hf, v)) return;
+    const int stage = dp3 ? 3 : 2;
+    place(hf, v, "stage", YAML::Node(stage), text);
+    std::string became = "zero.stage " + std::to_string(stage);
+    if (offload) {
+      place(HfName{hf.name, "zero.offload_optimizer", hf.help, hf.move}, v, "device", YAML::Node("cpu"), text);
+      became += ", zero.offload_optimizer cpu";
+      if (stage == 3) {
+        place(hf, v, "offload_param", YAML::Node("cpu"), text);
+        became += ", zero.offload_param cpu";
+      }
+    }
+    notes_.push_back("training.sharded_ddp '" + text + "' (FairScale) is " + became + " here");
   }
 
   // HF fsdp_config (a mapping or its JSON text; keys with or without the "fsdp_" prefix, as HF strips it).
@@ -200,6 +264,9 @@ class Mover {
       } else if (key == "backward_prefetch") {
         if (yaml_text(kv.second) == "NO_PREFETCH" || yaml_text(kv.second) == "no_prefetch")
           place(HfName{hf.name, "zero", hf.help, hf.move}, located, "stage3_prefetch_bucket_size", YAML::Node(0), shown);
+      } else if (key == "xla" || key == "xla_fsdp_v2" || key == "xla_fsdp_grad_ckpt") {
+        if (!kv.second.IsNull() && !same_yaml_value(kv.second, YAML::Node("false")))
+          issues_.add("training.fsdp_config." + key, located, "'" + shown + "': XLA (TPU) FSDP is not available; false asks for nothing");
       } else if (key == "cpu_ram_efficient_loading") {  // FSDP's sharded loading = zero.Init here
         place(HfName{hf.name, "zero", hf.help, hf.move}, located, "zero3_init_flag", kv.second, shown);
       } else if (std::find(satisfied.begin(), satisfied.end(), key) == satisfied.end()) {
@@ -232,6 +299,19 @@ class Mover {
   }
 
  private:
+  // zero.stage is written besides `hf` (fsdp / sharded_ddp), which also chooses how the state is sharded.
+  // With one of them on the command line and the other in the file, the command line wins (place() keeps
+  // it): false. Both in the file, or both on the command line: a conflict naming both, true.
+  bool stage_written_too(const HfName& hf, const YAML::Node& v) {
+    const YAML::Node stage = lookup(lookup(root_, "zero"), "stage");
+    if (!stage.IsDefined()) return false;
+    const std::string written = "training." + hf.name;
+    if (from_command_line(issues_, written, v) != from_command_line(issues_, "zero.stage", stage)) return false;
+    issues_.add(written, v, "'" + yaml_text(v) + "' and zero.stage (" + issues_.where("zero.stage", stage) +
+                                ") both choose how the training state is sharded; give only one");
+    return true;
+  }
+
   YAML::Node& root_;
   Issues& issues_;
   std::map<std::string, std::string>& origins_;
@@ -264,9 +344,18 @@ const std::vector<HfName>& hf_names() {
          "eval_strategy", "HF: \"`evaluation_strategy` is deprecated and will be removed in version 4.46 of Transformers. "
                           "Use `eval_strategy` instead\""},
         {"no_cuda", "training", "Deprecated HF name of use_cpu.", &Mover::renamed, "use_cpu",
-         "HF: \"using `no_cuda` is deprecated and will be removed in version 5.0 of Transformers. Use `use_cpu` instead\""},
+         "HF: \"using `no_cuda` is deprecated and will be removed in version 5.0 of Transformers. Use `use_cpu` instead\"",
+         "false"},
+        {"ddp_timeout", "distributed", "HF ddp_timeout: the same setting as distributed.ddp_timeout.", &Mover::same_name},
+        {"ddp_bucket_cap_mb", "distributed", "HF ddp_bucket_cap_mb: the same setting as distributed.ddp_bucket_cap_mb.",
+         &Mover::same_name},
         {"bf16", "precision", "HF --bf16: the same setting as precision.bf16.", &Mover::same_name},
         {"fp16", "precision", "HF --fp16: the same setting as precision.fp16.", &Mover::same_name},
+        {"sharded_ddp", "zero",
+         "HF (FairScale) sharded DDP: simple / zero_dp_2 = zero.stage 2, zero_dp_3 = 3; offload (or cpu_offload) = "
+         "zero.offload_optimizer cpu (and zero.offload_param cpu at stage 3); auto_wrap is what hftrain does. Not "
+         "together with zero.stage, fsdp or deepspeed.",
+         &Mover::sharded_ddp},
         {"fsdp", "zero",
          "HF FSDP sharding: full_shard = zero.stage 3, shard_grad_op = 2, no_shard = 0; offload = zero.offload_param cpu; "
          "auto_wrap is what hftrain does (gather per transformer block). Not together with zero.stage.",
@@ -300,18 +389,26 @@ void place_setting(YAML::Node& root, Issues& issues, std::map<std::string, std::
     node.reset(next);  // rebinds the handle (operator= would overwrite the node it refers to)
   }
   const std::string path = section + "." + key;
+  const std::string where = source.file_issues.where(source.written, source.node);
+  const bool from_set = where.rfind("--set", 0) == 0;
+  std::string over;  // the file's value that the command line's replaces
   if (YAML::Node own = lookup(node, key); own.IsDefined()) {
-    if (!same_yaml_value(own, value))
+    if (same_yaml_value(own, value)) return;
+    // A value on the command line is an override in any spelling: it wins over the file's (as in HF and
+    // Accelerate); the same setting written twice in the file, or twice on the command line, is a conflict.
+    const bool own_from_set = from_command_line(issues, path, own);
+    if (own_from_set && !from_set) return;
+    if (!(from_set && !own_from_set)) {
       source.file_issues.add(source.written, source.node,
                              "'" + shown + "' disagrees with " + path + ": '" + yaml_text(own) + "' at " +
                                  issues.where(path, own) + " (the same setting written twice; give only one)");
-    return;
+      return;
+    }
+    over = ", over '" + yaml_text(own) + "' at " + issues.where(path, own);
   }
   node[key] = value;
-  const std::string where = source.file_issues.where(source.written, source.node);
-  const bool from_set = where.rfind("--set", 0) == 0;
   issues.mark_origin(path, from_set ? where : where + " (as " + source.written + ")");
-  origins[path] = source.written + ": " + shown + " (" + where + ")";
+  origins[path] = source.written + ": " + shown + " (" + where + over + ")";
 }
 
 void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins,
@@ -322,7 +419,7 @@ void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::stri
   for (const auto& hf : hf_names()) {
     YAML::Node value = lookup(training, hf.name);
     if (!value.IsDefined()) continue;
-    (mover.*hf.move)(hf, value);
+    if (!value.IsNull()) (mover.*hf.move)(hf, value);  // null: HF's None, not given
     while (lookup(training, hf.name).IsDefined()) training.remove(hf.name);  // a repeat is reported as a duplicate
   }
 }

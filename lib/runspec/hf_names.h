@@ -21,7 +21,8 @@ namespace hftrain {
 // with the same setting written in its own section goes to `issues`. `origins` receives, per moved
 // value, its dotted path in the section -> "training.<hf name>: <value> (file:line:col)".
 // Old names HF renamed (per_gpu_*, evaluation_strategy, no_cuda) are taken as the new ones, and HF's
-// deprecation warning goes to `notes` (logged at start).
+// deprecation warning goes to `notes` (logged at start). A null is HF's None: not given. FairScale's
+// sharded_ddp becomes zero.stage (and CPU offload), with a note saying so.
 void move_hf_training_names(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins,
                             std::vector<std::string>& notes);
 
@@ -35,8 +36,9 @@ struct SettingSource {
 
 // Puts `value` at root's section.key, remembering where it was written (problems found later at that key
 // are located there; `origins` gets "<written>: <shown> (file:line:col)"). The same key already written
-// in the section with another value is a conflict, reported at the source; with the same value the
-// section's own spelling stays.
+// in the section with another value is a conflict, reported at the source, unless exactly one of the two
+// was given on the command line (--set, or a flag turned into one): that one wins, as in HF and Accelerate
+// (the origin names the file's value it replaced). With the same value the section's own spelling stays.
 void place_setting(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins, const std::string& section,
                    const std::string& key, const YAML::Node& value, const std::string& shown, const SettingSource& source);
 

@@ -8,7 +8,9 @@
 
 #include "config/duplicate_keys.h"
 #include "runspec/generation_sources.h"
+#include "runspec/hf_flags.h"
 #include "runspec/hf_names.h"
+#include "runspec/hf_unbuilt.h"
 #include "runspec/model_families.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -179,7 +181,12 @@ void record_origins(const YAML::Node& root, const Issues& issues, std::map<std::
     }
     for (const auto& kv : section.second) {
       const std::string path = name + "." + kv.first.Scalar();
-      origins.emplace(path, issues.where(path, kv.first));
+      // A nested mapping whose keys were placed from another spelling (zero.offload_optimizer.device from
+      // sharded_ddp or a ds_config) says where those came from.
+      std::string placed;
+      for (auto it = origins.lower_bound(path + "."); it != origins.end() && it->first.rfind(path + ".", 0) == 0; ++it)
+        placed += (placed.empty() ? "" : "; ") + it->first.substr(path.size() + 1) + " from " + it->second;
+      origins.emplace(path, placed.empty() ? issues.where(path, kv.first) : placed);
     }
   }
 }
@@ -229,6 +236,26 @@ std::string training_key_hint(const std::string& key) {
   for (const auto& [section, names] : sections)
     for (const auto& n : names)
       if (n == key) return " (in hftrain it is " + section + "." + key + ")";
+  return "";
+}
+
+// A top-level key that is not a section but an option of one (`--set learning_rate=1e-4`): the dotted key
+// it stands for, or "".
+std::string section_of_option(const std::string& key, const ComponentCatalog& catalog) {
+  if (std::optional<HfFlag> flag = find_hf_flag(key)) return flag->key;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> sections = {
+      {"distributed", schema_of<DistributedArgs>().names()},
+      {"zero", schema_of<ZeroArgs>().names()},
+      {"precision", schema_of<PrecisionArgs>().names()},
+      {"generation", schema_of<GenerationArgs>().names()}};
+  for (const auto& [section, names] : sections)
+    if (std::find(names.begin(), names.end(), key) != names.end()) return section + "." + key;
+  const std::vector<std::pair<std::string, const RegistryBase*>> components = {
+      {"model", &catalog.models}, {"data", &catalog.data}, {"optimizer", &catalog.optimizers}, {"scheduler", &catalog.schedulers}};
+  for (const auto& [section, registry] : components)
+    for (const auto& type : registry->names())
+      for (const auto& option : registry->options(type))
+        if (option.name == key) return section + "." + key;
   return "";
 }
 
@@ -301,6 +328,7 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
   for (const auto& o : overrides) apply_override(root, o, issues);
   RunSpec spec;
   move_hf_training_names(root, issues, spec.origins, spec.notes);
+  take_unbuilt_hf_fields(root, issues);
   apply_deepspeed_config(root, issues, spec.origins, spec.notes, spec.deepspeed);
   record_origins(root, issues, spec.origins);
 
@@ -308,7 +336,11 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
     const std::string key = kv.first.Scalar();
     bool known = false;
     for (const auto& k : kTopLevelKeys) known = known || k == key;
-    if (!known) issues.add(key, kv.first, "unknown section" + did_you_mean(key, kTopLevelKeys));
+    if (known) continue;
+    const std::string option = section_of_option(key, catalog);
+    issues.add(key, kv.first,
+               "unknown section" + (option.empty() ? did_you_mean(key, kTopLevelKeys)
+                                                   : " (did you mean '" + option + "'? keys are given with their section)"));
   }
 
   spec.source = path;

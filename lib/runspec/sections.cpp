@@ -74,6 +74,9 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "On resume, take the checkpoint's weights, schedule, RNG and data position but not its optimizer state "
         "(moments start at zero, with a warning): for a checkpoint of another optimizer or parameter set "
         "(DeepSpeed's load_checkpoint(load_optimizer_states=False)).");
+  s.add("resume_over_newer_model", &TrainingArgs::resume_over_newer_model,
+        "Let a resume whose run ends below the step of the model already in output_dir (its trainer_state.json) "
+        "replace that model; without it such a resume is refused before anything is written.");
   s.add("load_best_model_at_end", &TrainingArgs::load_best_model_at_end,
         "Load the best checkpoint (by metric_for_best_model) when training ends.");
   s.add("metric_for_best_model", &TrainingArgs::metric_for_best_model,
@@ -176,9 +179,13 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
                                    "in each backward (all hftrain model families give one); remove it or set false"
                                  : "";
       });
-  s.add("local_rank", &TrainingArgs::local_rank, "Set by the launcher (LOCAL_RANK, torchrun); -1 in a spec (HF default).")
+  s.add("local_rank", &TrainingArgs::local_rank,
+        "Set by the launcher (LOCAL_RANK, torchrun; --local_rank from torch.distributed.launch); in a spec -1 (HF's "
+        "default) or 0 (what a TrainingArguments dump of one process holds).")
       .check([](const int64_t& v) {
-        return v == -1 ? "" : "the launcher sets each worker's local rank (LOCAL_RANK); remove it from the spec";
+        return v == -1 || v == 0 ? ""
+                                 : "the launcher sets each worker's local rank (LOCAL_RANK, or --local_rank on the command "
+                                   "line); remove it from the spec (-1 or 0 are accepted)";
       });
 }
 
@@ -197,6 +204,8 @@ void DistributedArgs::declare(Schema<DistributedArgs>& s) {
   s.add("backend", &DistributedArgs::backend, "Collective backend: auto = nccl on GPUs, gloo on the CPU.")
       .choices({"auto", "gloo", "nccl"});
   s.add("ddp_timeout", &DistributedArgs::ddp_timeout, "Seconds before a collective is declared hung.").min(1);
+  s.add("rendezvous_timeout", &DistributedArgs::rendezvous_timeout,
+        "Seconds the workers wait for every node to join before the job stops, naming the missing ones.").min(1);
   s.add("ddp_bucket_cap_mb", &DistributedArgs::ddp_bucket_cap_mb, "Gradient bucket size in MiB.").greater_than(0);
   s.add("max_restarts", &DistributedArgs::max_restarts, "Relaunches after a worker failure.").min(0);
   s.add("intra_op_threads", &DistributedArgs::intra_op_threads,

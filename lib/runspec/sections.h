@@ -117,6 +117,7 @@ struct TrainingArgs {
   bool save_only_model = false;   // checkpoints hold only the model (not resumable)
   bool ignore_data_skip = false;  // on resume, start the interrupted epoch from its first batch
   bool ignore_optimizer_state = false;  // on resume, weights and schedule only (fresh optimizer moments)
+  bool resume_over_newer_model = false;  // let a resume end below the step of output_dir's model and replace it
   bool load_best_model_at_end = false;
   std::string metric_for_best_model;          // "" = "loss" (HF: None)
   std::optional<bool> greater_is_better;      // null = not metric.endswith("loss") (HF default)
@@ -166,6 +167,7 @@ struct DistributedArgs {
   WorkerCount nproc_per_node;
   std::string backend = "auto";
   int64_t ddp_timeout = 1800;
+  int64_t rendezvous_timeout = 600;  // seconds every worker waits for the others to join (docs/distributed.md)
   double ddp_bucket_cap_mb = 25;
   int64_t max_restarts = 0;
   int64_t intra_op_threads = 0;  // 0 = automatic (see README "Threads and BLAS")

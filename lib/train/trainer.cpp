@@ -9,6 +9,7 @@
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
 #include "data/batch_prefetcher.h"
+#include "data/loader.h"
 #include "distributed/comm.h"
 #include "engine/engine_builder.h"
 #include "engine/precision.h"
@@ -21,6 +22,7 @@
 #include "optim/target_modules.h"
 #include "train/evaluation.h"
 #include "train/reporting.h"
+#include "train/step_metrics.h"
 #include "train/training_loss.h"
 #include "util/fault_injection.h"
 #include "util/fs.h"
@@ -36,20 +38,20 @@ double round_to(double v, int digits) {
 
 // A stop signal every rank acts on at the same step (workers may see a forwarded signal at
 // different steps; the highest pending one wins).
-int agreed_stop_signal() {
-  if (world().world_size() == 1) return pending_stop_signal();
-  return static_cast<int>(world().all_reduce_scalar(pending_stop_signal(), ReduceOp::kMax, "stop-signal vote"));
+int agreed_stop_signal(Comm& comm) {
+  if (comm.world_size() == 1) return pending_stop_signal();
+  return static_cast<int>(comm.all_reduce_scalar(pending_stop_signal(), ReduceOp::kMax, "stop-signal vote"));
 }
 
 }  // namespace
 
-Trainer::Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline)
-    : spec_(spec), components_(components), pipeline_(pipeline), best_(best_metric_context(spec.training)) {}
+Trainer::Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline, Comm& comm)
+    : spec_(spec), components_(components), pipeline_(pipeline), comm_(comm), best_(best_metric_context(spec.training)) {}
 
 void Trainer::setup(const TrainingPlan& plan) {
   const TrainingArgs& args = spec_.training;
   if (spec_.deepspeed.present())  // HF's trainer_config_finalize: the step counts are known now
-    deepspeed_resolved_ = resolve_deepspeed_config(spec_, world().world_size(), plan.max_steps, plan.warmup_steps);
+    deepspeed_resolved_ = resolve_deepspeed_config(spec_, comm_.world_size(), plan.max_steps, plan.warmup_steps);
   FlowControl flow(args, plan.max_steps);
   state_.max_steps = plan.max_steps;
   state_.num_train_epochs = plan.num_epochs;
@@ -73,8 +75,8 @@ void Trainer::setup(const TrainingPlan& plan) {
     optimizer_kernel = optimizer->kernel_description();
     return optimizer;
   };
-  engine_ = build_engine({spec_, pipeline_.model, pipeline_.deferred_weights, traits, build_optimizer, world()});
-  if (world().world_size() > 1 || spec_.zero.stage > 0 || spec_.precision.bf16 || spec_.precision.fp16)
+  engine_ = build_engine({spec_, pipeline_.model, pipeline_.deferred_weights, traits, build_optimizer, comm_});
+  if (comm_.world_size() > 1 || spec_.zero.stage > 0 || spec_.precision.bf16 || spec_.precision.fp16)
     log_info("engine: " + engine_->describe());
   log_info("optimizer: " + spec_.optimizer.type + ", " + optimizer_kernel);
   schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,
@@ -84,110 +86,145 @@ void Trainer::setup(const TrainingPlan& plan) {
                       "' steps after each evaluation, so training.eval_strategy must be 'steps' or 'epoch'");
 }
 
+// What one train() call holds besides the trainer's own state: the data, the plan it resumes into, and the
+// step accounting.
+struct Trainer::TrainingRun {
+  std::unique_ptr<DataLoader> loader;
+  ResumePlan start;
+  std::unique_ptr<BatchPrefetcher> batches;
+  std::unique_ptr<StepMetrics> metrics;
+  int64_t first_step = 0, first_samples = 0;  // where this process started (speed counts only its own work)
+};
+
+// The loop: epochs -> accumulation windows -> micro-batches -> engine step -> callbacks (HF
+// Trainer._inner_training_loop). One step's walk: docs/design.md.
 nlohmann::json Trainer::train() {
   if (memory_) memory_->start("train");
+  std::unique_ptr<TrainingRun> run = start_run();
+  const TrainingPlan& plan = run->start.plan;
+  const int64_t ga = spec_.training.gradient_accumulation_steps;
+  TrainerControl& control = callbacks_.control();
+  const auto start_time = std::chrono::steady_clock::now();
+  pipeline_.model->train();
+  StopSignalGuard stop_guard;  // SIGINT / SIGTERM: finish the step, save, stop (stop_for_signal)
+  callbacks_.on_train_begin(state_);
+  for (int64_t epoch = run->start.epoch; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {
+    const EpochSpan span = begin_epoch(*run, epoch);
+    const int64_t windows = windows_for(span.batches, ga), seen_before = loop_.samples_seen;
+    int64_t micro_step = 0;  // batches of the span read
+    for (int64_t w = 0; w < windows && !control.should_training_stop && !control.should_epoch_stop; ++w) {
+      const int64_t window = window_size_for(span.batches, w, ga);
+      const double step_loss = accumulate_gradients(*run, window);
+      micro_step += window;
+      const StepResult step = optimizer_step();
+      record_data_position(*run, epoch, span, micro_step, seen_before);
+      loop_.tr_loss += step_loss;
+      loop_.total_loss += step_loss;
+      callbacks_.on_step_end(state_);
+      maybe_log_save_evaluate(loop_.tr_loss, step);
+      if (w + 1 == windows) {  // HF: on_epoch_end, then a second log/save/evaluate pass
+        callbacks_.on_epoch_end(state_);
+        maybe_log_save_evaluate(loop_.tr_loss, step);
+      }
+      fault::after_optimizer_step();
+      if (const int sig = agreed_stop_signal(comm_)) stop_for_signal(sig);
+    }
+  }
+  return finish_run(*run, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count());
+}
+
+std::unique_ptr<Trainer::TrainingRun> Trainer::start_run() {
   const TrainingArgs& args = spec_.training;
-  Model& model = *pipeline_.model;
-  const int64_t world_size = world().world_size();  // each rank reads its DistributedSampler shard
-  DataLoader loader(pipeline_.data->split("train"), pipeline_.data->task(), args.per_device_train_batch_size,
-                    /*shuffle=*/true, args.data_seed >= 0 ? args.data_seed : args.seed, args.dataloader_drop_last,
-                    world_size, world().rank());
+  const int64_t world_size = comm_.world_size();  // each rank reads its DistributedSampler shard
+  auto run = std::make_unique<TrainingRun>();
+  run->loader = std::make_unique<DataLoader>(pipeline_.data->split("train"), pipeline_.data->task(),
+                                             args.per_device_train_batch_size, /*shuffle=*/true,
+                                             args.data_seed >= 0 ? args.data_seed : args.seed,
+                                             args.dataloader_drop_last, world_size, comm_.rank());
+  DataLoader& loader = *run->loader;
   if (args.group_by_length)  // HF LengthGroupedSampler(train_batch_size * gradient_accumulation_steps)
     loader.group_by_length(args.per_device_train_batch_size * args.gradient_accumulation_steps, args.length_column_name);
   // Sortish batches of the global batch size: the distributed shard deals each one out to the ranks, so every
   // rank's batch comes from one run of similar lengths.
   if (args.sortish_sampler) loader.sortish(args.per_device_train_batch_size * world_size, args.length_column_name);
-  const int64_t ga = args.gradient_accumulation_steps;
-  const TrainingPlan plan = make_training_plan(args, loader.batches_per_epoch(), world_size);
-  BatchPrefetcher batches(loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0,
-                          plan.num_epochs);
-  const ParameterCounts parameters = count_parameters(model);
+  // A resumed run continues from the checkpoint's data position to the end this run asks for (resume_plan.h).
+  run->start = plan_resume(make_training_plan(args, loader.batches_per_epoch(), world_size), loader);
+  const TrainingPlan& plan = run->start.plan;
+  run->batches = std::make_unique<BatchPrefetcher>(
+      loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0, plan.num_epochs);
+  const ParameterCounts parameters = count_parameters(*pipeline_.model);
+  run->metrics = std::make_unique<StepMetrics>(args, parameters);
   log_info(format_training_summary({loader.num_examples(), plan.num_epochs, world_size,
-                                    args.per_device_train_batch_size, ga, plan.global_batch_size,
-                                    plan.batches_per_epoch, plan.updates_per_epoch, plan.max_steps,
-                                    plan.warmup_steps, parameters, describe_compute()}));
-  int64_t num_input_tokens = 0;  // input_ids elements (padding included) run through the model here
-  double data_wait_seconds = 0;  // time the loop spent waiting for the next batch
+                                    args.per_device_train_batch_size, args.gradient_accumulation_steps,
+                                    plan.global_batch_size, plan.batches_per_epoch, plan.updates_per_epoch,
+                                    plan.max_steps, plan.warmup_steps, parameters, describe_compute()}));
   setup(plan);
-  TrainerControl& control = callbacks_.control();
-  const ResumePoint resume = prepare_checkpointing(plan);
+  prepare_checkpointing(plan);
+  set_aside_previous_run();  // everything is accepted: the output_dir is this run's now
+  run->first_step = state_.global_step;
+  run->first_samples = loop_.samples_seen;
   callbacks_.on_init_end(state_);
+  return run;
+}
 
-  const auto start = std::chrono::steady_clock::now();
-  model.train();
-  double& tr_loss = loop_.tr_loss;
-  double& total_loss = loop_.total_loss;
-  StopSignalGuard stop_guard;  // SIGINT / SIGTERM: finish the step, save, stop (stop_for_signal)
-  callbacks_.on_train_begin(state_);
-  for (int64_t epoch = resume.epoch; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {
-    const int64_t skip = epoch == resume.epoch ? resume.skip_batches : 0;
-    batches.start_epoch(epoch, skip);
-    if (epoch == resume.epoch) restore_rng_state();
-    callbacks_.on_epoch_begin(state_);
-    int64_t micro_step = skip;
-    const int64_t windows = plan.windows_per_epoch(ga);
-    for (int64_t w = skip / ga; w < windows && !control.should_training_stop && !control.should_epoch_stop; ++w) {
-      const int64_t window = plan.window_size(w, ga);
-      double step_loss = 0;
-      for (int64_t m = 0; m < window; ++m) {
-        if (m == 0) {
-          callbacks_.on_step_begin(state_);
-          engine_->begin_step(schedule_->lr(schedule_step()));
-        }
-        Batch batch;
-        const auto wait_start = std::chrono::steady_clock::now();
-        batches.next(batch);
-        data_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-        if (args.include_num_input_tokens_seen && batch.input_ids.defined())
-          state_.num_input_tokens_seen += batch.input_ids.numel();
-        if (batch.input_ids.defined()) {  // HF floating_point_ops: 6 * tokens * non-embedding params
-          num_input_tokens += batch.input_ids.numel();
-          state_.total_flos += training_flos(parameters, batch.input_ids.numel());
-        }
-        torch::Tensor loss;
-        {
-          AutocastScope autocast(pipeline_.compute_dtype);  // forward in the run's 16-bit dtype, if any
-          loss = compute_loss(model, batch, args.label_smoothing_factor).loss / static_cast<double>(window);
-        }
-        engine_->backward(loss, m + 1 == window);
-        double l = loss.item<double>();
-        if (args.logging_nan_inf_filter && !std::isfinite(l))
-          l = tr_loss / static_cast<double>(1 + state_.global_step - last_logged_step_);
-        step_loss += l;
-        ++micro_step;
-        if (m + 1 < window) callbacks_.on_substep_end(state_);
-      }
-      callbacks_.on_pre_optimizer_step(state_);
-      StepResult step = engine_->step(schedule_->lr(schedule_step()));
-      callbacks_.on_optimizer_step(state_);
-      state_.global_step += 1;
-      if (step.skipped) note_skipped_step(step);
-      state_.epoch = static_cast<double>(epoch) + static_cast<double>(micro_step) / static_cast<double>(plan.batches_per_epoch);
-      loop_.epoch = epoch;
-      loop_.batches_consumed = micro_step;
-      tr_loss += step_loss;
-      total_loss += step_loss;
-      callbacks_.on_step_end(state_);
-      maybe_log_save_evaluate(tr_loss, step);
-      if (w + 1 == windows) {  // HF: on_epoch_end, then a second log/save/evaluate pass
-        callbacks_.on_epoch_end(state_);
-        maybe_log_save_evaluate(tr_loss, step);
-      }
-      fault::after_optimizer_step();
-      if (const int sig = agreed_stop_signal()) stop_for_signal(sig);
+EpochSpan Trainer::begin_epoch(TrainingRun& run, int64_t epoch) {
+  const EpochSpan span =
+      epoch == run.start.epoch ? run.start.first : EpochSpan{0, run.start.plan.batches_per_epoch, 0};
+  run.batches->start_epoch(epoch, span.skip_samples);
+  if (epoch == run.start.epoch) restore_rng_state();
+  callbacks_.on_epoch_begin(state_);
+  return span;
+}
+
+double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
+  double step_loss = 0;
+  for (int64_t m = 0; m < window; ++m) {
+    if (m == 0) {
+      callbacks_.on_step_begin(state_);
+      engine_->begin_step(schedule_->lr(schedule_step()));
     }
+    Batch batch;
+    run.metrics->next_batch(*run.batches, batch, state_);
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(pipeline_.compute_dtype);  // forward in the run's 16-bit dtype, if any
+      loss = compute_loss(*pipeline_.model, batch, spec_.training.label_smoothing_factor).loss / static_cast<double>(window);
+    }
+    engine_->backward(loss, m + 1 == window);
+    step_loss += run.metrics->filtered_loss(loss.item<double>(), loop_.tr_loss, state_.global_step - last_logged_step_);
+    if (m + 1 < window) callbacks_.on_substep_end(state_);
   }
-  const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (args.load_best_model_at_end) load_best_model();
-  const bool count_tokens = args.include_tokens_per_second && num_input_tokens > 0;
-  nlohmann::json metrics = speed_metrics("train", runtime, state_.global_step * plan.global_batch_size, state_.global_step,
-                                         count_tokens ? std::optional<int64_t>(num_input_tokens) : std::nullopt);
-  metrics["total_flos"] = state_.total_flos;
-  // Not an HF metric: how much of the run the step waited on data (should stay near 0).
-  metrics["train_data_wait_fraction"] = runtime > 0 ? round_to(data_wait_seconds / runtime, 4) : 0.0;
+  return step_loss;
+}
+
+StepResult Trainer::optimizer_step() {
+  callbacks_.on_pre_optimizer_step(state_);
+  StepResult step = engine_->step(schedule_->lr(schedule_step()));
+  callbacks_.on_optimizer_step(state_);
+  state_.global_step += 1;
+  if (step.skipped) note_skipped_step(step);
+  return step;
+}
+
+void Trainer::record_data_position(const TrainingRun& run, int64_t epoch, const EpochSpan& span, int64_t micro_step,
+                                   int64_t seen_before) {
+  state_.epoch = epoch_progress(epoch, span, micro_step, run.start.plan.batches_per_epoch);
+  loop_.epoch = epoch;
+  loop_.batches_consumed = span.first_batch + micro_step;
+  loop_.samples_consumed = run.loader->samples_consumed_after(span.skip_samples, micro_step);
+  loop_.samples_seen = seen_before + loop_.samples_consumed - span.skip_samples;
+}
+
+nlohmann::json Trainer::finish_run(const TrainingRun& run, double runtime) {
+  report_short_end(run.start.plan, run.start.done);
+  if (spec_.training.load_best_model_at_end) load_best_model();
+  // Speed over what this process ran (a resumed run does not count the steps and samples of the checkpoint).
+  nlohmann::json metrics = run.metrics->train_metrics(runtime, loop_.samples_seen - run.first_samples,
+                                                      state_.global_step - run.first_step, state_);
   // HF: the mean over ranks (_nested_gather(tr_loss).mean()).
+  const int64_t world_size = comm_.world_size();
   const double mean_total_loss =
-      world_size == 1 ? total_loss : world().all_reduce_scalar(total_loss, ReduceOp::kSum, "train_loss") / world_size;
+      world_size == 1 ? loop_.total_loss : comm_.all_reduce_scalar(loop_.total_loss, ReduceOp::kSum, "train_loss") / world_size;
   metrics["train_loss"] = mean_total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step));
   if (memory_) memory_->stop_and_update_metrics("train", metrics);
   log(metrics);
@@ -202,9 +239,9 @@ void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
   if (control.should_log && state_.global_step > last_logged_step_) {
     const auto steps = static_cast<double>(state_.global_step - last_logged_step_);
     // HF logs the mean over ranks of the loss since the last log.
-    const double loss_sum = world().world_size() == 1
+    const double loss_sum = comm_.world_size() == 1
                                 ? tr_loss
-                                : world().all_reduce_scalar(tr_loss, ReduceOp::kSum, "logged loss") / world().world_size();
+                                : comm_.all_reduce_scalar(tr_loss, ReduceOp::kSum, "logged loss") / comm_.world_size();
     nlohmann::json entry = {
         {"loss", round_to(loss_sum / steps, 4)}, {"grad_norm", step.grad_norm}, {"learning_rate", schedule_->lr(schedule_step())}};
     if (step.loss_scale > 0) entry["loss_scale"] = step.loss_scale;  // fp16: the scale after this step
@@ -254,7 +291,7 @@ SavedWeights Trainer::weights_to_save(bool for_checkpoint) {
 
 bool Trainer::save_final_model(const std::string& dir) {
   const StreamedWeights streamed = engine_->stream_master_weights();
-  const bool main_rank = world().rank() == 0;
+  const bool main_rank = comm_.rank() == 0;
   if (streamed.names.empty()) {  // stages 0-2 with masters in memory: every rank holds the whole model
     const SavedWeights weights = weights_to_save();  // collective: mixed precision gathers the fp32 masters
     if (main_rank) save_model_dir(dir, *pipeline_.model, kDefaultMaxShardBytes, weights);

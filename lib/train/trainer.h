@@ -4,12 +4,17 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <memory>
+#include <optional>
 
 #include "checkpoint/checkpoint_manager.h"
 #include "checkpoint/model_io.h"
+#include "distributed/comm.h"
 #include "engine/engine.h"
 #include "train/callbacks.h"
 #include "train/model_and_data.h"
+#include "train/resume_plan.h"
+#include "train/saved_run.h"
 #include "train/trainer_state.h"
 #include "train/training_plan.h"
 
@@ -17,10 +22,12 @@ namespace hftrain {
 
 class MemoryTracker;
 class CheckpointReader;
+class DataLoader;
 
 class Trainer {
  public:
-  Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline);
+  // `comm`: the ranks the run trains over (the process group of this worker by default).
+  Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline, Comm& comm = world());
 
   // Trains to max_steps; writes checkpoints as the save strategy says. Returns the train metrics.
   nlohmann::json train();
@@ -45,6 +52,16 @@ class Trainer {
   void add_callback(std::unique_ptr<TrainerCallback> callback) { extra_callbacks_.push_back(std::move(callback)); }
 
  private:
+  // The loop's parts (trainer.cpp): a run's data, plan and accounting; each epoch's start; one accumulation
+  // window of forward/backward passes; the optimizer step; the data position after it; the end of the run.
+  struct TrainingRun;
+  std::unique_ptr<TrainingRun> start_run();
+  EpochSpan begin_epoch(TrainingRun& run, int64_t epoch);
+  double accumulate_gradients(TrainingRun& run, int64_t window);
+  StepResult optimizer_step();
+  void record_data_position(const TrainingRun& run, int64_t epoch, const EpochSpan& span, int64_t micro_step,
+                            int64_t seen_before);
+  nlohmann::json finish_run(const TrainingRun& run, double runtime);
   void setup(const TrainingPlan& plan);
   void maybe_log_save_evaluate(double& tr_loss, const StepResult& step);
   // The schedule's step: optimizer steps actually applied (skipped ones do not advance it, as in HF).
@@ -56,14 +73,16 @@ class Trainer {
   // Checkpoints and resume (trainer_checkpoint.cpp). `for_resume` forces a full checkpoint even
   // with save_only_model (the one written when a stop signal arrives).
   void save_checkpoint(bool for_resume = false);
-  struct ResumePoint {
-    std::string dir;                  // "" = fresh start
-    int64_t epoch = 0;                // first epoch to run
-    int64_t skip_batches = 0;         // batches of that epoch already consumed
-    int64_t saved_epoch = 0, saved_batches_consumed = 0;  // the checkpoint's own sampler record
-  };
+  // Where the run starts in its data and the step it ends at (trainer_resume.cpp): a fresh start, or the
+  // resumed checkpoint's position whatever its batch layout. Refuses (ConfigError) a resume that would end
+  // below the step of the model output_dir holds; lists what changed against the checkpoint.
+  ResumePlan plan_resume(const TrainingPlan& plan, const DataLoader& loader);
   // Creates the checkpoint manager; when resuming, restores everything but the RNG streams.
-  ResumePoint prepare_checkpointing(const TrainingPlan& plan);
+  void prepare_checkpointing(const TrainingPlan& plan);
+  // A fresh run with overwrite_output_dir moves the previous run's checkpoints and model aside (rank 0).
+  void set_aside_previous_run();
+  // A run that ends before plan.max_steps says why (a callback stopped it, or its data ran out).
+  void report_short_end(const TrainingPlan& plan, bool nothing_to_train);
   // What the manifest records of the state's layout (world size, stage, dtypes, partition map).
   nlohmann::json checkpoint_layout() const;
   // Model weights and (unless !with_optimizer) the optimizer state, from any saved layout.
@@ -77,6 +96,7 @@ class Trainer {
   const RunSpec& spec_;
   const Components& components_;
   ModelAndData& pipeline_;
+  Comm& comm_;
   TrainerState state_;
   CallbackHandler callbacks_;
   std::vector<std::unique_ptr<TrainerCallback>> extra_callbacks_;
@@ -90,12 +110,15 @@ class Trainer {
   // logs exactly what an uninterrupted one does.
   struct LoopState {
     int64_t epoch = 0;
-    int64_t batches_consumed = 0;  // micro-batches of `epoch` consumed so far
+    int64_t batches_consumed = 0;  // micro-batches of `epoch` consumed so far (counted at this run's layout)
     int64_t batches_per_epoch = 0;
+    int64_t samples_consumed = 0;  // samples of `epoch`'s order consumed by every rank together
+    int64_t samples_seen = 0;      // samples consumed over the whole run (every epoch, resumes included)
     double tr_loss = 0;     // sum of step losses since the last log
     double total_loss = 0;  // sum of all step losses (train_loss)
     int64_t skipped_steps = 0;  // optimizer steps skipped for gradient overflow (mixed precision)
   } loop_;
+  std::optional<SavedRun> resumed_;  // the checkpoint this run resumes, if any
   std::unique_ptr<CheckpointManager> checkpoints_;
   int64_t last_resumable_save_step_ = -1;
   std::string loaded_best_checkpoint_;  // load_best_model_at_end: the checkpoint whose weights the model holds

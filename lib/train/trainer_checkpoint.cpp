@@ -62,31 +62,21 @@ bool same_directory(const fs::path& a, const fs::path& b) {
   return !ec && same;
 }
 
-// The number of workers that saved a checkpoint: one rng_state file each (rng_state.safetensors alone = 1).
-int64_t saved_world_size(const CheckpointReader& ckpt) {
-  int64_t n = 0;
-  for (const auto& f : ckpt.manifest().files)
-    if (f.name.rfind("rng_state_", 0) == 0) ++n;
-  return std::max<int64_t>(1, n);
-}
-
 }  // namespace
 
-Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
+void Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   const TrainingArgs& args = spec_.training;
   checkpoints_ = std::make_unique<CheckpointManager>(
       CheckpointPolicy{args.output_dir, args.save_total_limit, tracks_best_model(args)});
   loop_.batches_per_epoch = plan.batches_per_epoch;
-  ResumePoint point;
-  const std::string dir = resolve_resume_checkpoint(args.resume_from_checkpoint, args.output_dir, warn);
-  if (dir.empty()) return point;
-  std::cerr << "resuming from " << dir << std::endl;
+  if (!resumed_) return;
+  const std::string& dir = resumed_->dir;
   const CheckpointReader ckpt(dir);
   // Optimizer state means something only to the optimizer that wrote it (AdamW's exp_avg read as Lion's
   // momentum would train on silently): another optimizer type is refused before anything is loaded.
   const bool with_optimizer = !args.ignore_optimizer_state;
-  if (ckpt.has(ckpt::kRunSpecFile) && with_optimizer) {
-    const YAML::Node saved_type = lookup(lookup(YAML::Load(ckpt.text(ckpt::kRunSpecFile)), "optimizer"), "type");
+  if (!resumed_->spec_text.empty() && with_optimizer) {
+    const YAML::Node saved_type = lookup(lookup(YAML::Load(resumed_->spec_text), "optimizer"), "type");
     if (saved_type.IsScalar() && saved_type.Scalar() != spec_.optimizer.type)
       throw ConfigError("'" + dir + "' holds the state of optimizer '" + saved_type.Scalar() + "' (" +
                         ckpt.path(ckpt::kRunSpecFile) + ") but this run uses '" + spec_.optimizer.type +
@@ -96,8 +86,7 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   }
   load_training_state(ckpt, with_optimizer);
   const std::string sched_path = ckpt.path(ckpt::kSchedulerFile);
-  const TrainerState saved =
-      TrainerState::from_json_text(ckpt.text(ckpt::kTrainerStateFile), ckpt.path(ckpt::kTrainerStateFile));
+  const TrainerState& saved = resumed_->state;
   const std::string loop_path = ckpt.path(ckpt::kLoopStateFile);
   try {
     const nlohmann::json sched = ckpt.json(ckpt::kSchedulerFile);
@@ -112,23 +101,12 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
     loop_.total_loss = read_exact_double(loop.at("loss").at("total_loss"), loop_path);
     last_logged_step_ = loop.at("loss").at("last_logged_step").get<int64_t>();
     loop_.skipped_steps = loop.value("skipped_steps", int64_t{0});  // absent in checkpoints of older versions
-    const nlohmann::json& sampler = loop.at("sampler");
-    point.saved_epoch = sampler.at("epoch").get<int64_t>();
-    point.saved_batches_consumed = sampler.at("batches_consumed").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw RuntimeFailure("'" + sched_path + "' or '" + loop_path + "' is malformed: " + e.what());
   }
-
-  // HF compare_trainer_and_checkpoint_args: differences only warn.
-  auto compare = [&](const char* name, int64_t saved_value, int64_t now) {
-    if (saved_value != now)
-      warn(std::string(name) + " is " + std::to_string(now) + " but the checkpoint was trained with " +
-           std::to_string(saved_value));
-  };
-  compare("logging_steps", saved.logging_steps, state_.logging_steps);
-  compare("eval_steps", saved.eval_steps, state_.eval_steps);
-  compare("save_steps", saved.save_steps, state_.save_steps);
-  compare("per_device_train_batch_size", saved.train_batch_size, state_.train_batch_size);
+  loop_.epoch = resumed_->position.epoch;
+  loop_.samples_consumed = resumed_->position.samples_consumed;
+  loop_.samples_seen = resumed_->position.samples_seen;
 
   state_.global_step = saved.global_step;
   state_.epoch = saved.epoch;
@@ -141,59 +119,18 @@ Trainer::ResumePoint Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   state_.stateful_callbacks = saved.stateful_callbacks;
   callbacks_.import_states(saved.stateful_callbacks);
 
-  const int64_t saved_world = saved_world_size(ckpt), world_size = world().world_size();
-  std::string rng_name = ckpt::rng_state_file(world().rank(), world_size);
-  const int saved_stage = saved_zero_stage(dir), stage = spec_.zero.stage;
-  if ((saved_world != world_size || saved_stage != stage) && world().rank() == 0) {
-    const int64_t ga = args.gradient_accumulation_steps;
-    std::cerr << "resuming a checkpoint of " << workers_text(saved_world) << " at stage " << saved_stage << " as "
-              << workers_text(world_size) << " at stage " << stage << ": global batch "
-              << saved.train_batch_size * ga * saved_world << " -> " << plan.global_batch_size << " (per device "
-              << saved.train_batch_size << " -> " << args.per_device_train_batch_size << ", accumulation " << ga << "), "
-              << plan.updates_per_epoch << " optimizer steps per epoch" << std::endl;
-  }
+  const int64_t saved_world = resumed_->world_size, world_size = comm_.world_size();
+  std::string rng_name = ckpt::rng_state_file(comm_.rank(), world_size);
   // Rank r continues the random stream of saved rank r mod W (dropout then differs from an uninterrupted run).
-  if (saved_world != world_size) rng_name = ckpt::rng_state_file(world().rank() % saved_world, saved_world);
+  if (saved_world != world_size) rng_name = ckpt::rng_state_file(comm_.rank() % saved_world, saved_world);
   SafetensorsFile rng = ckpt.safetensors(rng_name);
   if (!rng.tensors.count("cpu")) throw RuntimeFailure("'" + ckpt.path(rng_name) + "': tensor 'cpu' is missing");
   resume_rng_state_ = rng.tensors.at("cpu");
   resume_rng_source_ = ckpt.path(rng_name);
 
-  // HF: epochs_trained = global_step // updates_per_epoch, and the interrupted epoch skips
-  // (global_step % updates_per_epoch) * gradient_accumulation_steps batches unless ignore_data_skip.
-  const int64_t gs = state_.global_step;
-  point.epoch = gs / plan.updates_per_epoch;
-  point.skip_batches = args.ignore_data_skip ? 0 : (gs % plan.updates_per_epoch) * args.gradient_accumulation_steps;
-  const int64_t saved_samples_per_batch = saved.train_batch_size * saved_world;
-  const int64_t samples_per_batch = args.per_device_train_batch_size * world_size;
-  if (saved_world != world_size && saved_samples_per_batch != samples_per_batch && !args.ignore_data_skip) {
-    // Another global batch: continue with the next unseen examples of the interrupted epoch, counted in samples.
-    const int64_t samples = point.saved_batches_consumed * saved_samples_per_batch;
-    point.epoch = point.saved_epoch;
-    point.skip_batches = samples / samples_per_batch;
-    if (samples % samples_per_batch != 0)
-      warn(std::to_string(samples % samples_per_batch) + " examples of the interrupted epoch are seen twice: " +
-           std::to_string(samples) + " were consumed, which is not a whole number of this run's batches of " +
-           std::to_string(samples_per_batch));
-  } else if (!args.ignore_data_skip && gs % plan.updates_per_epoch != 0 &&
-      (point.saved_epoch != point.epoch || point.saved_batches_consumed != point.skip_batches))
-    warn("the checkpoint's sampler stopped at epoch " + std::to_string(point.saved_epoch) + ", batch " +
-         std::to_string(point.saved_batches_consumed) + " but this run's batch layout resumes at epoch " +
-         std::to_string(point.epoch) + ", batch " + std::to_string(point.skip_batches) +
-         " (the batch size or dataset changed?)");
-  if (gs >= plan.max_steps) {
-    warn(dir + " is at step " + std::to_string(gs) + ", already at max_steps " + std::to_string(plan.max_steps) +
-         ": nothing left to train");
-    point.epoch = plan.num_epochs;  // the epoch loop does not run
-    point.skip_batches = 0;
-  }
   fs::path resumed_dir(dir);
   if (resumed_dir.filename().empty()) resumed_dir = resumed_dir.parent_path();  // "out/checkpoint-7/"
-  if (same_directory(resumed_dir.parent_path(), args.output_dir)) checkpoints_->set_resumed_from(gs);
-  std::cerr << "resumed at step " << gs << " (epoch " << point.epoch << ", skipping " << point.skip_batches
-            << " batches of it)" << std::endl;
-  point.dir = dir;
-  return point;
+  if (same_directory(resumed_dir.parent_path(), args.output_dir)) checkpoints_->set_resumed_from(saved.global_step);
 }
 
 void Trainer::load_training_state(const CheckpointReader& ckpt, bool with_optimizer) {
@@ -208,7 +145,7 @@ void Trainer::load_training_state(const CheckpointReader& ckpt, bool with_optimi
     return;
   }
   if (engine_->sharded()) {  // ZeRO: this rank's shard, cut from any saved layout (engine/zero_checkpoint.h)
-    load_zero_checkpoint(dir, *engine_, world());
+    load_zero_checkpoint(dir, *engine_, comm_);
     return;
   }
   // Mixed precision: the checkpoint's fp32 weights become the master weights.
@@ -222,7 +159,7 @@ void Trainer::load_training_state(const CheckpointReader& ckpt, bool with_optimi
   for (const auto& np : pipeline_.model->named_parameters())
     if (np.value().requires_grad()) trainable.emplace_back(np.key(), np.value().sizes().vec());
   const SlabLayout saved = saved_state_layout(dir);
-  if (world().rank() == 0)
+  if (comm_.rank() == 0)
     std::cerr << "consolidating the optimizer state of " << saved.describe() << " for stage 0" << std::endl;
   engine_->load_optimizer_state(cut_state(saved, per_parameter_state_layout(trainable)).state);
 }
@@ -260,7 +197,7 @@ void Trainer::save_checkpoint(bool for_resume) {
   const StreamedWeights streamed = engine_->stream_master_weights();
   auto stream_model = [&](const std::string& dir) {
     if (streamed.names.empty()) return std::vector<std::string>{};
-    if (world().rank() != 0) {
+    if (comm_.rank() != 0) {
       streamed.produce([](const std::string&, const torch::Tensor&) {});
       return std::vector<std::string>{};
     }
@@ -272,7 +209,7 @@ void Trainer::save_checkpoint(bool for_resume) {
   files.emplace_back(ckpt::kConfigFile, pipeline_.model->config_json().dump(2) + "\n");
   // Data-parallel runs: every rank writes its own RNG state, and a sharded (ZeRO) engine its shard,
   // into the checkpoint while rank 0 commits it (engine/zero_checkpoint.h).
-  const bool per_rank = world().world_size() > 1 || engine_->sharded();
+  const bool per_rank = comm_.world_size() > 1 || engine_->sharded();
   std::vector<std::pair<std::string, std::string>> own_files;
   if (!model_only) {
     if (!engine_->sharded()) {
@@ -286,13 +223,16 @@ void Trainer::save_checkpoint(bool for_resume) {
                                   {"state", schedule_->state()}};
     files.emplace_back(ckpt::kSchedulerFile, sched.dump(2) + "\n");
     (per_rank ? own_files : files)
-        .emplace_back(ckpt::rng_state_file(world().rank(), world().world_size()),
+        .emplace_back(ckpt::rng_state_file(comm_.rank(), comm_.world_size()),
                       serialize_safetensors({{"cpu", at::detail::getDefaultCPUGenerator().get_state()}}));
     const nlohmann::json loop = {
         {"sampler",
          {{"epoch", loop_.epoch},
           {"batches_consumed", loop_.batches_consumed},
           {"batches_per_epoch", loop_.batches_per_epoch},
+          {"samples_consumed", loop_.samples_consumed},
+          {"samples_seen", loop_.samples_seen},
+          {"world_size", comm_.world_size()},
           {"batch_size", args.per_device_train_batch_size},
           {"seed", args.data_seed >= 0 ? args.data_seed : args.seed},
           {"shuffle", true}}},
@@ -311,7 +251,7 @@ void Trainer::save_checkpoint(bool for_resume) {
     best_step = state_.best_global_step.get<int64_t>();
   const nlohmann::json layout = model_only ? nlohmann::json() : checkpoint_layout();
   if (!per_rank || model_only) {
-    if (world().rank() == 0)
+    if (comm_.rank() == 0)
       checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) {
         for (const auto& name : stream_model(writer.tmp_dir())) writer.adopt(name);
         writer.set_layout(layout);
@@ -320,9 +260,9 @@ void Trainer::save_checkpoint(bool for_resume) {
       stream_model("");
   } else {
     auto write_own = [&](const std::string& tmp_dir) {
-      return write_rank_checkpoint_files(tmp_dir, gs, *engine_, *pipeline_.model, own_files, world());
+      return write_rank_checkpoint_files(tmp_dir, gs, *engine_, *pipeline_.model, own_files, comm_);
     };
-    if (world().rank() == 0) {
+    if (comm_.rank() == 0) {
       checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) {
         std::set<std::string> added;
         for (const auto& f : files) added.insert(f.first);
@@ -335,14 +275,14 @@ void Trainer::save_checkpoint(bool for_resume) {
       stream_model("");
       write_own((fs::path(args.output_dir) / ckpt::partial_dir_name(gs)).string());
     }
-    world().barrier("checkpoint committed");
+    comm_.barrier("checkpoint committed");
   }
   last_resumable_save_step_ = model_only ? -1 : gs;
 }
 
 nlohmann::json Trainer::checkpoint_layout() const {
   const PrecisionArgs& p = spec_.precision;
-  nlohmann::json layout = {{"world_size", world().world_size()},
+  nlohmann::json layout = {{"world_size", comm_.world_size()},
                            {"zero_stage", spec_.zero.stage},
                            {"optimizer", spec_.optimizer.type},
                            {"dtypes",
@@ -355,7 +295,7 @@ nlohmann::json Trainer::checkpoint_layout() const {
 }
 
 void Trainer::finish_checkpointing() {
-  if (world().rank() != 0) return;  // rank 0 owns output_dir
+  if (comm_.rank() != 0) return;  // rank 0 owns output_dir
   std::optional<int64_t> best_step;
   if (!state_.best_model_checkpoint.is_null() && !state_.best_global_step.is_null())
     best_step = state_.best_global_step.get<int64_t>();

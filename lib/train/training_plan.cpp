@@ -10,11 +10,11 @@
 
 namespace hftrain {
 
-int64_t TrainingPlan::windows_per_epoch(int64_t ga) const { return batches_per_epoch / ga + (batches_per_epoch % ga > 0 ? 1 : 0); }
+int64_t windows_for(int64_t batches, int64_t ga) { return batches <= 0 ? 0 : batches / ga + (batches % ga > 0 ? 1 : 0); }
 
-int64_t TrainingPlan::window_size(int64_t w, int64_t ga) const {
-  const int64_t remainder = batches_per_epoch % ga == 0 ? ga : batches_per_epoch % ga;
-  return w + 1 == windows_per_epoch(ga) ? remainder : ga;
+int64_t window_size_for(int64_t batches, int64_t w, int64_t ga) {
+  const int64_t remainder = batches % ga == 0 ? ga : batches % ga;
+  return w + 1 == windows_for(batches, ga) ? remainder : ga;
 }
 
 TrainingPlan make_training_plan(const TrainingArgs& args, int64_t batches_per_epoch, int64_t world_size) {

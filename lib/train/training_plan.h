@@ -17,10 +17,12 @@ struct TrainingPlan {
   int64_t warmup_steps = 0;
   int64_t global_batch_size = 0;   // per_device * accumulation * world size
 
-  // Accumulation window `w` of an epoch: gradient_accumulation_steps, except a shorter last window.
-  int64_t windows_per_epoch(int64_t accumulation) const;
-  int64_t window_size(int64_t w, int64_t accumulation) const;
 };
+
+// Accumulation windows over `batches` micro-batches: gradient_accumulation_steps each, except a shorter
+// last window (an epoch's, or the rest of a resumed epoch's).
+int64_t windows_for(int64_t batches, int64_t accumulation);
+int64_t window_size_for(int64_t batches, int64_t w, int64_t accumulation);
 
 TrainingPlan make_training_plan(const TrainingArgs& args, int64_t batches_per_epoch, int64_t world_size);
 

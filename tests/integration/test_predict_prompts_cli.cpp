@@ -148,7 +148,7 @@ TEST_CASE("predict --prompts continues each prompt of a txt or jsonl file, verba
   fs::remove_all(dir);
 }
 
-TEST_CASE("eval and predict write only where training.output_dir says; --model of a checkpoint keeps the run's results",
+TEST_CASE("eval and predict write only where training.output_dir says, and --model of a checkpoint keeps the run's results",
           "[integration][predict]") {
   const std::string dir = fresh_dir("predict_output_dir");
   train_tiny_run(dir);

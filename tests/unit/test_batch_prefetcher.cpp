@@ -48,9 +48,9 @@ TEST_CASE("prefetched batches equal the synchronous loader's, with resume skips"
   DataLoader a(data, TaskKind::kClassification, 4, /*shuffle=*/true, 7, false), b(data, TaskKind::kClassification, 4, true, 7, false);
   BatchPrefetcher sync(a, 0, 5), ahead(b, 2, 5);
   for (int64_t epoch = 0; epoch < 3; ++epoch) {
-    const int64_t skip = epoch == 1 ? 5 : 0;
-    sync.start_epoch(epoch, skip);
-    ahead.start_epoch(epoch, skip);
+    const int64_t skip = epoch == 1 ? 5 : 0;  // batches
+    sync.start_epoch(epoch, skip * 4);
+    ahead.start_epoch(epoch, skip * 4);
     const auto expected = drain(sync), got = drain(ahead);
     CHECK(expected.size() == static_cast<std::size_t>(13 - skip));  // ceil(50 / 4) batches
     CHECK(got == expected);

@@ -453,7 +453,7 @@ TEST_CASE("MLM masks of a resumed epoch equal those of the uninterrupted run", "
   for (Batch b; full.next(b);) batches.push_back(b);
   REQUIRE(batches.size() == 6);
   DataLoader resumed(src.split("train"), TaskKind::kMaskedLm, 4, true, 7, false);
-  resumed.start_epoch(1, /*skip_batches=*/3);
+  resumed.start_epoch(1, /*skip_samples=*/3 * 4);
   for (std::size_t k = 3; k < 6; ++k) {
     Batch b;
     REQUIRE(resumed.next(b));

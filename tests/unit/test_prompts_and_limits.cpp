@@ -36,7 +36,7 @@ std::string error_of(const std::function<void()>& f) {
 
 }  // namespace
 
-TEST_CASE("prompts files: one prompt per line or row, verbatim", "[unit][prompts]") {
+TEST_CASE("prompts files: one prompt per line or row and verbatim", "[unit][prompts]") {
   auto txt = read_prompts(write_file("p.txt", "ROMEO: \n\n  indented\r\nlast"), "text");
   REQUIRE(txt.size() == 3u);
   CHECK(txt[0].text == "ROMEO: ");
@@ -84,7 +84,7 @@ TEST_CASE("max_train_samples / max_eval_samples / max_predict_samples keep the f
   // In the spec: keys of the data section for every data type, validated and dumped.
   const std::string spec = write_file("spec.yaml", "model: {type: gpt, n_layer: 1}\n"
                                                    "data: {type: digit_reversal, max_train_samples: 5, max_predict_samples: 2}\n"
-                                                   "training: {output_dir: /tmp/x}\n");
+                                                   "training: {output_dir: out}\n");
   RunSpec s = load_run_spec(spec, {"data.max_eval_samples=3"}, builtin_components().catalog());
   CHECK(s.data_limits.max_train_samples == 5);
   CHECK(s.data_limits.max_eval_samples == 3);
@@ -96,7 +96,7 @@ TEST_CASE("max_train_samples / max_eval_samples / max_predict_samples keep the f
              Catch::Contains("data.max_test_samples"));
 }
 
-TEST_CASE("a missing data file no split in use reads is skipped; one in use is an error", "[unit][prompts]") {
+TEST_CASE("a missing data file no split in use reads is skipped, and one in use is an error", "[unit][prompts]") {
   FileDataSource::Options o;
   o.train_file = "/nonexistent/train.jsonl";
   o.validation_file = write_file("val.jsonl", "{\"text\": \"hello\"}\n");

@@ -236,7 +236,7 @@ TEST_CASE("HF fsdp / fsdp_config map onto the ZeRO stage and its settings", "[un
              Catch::Contains("'full_shrad' is not an FSDP option (did you mean 'full_shard'?)"));
   CHECK_THAT(load_error(path, {"training.fsdp=hybrid_shard"}), Catch::Contains("'hybrid_shard'") && Catch::Contains("no equivalent"));
   CHECK_THAT(load_error(path, {"training.fsdp=full_shard", "training.fsdp_config={xla: true}"}),
-             Catch::Contains("training.fsdp_config.xla: 'xla' has no equivalent in hftrain"));
+             Catch::Contains("training.fsdp_config.xla: 'xla: true': XLA (TPU) FSDP is not available"));
   CHECK_FALSE(load_run_spec(path, {"training.fsdp=full_shard", "training.fsdp_config={cpu_ram_efficient_loading: false}"},
                             c.catalog())
                   .zero.zero3_init_flag);
@@ -331,10 +331,14 @@ TEST_CASE("a command's spec checks are reported with the other problems at the k
 }
 
 TEST_CASE("a training key that belongs to another section points there", "[unit][spec]") {
-  std::string path = write_spec("other_section.yaml", std::string(kValid) + "  loss_scale: 128\n  ddp_timeout: 60\n");
+  std::string path = write_spec("other_section.yaml", std::string(kValid) + "  loss_scale: 128\n  reduce_dtype: fp32\n");
   std::string err = load_error(path);
   CHECK_THAT(err, Catch::Contains(path + ":9:3: training.loss_scale: unknown key (in hftrain it is precision.loss_scale)"));
-  CHECK_THAT(err, Catch::Contains(path + ":10:3: training.ddp_timeout: unknown key (in hftrain it is distributed.ddp_timeout)"));
+  CHECK_THAT(err, Catch::Contains(path + ":10:3: training.reduce_dtype: unknown key (in hftrain it is zero.reduce_dtype)"));
+  // ddp_timeout is a TrainingArguments field (every to_dict() dump has it): the same setting as distributed's.
+  RunSpec spec = load_run_spec(write_spec("hf_ddp_timeout.yaml", std::string(kValid) + "  ddp_timeout: 60\n"), {},
+                               builtin_components().catalog());
+  CHECK(spec.distributed.ddp_timeout == 60);
 }
 
 TEST_CASE("HF's training.bf16 is precision.bf16, the two spellings must agree", "[unit][spec]") {

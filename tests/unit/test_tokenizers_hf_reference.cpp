@@ -9,7 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -76,14 +75,14 @@ TEST_CASE("a T5 directory with tokenizer.json alone loads the Unigram tokenizer"
   fs::remove_all(dir);
 }
 
-TEST_CASE("BPE merging stays linear-ish on one long word (Llama-2 legacy layout)", "[unit][tokenizers]") {
+// One 64 KB BPE word (the quadratic merge loop took minutes on it): it encodes and round-trips. How fast is a
+// benchmark's question (bench/tokenizer_bench, bench/RESULTS.md), not a timed test's.
+TEST_CASE("BPE merging handles one 64 KB word (Llama-2 legacy layout)", "[unit][tokenizers]") {
   auto tok = HfTokenizer::from_file((data_dir() / "llama2_legacy_bpe.json").string(), "data.tokenizer");
   std::string base = "the quick brown fox jumps over the lazy dog while tokenizers split words into pieces ";
   std::string row;
   while (row.size() < 64 * 1024) row += base;
-  auto t0 = std::chrono::steady_clock::now();
   auto ids = tok->encode(row);
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(ids.size() > row.size() / 8);
-  CHECK(s < 2.0);  // the quadratic merge loop took minutes here
+  CHECK(tok->decode(ids, true) == row);
 }

@@ -1,0 +1,38 @@
+// Token, FLOP, data-wait and NaN accounting of the training loop (see step_metrics.h).
+#include "train/step_metrics.h"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "data/batch_prefetcher.h"
+
+namespace hftrain {
+
+void StepMetrics::next_batch(BatchPrefetcher& batches, Batch& batch, TrainerState& state) {
+  const auto wait_start = std::chrono::steady_clock::now();
+  batches.next(batch);
+  data_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  if (!batch.input_ids.defined()) return;  // HF counts 0 tokens for inputs without input_ids
+  const int64_t tokens = batch.input_ids.numel();
+  if (args_.include_num_input_tokens_seen) state.num_input_tokens_seen += tokens;
+  input_tokens_ += tokens;
+  state.total_flos += training_flos(parameters_, tokens);
+}
+
+double StepMetrics::filtered_loss(double loss, double logged_sum, int64_t steps_since_log) const {
+  if (!args_.logging_nan_inf_filter || std::isfinite(loss)) return loss;
+  return logged_sum / static_cast<double>(1 + steps_since_log);
+}
+
+nlohmann::json StepMetrics::train_metrics(double runtime, int64_t samples, int64_t steps, const TrainerState& state) const {
+  const bool count_tokens = args_.include_tokens_per_second && input_tokens_ > 0;
+  nlohmann::json metrics =
+      speed_metrics("train", runtime, samples, steps, count_tokens ? std::optional<int64_t>(input_tokens_) : std::nullopt);
+  metrics["total_flos"] = state.total_flos;
+  // Not an HF metric: how much of the run the step waited on data (should stay near 0).
+  metrics["train_data_wait_fraction"] = runtime > 0 ? std::round(data_wait_seconds_ / runtime * 1e4) / 1e4 : 0.0;
+  return metrics;
+}
+
+}  // namespace hftrain
