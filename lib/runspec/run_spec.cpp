@@ -352,12 +352,14 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
     for (const auto& name : schema_of<DataSampleLimits>().names())
       if (YAML::Node v = lookup(data, name); v.IsDefined()) limits[name] = v;
     schema_of<DataSampleLimits>().parse(limits, "data", spec.data_limits, issues);
-    const DataSampleLimits& l = spec.data_limits;
-    for (const auto& [name, value] : {std::pair{"max_train_samples", l.max_train_samples},
-                                      std::pair{"max_eval_samples", l.max_eval_samples},
-                                      std::pair{"max_predict_samples", l.max_predict_samples}})
-      if (value && *value < 1)
-        issues.add(std::string("data.") + name, lookup(data, name), "must be >= 1 (or null for all), got " + std::to_string(*value));
+    const std::pair<const char*, const std::optional<int64_t>*> counts[] = {
+        {"max_train_samples", &spec.data_limits.max_train_samples},
+        {"max_eval_samples", &spec.data_limits.max_eval_samples},
+        {"max_predict_samples", &spec.data_limits.max_predict_samples}};
+    for (const auto& [name, value] : counts)
+      if (value->has_value() && **value < 1)
+        issues.add(std::string("data.") + name, lookup(data, name),
+                   "must be >= 1 (null = all examples), got " + std::to_string(**value));
   }
   spec.optimizer = parse_component(root, "optimizer", catalog.optimizers, "adamw", issues);
   spec.scheduler = parse_component(root, "scheduler", catalog.schedulers, "linear", issues);

@@ -56,8 +56,8 @@ TEST_CASE("prompts files: one prompt per line or row and verbatim", "[unit][prom
              Catch::Contains("n.jsonl:1: field 'text' is not a string"));
   CHECK_THAT(error_of([] { read_prompts(write_file("e.jsonl", "{\"text\": \"\"}\n"), "text"); }),
              Catch::Contains("e.jsonl:1: field 'text' is an empty prompt"));
-  CHECK_THAT(error_of([] { read_prompts(write_file("blank.txt", "\n  \n"), "text"); }), Catch::Contains("blank.txt"));
-  CHECK(read_prompts(write_file("blank3.txt", "\n  \nx\n \n"), "text").size() == 1u);
+  CHECK_THAT(error_of([] { read_prompts(write_file("blank.txt", "\n  \n"), "text"); }), (Catch::Contains("holds no prompt") || Catch::Contains("is empty")) && Catch::Contains("blank.txt"));
+  CHECK(read_prompts(write_file("blank3.txt", "\n  \nx\n \n"), "text").size() == 1u);  // blank lines are no prompts
   CHECK_THAT(error_of([] { read_prompts(write_file("blank4.jsonl", "\n"), "text"); }), Catch::Contains("blank4.jsonl"));
   CHECK_THAT(error_of([] { read_prompts("/nonexistent/prompts.txt", "text"); }), Catch::Contains("/nonexistent/prompts.txt"));
 }
@@ -124,7 +124,7 @@ TEST_CASE("eval / predict progress lines are titled and have no epoch", "[unit][
 
 TEST_CASE("max_train_samples under training points to the data section", "[unit][prompts]") {
   const std::string spec = write_file("hint.yaml", "model: {type: gpt, n_layer: 1}\ndata: {type: digit_reversal}\n"
-                                                   "training: {output_dir: /tmp/x, max_train_samples: 4}\n");
+                                                   "training: {max_train_samples: 4}\n");
   CHECK_THAT(error_of([&] { load_run_spec(spec, {}, builtin_components().catalog()); }),
              Catch::Contains("in hftrain it is data.max_train_samples"));
 }
