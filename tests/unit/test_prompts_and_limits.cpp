@@ -57,6 +57,8 @@ TEST_CASE("prompts files: one prompt per line or row and verbatim", "[unit][prom
   CHECK_THAT(error_of([] { read_prompts(write_file("e.jsonl", "{\"text\": \"\"}\n"), "text"); }),
              Catch::Contains("e.jsonl:1: field 'text' is an empty prompt"));
   CHECK_THAT(error_of([] { read_prompts(write_file("blank.txt", "\n  \n"), "text"); }), (Catch::Contains("holds no prompt") || Catch::Contains("is empty")) && Catch::Contains("blank.txt"));
+  CHECK(read_prompts(write_file("blank3.txt", "\n  \nx\n \n"), "text").size() == 1u);  // blank lines are no prompts
+  CHECK_THAT(error_of([] { read_prompts(write_file("blank4.jsonl", "\n"), "text"); }), Catch::Contains("blank4.jsonl"));
   CHECK_THAT(error_of([] { read_prompts("/nonexistent/prompts.txt", "text"); }), Catch::Contains("/nonexistent/prompts.txt"));
 }
 
