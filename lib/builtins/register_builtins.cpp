@@ -4,7 +4,7 @@
 
 namespace hftrain {
 
-void register_models(Registry<Model, const ModelContext&>& models, Registry<ModelShapes, const ModelContext&>& shapes);
+void register_models(Registry<Model, const ModelContext&>& models);
 void register_data_sources(Registry<DataSource, const DataUse&>& data);
 void register_optimizers(Registry<Optimizer, std::vector<ParamGroup>, const OptimizerHyper&>& optimizers);
 void register_schedules(Registry<Schedule, const ScheduleContext&>& schedules);
@@ -12,7 +12,7 @@ void register_metrics(Registry<Metric>& metrics);
 void register_callbacks(Registry<TrainerCallback, const CallbackContext&>& callbacks);
 
 void register_builtins(Components& c) {
-  register_models(c.models, c.model_shapes);
+  register_models(c.models);
   register_data_sources(c.data);
   register_optimizers(c.optimizers);
   register_schedules(c.schedulers);

@@ -1,6 +1,7 @@
 // `hftrain estimate` (see estimate.h): the spec is validated as `hftrain train` validates it, the data
 // source is built for the sizes the model takes from it (vocabulary, sequence length, labels), and the
-// model's parameter shapes come from its family's shape function, so no model tensor is allocated.
+// model's parameter shapes come from its own module tree built on the meta device, so no model tensor is
+// allocated, and its layers / width / heads from the family's declared dimensions (Model::Facts).
 #include "commands/estimate.h"
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "distributed/devices.h"
 #include "log/logger.h"
 #include "engine/memory_estimate.h"
+#include "models/construction.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -58,13 +60,6 @@ int64_t available_memory() {
   return 0;
 }
 
-// An integer option of the model, by the first of `names` it has (0 when none).
-int64_t model_option(const YAML::Node& options, std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (YAML::Node v = lookup(options, n); v.IsScalar()) return v.as<int64_t>();
-  return 0;
-}
-
 struct Row {
   int stage;
   bool mixed;
@@ -92,7 +87,7 @@ int run_estimate(const EstimateRequest& request) {
   const std::unique_ptr<DataSource> data = c.data.build(spec.data.type, spec.data.options, DataUse{});
   const DataShape shape = data->shape();
   const ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
-  const auto shapes = c.model_shapes.build(spec.model.type, spec.model.options, context)->parameters;
+  const auto shapes = model_parameter_shapes(c.models, spec.model.type, spec.model.options, context);
   ModelSize model;
   std::vector<std::vector<int64_t>> dims;
   for (const auto& p : shapes) {
@@ -126,13 +121,8 @@ int run_estimate(const EstimateRequest& request) {
         rows.push_back(row);
       }
 
-  const YAML::Node model_options = c.models.dump(spec.model.type, spec.model.options);
-  int64_t layers = model_option(model_options, {"n_layer", "num_hidden_layers", "num_layers"});
-  // Encoder-decoder models (t5): the decoder's blocks hold activations too (null = as many as the encoder).
-  if (const YAML::Node decoder = lookup(model_options, "num_decoder_layers"); decoder.IsDefined())
-    layers += decoder.IsScalar() ? decoder.as<int64_t>() : layers;
-  ActivationShape activation{layers, model_hidden_size(spec, c.catalog()),
-                             model_option(model_options, {"n_head", "num_attention_heads", "num_heads"}),
+  const ModelDimensions sizes = c.models.facts(spec.model.type, spec.model.options);
+  ActivationShape activation{sizes.layers, sizes.hidden_size, sizes.attention_heads,
                              std::max<int64_t>(1, shape.max_length), spec.training.per_device_train_batch_size, spec_mixed};
   const int64_t act_full = activation_bytes(activation, false), act_ckpt = activation_bytes(activation, true);
 

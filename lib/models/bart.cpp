@@ -7,6 +7,7 @@
 // lm_head(x) + final_logits_bias. Initialisation is HF's BART _init_weights (init_std; the padding row of
 // the token embedding zero; LayerNorms 1 / 0).
 #include "models/bart.h"
+#include "models/construction.h"
 
 #include <cmath>
 #include <tuple>
@@ -106,16 +107,16 @@ Bart::Options resolved(Bart::Options o, const ModelContext& context) {
   return o;
 }
 
-torch::nn::LayerNorm layer_norm(int64_t d) { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5)); }
+torch::nn::LayerNorm layer_norm(int64_t d) { return new_layer_norm(d, 1e-5); }
 
 }  // namespace
 
 struct Bart::Attention : torch::nn::Module {
   Attention(int64_t d_model, int64_t heads, double dropout) : num_heads(heads), dropout(dropout) {
-    k_proj = register_module("k_proj", torch::nn::Linear(d_model, d_model));  // HF's registration order
-    v_proj = register_module("v_proj", torch::nn::Linear(d_model, d_model));
-    q_proj = register_module("q_proj", torch::nn::Linear(d_model, d_model));
-    out_proj = register_module("out_proj", torch::nn::Linear(d_model, d_model));
+    k_proj = register_module("k_proj", new_linear(d_model, d_model));  // HF's registration order
+    v_proj = register_module("v_proj", new_linear(d_model, d_model));
+    q_proj = register_module("q_proj", new_linear(d_model, d_model));
+    out_proj = register_module("out_proj", new_linear(d_model, d_model));
   }
 
   torch::Tensor heads(const torch::Tensor& t) const {
@@ -146,8 +147,8 @@ struct Bart::Layer : torch::nn::Module {
       encoder_attn = register_module("encoder_attn", std::make_shared<Attention>(d, heads, o.attention_dropout));
       encoder_attn_layer_norm = register_module("encoder_attn_layer_norm", layer_norm(d));
     }
-    fc1 = register_module("fc1", torch::nn::Linear(d, ffn));
-    fc2 = register_module("fc2", torch::nn::Linear(ffn, d));
+    fc1 = register_module("fc1", new_linear(d, ffn));
+    fc2 = register_module("fc2", new_linear(ffn, d));
     final_layer_norm = register_module("final_layer_norm", layer_norm(d));
   }
 
@@ -179,53 +180,20 @@ struct Bart::Layer : torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
-std::vector<ParameterShape> Bart::parameter_shapes(const Options& options, const ModelContext& context) {
-  const Options o = resolved(options, context);
-  const int64_t d = o.d_model;
-  std::vector<ParameterShape> s = {{"model.shared.weight", {o.vocab_size, d}}};
-  auto linear = [&](const std::string& p, int64_t in, int64_t out) {
-    s.push_back({p + ".weight", {out, in}});
-    s.push_back({p + ".bias", {out}});
-  };
-  auto norm = [&](const std::string& p) {
-    s.push_back({p + ".weight", {d}});
-    s.push_back({p + ".bias", {d}});
-  };
-  auto attention = [&](const std::string& p) {
-    for (const char* n : {"k_proj", "v_proj", "q_proj", "out_proj"}) linear(p + n, d, d);
-  };
-  for (const bool decoder : {false, true}) {
-    const std::string stack = decoder ? "model.decoder." : "model.encoder.";
-    const int64_t n = decoder ? o.decoder_layers : o.encoder_layers, ffn = decoder ? o.decoder_ffn_dim : o.encoder_ffn_dim;
-    s.push_back({stack + "embed_positions.weight", {o.max_position_embeddings + kPositionOffset, d}});
-    for (int64_t i = 0; i < n; ++i) {
-      const std::string l = stack + "layers." + std::to_string(i) + ".";
-      attention(l + "self_attn.");
-      norm(l + "self_attn_layer_norm");
-      if (decoder) {
-        attention(l + "encoder_attn.");
-        norm(l + "encoder_attn_layer_norm");
-      }
-      linear(l + "fc1", d, ffn);
-      linear(l + "fc2", ffn, d);
-      norm(l + "final_layer_norm");
-    }
-    norm(stack + "layernorm_embedding");
-  }
-  if (!o.tie_word_embeddings) s.push_back({"lm_head.weight", {o.vocab_size, d}});
-  return s;
+ModelDimensions Bart::facts(const Options& o) {
+  return {o.d_model, o.encoder_layers + o.decoder_layers, std::max(o.encoder_attention_heads, o.decoder_attention_heads)};
 }
 
 Bart::Bart(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
   const auto& o = options_;
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
-  shared_ = model->register_module("shared", torch::nn::Embedding(o.vocab_size, o.d_model));
+  shared_ = model->register_module("shared", new_embedding(o.vocab_size, o.d_model));
   release_built_parameters(*shared_);  // sharded construction: one unit's memory at a time
   for (const bool decoder : {false, true}) {
     auto stack = model->register_module(decoder ? "decoder" : "encoder", std::make_shared<torch::nn::Module>());
     positions_[decoder] = stack->register_module(
-        "embed_positions", torch::nn::Embedding(o.max_position_embeddings + kPositionOffset, o.d_model));
+        "embed_positions", new_embedding(o.max_position_embeddings + kPositionOffset, o.d_model));
     release_built_parameters(*positions_[decoder]);
     auto layers = stack->register_module("layers", std::make_shared<torch::nn::Module>());
     auto& list = decoder ? decoder_layers_ : encoder_layers_;
@@ -239,8 +207,8 @@ Bart::Bart(const Options& options, const ModelContext& context) : options_(resol
   }
   if (!o.tie_word_embeddings)
     lm_head_ = register_module("lm_head", std::make_shared<torch::nn::Module>())
-                   ->register_parameter("weight", torch::empty({o.vocab_size, o.d_model}));
-  final_logits_bias_ = register_buffer("final_logits_bias", torch::zeros({1, o.vocab_size}));
+                   ->register_parameter("weight", torch::empty({o.vocab_size, o.d_model}, parameter_options()));
+  final_logits_bias_ = register_buffer("final_logits_bias", torch::zeros({1, o.vocab_size}, parameter_options()));
 
   // HF BartPreTrainedModel._init_weights: Linear / Embedding weights N(0, init_std), biases 0, the
   // padding row of the token embedding 0; LayerNorm weights 1, biases 0.

@@ -51,7 +51,7 @@ class Bart : public Model {
   };
 
   Bart(const Options& options, const ModelContext& context);
-  static std::vector<ParameterShape> parameter_shapes(const Options& options, const ModelContext& context);
+  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   // input_ids / attention_mask feed the encoder; labels [B, T] (-100 = ignored) are required.
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }

@@ -1,6 +1,7 @@
 // BERT models (see bert.h). Numerics follow HF's eager BertSelfAttention: scores / sqrt(head_dim) +
 // extended attention mask ((1 - mask) * float min), softmax, dropout; post-LayerNorm residual blocks.
 #include "models/bert.h"
+#include "models/construction.h"
 
 #include <cmath>
 
@@ -48,7 +49,7 @@ void BertMlmOptions::declare(Schema<BertMlmOptions>& s) { declare_encoder(s); }
 namespace {
 
 torch::nn::LayerNorm layer_norm(const BertConfig& o) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.hidden_size}).eps(o.layer_norm_eps));
+  return new_layer_norm(o.hidden_size, o.layer_norm_eps);
 }
 
 void validate(BertConfig& o, const ModelContext& context) {
@@ -88,9 +89,9 @@ class BertEncoder : public torch::nn::Module {
  public:
   BertEncoder(const BertConfig& o, bool pooler) : o_(o) {
     auto emb = register_module("embeddings", std::make_shared<torch::nn::Module>());
-    word_ = emb->register_module("word_embeddings", torch::nn::Embedding(o.vocab_size, o.hidden_size));
-    position_ = emb->register_module("position_embeddings", torch::nn::Embedding(o.max_position_embeddings, o.hidden_size));
-    token_type_ = emb->register_module("token_type_embeddings", torch::nn::Embedding(o.type_vocab_size, o.hidden_size));
+    word_ = emb->register_module("word_embeddings", new_embedding(o.vocab_size, o.hidden_size));
+    position_ = emb->register_module("position_embeddings", new_embedding(o.max_position_embeddings, o.hidden_size));
+    token_type_ = emb->register_module("token_type_embeddings", new_embedding(o.type_vocab_size, o.hidden_size));
     emb_norm_ = emb->register_module("LayerNorm", layer_norm(o));
     release_built_parameters(*emb);  // sharded construction: one unit's memory at a time
     auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
@@ -101,7 +102,7 @@ class BertEncoder : public torch::nn::Module {
     }
     if (pooler) {
       auto p = register_module("pooler", std::make_shared<torch::nn::Module>());
-      pooler_ = p->register_module("dense", torch::nn::Linear(o.hidden_size, o.hidden_size));
+      pooler_ = p->register_module("dense", new_linear(o.hidden_size, o.hidden_size));
     }
   }
 
@@ -162,16 +163,16 @@ class BertEncoder : public torch::nn::Module {
     explicit Layer(const BertConfig& o) : o(o) {
       auto attention = register_module("attention", std::make_shared<torch::nn::Module>());
       auto self = attention->register_module("self", std::make_shared<torch::nn::Module>());
-      query = self->register_module("query", torch::nn::Linear(o.hidden_size, o.hidden_size));
-      key = self->register_module("key", torch::nn::Linear(o.hidden_size, o.hidden_size));
-      value = self->register_module("value", torch::nn::Linear(o.hidden_size, o.hidden_size));
+      query = self->register_module("query", new_linear(o.hidden_size, o.hidden_size));
+      key = self->register_module("key", new_linear(o.hidden_size, o.hidden_size));
+      value = self->register_module("value", new_linear(o.hidden_size, o.hidden_size));
       auto attn_out = attention->register_module("output", std::make_shared<torch::nn::Module>());
-      attn_dense = attn_out->register_module("dense", torch::nn::Linear(o.hidden_size, o.hidden_size));
+      attn_dense = attn_out->register_module("dense", new_linear(o.hidden_size, o.hidden_size));
       attn_norm = attn_out->register_module("LayerNorm", layer_norm(o));
       auto inter = register_module("intermediate", std::make_shared<torch::nn::Module>());
-      inter_dense = inter->register_module("dense", torch::nn::Linear(o.hidden_size, o.intermediate_size));
+      inter_dense = inter->register_module("dense", new_linear(o.hidden_size, o.intermediate_size));
       auto out = register_module("output", std::make_shared<torch::nn::Module>());
-      out_dense = out->register_module("dense", torch::nn::Linear(o.intermediate_size, o.hidden_size));
+      out_dense = out->register_module("dense", new_linear(o.intermediate_size, o.hidden_size));
       out_norm = out->register_module("LayerNorm", layer_norm(o));
     }
 
@@ -213,34 +214,6 @@ InitPass bert_init_pass(const BertConfig& o) {
   return pass;
 }
 
-// The encoder's parameters (bert.*), with or without the pooler.
-std::vector<ParameterShape> encoder_shapes(const BertConfig& o, bool pooler) {
-  const int64_t h = o.hidden_size;
-  std::vector<ParameterShape> s = {{"bert.embeddings.word_embeddings.weight", {o.vocab_size, h}},
-                                   {"bert.embeddings.position_embeddings.weight", {o.max_position_embeddings, h}},
-                                   {"bert.embeddings.token_type_embeddings.weight", {o.type_vocab_size, h}}};
-  auto linear = [&](const std::string& name, int64_t in, int64_t out) {
-    s.push_back({name + ".weight", {out, in}});
-    s.push_back({name + ".bias", {out}});
-  };
-  auto norm = [&](const std::string& name) {
-    s.push_back({name + ".weight", {h}});
-    s.push_back({name + ".bias", {h}});
-  };
-  norm("bert.embeddings.LayerNorm");
-  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
-    const std::string l = "bert.encoder.layer." + std::to_string(i) + ".";
-    for (const char* m : {"query", "key", "value"}) linear(l + "attention.self." + m, h, h);
-    linear(l + "attention.output.dense", h, h);
-    norm(l + "attention.output.LayerNorm");
-    linear(l + "intermediate.dense", h, o.intermediate_size);
-    linear(l + "output.dense", o.intermediate_size, h);
-    norm(l + "output.LayerNorm");
-  }
-  if (pooler) linear("bert.pooler.dense", h, h);
-  return s;
-}
-
 // The sequence classifier's options with the data's sizes filled in, checked.
 BertConfig classifier_config(BertConfig o, const ModelContext& context) {
   validate(o, context);
@@ -255,24 +228,8 @@ BertConfig classifier_config(BertConfig o, const ModelContext& context) {
 
 }  // namespace
 
-std::vector<ParameterShape> BertForSequenceClassification::parameter_shapes(const Options& options, const ModelContext& context) {
-  const BertConfig o = classifier_config(options, context);
-  auto s = encoder_shapes(o, /*pooler=*/true);
-  s.push_back({"classifier.weight", {o.num_labels, o.hidden_size}});
-  s.push_back({"classifier.bias", {o.num_labels}});
-  return s;
-}
-
-std::vector<ParameterShape> BertForMaskedLM::parameter_shapes(const Options& options, const ModelContext& context) {
-  BertConfig o = options;
-  validate(o, context);
-  auto s = encoder_shapes(o, /*pooler=*/false);
-  s.push_back({"cls.predictions.transform.dense.weight", {o.hidden_size, o.hidden_size}});
-  s.push_back({"cls.predictions.transform.dense.bias", {o.hidden_size}});
-  s.push_back({"cls.predictions.transform.LayerNorm.weight", {o.hidden_size}});
-  s.push_back({"cls.predictions.transform.LayerNorm.bias", {o.hidden_size}});
-  s.push_back({"cls.predictions.bias", {o.vocab_size}});
-  return s;
+ModelDimensions BertForSequenceClassification::facts(const Options& o) {
+  return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads};
 }
 
 BertForSequenceClassification::BertForSequenceClassification(const Options& options, const ModelContext& context)
@@ -280,7 +237,7 @@ BertForSequenceClassification::BertForSequenceClassification(const Options& opti
   auto& o = options_;
   if (static_cast<int64_t>(context.label_names.size()) == o.num_labels) label_names_ = context.label_names;
   bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/true));
-  classifier_ = register_module("classifier", torch::nn::Linear(o.hidden_size, o.num_labels));
+  classifier_ = register_module("classifier", new_linear(o.hidden_size, o.num_labels));
   initialise_parameters({bert_init_pass(o)});
 }
 
@@ -329,6 +286,10 @@ std::vector<GatherUnit> BertForSequenceClassification::gather_units() const {
   return units;
 }
 
+ModelDimensions BertForMaskedLM::facts(const Options& o) {
+  return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads};
+}
+
 BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& context) : options_(options) {
   validate(options_, context);
   const auto& o = options_;
@@ -336,9 +297,9 @@ BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& con
   auto cls = register_module("cls", std::make_shared<torch::nn::Module>());
   auto predictions = cls->register_module("predictions", std::make_shared<torch::nn::Module>());
   auto transform = predictions->register_module("transform", std::make_shared<torch::nn::Module>());
-  transform_dense_ = transform->register_module("dense", torch::nn::Linear(o.hidden_size, o.hidden_size));
+  transform_dense_ = transform->register_module("dense", new_linear(o.hidden_size, o.hidden_size));
   transform_norm_ = transform->register_module("LayerNorm", layer_norm(o));
-  decoder_bias_ = predictions->register_parameter("bias", torch::zeros({o.vocab_size}));
+  decoder_bias_ = predictions->register_parameter("bias", torch::zeros({o.vocab_size}, parameter_options()));
   initialise_parameters({bert_init_pass(o)});
 }
 

@@ -44,7 +44,7 @@ class BertForSequenceClassification : public Model {
  public:
   using Options = BertOptions;
   BertForSequenceClassification(const Options& options, const ModelContext& context);
-  static std::vector<ParameterShape> parameter_shapes(const Options& options, const ModelContext& context);
+  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
   nlohmann::json config_json() const override;
@@ -64,7 +64,7 @@ class BertForMaskedLM : public Model {
  public:
   using Options = BertMlmOptions;
   BertForMaskedLM(const Options& options, const ModelContext& context);
-  static std::vector<ParameterShape> parameter_shapes(const Options& options, const ModelContext& context);
+  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
   nlohmann::json config_json() const override;

@@ -1,6 +1,7 @@
 // `gpt` model implementation (see gpt.h). Initialisation follows GPT-2 / nanoGPT: N(0, 0.02) for
 // weights, N(0, 0.02/sqrt(2*n_layer)) for residual projections, zero biases, unit LayerNorm weights.
 #include "models/gpt.h"
+#include "models/construction.h"
 
 #include <cmath>
 
@@ -23,11 +24,11 @@ void Gpt::Options::declare(Schema<Options>& s) {
 namespace {
 
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+  return new_linear(in, out, bias);
 }
 
 torch::nn::LayerNorm make_layer_norm(int64_t n) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({n}).eps(1e-5));
+  return new_layer_norm(n, 1e-5);
 }
 
 }  // namespace
@@ -93,36 +94,13 @@ Gpt::Options resolved(Gpt::Options o, const ModelContext& context) {
 
 }  // namespace
 
-std::vector<ParameterShape> Gpt::parameter_shapes(const Options& options, const ModelContext& context) {
-  const Options o = resolved(options, context);
-  const int64_t e = o.n_embd;
-  std::vector<ParameterShape> s = {{"transformer.wte.weight", {o.vocab_size, e}}, {"transformer.wpe.weight", {o.block_size, e}}};
-  auto linear = [&](const std::string& name, int64_t in, int64_t out) {
-    s.push_back({name + ".weight", {out, in}});
-    if (o.bias) s.push_back({name + ".bias", {out}});
-  };
-  auto norm = [&](const std::string& name) {
-    s.push_back({name + ".weight", {e}});
-    s.push_back({name + ".bias", {e}});
-  };
-  for (int64_t i = 0; i < o.n_layer; ++i) {
-    const std::string h = "transformer.h." + std::to_string(i) + ".";
-    norm(h + "ln_1");
-    linear(h + "attn.c_attn", e, 3 * e);
-    linear(h + "attn.c_proj", e, e);
-    norm(h + "ln_2");
-    linear(h + "mlp.c_fc", e, 4 * e);
-    linear(h + "mlp.c_proj", 4 * e, e);
-  }
-  norm("transformer.ln_f");
-  return s;
-}
+ModelDimensions Gpt::facts(const Options& o) { return {o.n_embd, o.n_layer, o.n_head}; }
 
 Gpt::Gpt(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
 
   transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
-  wte_ = transformer_->register_module("wte", torch::nn::Embedding(options_.vocab_size, options_.n_embd));
-  wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(options_.block_size, options_.n_embd));
+  wte_ = transformer_->register_module("wte", new_embedding(options_.vocab_size, options_.n_embd));
+  wpe_ = transformer_->register_module("wpe", new_embedding(options_.block_size, options_.n_embd));
   release_built_parameters(*transformer_);  // sharded construction: one unit's memory at a time
   drop_ = transformer_->register_module("drop", torch::nn::Dropout(options_.dropout));
   auto h = transformer_->register_module("h", std::make_shared<torch::nn::Module>());

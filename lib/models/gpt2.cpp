@@ -2,6 +2,7 @@
 // 1/sqrt(head_dim), causal mask, additive padding mask, softmax, dropout; GPT-2 init with the
 // residual projections (c_proj) drawn with std initializer_range / sqrt(2 * n_layer).
 #include "models/gpt2.h"
+#include "models/construction.h"
 
 #include <cmath>
 #include <tuple>
@@ -32,11 +33,11 @@ void Gpt2::Options::declare(Schema<Options>& s) {
 
 struct Gpt2::Block : torch::nn::Module {
   Block(const Options& o, int64_t inner) : o(o) {
-    ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.n_embd}).eps(o.layer_norm_epsilon)));
+    ln_1 = register_module("ln_1", new_layer_norm(o.n_embd, o.layer_norm_epsilon));
     auto attn = register_module("attn", std::make_shared<torch::nn::Module>());
     c_attn = attn->register_module("c_attn", std::make_shared<Conv1D>(o.n_embd, 3 * o.n_embd));
     attn_proj = attn->register_module("c_proj", std::make_shared<Conv1D>(o.n_embd, o.n_embd));
-    ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.n_embd}).eps(o.layer_norm_epsilon)));
+    ln_2 = register_module("ln_2", new_layer_norm(o.n_embd, o.layer_norm_epsilon));
     auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
     c_fc = mlp->register_module("c_fc", std::make_shared<Conv1D>(o.n_embd, inner));
     mlp_proj = mlp->register_module("c_proj", std::make_shared<Conv1D>(inner, o.n_embd));
@@ -75,31 +76,7 @@ Gpt2::Options resolved(Gpt2::Options o, const ModelContext& context) {
 
 }  // namespace
 
-std::vector<ParameterShape> Gpt2::parameter_shapes(const Options& options, const ModelContext& context) {
-  const Options o = resolved(options, context);
-  const int64_t e = o.n_embd, inner = o.n_inner.value_or(4 * o.n_embd);
-  std::vector<ParameterShape> s = {{"transformer.wte.weight", {o.vocab_size, e}}, {"transformer.wpe.weight", {o.n_positions, e}}};
-  auto conv1d = [&](const std::string& name, int64_t in, int64_t out) {  // HF Conv1D: weight [in, out]
-    s.push_back({name + ".weight", {in, out}});
-    s.push_back({name + ".bias", {out}});
-  };
-  auto norm = [&](const std::string& name) {
-    s.push_back({name + ".weight", {e}});
-    s.push_back({name + ".bias", {e}});
-  };
-  for (int64_t i = 0; i < o.n_layer; ++i) {
-    const std::string h = "transformer.h." + std::to_string(i) + ".";
-    norm(h + "ln_1");
-    conv1d(h + "attn.c_attn", e, 3 * e);
-    conv1d(h + "attn.c_proj", e, e);
-    norm(h + "ln_2");
-    conv1d(h + "mlp.c_fc", e, inner);
-    conv1d(h + "mlp.c_proj", inner, e);
-  }
-  norm("transformer.ln_f");
-  if (!o.tie_word_embeddings) s.push_back({"lm_head.weight", {o.vocab_size, e}});
-  return s;
-}
+ModelDimensions Gpt2::facts(const Options& o) { return {o.n_embd, o.n_layer, o.n_head}; }
 
 Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
   auto& o = options_;
@@ -107,18 +84,18 @@ Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(resol
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 
   transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
-  wte_ = transformer_->register_module("wte", torch::nn::Embedding(o.vocab_size, o.n_embd));
-  wpe_ = transformer_->register_module("wpe", torch::nn::Embedding(o.n_positions, o.n_embd));
+  wte_ = transformer_->register_module("wte", new_embedding(o.vocab_size, o.n_embd));
+  wpe_ = transformer_->register_module("wpe", new_embedding(o.n_positions, o.n_embd));
   release_built_parameters(*transformer_);  // sharded construction: one unit's memory at a time
   auto h = transformer_->register_module("h", std::make_shared<torch::nn::Module>());
   for (int64_t i = 0; i < o.n_layer; ++i) {
     blocks_.push_back(h->register_module(std::to_string(i), std::make_shared<Block>(o, inner)));
     release_built_parameters(*blocks_.back());
   }
-  ln_f_ = transformer_->register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.n_embd}).eps(o.layer_norm_epsilon)));
+  ln_f_ = transformer_->register_module("ln_f", new_layer_norm(o.n_embd, o.layer_norm_epsilon));
   if (!o.tie_word_embeddings) {
     auto head = register_module("lm_head", std::make_shared<torch::nn::Module>());
-    lm_head_ = head->register_parameter("weight", torch::empty({o.vocab_size, o.n_embd}));
+    lm_head_ = head->register_parameter("weight", torch::empty({o.vocab_size, o.n_embd}, parameter_options()));
   }
 
   // HF GPT2PreTrainedModel._init_weights: every parameter, then the residual projections again with

@@ -1,5 +1,6 @@
 // Shared HF building blocks (see hf_layers.h).
 #include "models/hf_layers.h"
+#include "models/construction.h"
 
 #include <cmath>
 #include <limits>
@@ -139,8 +140,8 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 }
 
 Conv1D::Conv1D(int64_t in, int64_t out) {
-  weight = register_parameter("weight", torch::empty({in, out}));
-  bias = register_parameter("bias", torch::zeros({out}));
+  weight = register_parameter("weight", torch::empty({in, out}, parameter_options()));
+  bias = register_parameter("bias", torch::zeros({out}, parameter_options()));
 }
 
 torch::Tensor Conv1D::forward(const torch::Tensor& x) {

@@ -2,6 +2,7 @@
 // position * inv_freq (inv_freq = 1 / rope_theta^(2i/d), halves duplicated, rotate_half), k/v heads
 // repeated num_attention_heads / num_key_value_heads times, causal + padding mask, softmax in float32.
 #include "models/llama.h"
+#include "models/construction.h"
 
 #include <cmath>
 #include <tuple>
@@ -40,7 +41,7 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 }
 
 torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+  return new_linear(in, out, bias);
 }
 
 }  // namespace
@@ -48,14 +49,14 @@ torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
 struct Llama::Layer : torch::nn::Module {
   Layer(const Options& o, int64_t kv_heads, int64_t head_dim) : o(o), kv_heads(kv_heads), head_dim(head_dim) {
     input_norm = register_module("input_layernorm", std::make_shared<torch::nn::Module>())
-                     ->register_parameter("weight", torch::ones({o.hidden_size}));
+                     ->register_parameter("weight", torch::ones({o.hidden_size}, parameter_options()));
     auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
     q_proj = attn->register_module("q_proj", linear(o.hidden_size, o.num_attention_heads * head_dim, o.attention_bias));
     k_proj = attn->register_module("k_proj", linear(o.hidden_size, kv_heads * head_dim, o.attention_bias));
     v_proj = attn->register_module("v_proj", linear(o.hidden_size, kv_heads * head_dim, o.attention_bias));
     o_proj = attn->register_module("o_proj", linear(o.num_attention_heads * head_dim, o.hidden_size, o.attention_bias));
     post_norm = register_module("post_attention_layernorm", std::make_shared<torch::nn::Module>())
-                    ->register_parameter("weight", torch::ones({o.hidden_size}));
+                    ->register_parameter("weight", torch::ones({o.hidden_size}, parameter_options()));
     auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
     gate_proj = mlp->register_module("gate_proj", linear(o.hidden_size, o.intermediate_size, o.mlp_bias));
     up_proj = mlp->register_module("up_proj", linear(o.hidden_size, o.intermediate_size, o.mlp_bias));
@@ -117,31 +118,7 @@ Llama::Options resolved(Llama::Options o, const ModelContext& context) {
 
 }  // namespace
 
-std::vector<ParameterShape> Llama::parameter_shapes(const Options& options, const ModelContext& context) {
-  const Options o = resolved(options, context);
-  const int64_t h = o.hidden_size, kv = o.num_key_value_heads.value_or(o.num_attention_heads);
-  const int64_t head_dim = o.head_dim.value_or(o.hidden_size / o.num_attention_heads);
-  std::vector<ParameterShape> s = {{"model.embed_tokens.weight", {o.vocab_size, h}}};
-  auto linear = [&](const std::string& name, int64_t in, int64_t out, bool bias) {
-    s.push_back({name + ".weight", {out, in}});
-    if (bias) s.push_back({name + ".bias", {out}});
-  };
-  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
-    const std::string l = "model.layers." + std::to_string(i) + ".";
-    s.push_back({l + "input_layernorm.weight", {h}});
-    linear(l + "self_attn.q_proj", h, o.num_attention_heads * head_dim, o.attention_bias);
-    linear(l + "self_attn.k_proj", h, kv * head_dim, o.attention_bias);
-    linear(l + "self_attn.v_proj", h, kv * head_dim, o.attention_bias);
-    linear(l + "self_attn.o_proj", o.num_attention_heads * head_dim, h, o.attention_bias);
-    s.push_back({l + "post_attention_layernorm.weight", {h}});
-    linear(l + "mlp.gate_proj", h, o.intermediate_size, o.mlp_bias);
-    linear(l + "mlp.up_proj", h, o.intermediate_size, o.mlp_bias);
-    linear(l + "mlp.down_proj", o.intermediate_size, h, o.mlp_bias);
-  }
-  s.push_back({"model.norm.weight", {h}});
-  if (!o.tie_word_embeddings) s.push_back({"lm_head.weight", {o.vocab_size, h}});
-  return s;
-}
+ModelDimensions Llama::facts(const Options& o) { return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads}; }
 
 Llama::Llama(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
   auto& o = options_;
@@ -150,7 +127,7 @@ Llama::Llama(const Options& options, const ModelContext& context) : options_(res
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
-  embed_tokens_ = model->register_module("embed_tokens", torch::nn::Embedding(o.vocab_size, o.hidden_size));
+  embed_tokens_ = model->register_module("embed_tokens", new_embedding(o.vocab_size, o.hidden_size));
   release_built_parameters(*embed_tokens_);  // sharded construction: one unit's memory at a time
   auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
@@ -158,10 +135,10 @@ Llama::Llama(const Options& options, const ModelContext& context) : options_(res
     release_built_parameters(*layers_.back());
   }
   norm_weight_ = model->register_module("norm", std::make_shared<torch::nn::Module>())
-                     ->register_parameter("weight", torch::ones({o.hidden_size}));
+                     ->register_parameter("weight", torch::ones({o.hidden_size}, parameter_options()));
   if (!o.tie_word_embeddings)
     lm_head_ = register_module("lm_head", std::make_shared<torch::nn::Module>())
-                   ->register_parameter("weight", torch::empty({o.vocab_size, o.hidden_size}));
+                   ->register_parameter("weight", torch::empty({o.vocab_size, o.hidden_size}, parameter_options()));
   initialise_parameters({hf_init_pass(o.initializer_range, {"norm"})});
 }
 

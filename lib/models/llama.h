@@ -33,7 +33,7 @@ class Llama : public Model {
   };
 
   Llama(const Options& options, const ModelContext& context);
-  static std::vector<ParameterShape> parameter_shapes(const Options& options, const ModelContext& context);
+  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return true; }
   nlohmann::json config_json() const override;

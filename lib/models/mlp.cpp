@@ -1,5 +1,6 @@
 // `mlp` classifier implementation (see mlp.h). Parameters: layers.N.weight / layers.N.bias.
 #include "models/mlp.h"
+#include "models/construction.h"
 
 #include <cmath>
 #include <map>
@@ -45,14 +46,10 @@ std::vector<std::pair<int64_t, int64_t>> layer_sizes(const MlpClassifier::Option
 
 }  // namespace
 
-std::vector<ParameterShape> MlpClassifier::parameter_shapes(const Options& options, const ModelContext& context) {
-  std::vector<ParameterShape> s;
-  const auto sizes = layer_sizes(resolved(options, context));
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    s.push_back({"layers." + std::to_string(i) + ".weight", {sizes[i].second, sizes[i].first}});
-    s.push_back({"layers." + std::to_string(i) + ".bias", {sizes[i].second}});
-  }
-  return s;
+ModelDimensions MlpClassifier::facts(const Options& o) {  // no attention blocks; HF's max(config.hidden_sizes)
+  int64_t widest = 0;
+  for (int64_t h : o.hidden_sizes) widest = std::max(widest, h);
+  return {widest, 0, 0};
 }
 
 MlpClassifier::MlpClassifier(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
@@ -60,7 +57,7 @@ MlpClassifier::MlpClassifier(const Options& options, const ModelContext& context
   std::map<std::string, int64_t> fan_in;
   for (const auto& [in, out] : layer_sizes(options_)) {
     fan_in["layers." + std::to_string(layers_.size()) + ".bias"] = in;
-    layers_.push_back(layers->register_module(std::to_string(layers_.size()), torch::nn::Linear(in, out)));
+    layers_.push_back(layers->register_module(std::to_string(layers_.size()), new_linear(in, out)));
     release_built_parameters(*layers_.back());  // sharded construction: one layer's memory at a time
   }
   dropout_ = register_module("dropout", torch::nn::Dropout(options_.dropout));

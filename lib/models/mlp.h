@@ -17,7 +17,7 @@ class MlpClassifier : public Model {
   };
 
   MlpClassifier(const Options& options, const ModelContext& context);
-  static std::vector<ParameterShape> parameter_shapes(const Options& options, const ModelContext& context);
+  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
   nlohmann::json config_json() const override;

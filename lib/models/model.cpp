@@ -1,6 +1,8 @@
 // Losses shared by model families (see model.h).
 #include "models/model.h"
 
+#include "models/construction.h"
+
 #include <mutex>
 #include <set>
 
@@ -85,12 +87,12 @@ DeferredInit::~DeferredInit() { deferred_init_active = previous_; }
 bool DeferredInit::active() { return deferred_init_active; }
 
 void release_built_parameters(torch::nn::Module& module) {
-  if (!DeferredInit::active()) return;
+  if (!DeferredInit::active() || MetaConstruction::active()) return;
   for (const auto& p : module.parameters()) release_storage(p);
 }
 
 Model::Model() {
-  if (DeferredInit::active()) construction_rng_state_ = at::detail::getDefaultCPUGenerator().get_state();
+  if (DeferredInit::active() && !MetaConstruction::active()) construction_rng_state_ = at::detail::getDefaultCPUGenerator().get_state();
 }
 
 void Model::defer_init(std::vector<InitPass> passes) {
@@ -112,6 +114,7 @@ void Model::defer_init(std::vector<InitPass> passes) {
 }
 
 void Model::initialise_parameters(std::vector<InitPass> passes) {
+  if (MetaConstruction::active()) return;  // shapes only: nothing to initialise
   torch::NoGradGuard no_grad;
   if (!DeferredInit::active()) {
     init_passes_ = std::move(passes);
@@ -126,7 +129,7 @@ void Model::initialise_parameters(std::vector<InitPass> passes) {
 }
 
 void Model::restate_constructor_initialisation(std::vector<InitPass> passes) {
-  if (!DeferredInit::active()) return;  // the constructors have set the values
+  if (!DeferredInit::active() || MetaConstruction::active()) return;  // the constructors have set the values
   defer_init(std::move(passes));
   init_rng_state_ = construction_rng_state_;  // the constructors' draws advanced the generator already
 }

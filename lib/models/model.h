@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runspec/model_families.h"
 #include "util/torch_compat.h"
 
 namespace hftrain {
@@ -54,8 +55,8 @@ struct KvCache {
 // pass runs as a sequence of gather units (embeddings, each block, the head), each naming the parameters
 // it uses by name prefix ("transformer.h.0." or a full parameter name). A tied parameter belongs to every
 // unit that uses it.
-// A parameter's name and shape, known from the options without building the model (hftrain estimate).
-// Each family's static parameter_shapes(options, context) lists exactly what its constructor registers.
+// A parameter's name and shape: the module tree built under MetaConstruction (models/construction.h)
+// gives them for any model size without storage (hftrain estimate).
 struct ParameterShape {
   std::string name;
   std::vector<int64_t> shape;
@@ -64,18 +65,6 @@ struct ParameterShape {
     for (int64_t d : shape) n *= d;
     return n;
   }
-};
-
-// A family's parameter shapes as a component of its own (Components::model_shapes): built from the very
-// options the model registry parsed (the same Options type), without a tensor.
-struct ModelShapes {
-  virtual ~ModelShapes() = default;
-  std::vector<ParameterShape> parameters;
-};
-template <class M>
-struct ShapesOf : ModelShapes {
-  using Options = typename M::Options;
-  ShapesOf(const Options& options, const ModelContext& context) { parameters = M::parameter_shapes(options, context); }
 };
 
 // A language model's sizes taken from the data when the options leave them 0, then checked: the
@@ -140,6 +129,9 @@ using ParameterVisitor = std::function<bool(const std::string& name, const torch
 
 class Model : public torch::nn::Module {
  public:
+  // Each family also declares `static ModelDimensions facts(const Options&)`: its sizes as HF's config
+  // accessors give them, from its own options; the registry keeps it (Registry::facts).
+  using Facts = ModelDimensions;
   Model();
   // True after construction under DeferredInit: the parameters hold no memory until materialised.
   bool initialisation_deferred() const { return deferred_; }

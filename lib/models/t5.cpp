@@ -5,6 +5,7 @@
 // float32 without mean or bias; pre-norm residual sublayers with dropout; the tied head scales the
 // decoder output by d_model^-0.5. Initialisation is HF's T5 _init_weights with initializer_factor.
 #include "models/t5.h"
+#include "models/construction.h"
 
 #include <cmath>
 #include <tuple>
@@ -47,7 +48,7 @@ void T5::Options::declare(Schema<Options>& s) {
 namespace {
 
 torch::nn::Linear linear(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  return new_linear(in, out, false);
 }
 
 // HF T5Config: "gated-<act>" or "<act>"; "gated-gelu" means gelu_new. Returns {activation, gated}.
@@ -112,7 +113,7 @@ struct T5::Attention : torch::nn::Module {
     out = register_module("o", linear(inner, o.d_model));
     if (relative_bias)
       bias_embedding = register_module("relative_attention_bias",
-                                       torch::nn::Embedding(o.relative_attention_num_buckets, o.num_heads));
+                                       new_embedding(o.relative_attention_num_buckets, o.num_heads));
   }
 
   torch::Tensor heads(const torch::Tensor& t) const {
@@ -177,17 +178,17 @@ struct T5::Block : torch::nn::Module {
     auto l0 = layer->register_module("0", std::make_shared<torch::nn::Module>());
     self_attn = l0->register_module("SelfAttention", std::make_shared<Attention>(o, relative_bias));
     self_norm = l0->register_module("layer_norm", std::make_shared<torch::nn::Module>())
-                    ->register_parameter("weight", torch::ones({o.d_model}));
+                    ->register_parameter("weight", torch::ones({o.d_model}, parameter_options()));
     if (decoder) {
       auto l1 = layer->register_module("1", std::make_shared<torch::nn::Module>());
       cross_attn = l1->register_module("EncDecAttention", std::make_shared<Attention>(o, false));
       cross_norm = l1->register_module("layer_norm", std::make_shared<torch::nn::Module>())
-                       ->register_parameter("weight", torch::ones({o.d_model}));
+                       ->register_parameter("weight", torch::ones({o.d_model}, parameter_options()));
     }
     auto lf = layer->register_module(decoder ? "2" : "1", std::make_shared<torch::nn::Module>());
     ff = lf->register_module("DenseReluDense", std::make_shared<FeedForward>(o, act, gated));
     ff_norm = lf->register_module("layer_norm", std::make_shared<torch::nn::Module>())
-                  ->register_parameter("weight", torch::ones({o.d_model}));
+                  ->register_parameter("weight", torch::ones({o.d_model}, parameter_options()));
   }
 
   // `self_bias`: position bias + mask for self-attention; `memory` / `cross_bias`: the encoder output
@@ -218,44 +219,8 @@ struct T5::Block : torch::nn::Module {
   torch::Tensor self_norm, cross_norm, ff_norm;
 };
 
-std::vector<ParameterShape> T5::parameter_shapes(const Options& options, const ModelContext& context) {
-  const Options o = resolved(options, context);
-  const bool gated = parse_feed_forward_proj(o.feed_forward_proj).second;
-  const int64_t d = o.d_model, inner = o.num_heads * o.d_kv;
-  std::vector<ParameterShape> s = {{"shared.weight", {o.vocab_size, d}}};
-  auto attention = [&](const std::string& p, bool relative_bias) {
-    for (const char* n : {"q", "k", "v"}) s.push_back({p + n + ".weight", {inner, d}});
-    s.push_back({p + "o.weight", {d, inner}});
-    if (relative_bias) s.push_back({p + "relative_attention_bias.weight", {o.relative_attention_num_buckets, o.num_heads}});
-  };
-  auto feed_forward = [&](const std::string& p) {
-    if (gated) {
-      s.push_back({p + "wi_0.weight", {o.d_ff, d}});
-      s.push_back({p + "wi_1.weight", {o.d_ff, d}});
-    } else {
-      s.push_back({p + "wi.weight", {o.d_ff, d}});
-    }
-    s.push_back({p + "wo.weight", {d, o.d_ff}});
-  };
-  for (const bool decoder : {false, true}) {
-    const std::string stack = decoder ? "decoder." : "encoder.";
-    const int64_t n = decoder ? o.num_decoder_layers.value_or(o.num_layers) : o.num_layers;
-    for (int64_t i = 0; i < n; ++i) {
-      const std::string b = stack + "block." + std::to_string(i) + ".layer.";
-      attention(b + "0.SelfAttention.", i == 0);
-      s.push_back({b + "0.layer_norm.weight", {d}});
-      if (decoder) {
-        attention(b + "1.EncDecAttention.", false);
-        s.push_back({b + "1.layer_norm.weight", {d}});
-      }
-      const std::string f = b + (decoder ? "2." : "1.");
-      feed_forward(f + "DenseReluDense.");
-      s.push_back({f + "layer_norm.weight", {d}});
-    }
-    s.push_back({stack + "final_layer_norm.weight", {d}});
-  }
-  if (!o.tie_word_embeddings) s.push_back({"lm_head.weight", {o.vocab_size, d}});
-  return s;
+ModelDimensions T5::facts(const Options& o) {
+  return {o.d_model, o.num_layers + o.num_decoder_layers.value_or(o.num_layers), o.num_heads};
 }
 
 T5::T5(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
@@ -264,7 +229,7 @@ T5::T5(const Options& options, const ModelContext& context) : options_(resolved(
   std::tie(dense_act_fn_, gated_) = parse_feed_forward_proj(o.feed_forward_proj);
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 
-  shared_ = register_module("shared", torch::nn::Embedding(o.vocab_size, o.d_model));
+  shared_ = register_module("shared", new_embedding(o.vocab_size, o.d_model));
   release_built_parameters(*shared_);  // sharded construction: one unit's memory at a time
   for (const bool decoder : {false, true}) {
     auto stack = register_module(decoder ? "decoder" : "encoder", std::make_shared<torch::nn::Module>());
@@ -276,11 +241,11 @@ T5::T5(const Options& options, const ModelContext& context) : options_(resolved(
       release_built_parameters(*blocks.back());
     }
     (decoder ? decoder_norm_ : encoder_norm_) = stack->register_module("final_layer_norm", std::make_shared<torch::nn::Module>())
-                                                    ->register_parameter("weight", torch::ones({o.d_model}));
+                                                    ->register_parameter("weight", torch::ones({o.d_model}, parameter_options()));
   }
   if (!o.tie_word_embeddings)
     lm_head_ = register_module("lm_head", std::make_shared<torch::nn::Module>())
-                   ->register_parameter("weight", torch::empty({o.vocab_size, o.d_model}));
+                   ->register_parameter("weight", torch::empty({o.vocab_size, o.d_model}, parameter_options()));
 
   // HF T5PreTrainedModel._init_weights (factor = initializer_factor): norms factor; shared / lm_head
   // N(0, factor); q N(0, factor (d_model d_kv)^-0.5), k / v / relative bias / wi N(0, factor d_model^-0.5),

@@ -39,7 +39,7 @@ class T5 : public Model {
   };
 
   T5(const Options& options, const ModelContext& context);
-  static std::vector<ParameterShape> parameter_shapes(const Options& options, const ModelContext& context);
+  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   // input_ids / attention_mask feed the encoder; labels [B, T] (-100 = ignored) are required.
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }

@@ -71,11 +71,24 @@ struct TraitsOf<Product, std::void_t<typename Product::Traits>> {
   using type = typename Product::Traits;
 };
 
+// A product family may also declare facts that follow from an implementation's options: `using Facts = ...;`
+// in the product and `static Facts facts(const Options&)` in each implementation (e.g. a model's hidden
+// size). The registry keeps each registered name's function, so nothing reads them from option names.
+template <class Product, class = void>
+struct FactsOf {
+  using type = void;
+};
+template <class Product>
+struct FactsOf<Product, std::void_t<typename Product::Facts>> {
+  using type = typename Product::Facts;
+};
+
 template <class Product, class... Args>
 class Registry : public RegistryBase {
  public:
   using RegistryBase::RegistryBase;
   using Traits = typename TraitsOf<Product>::type;
+  using Facts = typename FactsOf<Product>::type;
 
   template <class Impl>
   void add(const std::string& name, const std::string& description) {
@@ -95,6 +108,8 @@ class Registry : public RegistryBase {
     e.dump = [&schema](const void* p) { return schema.dump(*static_cast<const Options*>(p)); };
     add_entry(name, std::move(e));
     if constexpr (!std::is_void_v<Traits>) traits_[name] = Impl::kTraits;
+    if constexpr (!std::is_void_v<Facts>)
+      facts_[name] = [](const void* p) -> Facts { return Impl::facts(*static_cast<const Options*>(p)); };
     factories_[name] = [](const void* p, Args... args) -> std::unique_ptr<Product> {
       return std::make_unique<Impl>(*static_cast<const Options*>(p), std::forward<Args>(args)...);
     };
@@ -119,6 +134,18 @@ class Registry : public RegistryBase {
     if (it == traits_.end()) throw ConfigError(unknown_message(name));
     return it->second;
   }
+  // The facts implementation `name` declares for these options (parsed by parse(); defaults when null).
+  template <class F = Facts>
+  F facts(const std::string& name, OptionsPtr options) const {
+    auto it = facts_.find(name);
+    if (it == facts_.end()) throw ConfigError(unknown_message(name));
+    if (!options) {
+      Issues issues("<defaults>");
+      options = parse(name, YAML::Node(), kind(), issues, {});
+      issues.throw_if_any();
+    }
+    return it->second(options.get());
+  }
   // The registered names whose traits satisfy `pred`, in name order.
   template <class Pred>
   std::vector<std::string> names_where(Pred pred) const {
@@ -131,6 +158,7 @@ class Registry : public RegistryBase {
  private:
   std::map<std::string, std::function<std::unique_ptr<Product>(const void*, Args...)>> factories_;
   std::map<std::string, std::conditional_t<std::is_void_v<Traits>, char, Traits>> traits_;
+  std::map<std::string, std::function<std::conditional_t<std::is_void_v<Facts>, char, Facts>(const void*)>> facts_;
 };
 
 }  // namespace hftrain

@@ -14,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/issues.h"
+#include "runspec/model_families.h"
 
 namespace hftrain {
 
@@ -45,8 +46,8 @@ void finish_deepspeed_config(RunSpec& spec, const ComponentCatalog& catalog, Iss
 // ConfigError listing each mismatch.
 std::string resolve_deepspeed_config(const RunSpec& spec, int64_t world_size, int64_t total_steps, int64_t warmup_steps);
 
-// The model's hidden size as HF finds it (hidden_size, n_embd, d_model, or the largest of
-// hidden_sizes); 0 when the model has none.
-int64_t model_hidden_size(const RunSpec& spec, const ComponentCatalog& catalog);
+// The dimensions the spec's model family declares for its options (HF's config.hidden_size etc.; the
+// "auto" fill reads hidden_size); zeros when the spec names no model.
+ModelDimensions model_dimensions(const RunSpec& spec, const ComponentCatalog& catalog);
 
 }  // namespace hftrain

@@ -107,15 +107,9 @@ int64_t gradient_bytes(const RunSpec& spec) { return spec.precision.bf16 || spec
 
 }  // namespace
 
-int64_t model_hidden_size(const RunSpec& spec, const ComponentCatalog& catalog) {
-  if (spec.model.type.empty()) return 0;
-  const YAML::Node options = catalog.models.dump(spec.model.type, spec.model.options);
-  for (const char* key : {"hidden_size", "n_embd", "d_model"})
-    if (YAML::Node v = lookup(options, key); v.IsScalar()) return v.as<int64_t>();
-  int64_t largest = 0;
-  if (YAML::Node sizes = lookup(options, "hidden_sizes"); sizes.IsSequence())
-    for (const auto& s : sizes) largest = std::max(largest, s.as<int64_t>());
-  return largest;
+ModelDimensions model_dimensions(const RunSpec& spec, const ComponentCatalog& catalog) {
+  if (spec.model.type.empty() || !catalog.models.contains(spec.model.type) || !catalog.model_dimensions) return {};
+  return catalog.model_dimensions(spec.model.type, spec.model.options);
 }
 
 void finish_deepspeed_config(RunSpec& spec, const ComponentCatalog& catalog, Issues& issues) {
@@ -129,7 +123,7 @@ void finish_deepspeed_config(RunSpec& spec, const ComponentCatalog& catalog, Iss
     const json v = value_for(config, m.ds_key);
     if (!v.is_null() && !is_auto(v) && !same(v, m.hf_value)) report(m.ds_key, mismatch(m, v));
   }
-  const int64_t hidden = model_hidden_size(spec, catalog);
+  const int64_t hidden = model_dimensions(spec, catalog).hidden_size;
   auto needs_hidden = [&](const std::string& key) {
     if (hidden > 0) return true;
     report(key, "\"auto\" is filled from the model's hidden size (as HF does), and model '" + spec.model.type +

@@ -4,12 +4,22 @@
 // no LibTorch: used by run-spec parsing (model.from_pretrained) and by checkpoint/model_io.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace hftrain {
+
+// A model's sizes as HF's config accessors give them (config.hidden_size, num_hidden_layers,
+// num_attention_heads, whatever the family names them): DeepSpeed's "auto" values and `hftrain estimate`'s
+// activation sizes read them. Each model family declares them from its own options (Model::Facts).
+struct ModelDimensions {
+  int64_t hidden_size = 0;      // 0 = the model has none (a DeepSpeed "auto" that needs it is refused)
+  int64_t layers = 0;           // blocks that hold activations (encoder and decoder together); 0 = none
+  int64_t attention_heads = 0;  // the most heads of any attention layer; 0 = none
+};
 
 struct ModelFamily {
   std::string model_type;                              // config.json "model_type"

@@ -10,6 +10,7 @@
 
 #include "registry/registry.h"
 #include "runspec/deepspeed_config.h"
+#include "runspec/model_families.h"
 #include "runspec/sections.h"
 
 namespace hftrain {
@@ -38,6 +39,8 @@ struct ComponentCatalog {
   const RegistryBase& schedulers;
   const RegistryBase& metrics;
   const RegistryBase& callbacks;
+  // The dimensions model `type` declares for these parsed options (Model::Facts; DeepSpeed "auto" values).
+  std::function<ModelDimensions(const std::string& type, const OptionsPtr& options)> model_dimensions;
 };
 
 struct RunSpec {

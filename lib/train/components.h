@@ -15,14 +15,16 @@ namespace hftrain {
 
 struct Components {
   Registry<Model, const ModelContext&> models{"model"};
-  Registry<ModelShapes, const ModelContext&> model_shapes{"model"};  // the same families, shapes only
   Registry<DataSource, const DataUse&> data{"data"};
   Registry<Optimizer, std::vector<ParamGroup>, const OptimizerHyper&> optimizers{"optimizer"};
   Registry<Schedule, const ScheduleContext&> schedulers{"scheduler"};
   Registry<Metric> metrics{"metric"};
   Registry<TrainerCallback, const CallbackContext&> callbacks{"callback"};
 
-  ComponentCatalog catalog() const { return {models, data, optimizers, schedulers, metrics, callbacks}; }
+  ComponentCatalog catalog() const {
+    auto dimensions = [this](const std::string& type, const OptionsPtr& options) { return models.facts(type, options); };
+    return {models, data, optimizers, schedulers, metrics, callbacks, dimensions};
+  }
 };
 
 }  // namespace hftrain

@@ -17,6 +17,7 @@
 #include "builtins/register_builtins.h"
 #include "distributed/comm.h"
 #include "engine/zero_engine.h"
+#include "models/construction.h"
 #include "optim/adamw.h"
 
 namespace hftrain_test {
@@ -188,16 +189,16 @@ inline void check_checkpointing_keeps_gradients(const std::function<std::shared_
   }
 }
 
-// The parameter shapes the registered shape function lists for `type` with these options (no model built).
+// The parameter shapes of `type` with these options, read from its module tree built on meta (no storage).
 inline std::vector<hftrain::ParameterShape> listed_shapes(const std::string& type, const std::string& options) {
   const auto& c = hftrain::builtin_components();
   hftrain::Issues issues("test");
   auto opts = c.models.parse(type, YAML::Load(options), "model", issues, {});
   REQUIRE(issues.empty());
-  return c.model_shapes.build(type, opts, hftrain::ModelContext{})->parameters;
+  return hftrain::model_parameter_shapes(c.models, type, opts, hftrain::ModelContext{});
 }
 
-// The shape function lists exactly the built model's parameters, in order, with their shapes.
+// The meta-built tree lists exactly the built model's parameters, in order, with their shapes.
 inline void check_shapes_match_model(const std::string& type, const std::string& options) {
   auto built = build_model(type, options)->named_parameters();
   auto listed = listed_shapes(type, options);

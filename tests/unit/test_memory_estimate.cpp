@@ -1,12 +1,15 @@
-// `hftrain estimate`'s pieces: each family's shape function lists exactly the parameters its model
-// registers (compared with the built model), the parameter counts of GPT-2 small and Llama-2-7B are the
-// published ones, and DeepSpeed's estimator figures are recomputed here from its formulas.
+// `hftrain estimate`'s pieces: each family's module tree built on the meta device lists exactly the
+// parameters its real construction registers (names, shapes, order), the parameter counts of GPT-2 small,
+// Llama-2-7B and Llama-2-70B are the published ones, and DeepSpeed's estimator figures are recomputed here
+// from its formulas.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <map>
 
 #include "builtins/register_builtins.h"
 #include "engine/memory_estimate.h"
+#include "models/construction.h"
 
 using namespace hftrain;
 
@@ -19,13 +22,15 @@ OptionsPtr parse_options(const std::string& type, const std::string& options) {
   return opts;
 }
 
+// The shapes read from the family's module tree built on meta, in named_parameters() order.
+std::vector<ParameterShape> meta_shapes(const std::string& type, const std::string& options, const ModelContext& context = {}) {
+  return model_parameter_shapes(builtin_components().models, type, parse_options(type, options), context);
+}
+
 std::map<std::string, std::vector<int64_t>> shapes_of(const std::string& type, const std::string& options,
                                                       const ModelContext& context = {}) {
-  const auto& c = builtin_components();
-  const OptionsPtr opts = parse_options(type, options);
   std::map<std::string, std::vector<int64_t>> out;
-  const std::unique_ptr<ModelShapes> shapes = c.model_shapes.build(type, opts, context);
-  for (const auto& p : shapes->parameters) {
+  for (const auto& p : meta_shapes(type, options, context)) {
     INFO(p.name);
     CHECK(out.count(p.name) == 0);  // each parameter once
     out[p.name] = p.shape;
@@ -53,7 +58,7 @@ int64_t count(const std::map<std::string, std::vector<int64_t>>& shapes) {
 
 }  // namespace
 
-TEST_CASE("each family's shape function lists exactly what its model registers", "[unit][estimate]") {
+TEST_CASE("each family built on meta lists exactly what its real construction registers, in order", "[unit][estimate]") {
   const ModelContext lm{37, 12, 0, 0}, classes{0, 0, 3, 5};
   const std::vector<std::tuple<std::string, std::string, ModelContext>> cases = {
       {"gpt", "{n_layer: 2, n_head: 2, n_embd: 16}", lm},
@@ -73,7 +78,39 @@ TEST_CASE("each family's shape function lists exactly what its model registers",
   for (const auto& [type, options, context] : cases) {
     INFO(type << " " << options);
     CHECK(shapes_of(type, options, context) == built_shapes(type, options, context));
+    // The same order as the built model's named_parameters() (what the engine's flat layout follows).
+    auto built = builtin_components().models.build(type, parse_options(type, options), context)->named_parameters();
+    const std::vector<ParameterShape> meta = meta_shapes(type, options, context);
+    REQUIRE(meta.size() == built.size());
+    for (std::size_t i = 0; i < meta.size(); ++i) {
+      CHECK(meta[i].name == built[i].key());
+      CHECK(meta[i].shape == built[i].value().sizes().vec());
+    }
   }
+}
+
+TEST_CASE("a model built on meta holds no storage, draws no random numbers and skips nothing it registers",
+          "[unit][estimate]") {
+  const auto& c = builtin_components();
+  torch::manual_seed(7);
+  const torch::Tensor before = torch::rand({4});
+  torch::manual_seed(7);
+  {
+    MetaConstruction meta;
+    auto model = c.models.build("llama", parse_options("llama", "{num_hidden_layers: 2, hidden_size: 32, "
+                                                                "num_attention_heads: 4, intermediate_size: 48}"),
+                                ModelContext{37, 12, 0, 0});
+    REQUIRE(model->parameters().size() > 0);
+    for (const auto& np : model->named_parameters()) {
+      INFO(np.key());
+      CHECK(np.value().device().type() == torch::kMeta);
+    }
+  }
+  CHECK(torch::equal(torch::rand({4}), before));  // the global generator is where it was
+  CHECK_FALSE(MetaConstruction::active());
+  // Outside the scope, construction is real again.
+  auto real = c.models.build("gpt", parse_options("gpt", "{n_layer: 1, n_head: 2, n_embd: 8}"), ModelContext{11, 6, 0, 0});
+  for (const auto& p : real->parameters()) CHECK(p.device().type() == torch::kCPU);
 }
 
 TEST_CASE("parameter counts from shapes match the published GPT-2 small and Llama-2-7B sizes", "[unit][estimate]") {
@@ -84,6 +121,34 @@ TEST_CASE("parameter counts from shapes match the published GPT-2 small and Llam
   CHECK(count(shapes_of("llama", "{num_hidden_layers: 32, hidden_size: 4096, num_attention_heads: 32, intermediate_size: "
                                  "11008, vocab_size: 32000, max_position_embeddings: 4096, tie_word_embeddings: false}")) ==
         6738415616);
+  // Llama-2-70B: 68,976,648,192 parameters (meta-llama/Llama-2-70b-hf config: 80 layers, 8192 wide, 64 heads, 8
+  // key/value heads, 28672 MLP, 32000 vocab). Built on meta: no storage, so this stays quick.
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(count(shapes_of("llama", "{num_hidden_layers: 80, hidden_size: 8192, num_attention_heads: 64, num_key_value_heads: 8, "
+                                 "intermediate_size: 28672, vocab_size: 32000, max_position_embeddings: 4096}")) ==
+        68976648192);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("each family declares its HF config dimensions from its own options", "[unit][estimate]") {
+  auto dims = [](const std::string& type, const std::string& options) {
+    return builtin_components().models.facts(type, parse_options(type, options));
+  };
+  auto same = [](const ModelDimensions& d, int64_t hidden, int64_t layers, int64_t heads) {
+    return d.hidden_size == hidden && d.layers == layers && d.attention_heads == heads;
+  };
+  CHECK(same(dims("gpt", "{n_layer: 3, n_head: 2, n_embd: 16}"), 16, 3, 2));
+  CHECK(same(dims("gpt2", "{n_layer: 5, n_head: 4, n_embd: 32}"), 32, 5, 4));
+  CHECK(same(dims("llama", "{num_hidden_layers: 6, hidden_size: 64, num_attention_heads: 8, num_key_value_heads: 2}"), 64, 6, 8));
+  CHECK(same(dims("bert", "{hidden_size: 48, num_hidden_layers: 2, num_attention_heads: 4}"), 48, 2, 4));
+  CHECK(same(dims("bert_mlm", "{hidden_size: 48, num_hidden_layers: 3, num_attention_heads: 4}"), 48, 3, 4));
+  // Encoder-decoder models: both stacks hold activations; T5's num_decoder_layers null = num_layers.
+  CHECK(same(dims("t5", "{d_model: 32, num_layers: 2, num_heads: 4}"), 32, 4, 4));
+  CHECK(same(dims("t5", "{d_model: 32, num_layers: 2, num_decoder_layers: 3, num_heads: 4}"), 32, 5, 4));
+  CHECK(same(dims("bart", "{d_model: 32, encoder_layers: 2, decoder_layers: 1, encoder_attention_heads: 4, "
+                          "decoder_attention_heads: 2}"), 32, 3, 4));
+  // HF's DeepSpeed integration: max(config.hidden_sizes) when the config has no hidden_size; no blocks.
+  CHECK(same(dims("mlp", "{hidden_sizes: [7, 19, 9]}"), 19, 0, 0));
 }
 
 TEST_CASE("the per-rank state follows the engine's layout stage by stage", "[unit][estimate]") {
