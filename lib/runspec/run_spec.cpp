@@ -12,6 +12,7 @@
 #include "runspec/hf_names.h"
 #include "runspec/hf_unbuilt.h"
 #include "runspec/model_families.h"
+#include "runspec/spec_rules.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/torch_compat.h"
@@ -264,58 +265,6 @@ void parse_section(const YAML::Node& root, const std::string& section, S& out, I
   schema_of<S>().parse(lookup(root, section), section, out, issues);
 }
 
-// Mixed-precision combinations (HF TrainingArguments refuses the same ones).
-void check_precision(const RunSpec& spec, const YAML::Node& root, Issues& issues) {
-  const PrecisionArgs& p = spec.precision;
-  const TrainingArgs& t = spec.training;
-  const YAML::Node section = lookup(root, "precision"), training = lookup(root, "training");
-  if (p.fp16 && p.bf16)
-    issues.add("precision.fp16", lookup(section, "fp16"), "precision.fp16 and precision.bf16 are both true; choose one");
-  // LibTorch's CPU kernels have no float16 matrix multiply, and this build runs on the CPU.
-  const char* fp16_hint = "float16 needs a CUDA device and this build runs on the CPU (LibTorch has no CPU float16 "
-                          "matmul); use bf16 instead (precision.bf16: true), as HF refuses --fp16 on CPU";
-  if (p.fp16) issues.add("precision.fp16", lookup(section, "fp16"), fp16_hint);
-  if (t.fp16_full_eval) issues.add("training.fp16_full_eval", lookup(training, "fp16_full_eval"), fp16_hint);
-  if (t.bf16_full_eval && t.fp16_full_eval)
-    issues.add("training.bf16_full_eval", lookup(training, "bf16_full_eval"),
-               "training.bf16_full_eval and training.fp16_full_eval are both true; choose one");
-  if (spec.zero.reduce_dtype == "fp32" && !p.bf16 && !p.fp16)
-    issues.add("zero.reduce_dtype", lookup(lookup(root, "zero"), "reduce_dtype"),
-               "gradients are already fp32 without precision.bf16 / fp16; remove it or enable mixed precision");
-}
-
-// Offload as DeepSpeed accepts it: the optimizer state from stage 1, the parameters at stage 3. This build
-// runs on the CPU, where both already live: accepted, and said so once at the start (as is every other
-// accepted setting that has no effect here).
-void check_offload(RunSpec& spec, const YAML::Node& root, Issues& issues) {
-  const ZeroArgs& z = spec.zero;
-  const YAML::Node zero = lookup(root, "zero");
-  if (z.offload_optimizer.device != "none" && z.stage == 0)
-    issues.add("zero.offload_optimizer", lookup(zero, "offload_optimizer"),
-               "offloading the optimizer state needs zero.stage 1, 2 or 3 (as in DeepSpeed)");
-  if (z.offload_param != "none" && z.stage != 3)
-    issues.add("zero.offload_param", lookup(zero, "offload_param"), "offloading parameters needs zero.stage 3 (as in DeepSpeed)");
-  if (z.offload_param == "nvme" && z.offload_optimizer.device != "nvme")
-    issues.add("zero.offload_param", lookup(zero, "offload_param"),
-               "device nvme keeps the parameter shards in the optimizer's swap files: set zero.offload_optimizer.device "
-               "nvme (and its nvme_path) as well");
-  if (z.offload_optimizer.device == "nvme" && z.offload_optimizer.nvme_path.empty())
-    issues.add("zero.offload_optimizer.nvme_path", lookup(zero, "offload_optimizer"),
-               "device nvme needs nvme_path: the directory for the swap files");
-  if (z.offload_optimizer.device == "nvme" && z.aio.block_size % 4096 != 0)
-    issues.add("zero.aio.block_size", lookup(lookup(zero, "aio"), "block_size"),
-               "must be a multiple of 4096 (direct I/O alignment), got " + std::to_string(z.aio.block_size));
-  if (z.offload_optimizer.device == "cpu")
-    spec.notes.push_back("zero.offload_optimizer cpu: this build runs on the CPU, where the optimizer state and fp32 "
-                         "master weights already live; nothing is moved");
-  if (spec.training.eval_accumulation_steps)
-    spec.notes.push_back("training.eval_accumulation_steps: accepted, no effect here (predictions are gathered in host "
-                         "memory already)");
-  if (z.offload_param == "cpu")
-    spec.notes.push_back("zero.offload_param cpu: this build runs on the CPU, where the parameter shards already live; "
-                         "nothing is moved");
-}
-
 }  // namespace
 
 RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
@@ -368,9 +317,6 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
     spec.notes.push_back(problem + " (predict, and training or eval with predict_with_generate, refuse to start; "
                          "training without generating is not affected)");
   parse_section(root, "generation", spec.generation, issues);
-  if (spec.training.sortish_sampler && spec.training.group_by_length)
-    issues.add("training.sortish_sampler", lookup(lookup(root, "training"), "sortish_sampler"),
-               "and group_by_length both order the training set by length; choose one");
 
   if (YAML::Node m = lookup(root, "metrics"); m.IsDefined() && !m.IsNull()) {
     if (!m.IsSequence()) {
@@ -412,31 +358,7 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
       }
     }
   }
-  const TrainingArgs& t = spec.training;
-  if (t.load_best_model_at_end && t.save_strategy != "best" && t.save_strategy != t.eval_strategy)
-    issues.add("training.load_best_model_at_end", lookup(lookup(root, "training"), "load_best_model_at_end"),
-               "needs save_strategy to match eval_strategy ('" + t.save_strategy + "' vs '" + t.eval_strategy + "')");
-  if (t.save_strategy == "best" && t.eval_strategy == "no")
-    issues.add("training.save_strategy", lookup(lookup(root, "training"), "save_strategy"),
-               "'best' needs an eval_strategy to find the best metric");
-
-  finish_deepspeed_config(spec, catalog, issues);
-  check_offload(spec, root, issues);
-  if (!kCudaBuild && spec.distributed.backend == "nccl")  // with CUDA: dist/devices.h choose_device decides
-    issues.add("distributed.backend", lookup(lookup(root, "distributed"), "backend"),
-               "nccl needs CUDA, and this build runs on the CPU; use gloo (or auto)");
-  check_precision(spec, root, issues);
-  const GenerationArgs& g = spec.generation;
-  const YAML::Node generation = lookup(root, "generation");
-  if (g.num_return_sequences > g.num_beams)
-    issues.add("generation.num_return_sequences", lookup(generation, "num_return_sequences"),
-               "must be <= generation.num_beams (" + std::to_string(g.num_beams) + "), got " +
-                   std::to_string(g.num_return_sequences) + "; beam search returns at most its num_beams best hypotheses");
-  if (g.do_sample && g.num_beams > 1)
-    issues.add("generation.num_beams", lookup(generation, "num_beams"),
-               "do_sample with num_beams > 1 (HF's beam sampling) is not built; use do_sample: false for beam search "
-               "or num_beams: 1 for sampling");
-
+  check_spec_rules({spec, root, catalog, issues});
   for (const auto& check : checks)
     check(spec, [&](const std::string& key, const std::string& message) { issues.add(key, node_at(root, key), message); });
   issues.throw_if_any();

@@ -4,11 +4,13 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "builtins/register_builtins.h"
 #include "optim/adafactor.h"
 #include "optim/hf_schedules.h"
 #include "optim/sgd.h"
+#include "runspec/spec_rules.h"
 #include "util/error.h"
 
 using namespace hftrain;
@@ -415,4 +417,26 @@ TEST_CASE("the resolved spec keeps the precision section (run_spec.yaml is what 
   CHECK_THAT(dumped, Catch::Contains("precision:"));
   RunSpec again = load_run_spec(write_spec("precision_dump_again.yaml", dumped), {}, c.catalog());
   CHECK(again.precision.bf16);
+}
+
+TEST_CASE("cross-section rules live in one named list and report together, each at its key", "[unit][spec]") {
+  std::set<std::string> names;
+  for (const SpecRule& rule : spec_rules()) {
+    CHECK(std::string(rule.name).size() > 0);
+    CHECK(names.insert(rule.name).second);  // each rule once
+  }
+  CHECK(names.count("fp32_reduction_needs_mixed_precision") == 1);
+  CHECK(names.count("parameter_offload_needs_stage_3") == 1);
+  CHECK(names.count("return_sequences_within_beams") == 1);
+  // Three sections disagreeing at once: every problem is listed, located at its own key.
+  const std::string path = write_spec("cross_rules.yaml", std::string(kValid) +
+                                                              "zero:\n  stage: 1\n  reduce_dtype: fp32\n  offload_param: cpu\n"
+                                                              "generation:\n  num_beams: 2\n  num_return_sequences: 3\n");
+  const std::string err = load_error(path);
+  CHECK_THAT(err, Catch::Contains("invalid run spec (3 problems)"));
+  // Each located at its own line (the value's column), named by its key.
+  CHECK_THAT(err, Catch::Matches("[\\s\\S]*" + path + ":11:[0-9]+: zero.reduce_dtype: gradients are already fp32[\\s\\S]*"));
+  CHECK_THAT(err, Catch::Matches("[\\s\\S]*" + path + ":12:[0-9]+: zero.offload_param: offloading parameters needs zero.stage 3[\\s\\S]*"));
+  CHECK_THAT(err, Catch::Matches("[\\s\\S]*" + path + ":15:[0-9]+: generation.num_return_sequences: must be <= "
+                                 "generation.num_beams \\(2\\)[\\s\\S]*"));
 }

@@ -1,0 +1,37 @@
+// The rules a run spec obeys across its options once every section is parsed: settings of two sections
+// (or two options) that must agree, in one place, one named function per rule (spec_rules.cpp). A
+// section's own constraints stay with its option declarations (Schema); checks that need the file
+// system are SpecChecks passed to load_run_spec.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/issues.h"
+#include "runspec/run_spec.h"
+
+namespace hftrain {
+
+// What a rule reads: the parsed spec (a rule may add notes or fill DeepSpeed "auto" values), the spec's
+// YAML (to locate a problem at the key that caused it), the registries, and where problems go.
+struct SpecRuleInput {
+  RunSpec& spec;
+  const YAML::Node& root;
+  const ComponentCatalog& catalog;
+  Issues& issues;
+};
+
+struct SpecRule {
+  const char* name;
+  void (*check)(const SpecRuleInput& in);
+};
+
+// Every rule, in the order load_run_spec applies them.
+const std::vector<SpecRule>& spec_rules();
+
+// Applies every rule; problems go to in.issues (all of them, not the first only).
+void check_spec_rules(const SpecRuleInput& in);
+
+}  // namespace hftrain
