@@ -171,7 +171,7 @@ EpochSpan Trainer::begin_epoch(TrainingRun& run, int64_t epoch) {
   const EpochSpan span =
       epoch == run.start.epoch ? run.start.first : EpochSpan{0, run.start.plan.batches_per_epoch, 0};
   run.batches->start_epoch(epoch, span.skip_samples);
-  if (epoch == run.start.epoch) restore_rng_state();
+  if (epoch == run.start.epoch && rng_state_) rng_state_->restore();
   callbacks_.on_epoch_begin(state_);
   return span;
 }

@@ -12,6 +12,7 @@
 #include "distributed/comm.h"
 #include "engine/engine.h"
 #include "train/callbacks.h"
+#include "train/checkpoint_parts.h"
 #include "train/model_and_data.h"
 #include "train/resume_plan.h"
 #include "train/saved_run.h"
@@ -77,7 +78,8 @@ class Trainer {
   // resumed checkpoint's position whatever its batch layout. Refuses (ConfigError) a resume that would end
   // below the step of the model output_dir holds; lists what changed against the checkpoint.
   ResumePlan plan_resume(const TrainingPlan& plan, const DataLoader& loader);
-  // Creates the checkpoint manager; when resuming, restores everything but the RNG streams.
+  // Creates the checkpoint manager and the stateful parts; when resuming, loads each part (the RNG stream
+  // is restored later, after the consumed batches were skipped).
   void prepare_checkpointing(const TrainingPlan& plan);
   // A fresh run with overwrite_output_dir moves the previous run's checkpoints and model aside (rank 0).
   void set_aside_previous_run();
@@ -85,10 +87,6 @@ class Trainer {
   void report_short_end(const TrainingPlan& plan, bool nothing_to_train);
   // What the manifest records of the state's layout (world size, stage, dtypes, partition map).
   nlohmann::json checkpoint_layout() const;
-  // Model weights and (unless !with_optimizer) the optimizer state, from any saved layout.
-  void load_training_state(const CheckpointReader& ckpt, bool with_optimizer);
-  // Restores the resumed checkpoint's RNG state (HF: after skipping the consumed batches).
-  void restore_rng_state();
   [[noreturn]] void stop_for_signal(int signal);
   void finish_checkpointing();
   void load_best_model();
@@ -106,24 +104,16 @@ class Trainer {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Schedule> schedule_;
   std::string deepspeed_resolved_;
-  // Position in the data and loss accounting between logs: saved in checkpoints so a resumed run
-  // logs exactly what an uninterrupted one does.
-  struct LoopState {
-    int64_t epoch = 0;
-    int64_t batches_consumed = 0;  // micro-batches of `epoch` consumed so far (counted at this run's layout)
-    int64_t batches_per_epoch = 0;
-    int64_t samples_consumed = 0;  // samples of `epoch`'s order consumed by every rank together
-    int64_t samples_seen = 0;      // samples consumed over the whole run (every epoch, resumes included)
-    double tr_loss = 0;     // sum of step losses since the last log
-    double total_loss = 0;  // sum of all step losses (train_loss)
-    int64_t skipped_steps = 0;  // optimizer steps skipped for gradient overflow (mixed precision)
-  } loop_;
+  LoopState loop_;  // the data position and loss accounting (train/checkpoint_parts.h)
   std::optional<SavedRun> resumed_;  // the checkpoint this run resumes, if any
   std::unique_ptr<CheckpointManager> checkpoints_;
   int64_t last_resumable_save_step_ = -1;
   std::string loaded_best_checkpoint_;  // load_best_model_at_end: the checkpoint whose weights the model holds
-  torch::Tensor resume_rng_state_;
-  std::string resume_rng_source_;
+  // What a checkpoint holds, part by part (checkpoint/stateful.h), made by prepare_checkpointing: the
+  // engine, schedule, RNG stream and data position (saved unless save_only_model), and the trainer state.
+  std::vector<std::unique_ptr<Stateful>> resumable_parts_;
+  RngState* rng_state_ = nullptr;  // one of resumable_parts_, restored after the skipped batches
+  std::unique_ptr<TrainerStateFile> trainer_state_file_;
 };
 
 }  // namespace hftrain

@@ -1,0 +1,146 @@
+// The trainer's stateful parts (see checkpoint_parts.h).
+#include "train/checkpoint_parts.h"
+
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <mutex>
+
+#include "checkpoint/checkpoint_files.h"
+#include "checkpoint/safetensors.h"
+#include "util/error.h"
+#include "util/fault_injection.h"
+
+namespace hftrain {
+namespace {
+
+// Doubles are stored as JSON numbers (nlohmann writes the shortest text that reads back to the same
+// bits); nan / inf, which JSON cannot hold, as strings.
+nlohmann::json exact_double(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+double read_exact_double(const nlohmann::json& j, const std::string& source) {
+  if (j.is_number()) return j.get<double>();
+  const std::string s = j.get<std::string>();
+  if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (s == "inf") return std::numeric_limits<double>::infinity();
+  if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  throw RuntimeFailure("'" + source + "': '" + s + "' is not a number");
+}
+
+void warn(const std::string& message) { std::cerr << "warning: " << message << std::endl; }
+
+}  // namespace
+
+void ScheduleState::save(CheckpointContents& out) {
+  const int64_t step = step_();
+  const nlohmann::json sched = {
+      {"type", type_}, {"last_step", step}, {"last_lr", schedule_.lr(step)}, {"state", schedule_.state()}};
+  out.add(ckpt::kSchedulerFile, sched.dump(2) + "\n");
+}
+
+void ScheduleState::load(const CheckpointReader& in) {
+  const std::string path = in.path(ckpt::kSchedulerFile);
+  try {
+    const nlohmann::json sched = in.json(ckpt::kSchedulerFile);
+    if (sched.at("type").get<std::string>() != type_)
+      warn("'" + path + "' is a '" + sched.at("type").get<std::string>() + "' schedule but the run spec asks for '" +
+           type_ + "'; its state is not restored");
+    else
+      schedule_.load_state(sched.at("state"));
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeFailure("'" + path + "' is malformed: " + e.what());
+  }
+}
+
+void DataPositionState::save(CheckpointContents& out) {
+  const nlohmann::json loop = {
+      {"sampler",
+       {{"epoch", loop_.epoch},
+        {"batches_consumed", loop_.batches_consumed},
+        {"batches_per_epoch", loop_.batches_per_epoch},
+        {"samples_consumed", loop_.samples_consumed},
+        {"samples_seen", loop_.samples_seen},
+        {"world_size", comm_.world_size()},
+        {"batch_size", args_.per_device_train_batch_size},
+        {"seed", args_.data_seed >= 0 ? args_.data_seed : args_.seed},
+        {"shuffle", true}}},
+      {"loss",
+       {{"tr_loss", exact_double(loop_.tr_loss)},
+        {"total_loss", exact_double(loop_.total_loss)},
+        {"last_logged_step", last_logged_step_}}},
+      {"skipped_steps", loop_.skipped_steps}};
+  out.add(ckpt::kLoopStateFile, loop.dump(2) + "\n");
+}
+
+void DataPositionState::load(const CheckpointReader& in) {
+  const std::string path = in.path(ckpt::kLoopStateFile);
+  try {
+    const nlohmann::json loop = in.json(ckpt::kLoopStateFile);
+    loop_.tr_loss = read_exact_double(loop.at("loss").at("tr_loss"), path);
+    loop_.total_loss = read_exact_double(loop.at("loss").at("total_loss"), path);
+    last_logged_step_ = loop.at("loss").at("last_logged_step").get<int64_t>();
+    loop_.skipped_steps = loop.value("skipped_steps", int64_t{0});  // absent in checkpoints of older versions
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeFailure("'" + path + "' is malformed: " + e.what());
+  }
+  if (!resumed_) return;
+  loop_.epoch = resumed_->position.epoch;
+  loop_.samples_consumed = resumed_->position.samples_consumed;
+  loop_.samples_seen = resumed_->position.samples_seen;
+}
+
+void RngState::save(CheckpointContents& out) {
+  out.add_own(ckpt::rng_state_file(comm_.rank(), comm_.world_size()),
+              serialize_safetensors({{"cpu", at::detail::getDefaultCPUGenerator().get_state()}}));
+}
+
+void RngState::load(const CheckpointReader& in) {
+  const int64_t world_size = comm_.world_size();
+  std::string name = ckpt::rng_state_file(comm_.rank(), world_size);
+  if (saved_world_size_ != world_size) name = ckpt::rng_state_file(comm_.rank() % saved_world_size_, saved_world_size_);
+  SafetensorsFile rng = in.safetensors(name);
+  if (!rng.tensors.count("cpu")) throw RuntimeFailure("'" + in.path(name) + "': tensor 'cpu' is missing");
+  state_ = rng.tensors.at("cpu");
+  source_ = in.path(name);
+}
+
+void RngState::restore() {
+  if (!state_.defined()) return;
+  if (fault::skip_rng_restore()) {
+    warn("HFTRAIN_FAULT_INJECT=skip_rng_restore: the RNG state is not restored");
+  } else {
+    try {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the default generator
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(state_);
+    } catch (const c10::Error& e) {
+      throw RuntimeFailure("'" + source_ + "': tensor 'cpu' is not a CPU generator state: " + e.what_without_backtrace());
+    }
+  }
+  state_ = torch::Tensor();
+}
+
+void TrainerStateFile::save(CheckpointContents& out) {
+  state_.stateful_callbacks = callbacks_.export_states();
+  out.add(ckpt::kTrainerStateFile, state_.to_json_text());
+}
+
+void TrainerStateFile::load(const CheckpointReader&) {
+  if (!resumed_) return;
+  const TrainerState& saved = resumed_->state;  // read from this checkpoint when the resume was planned
+  state_.global_step = saved.global_step;
+  state_.epoch = saved.epoch;
+  state_.total_flos = saved.total_flos;
+  state_.num_input_tokens_seen = saved.num_input_tokens_seen;
+  state_.log_history = saved.log_history;
+  state_.best_metric = saved.best_metric;
+  state_.best_global_step = saved.best_global_step;
+  state_.best_model_checkpoint = saved.best_model_checkpoint;
+  state_.stateful_callbacks = saved.stateful_callbacks;
+  callbacks_.import_states(saved.stateful_callbacks);
+}
+
+}  // namespace hftrain
