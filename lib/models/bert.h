@@ -67,6 +67,7 @@ class BertForMaskedLM : public Model {
   static std::vector<ParameterShape> parameter_shapes(const Options& options, const ModelContext& context);
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
+  LossUnit loss_unit() const override { return LossUnit::kLabelToken; }
   nlohmann::json config_json() const override;
   std::vector<GatherUnit> gather_units() const override;
   void set_gather_hooks(GatherHooks* hooks) override;

@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint_finder.h"
 #include "checkpoint/checkpoint_manager.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "log/logger.h"
 #include "util/fault_injection.h"
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
@@ -117,7 +118,11 @@ void Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   state_.best_global_step = saved.best_global_step;
   state_.best_model_checkpoint = saved.best_model_checkpoint;
   state_.stateful_callbacks = saved.stateful_callbacks;
-  callbacks_.import_states(saved.stateful_callbacks);
+  // HF restores callback states (EarlyStopping's patience counter) only when asked to.
+  if (spec_.training.restore_callback_states_from_checkpoint) callbacks_.import_states(saved.stateful_callbacks);
+  else if (!saved.stateful_callbacks.empty() && comm_.rank() == 0)
+    log_info("callback states of the checkpoint not restored (training.restore_callback_states_from_checkpoint: "
+             "false, HF's default): " + saved.stateful_callbacks.dump());
 
   const int64_t saved_world = resumed_->world_size, world_size = comm_.world_size();
   std::string rng_name = ckpt::rng_state_file(comm_.rank(), world_size);
