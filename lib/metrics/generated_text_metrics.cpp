@@ -13,8 +13,7 @@ void CorpusTextMetric::update_text(const std::vector<std::string>& predictions, 
   if (predictions.size() != references.size())
     throw RuntimeFailure("text metric: " + std::to_string(predictions.size()) + " predictions for " +
                          std::to_string(references.size()) + " references");
-  predictions_.insert(predictions_.end(), predictions.begin(), predictions.end());
-  for (const auto& r : references) references_.push_back({r});
+  for (std::size_t i = 0; i < predictions.size(); ++i) add(predictions[i], references[i]);
 }
 
 void RougeMetric::Options::declare(Schema<Options>& s) {
@@ -24,22 +23,29 @@ void RougeMetric::Options::declare(Schema<Options>& s) {
         "HF evaluate's rouge defaults to false).");
 }
 
-RougeMetric::RougeMetric(const Options& options) {
-  options_.rouge_types = options.rouge_types;
-  options_.use_stemmer = options.use_stemmer;
-  if (options_.rouge_types.empty()) throw ConfigError("metrics: rouge.rouge_types is empty; name at least one type");
-  corpus_rouge({}, {}, options_);  // refuses unknown types
+namespace {
+
+RougeOptions rouge_options(const RougeMetric::Options& options) {
+  if (options.rouge_types.empty()) throw ConfigError("metrics: rouge.rouge_types is empty; name at least one type");
+  RougeOptions o;
+  o.rouge_types = options.rouge_types;
+  o.use_stemmer = options.use_stemmer;
+  return o;
 }
+
+}  // namespace
+
+RougeMetric::RougeMetric(const Options& options) : rouge_(rouge_options(options)) {}  // refuses unknown types
 
 double RougeMetric::compute(double mean_loss) const { return results("rouge", mean_loss).front().second; }
 
 std::vector<std::pair<std::string, double>> RougeMetric::results(const std::string& key, double) const {
-  auto scores = corpus_rouge(predictions_, references_, options_);
+  auto scores = rouge_.result();
   if (key != "rouge")
     for (auto& [name, value] : scores) name = key + "_" + name;
   return scores;
 }
 
-double BleuMetric::compute(double) const { return corpus_bleu(predictions_, references_).score; }
+double BleuMetric::compute(double) const { return bleu_.result().score; }
 
 }  // namespace hftrain

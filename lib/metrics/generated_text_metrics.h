@@ -1,7 +1,8 @@
 // The text metrics as evaluation metric components (training.predict_with_generate): `rouge` (one value
 // per rouge type, named as HF evaluate's rouge names them: rouge1, rouge2, rougeL, rougeLsum) and `bleu`
 // (sacreBLEU's corpus score, 0-100). Both score the decoded generated texts against the references over
-// the whole evaluation set; the arithmetic is metrics/text_metrics.
+// the whole evaluation set, streamed: each batch's texts are scored as they come and only the corpus
+// statistics are kept (HF batch_eval_metrics); the arithmetic is metrics/text_metrics.
 #pragma once
 
 #include "metrics/metric.h"
@@ -9,7 +10,7 @@
 
 namespace hftrain {
 
-// Collects the evaluation set's generated texts and references for a corpus-level score.
+// A corpus-level score of generated texts, fed one example (and its reference) at a time.
 class CorpusTextMetric : public Metric {
  public:
   MetricInput input() const override { return MetricInput::kText; }
@@ -17,8 +18,7 @@ class CorpusTextMetric : public Metric {
   void update_text(const std::vector<std::string>& predictions, const std::vector<std::string>& references) override;
 
  protected:
-  std::vector<std::string> predictions_;
-  std::vector<std::vector<std::string>> references_;  // one reference per prediction
+  virtual void add(const std::string& prediction, const std::string& reference) = 0;
 };
 
 class RougeMetric : public CorpusTextMetric {
@@ -35,7 +35,8 @@ class RougeMetric : public CorpusTextMetric {
   std::vector<std::pair<std::string, double>> results(const std::string& key, double mean_loss) const override;
 
  private:
-  RougeOptions options_;
+  void add(const std::string& prediction, const std::string& reference) override { rouge_.add(prediction, {reference}); }
+  RougeAccumulator rouge_;
 };
 
 class BleuMetric : public CorpusTextMetric {
@@ -45,6 +46,10 @@ class BleuMetric : public CorpusTextMetric {
   };
   explicit BleuMetric(const Options&) {}
   double compute(double mean_loss) const override;
+
+ private:
+  void add(const std::string& prediction, const std::string& reference) override { bleu_.add(prediction, {reference}); }
+  BleuAccumulator bleu_;
 };
 
 }  // namespace hftrain

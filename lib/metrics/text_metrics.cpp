@@ -267,26 +267,38 @@ RougeScore rouge_score(const std::string& prediction, const std::string& referen
   return order == 0 ? rouge_l(pred, ref) : rouge_n(pred, ref, order);
 }
 
+RougeAccumulator::RougeAccumulator(RougeOptions options) : options_(std::move(options)) {
+  for (const auto& type : options_.rouge_types) rouge_order(type);  // unknown types fail before any work
+  sums_.assign(options_.rouge_types.size(), 0.0);
+}
+
+void RougeAccumulator::add(const std::string& prediction, const std::vector<std::string>& references) {
+  if (references.empty()) throw ConfigError("ROUGE: prediction " + std::to_string(count_) + " has no reference");
+  for (std::size_t t = 0; t < options_.rouge_types.size(); ++t) {
+    double best = -1;
+    for (const auto& ref : references)
+      best = std::max(best, rouge_score(prediction, ref, options_.rouge_types[t], options_.use_stemmer).fmeasure);
+    sums_[t] += best;
+  }
+  ++count_;
+}
+
+std::vector<std::pair<std::string, double>> RougeAccumulator::result() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (std::size_t t = 0; t < options_.rouge_types.size(); ++t)
+    out.emplace_back(options_.rouge_types[t], count_ == 0 ? 0.0 : sums_[t] / static_cast<double>(count_));
+  return out;
+}
+
 std::vector<std::pair<std::string, double>> corpus_rouge(const std::vector<std::string>& predictions,
                                                          const std::vector<std::vector<std::string>>& references,
                                                          const RougeOptions& options) {
   if (predictions.size() != references.size())
     throw ConfigError("ROUGE: " + std::to_string(predictions.size()) + " predictions but " +
                       std::to_string(references.size()) + " references");
-  for (const auto& type : options.rouge_types) rouge_order(type);  // unknown types fail before any work
-  std::vector<std::pair<std::string, double>> out;
-  for (const auto& type : options.rouge_types) {
-    double sum = 0;
-    for (std::size_t i = 0; i < predictions.size(); ++i) {
-      if (references[i].empty()) throw ConfigError("ROUGE: prediction " + std::to_string(i) + " has no reference");
-      double best = -1;
-      for (const auto& ref : references[i])
-        best = std::max(best, rouge_score(predictions[i], ref, type, options.use_stemmer).fmeasure);
-      sum += best;
-    }
-    out.emplace_back(type, predictions.empty() ? 0.0 : sum / static_cast<double>(predictions.size()));
-  }
-  return out;
+  RougeAccumulator rouge(options);
+  for (std::size_t i = 0; i < predictions.size(); ++i) rouge.add(predictions[i], references[i]);
+  return rouge.result();
 }
 
 std::vector<std::string> tokenize_13a(const std::string& text) {
@@ -321,39 +333,51 @@ std::vector<std::string> tokenize_13a(const std::string& text) {
   return split_python_whitespace(spaced);
 }
 
+BleuAccumulator::BleuAccumulator() : counts_(kBleuOrder, 0), totals_(kBleuOrder, 0) {}
+
+void BleuAccumulator::add(const std::string& prediction, const std::vector<std::string>& references) {
+  if (references.empty()) throw ConfigError("BLEU: prediction " + std::to_string(examples_) + " has no reference");
+  const auto hyp = tokenize_13a(rstrip_python(prediction));
+  const auto hyp_len = static_cast<int64_t>(hyp.size());
+  std::unordered_map<std::string, int64_t> ref_max;  // per n-gram, its most occurrences in one reference
+  int64_t closest = -1, closest_diff = -1;            // the reference length closest to hyp_len, shorter on a tie
+  for (const auto& reference : references) {
+    const auto ref = tokenize_13a(rstrip_python(reference));
+    const auto len = static_cast<int64_t>(ref.size());
+    const int64_t diff = std::abs(hyp_len - len);
+    if (closest_diff < 0 || diff < closest_diff || (diff == closest_diff && len < closest)) {
+      closest_diff = diff;
+      closest = len;
+    }
+    for (const auto& [gram, count] : bleu_ngrams(ref)) ref_max[gram] = std::max(ref_max[gram], count);
+  }
+  sys_len_ += hyp_len;
+  ref_len_ += closest;
+  for (const auto& [gram, count] : bleu_ngrams(hyp)) {
+    const auto n = static_cast<std::size_t>(std::count(gram.begin(), gram.end(), ' '));
+    totals_[n] += count;
+    const auto it = ref_max.find(gram);
+    if (it != ref_max.end()) counts_[n] += std::min(count, it->second);
+  }
+  ++examples_;
+}
+
 BleuScore corpus_bleu(const std::vector<std::string>& predictions, const std::vector<std::vector<std::string>>& references) {
   if (predictions.size() != references.size())
     throw ConfigError("BLEU: " + std::to_string(predictions.size()) + " predictions but " +
                       std::to_string(references.size()) + " references");
+  BleuAccumulator bleu;
+  for (std::size_t i = 0; i < predictions.size(); ++i) bleu.add(predictions[i], references[i]);
+  return bleu.result();
+}
+
+BleuScore BleuAccumulator::result() const {
   BleuScore b;
-  b.counts.assign(kBleuOrder, 0);
-  b.totals.assign(kBleuOrder, 0);
+  b.counts = counts_;
+  b.totals = totals_;
   b.precisions.assign(kBleuOrder, 0.0);
-  for (std::size_t i = 0; i < predictions.size(); ++i) {
-    if (references[i].empty()) throw ConfigError("BLEU: prediction " + std::to_string(i) + " has no reference");
-    const auto hyp = tokenize_13a(rstrip_python(predictions[i]));
-    const auto hyp_len = static_cast<int64_t>(hyp.size());
-    std::unordered_map<std::string, int64_t> ref_max;  // per n-gram, its most occurrences in one reference
-    int64_t closest = -1, closest_diff = -1;            // the reference length closest to hyp_len, shorter on a tie
-    for (const auto& reference : references[i]) {
-      const auto ref = tokenize_13a(rstrip_python(reference));
-      const auto len = static_cast<int64_t>(ref.size());
-      const int64_t diff = std::abs(hyp_len - len);
-      if (closest_diff < 0 || diff < closest_diff || (diff == closest_diff && len < closest)) {
-        closest_diff = diff;
-        closest = len;
-      }
-      for (const auto& [gram, count] : bleu_ngrams(ref)) ref_max[gram] = std::max(ref_max[gram], count);
-    }
-    b.sys_len += hyp_len;
-    b.ref_len += closest;
-    for (const auto& [gram, count] : bleu_ngrams(hyp)) {
-      const auto n = static_cast<std::size_t>(std::count(gram.begin(), gram.end(), ' '));
-      b.totals[n] += count;
-      const auto it = ref_max.find(gram);
-      if (it != ref_max.end()) b.counts[n] += std::min(count, it->second);
-    }
-  }
+  b.sys_len = sys_len_;
+  b.ref_len = ref_len_;
   if (b.sys_len < b.ref_len)
     b.bp = b.sys_len > 0 ? std::exp(1.0 - static_cast<double>(b.ref_len) / static_cast<double>(b.sys_len)) : 0.0;
   else

@@ -32,6 +32,21 @@ struct RougeOptions {
   bool use_stemmer = false;  // Porter-stem tokens longer than 3 characters (HF run_summarization: true)
 };
 
+// Corpus ROUGE streamed: each example is scored as it is added (per type, the sum of the best F-measure
+// among its references), so that evaluation keeps no texts (HF batch_eval_metrics). result() is
+// corpus_rouge's value for the examples added so far.
+class RougeAccumulator {
+ public:
+  explicit RougeAccumulator(RougeOptions options = {});  // ConfigError for an unknown type
+  void add(const std::string& prediction, const std::vector<std::string>& references);
+  std::vector<std::pair<std::string, double>> result() const;
+
+ private:
+  RougeOptions options_;
+  std::vector<double> sums_;  // per type
+  int64_t count_ = 0;
+};
+
 // Corpus ROUGE: per type, the mean F-measure over the examples (what rouge_score's bootstrap aggregator
 // estimates and `evaluate`'s rouge with use_aggregator=False averages to), on a 0-1 scale. With several
 // references per prediction the best F-measure among them counts (rouge_score's score_multi).
@@ -60,5 +75,18 @@ struct BleuScore {
 // returns 0 without smoothing when no n-gram of any order matches): `references[i]` holds one or more
 // references for `predictions[i]`.
 BleuScore corpus_bleu(const std::vector<std::string>& predictions, const std::vector<std::vector<std::string>>& references);
+
+// Corpus BLEU streamed: add() keeps only the example's n-gram match counts and lengths (sacreBLEU's
+// sufficient statistics); result() is corpus_bleu's value for the examples added so far.
+class BleuAccumulator {
+ public:
+  BleuAccumulator();
+  void add(const std::string& prediction, const std::vector<std::string>& references);
+  BleuScore result() const;
+
+ private:
+  std::vector<int64_t> counts_, totals_;
+  int64_t sys_len_ = 0, ref_len_ = 0, examples_ = 0;
+};
 
 }  // namespace hftrain

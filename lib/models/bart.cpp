@@ -302,7 +302,7 @@ ModelOutput Bart::forward(const Batch& batch) {
   auto memory = encode(batch.input_ids, batch.attention_mask);
   ModelOutput out;
   out.logits = lm_logits(decode(shift_right(batch.labels), memory, batch.attention_mask, nullptr));
-  out.loss = seq2seq_loss(out.logits, batch.labels);  // always computed in fp32
+  out.loss = seq2seq_loss(out.logits, batch.labels, batch.loss_denominator);  // always computed in fp32
   return out;
 }
 

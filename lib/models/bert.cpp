@@ -311,8 +311,7 @@ ModelOutput BertForMaskedLM::forward(const Batch& batch) {
     return torch::nn::functional::linear(t, bert_->word_->weight, decoder_bias_);  // decoder tied to embeddings
   });
   if (batch.labels.defined())
-    out.loss = torch::nn::functional::cross_entropy(out.logits.to(torch::kFloat).view({-1, options_.vocab_size}), batch.labels.view({-1}),
-                                                    torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+    out.loss = token_cross_entropy(out.logits.view({-1, options_.vocab_size}), batch.labels.view({-1}), batch.loss_denominator);
   return out;
 }
 

@@ -67,6 +67,7 @@ class BertForMaskedLM : public Model {
   static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
+  LossUnit loss_unit() const override { return LossUnit::kLabelToken; }
   nlohmann::json config_json() const override;
   std::vector<GatherUnit> gather_units() const override;
   void set_gather_hooks(GatherHooks* hooks) override;

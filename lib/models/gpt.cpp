@@ -161,7 +161,7 @@ torch::Tensor Gpt::lm_logits(const torch::Tensor& hidden) {
 ModelOutput Gpt::forward(const Batch& batch) {
   ModelOutput out;
   out.logits = lm_logits(hidden_states(batch.input_ids, nullptr));
-  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
+  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels, batch.loss_denominator);
   return out;
 }
 

@@ -161,7 +161,7 @@ std::vector<GatherUnit> Gpt2::gather_units() const {
 ModelOutput Gpt2::forward(const Batch& batch) {
   ModelOutput out;
   out.logits = lm_logits(hidden_states(batch, nullptr));
-  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
+  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels, batch.loss_denominator);
   return out;
 }
 

@@ -73,10 +73,8 @@ void require_seq2seq_labels(const Batch& batch, const std::string& family) {
                          (batch.labels.defined() ? "labels of shape " + c10::str(batch.labels.sizes()) : std::string("none")));
 }
 
-torch::Tensor seq2seq_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
-  const auto l = logits.to(torch::kFloat);
-  return torch::nn::functional::cross_entropy(l.reshape({-1, l.size(-1)}), labels.reshape({-1}),
-                                              torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+torch::Tensor seq2seq_loss(const torch::Tensor& logits, const torch::Tensor& labels, double denominator) {
+  return token_cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), denominator);
 }
 
 std::pair<torch::Tensor, torch::Tensor> cross_attention_kv(

@@ -40,9 +40,9 @@ torch::Tensor add_neftune_noise(const torch::Tensor& e, double alpha);
 torch::Tensor shift_tokens_right(const torch::Tensor& labels, int64_t pad_token_id, int64_t decoder_start_token_id);
 // Throws RuntimeFailure naming `family` unless the batch has labels [batch, target length].
 void require_seq2seq_labels(const Batch& batch, const std::string& family);
-// Mean cross-entropy in float32 of logits [B, T, V] against labels [B, T] at the same position (no
-// shift), -100 ignored.
-torch::Tensor seq2seq_loss(const torch::Tensor& logits, const torch::Tensor& labels);
+// token_cross_entropy of logits [B, T, V] against labels [B, T] at the same position (no shift), -100
+// ignored: the mean, or the sum / denominator when denominator > 0.
+torch::Tensor seq2seq_loss(const torch::Tensor& logits, const torch::Tensor& labels, double denominator);
 // Cross-attention keys and values of decoder layer `layer`: project() computes them from the encoder
 // output; with a cache (cached generation) they are computed on the layer's first use and kept in
 // cache->cross_keys / cross_values.

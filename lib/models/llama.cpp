@@ -201,7 +201,7 @@ std::vector<GatherUnit> Llama::gather_units() const {
 ModelOutput Llama::forward(const Batch& batch) {
   ModelOutput out;
   out.logits = lm_logits(hidden_states(batch, nullptr));
-  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels);
+  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels, batch.loss_denominator);
   return out;
 }
 

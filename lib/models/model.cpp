@@ -11,13 +11,23 @@
 
 namespace hftrain {
 
-torch::Tensor causal_lm_loss(const torch::Tensor& logits_in, const torch::Tensor& labels) {
-  const auto logits = logits_in.to(torch::kFloat);  // the loss is always computed in fp32
+torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, double denominator) {
+  namespace F = torch::nn::functional;
+  const auto l = logits.to(torch::kFloat);  // the loss is always computed in fp32
+  if (denominator <= 0) return F::cross_entropy(l, labels, F::CrossEntropyFuncOptions().ignore_index(-100));
+  return F::cross_entropy(l, labels, F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum)) / denominator;
+}
+
+torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, double denominator) {
   auto shift_logits = logits.slice(1, 0, logits.size(1) - 1);
   auto shift_labels = labels.slice(1, 1, labels.size(1));
-  return torch::nn::functional::cross_entropy(
-      shift_logits.reshape({-1, shift_logits.size(-1)}), shift_labels.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  return token_cross_entropy(shift_logits.reshape({-1, shift_logits.size(-1)}), shift_labels.reshape({-1}), denominator);
+}
+
+int64_t scored_label_tokens(const Model& model, const Batch& batch) {
+  if (model.loss_unit() != LossUnit::kLabelToken || !batch.labels.defined()) return 0;
+  const torch::Tensor scored = model.is_causal_lm() ? batch.labels.slice(1, 1, batch.labels.size(1)) : batch.labels;
+  return scored.ne(-100).sum().item<int64_t>();
 }
 
 std::pair<torch::Tensor, torch::Tensor> KvCache::append(std::size_t layer, const torch::Tensor& k, const torch::Tensor& v) {
@@ -180,7 +190,7 @@ void Model::set_neftune_noise_alpha(double) {
 }
 
 torch::Tensor label_smoothed_loss(const torch::Tensor& logits_in, const torch::Tensor& labels_in, double epsilon,
-                                  bool shift_labels) {
+                                  bool shift_labels, double denominator) {
   torch::Tensor logits = logits_in.to(torch::kFloat), labels = labels_in;  // the loss is always computed in fp32
   if (shift_labels) {
     logits = logits.slice(1, 0, logits.size(1) - 1);
@@ -192,7 +202,7 @@ torch::Tensor label_smoothed_loss(const torch::Tensor& logits_in, const torch::T
   auto safe_labels = torch::clamp_min(labels, 0);
   auto nll = log_probs.gather(-1, safe_labels).masked_fill(padding_mask, 0.0);
   auto smoothed = log_probs.sum(-1, /*keepdim=*/true, torch::kFloat32).masked_fill(padding_mask, 0.0);
-  auto active = static_cast<double>(padding_mask.numel() - padding_mask.sum().item<int64_t>());
+  auto active = denominator > 0 ? denominator : static_cast<double>(padding_mask.numel() - padding_mask.sum().item<int64_t>());
   auto nll_loss = nll.sum() / active;
   auto smoothed_loss = smoothed.sum() / (active * static_cast<double>(log_probs.size(-1)));
   return (1 - epsilon) * nll_loss + epsilon * smoothed_loss;

@@ -19,8 +19,14 @@ struct Batch {
   torch::Tensor token_type_ids;  // [B, T] int64 segment ids (BERT); undefined = all 0
   torch::Tensor labels;          // [B, T] int64 for LMs (-100 = ignored), [B] for classifiers
   torch::Tensor features;        // [B, D] float32 for feature classifiers
+  // HF num_items_in_batch: when > 0, a label-token loss is its sum over the batch's label tokens divided
+  // by this (the label tokens of the whole optimizer step, see train/loss_normaliser.h); 0 = the batch's
+  // own token mean. Per-example losses ignore it.
+  double loss_denominator = 0;
   int64_t size() const { return labels.defined() ? labels.size(0) : input_ids.size(0); }
 };
+
+enum class LossUnit { kLabelToken, kExample };
 
 struct ModelOutput {
   torch::Tensor loss;    // scalar mean loss (undefined when the batch has no labels)
@@ -143,6 +149,9 @@ class Model : public torch::nn::Module {
   virtual ModelOutput forward(const Batch& batch) = 0;
   // True for causal LMs: logits at position t predict labels at t+1 (HF's internal shift).
   virtual bool is_causal_lm() const = 0;
+  // What the loss averages over: label tokens (causal, seq2seq and masked LMs: HF's models that take
+  // num_items_in_batch) or examples (classifiers, regression).
+  virtual LossUnit loss_unit() const { return is_causal_lm() ? LossUnit::kLabelToken : LossUnit::kExample; }
   // HF-style config.json contents (model_type, sizes).
   virtual nlohmann::json config_json() const = 0;
   // HF gradient_checkpointing: recompute each block in backward. Models without blocks refuse.
@@ -199,12 +208,21 @@ class Model : public torch::nn::Module {
 // a ConfigError names the model when it has no units or a trainable parameter belongs to none.
 std::vector<std::vector<std::string>> resolve_gather_units(const Model& model, const std::vector<std::string>& trainable);
 
-// HF LabelSmoother: (1 - eps) * NLL + eps * mean over classes of -log p, ignoring labels -100; for causal
-// LMs logits[:, :-1] are scored against labels[:, 1:].
-torch::Tensor label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& labels, double epsilon,
-                                  bool shift_labels);
+// The label tokens `model`'s loss scores in `batch`: labels != -100 (of labels[:, 1:] for causal LMs);
+// 0 for models whose loss averages examples.
+int64_t scored_label_tokens(const Model& model, const Batch& batch);
 
-// Mean cross-entropy with ignore_index -100; for causal LMs logits[:, :-1] are scored against labels[:, 1:].
-torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
+// Cross-entropy of logits [N, V] against labels [N] (ignore_index -100), in fp32: the mean over scored
+// labels, or, when `denominator` > 0, their sum divided by it (Batch::loss_denominator).
+torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, double denominator);
+
+// HF LabelSmoother: (1 - eps) * NLL + eps * mean over classes of -log p, ignoring labels -100; for causal
+// LMs logits[:, :-1] are scored against labels[:, 1:]. Averaged over the scored tokens, or summed and
+// divided by `denominator` when it is > 0.
+torch::Tensor label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& labels, double epsilon,
+                                  bool shift_labels, double denominator = 0);
+
+// token_cross_entropy with logits[:, :-1] scored against labels[:, 1:] (HF's causal-LM shift).
+torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, double denominator = 0);
 
 }  // namespace hftrain

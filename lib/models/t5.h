@@ -43,6 +43,7 @@ class T5 : public Model {
   // input_ids / attention_mask feed the encoder; labels [B, T] (-100 = ignored) are required.
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
+  LossUnit loss_unit() const override { return LossUnit::kLabelToken; }
   nlohmann::json config_json() const override;
   std::vector<GatherUnit> gather_units() const override;
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }

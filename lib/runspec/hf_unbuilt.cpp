@@ -28,7 +28,6 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"do_train", {"false", "true"}, ""},  // HF's Trainer does not read it; `hftrain train` trains
       {"do_predict", {"false"}, "`hftrain train` does not predict: run `hftrain predict RUN_DIR` after training"},
       {"torch_empty_cache_steps", {}, "no accelerator cache to empty on a CPU build"},
-      {"restore_callback_states_from_checkpoint", {"false"}, "callback states are not restored from checkpoints"},
       {"use_mps_device", {"false"}, "Apple MPS devices: this build runs on the CPU"},
       {"use_ipex", {"false"}, "Intel Extension for PyTorch is a Python package"},
       {"jit_mode_eval", {"false"}, "TorchScript tracing: hftrain is compiled ahead of time"},
@@ -76,7 +75,7 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"include_inputs_for_metrics", {"false"}, kMetrics},
       {"include_for_metrics", {}, kMetrics},
       {"eval_do_concat_batches", {"true", "false"}, ""},  // streaming metrics never concatenate
-      {"batch_eval_metrics", {"false"}, kMetrics},
+      {"batch_eval_metrics", {"false", "true"}, "evaluation always accumulates its metrics batch by batch (what true asks for)"},
       {"auto_find_batch_size", {"false"}, "not built: size the batch with `hftrain estimate` before the launch"},
       {"mp_parameters", {}, "SageMaker model parallelism"},
       {"torchdynamo", {}, kCompile},
@@ -86,11 +85,9 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"ray_scope", {"last"}, "hyperparameter search is not built"},
       {"dispatch_batches", {"false"}, kAccelerate},
       {"split_batches", {"false"}, kAccelerate},
-      {"eval_on_start", {"false"}, "not built: the first evaluation follows eval_strategy"},
       {"use_liger_kernel", {"false"}, "Liger's Triton kernels need a GPU"},
       {"liger_kernel_config", {}, "Liger's Triton kernels need a GPU"},
       {"eval_use_gather_object", {"false"}, "evaluation gathers tensors, not Python objects"},
-      {"average_tokens_across_devices", {"false"}, "not built: the label-token count is not summed across workers"},
       {"tp_size", {"0", "1"}, "tensor parallelism is not built (zero.stage shards the state instead)"},
   };
   return fields;

@@ -100,6 +100,17 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "batch x gradient_accumulation_steps, sorted by length, longest first).");
   s.add("length_column_name", &TrainingArgs::length_column_name,
         "group_by_length: the dataset column with precomputed lengths; token counts when the dataset has none.");
+  s.add("average_tokens_across_devices", &TrainingArgs::average_tokens_across_devices,
+        "Label-token losses (causal, seq2seq, masked LM) of an optimizer step are summed over its micro-batches "
+        "and divided by the step's label-token count summed over every worker (HF >= 4.46 num_items_in_batch, "
+        "its current default); false = each worker's own count (the update then depends on how tokens fall "
+        "on workers).");
+  s.add("eval_on_start", &TrainingArgs::eval_on_start,
+        "Evaluate once before the first training step (a sanity check of the evaluation; it does not step a "
+        "metric-driven schedule).");
+  s.add("restore_callback_states_from_checkpoint", &TrainingArgs::restore_callback_states_from_checkpoint,
+        "On resume, restore the stateful callbacks (early_stopping's patience counter) from the checkpoint's "
+        "trainer_state.json stateful_callbacks; false (HF's default) starts them afresh.");
   s.add("label_smoothing_factor", &TrainingArgs::label_smoothing_factor,
         "Label smoothing epsilon (HF LabelSmoother; -100 labels ignored, causal LMs shifted).").min(0).max(1);
   s.add("gradient_checkpointing", &TrainingArgs::gradient_checkpointing,
@@ -125,7 +136,8 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "Seq2SeqTrainingArguments: the training order sorts chunks of 50 batches of shuffled examples by "
         "source length, longest chunk first, the other batches shuffled (less padding).");
   s.add("include_num_input_tokens_seen", &TrainingArgs::include_num_input_tokens_seen,
-        "Track num_input_tokens_seen (input tokens incl. padding) in the state and logs.");
+        "Track num_input_tokens_seen in the state and logs, summed over all workers: all (input_ids elements, "
+        "padding included), non_padding (attention-mask ones) or no; true / false = all / no (HF).");
   s.add("disable_tqdm", &TrainingArgs::disable_tqdm, "Disable the progress bar.");
   s.add("log_level", &TrainingArgs::log_level, "Logging level of the main process ('passive' = info).")
       .choices(kLogLevels);

@@ -84,6 +84,34 @@ struct ValueTraits<WorkerCount> {
   static YAML::Node dump(const WorkerCount& v) { return v.automatic ? YAML::Node("auto") : YAML::Node(v.count); }
 };
 
+// include_num_input_tokens_seen (HF): "no", "all" (input_ids elements, padding included) or "non_padding"
+// (attention-mask ones); true and false read as "all" and "no", as HF maps them.
+struct InputTokensSeen {
+  enum class Mode { kNo, kAll, kNonPadding } mode = Mode::kNo;
+  bool on() const { return mode != Mode::kNo; }
+};
+
+template <>
+struct ValueTraits<InputTokensSeen> {
+  static std::string name() { return "no, all, non_padding or a boolean"; }
+  static bool parse(const YAML::Node& n, InputTokensSeen& out) {
+    if (!n.IsScalar()) return false;
+    const std::string& v = n.Scalar();
+    using Mode = InputTokensSeen::Mode;
+    bool flag = false;
+    if (v == "no") out.mode = Mode::kNo;
+    else if (v == "all") out.mode = Mode::kAll;
+    else if (v == "non_padding") out.mode = Mode::kNonPadding;
+    else if (ValueTraits<bool>::parse(n, flag)) out.mode = flag ? Mode::kAll : Mode::kNo;
+    else return false;
+    return true;
+  }
+  static YAML::Node dump(const InputTokensSeen& v) {
+    using Mode = InputTokensSeen::Mode;
+    return YAML::Node(v.mode == Mode::kAll ? "all" : v.mode == Mode::kNonPadding ? "non_padding" : "no");
+  }
+};
+
 // HF TrainingArguments subset (names and defaults as in transformers).
 struct TrainingArgs {
   std::string output_dir;
@@ -129,6 +157,9 @@ struct TrainingArgs {
   bool group_by_length = false;              // HF LengthGroupedSampler for the training set
   std::string length_column_name = "length";
   double label_smoothing_factor = 0.0;
+  bool average_tokens_across_devices = true;  // HF >= 4.46 token-exact loss: the label-token count of a step over all workers
+  bool eval_on_start = false;
+  bool restore_callback_states_from_checkpoint = false;
   bool gradient_checkpointing = false;
   double neftune_noise_alpha = 0.0;  // 0 = off (HF: None)
   bool prediction_loss_only = false;
@@ -138,7 +169,7 @@ struct TrainingArgs {
   std::optional<int64_t> generation_num_beams;   // fills generation.num_beams likewise
   std::string generation_config;                 // generation_config.json (or its directory); "" = the model's
   bool sortish_sampler = false;
-  bool include_num_input_tokens_seen = false;
+  InputTokensSeen include_num_input_tokens_seen;
   bool disable_tqdm = false;
   std::string log_level = "info";
   std::string log_level_replica = "warning";

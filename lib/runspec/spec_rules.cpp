@@ -84,8 +84,8 @@ void settings_without_effect_noted(const SpecRuleInput& in) {
     notes.push_back("zero.offload_optimizer cpu: this build runs on the CPU, where the optimizer state and fp32 "
                     "master weights already live; nothing is moved");
   if (in.spec.training.eval_accumulation_steps)
-    notes.push_back("training.eval_accumulation_steps: accepted, no effect here (predictions are gathered in host "
-                    "memory already)");
+    notes.push_back("training.eval_accumulation_steps: accepted, nothing to do here: evaluation accumulates its "
+                    "metrics batch by batch and keeps no logits or predictions");
   if (z.offload_param == "cpu")
     notes.push_back("zero.offload_param cpu: this build runs on the CPU, where the parameter shards already live; "
                     "nothing is moved");

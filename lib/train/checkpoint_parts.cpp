@@ -8,6 +8,7 @@
 
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/safetensors.h"
+#include "log/logger.h"
 #include "util/error.h"
 #include "util/fault_injection.h"
 
@@ -140,7 +141,11 @@ void TrainerStateFile::load(const CheckpointReader&) {
   state_.best_global_step = saved.best_global_step;
   state_.best_model_checkpoint = saved.best_model_checkpoint;
   state_.stateful_callbacks = saved.stateful_callbacks;
-  callbacks_.import_states(saved.stateful_callbacks);
+  // HF restores callback states (EarlyStopping's patience counter) only when asked to.
+  if (restore_callback_states_) callbacks_.import_states(saved.stateful_callbacks);
+  else if (!saved.stateful_callbacks.empty() && log_skipped_)
+    log_info("callback states of the checkpoint not restored (training.restore_callback_states_from_checkpoint: "
+             "false, HF's default): " + saved.stateful_callbacks.dump());
 }
 
 }  // namespace hftrain

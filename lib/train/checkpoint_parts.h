@@ -83,11 +83,17 @@ class RngState : public Stateful {
 };
 
 // trainer_state.json (HF's TrainerState, the stateful callbacks included). On load, the state the resume
-// plan read (`resumed`).
+// plan read (`resumed`); the callbacks get their saved states back only with `restore_callback_states`
+// (HF's restore_callback_states_from_checkpoint), otherwise `log_skipped` logs what was not restored.
 class TrainerStateFile : public Stateful {
  public:
-  TrainerStateFile(TrainerState& state, CallbackHandler& callbacks, const SavedRun* resumed)
-      : state_(state), callbacks_(callbacks), resumed_(resumed) {}
+  TrainerStateFile(TrainerState& state, CallbackHandler& callbacks, const SavedRun* resumed,
+                   bool restore_callback_states, bool log_skipped)
+      : state_(state),
+        callbacks_(callbacks),
+        resumed_(resumed),
+        restore_callback_states_(restore_callback_states),
+        log_skipped_(log_skipped) {}
   void save(CheckpointContents& out) override;
   void load(const CheckpointReader& in) override;
 
@@ -95,6 +101,7 @@ class TrainerStateFile : public Stateful {
   TrainerState& state_;
   CallbackHandler& callbacks_;
   const SavedRun* resumed_;
+  bool restore_callback_states_, log_skipped_;
 };
 
 }  // namespace hftrain

@@ -9,15 +9,21 @@
 
 namespace hftrain {
 
-void StepMetrics::next_batch(BatchPrefetcher& batches, Batch& batch, TrainerState& state) {
+int64_t StepMetrics::next_batch(BatchPrefetcher& batches, Batch& batch, TrainerState& state) {
   const auto wait_start = std::chrono::steady_clock::now();
   batches.next(batch);
   data_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  if (!batch.input_ids.defined()) return;  // HF counts 0 tokens for inputs without input_ids
+  if (!batch.input_ids.defined()) return 0;  // HF counts 0 tokens for inputs without input_ids
   const int64_t tokens = batch.input_ids.numel();
-  if (args_.include_num_input_tokens_seen) state.num_input_tokens_seen += tokens;
   input_tokens_ += tokens;
   state.total_flos += training_flos(parameters_, tokens);
+  switch (args_.include_num_input_tokens_seen.mode) {
+    case InputTokensSeen::Mode::kNo: return 0;
+    case InputTokensSeen::Mode::kAll: return tokens;
+    case InputTokensSeen::Mode::kNonPadding:  // HF: the attention mask's ones (all tokens without a mask)
+      return batch.attention_mask.defined() ? batch.attention_mask.sum().item<int64_t>() : tokens;
+  }
+  return 0;
 }
 
 double StepMetrics::filtered_loss(double loss, double logged_sum, int64_t steps_since_log) const {

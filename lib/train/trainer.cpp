@@ -21,6 +21,7 @@
 #include "optim/optimizer_fit.h"
 #include "optim/target_modules.h"
 #include "train/evaluation.h"
+#include "train/loss_normaliser.h"
 #include "train/reporting.h"
 #include "train/step_metrics.h"
 #include "train/training_loss.h"
@@ -93,6 +94,7 @@ struct Trainer::TrainingRun {
   ResumePlan start;
   std::unique_ptr<BatchPrefetcher> batches;
   std::unique_ptr<StepMetrics> metrics;
+  std::unique_ptr<LossNormaliser> loss;
   int64_t first_step = 0, first_samples = 0;  // where this process started (speed counts only its own work)
 };
 
@@ -108,6 +110,7 @@ nlohmann::json Trainer::train() {
   pipeline_.model->train();
   StopSignalGuard stop_guard;  // SIGINT / SIGTERM: finish the step, save, stop (stop_for_signal)
   callbacks_.on_train_begin(state_);
+  if (spec_.training.eval_on_start) run_evaluation(/*step_schedule=*/false);  // HF: a sanity check before step 1
   for (int64_t epoch = run->start.epoch; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {
     const EpochSpan span = begin_epoch(*run, epoch);
     const int64_t windows = windows_for(span.batches, ga), seen_before = loop_.samples_seen;
@@ -154,6 +157,7 @@ std::unique_ptr<Trainer::TrainingRun> Trainer::start_run() {
       loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0, plan.num_epochs);
   const ParameterCounts parameters = count_parameters(*pipeline_.model);
   run->metrics = std::make_unique<StepMetrics>(args, parameters);
+  run->loss = std::make_unique<LossNormaliser>(*pipeline_.model, args.average_tokens_across_devices, comm_);
   log_info(format_training_summary({loader.num_examples(), plan.num_epochs, world_size,
                                     args.per_device_train_batch_size, args.gradient_accumulation_steps,
                                     plan.global_batch_size, plan.batches_per_epoch, plan.updates_per_epoch,
@@ -177,19 +181,24 @@ EpochSpan Trainer::begin_epoch(TrainingRun& run, int64_t epoch) {
 }
 
 double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
+  callbacks_.on_step_begin(state_);
+  engine_->begin_step(schedule_->lr(schedule_step()));
+  // HF get_batch_samples: the step's micro-batches are read first, so that their label tokens can be
+  // counted (and summed over the workers) before any loss is computed (loss_normaliser.h).
+  std::vector<Batch> batches(static_cast<std::size_t>(window));
+  int64_t tokens_seen = 0;
+  for (Batch& batch : batches) tokens_seen += run.metrics->next_batch(*run.batches, batch, state_);
+  const LossScale scale = run.loss->prepare(batches, tokens_seen, spec_.training.include_num_input_tokens_seen.on());
+  state_.num_input_tokens_seen += tokens_seen;
   double step_loss = 0;
   for (int64_t m = 0; m < window; ++m) {
-    if (m == 0) {
-      callbacks_.on_step_begin(state_);
-      engine_->begin_step(schedule_->lr(schedule_step()));
-    }
-    Batch batch;
-    run.metrics->next_batch(*run.batches, batch, state_);
     torch::Tensor loss;
     {
       AutocastScope autocast(pipeline_.compute_dtype);  // forward in the run's 16-bit dtype, if any
-      loss = compute_loss(*pipeline_.model, batch, spec_.training.label_smoothing_factor).loss / static_cast<double>(window);
+      loss = compute_loss(*pipeline_.model, batches[m], spec_.training.label_smoothing_factor).loss * scale.multiplier /
+             scale.divisor;
     }
+    batches[m] = Batch();  // its tensors are not needed any more
     engine_->backward(loss, m + 1 == window);
     step_loss += run.metrics->filtered_loss(loss.item<double>(), loop_.tr_loss, state_.global_step - last_logged_step_);
     if (m + 1 < window) callbacks_.on_substep_end(state_);
@@ -316,17 +325,17 @@ bool Trainer::save_final_model(const std::string& dir) {
 void Trainer::log(nlohmann::json entry) {
   entry["epoch"] = state_.epoch;
   entry["step"] = state_.global_step;
-  if (spec_.training.include_num_input_tokens_seen) entry["num_input_tokens_seen"] = state_.num_input_tokens_seen;
+  if (spec_.training.include_num_input_tokens_seen.on()) entry["num_input_tokens_seen"] = state_.num_input_tokens_seen;
   state_.log_history.push_back(entry);
   callbacks_.on_log(state_, entry);
 }
 
-nlohmann::json Trainer::run_evaluation() {
+nlohmann::json Trainer::run_evaluation(bool step_schedule) {
   nlohmann::json metrics = evaluate(pipeline_, components_, "eval", spec_.training.per_device_eval_batch_size, "eval");
   log(metrics);
   callbacks_.on_evaluate(state_, metrics);
   // HF _evaluate: a metric-driven schedule (ReduceLROnPlateau) steps on metric_for_best_model.
-  if (!schedule_->steps_per_optimizer_step()) {
+  if (step_schedule && !schedule_->steps_per_optimizer_step()) {
     if (!metrics.contains(best_.metric_for_best_model))
       throw ConfigError("training.metric_for_best_model: '" + best_.metric_for_best_model + "' (needed by scheduler " +
                         spec_.scheduler.type + ") is not an evaluation metric (have: " + metrics.dump() + ")");

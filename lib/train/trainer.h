@@ -69,7 +69,8 @@ class Trainer {
   int64_t schedule_step() const { return state_.global_step - loop_.skipped_steps; }
   void note_skipped_step(const StepResult& step);
   void log(nlohmann::json entry);
-  nlohmann::json run_evaluation();
+  // Evaluates, logs and tells the callbacks; a metric-driven schedule steps on it when `step_schedule`.
+  nlohmann::json run_evaluation(bool step_schedule = true);
   bool update_best_metric(const nlohmann::json& metrics);
   // Checkpoints and resume (trainer_checkpoint.cpp). `for_resume` forces a full checkpoint even
   // with save_only_model (the one written when a stop signal arrives).

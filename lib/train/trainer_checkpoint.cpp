@@ -60,7 +60,8 @@ void Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   rng_state_ = rng.get();
   resumable_parts_.push_back(std::move(rng));
   resumable_parts_.push_back(std::make_unique<DataPositionState>(loop_, last_logged_step_, args, comm_, saved));
-  trainer_state_file_ = std::make_unique<TrainerStateFile>(state_, callbacks_, saved);
+  trainer_state_file_ = std::make_unique<TrainerStateFile>(
+      state_, callbacks_, saved, args.restore_callback_states_from_checkpoint, comm_.rank() == 0);
   if (!resumed_) return;
   const std::string& dir = resumed_->dir;
   const CheckpointReader ckpt(dir);

@@ -6,7 +6,7 @@ namespace hftrain {
 ModelOutput compute_loss(Model& model, const Batch& batch, double label_smoothing_factor) {
   ModelOutput out = model.forward(batch);
   if (label_smoothing_factor != 0 && batch.labels.defined())
-    out.loss = label_smoothed_loss(out.logits, batch.labels, label_smoothing_factor, model.is_causal_lm());
+    out.loss = label_smoothed_loss(out.logits, batch.labels, label_smoothing_factor, model.is_causal_lm(), batch.loss_denominator);
   return out;
 }
 

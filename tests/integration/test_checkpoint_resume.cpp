@@ -244,32 +244,55 @@ TEST_CASE("SIGINT mid-run saves and exits 130 and the printed command resumes ex
   stop_and_resume(SIGINT, 130, "ckpt_sigint");
 }
 
-TEST_CASE("EarlyStopping's patience counter survives a resume", "[integration][checkpoint]") {
-  // threshold 1e9: only the first evaluation counts as an improvement, so the counter after the
-  // evaluation at step k is k-1 and patience 7 stops training at step 8 (of 14). A resume from step 5
-  // (counter 4) must stop at step 8 too; with the counter lost it would run to step 12.
-  const std::string spec = exact_spec(
-      "  eval_strategy: steps\n  eval_steps: 1\n") + "callbacks: [{type: early_stopping, early_stopping_patience: 7, "
-      "early_stopping_threshold: 1.0e9}]\n";
-  const std::string full = scratch_dir("ckpt_early_full");
-  write_text(full + "/spec.yaml", spec);
-  CliResult a = run_with_fault("", "train spec.yaml", full);
+namespace {
+
+// Early stopping with threshold 1e9: only the first evaluation counts as an improvement, so the counter
+// after the evaluation at step k is k-1 and patience 7 stops training at step 8 (of 14). Trains that in
+// <name>_full (which must stop at step 8), then resumes a copy of its checkpoint-5 (counter 4) in
+// <name>_resumed with `training_extra`; returns the two directories and the resumed run's output.
+struct EarlyStoppingResume {
+  std::string full, resumed, output;
+};
+
+EarlyStoppingResume early_stopping_resume(const std::string& name, const std::string& training_extra) {
+  const std::string spec = exact_spec("  eval_strategy: steps\n  eval_steps: 1\n" + training_extra) +
+                           "callbacks: [{type: early_stopping, early_stopping_patience: 7, early_stopping_threshold: 1.0e9}]\n";
+  EarlyStoppingResume r{scratch_dir(name + "_full"), scratch_dir(name + "_resumed"), ""};
+  write_text(r.full + "/spec.yaml", spec);
+  CliResult a = run_with_fault("", "train spec.yaml", r.full);
   INFO(a.output);
   REQUIRE(a.exit_code == 0);
-  CHECK(read_json(full + "/out/trainer_state.json")["global_step"] == 8);
-  const json saved = read_json(full + "/out/checkpoint-5/trainer_state.json");
+  CHECK(read_json(r.full + "/out/trainer_state.json")["global_step"] == 8);
+  const json saved = read_json(r.full + "/out/checkpoint-5/trainer_state.json");
   CHECK(saved["stateful_callbacks"]["EarlyStoppingCallback"]["attributes"]["early_stopping_patience_counter"] == 4);
-
-  const std::string dir = scratch_dir("ckpt_early_resumed");
-  write_text(dir + "/spec.yaml", spec);
-  copy_tree(full + "/out/checkpoint-5", dir + "/out/checkpoint-5");
-  CliResult b = run_with_fault("", "train spec.yaml --resume", dir);
+  write_text(r.resumed + "/spec.yaml", spec);
+  copy_tree(r.full + "/out/checkpoint-5", r.resumed + "/out/checkpoint-5");
+  CliResult b = run_with_fault("", "train spec.yaml --resume", r.resumed);
   INFO(b.output);
   REQUIRE(b.exit_code == 0);
-  const json state = read_json(dir + "/out/trainer_state.json");
+  r.output = b.output;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("EarlyStopping's patience counter survives a resume", "[integration][checkpoint]") {
+  // With restore_callback_states_from_checkpoint the resume from step 5 must stop at step 8 too; with the
+  // counter lost it would run to step 12.
+  const EarlyStoppingResume r = early_stopping_resume("ckpt_early", "  restore_callback_states_from_checkpoint: true\n");
+  const json state = read_json(r.resumed + "/out/trainer_state.json");
   CHECK(state["global_step"] == 8);
-  CHECK(state["best_global_step"] == read_json(full + "/out/trainer_state.json")["best_global_step"]);
-  require_same_logs(read_json(full + "/out/trainer_state.json"), state, 1, 8);
+  CHECK(state["best_global_step"] == read_json(r.full + "/out/trainer_state.json")["best_global_step"]);
+  require_same_logs(read_json(r.full + "/out/trainer_state.json"), state, 1, 8);
+}
+
+TEST_CASE("without restore_callback_states_from_checkpoint the patience counter starts afresh (HF default)",
+          "[integration][checkpoint]") {
+  // The counter restarts at 0 at step 5 (the best metric, part of the trainer state, is kept), so 7
+  // evaluations without improvement end the run at step 12.
+  const EarlyStoppingResume r = early_stopping_resume("ckpt_early_default", "");
+  CHECK_THAT(r.output, Catch::Contains("callback states of the checkpoint not restored"));
+  CHECK(read_json(r.resumed + "/out/trainer_state.json")["global_step"] == 12);
 }
 
 TEST_CASE("a stateful schedule (reduce_lr_on_plateau) resumes with its state", "[integration][checkpoint]") {

@@ -682,10 +682,13 @@ def reference_run(case, init_state):
         while micro < len_dl and step < max_steps:
             window = min(ga, len_dl - micro)  # the epoch's last window may be short
             step_loss = 0.0
-            for idx in batches[micro:micro + window]:
-                ids = torch.tensor([examples[i][0] for i in idx], dtype=torch.long)
-                labels = torch.tensor([examples[i][1] for i in idx], dtype=torch.long)
-                loss = model(ids, labels) / window
+            # HF >= 4.46: each micro-batch's summed token loss over the label tokens of the whole window.
+            tensors = [(torch.tensor([examples[i][0] for i in idx], dtype=torch.long),
+                        torch.tensor([examples[i][1] for i in idx], dtype=torch.long))
+                       for idx in batches[micro:micro + window]]
+            window_tokens = sum(int(labels[:, 1:].ne(-100).sum()) for _, labels in tensors)
+            for ids, labels in tensors:
+                loss = model(ids, labels) * (int(labels[:, 1:].ne(-100).sum()) / window_tokens)
                 loss.backward()
                 step_loss += loss.item()
             micro += window

@@ -222,14 +222,10 @@ def rand(gen, *shape, std=0.3, mean=0.0):
     return (torch.randn(*shape, generator=gen) * std + mean).to(torch.float32)
 
 
-def gpt2_case(gen, prefix, extra_buffers):
-    cfg = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 37, "n_positions": 24,
-           "n_ctx": 24, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_inner": None, "activation_function": "gelu_new",
-           "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-5,
-           "initializer_range": 0.02, "bos_token_id": 0, "eos_token_id": 0, "transformers_version": "4.40.0"}
-    C, V = 32, 37
-    W = {"transformer.wte.weight": rand(gen, V, C), "transformer.wpe.weight": rand(gen, 24, C)}
-    for i in range(2):
+def gpt2_weights(gen, V, C, P, layers):
+    """Random GPT2LMHeadModel weights (HF names, Conv1D [in, out] layout), drawn in a fixed order."""
+    W = {"transformer.wte.weight": rand(gen, V, C), "transformer.wpe.weight": rand(gen, P, C)}
+    for i in range(layers):
         p = "transformer.h.%d." % i
         W[p + "ln_1.weight"], W[p + "ln_1.bias"] = rand(gen, C, std=0.1, mean=1.0), rand(gen, C, std=0.1)
         W[p + "attn.c_attn.weight"], W[p + "attn.c_attn.bias"] = rand(gen, C, 3 * C), rand(gen, 3 * C, std=0.1)
@@ -238,6 +234,15 @@ def gpt2_case(gen, prefix, extra_buffers):
         W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"] = rand(gen, C, 4 * C), rand(gen, 4 * C, std=0.1)
         W[p + "mlp.c_proj.weight"], W[p + "mlp.c_proj.bias"] = rand(gen, 4 * C, C, std=0.15), rand(gen, C, std=0.1)
     W["transformer.ln_f.weight"], W["transformer.ln_f.bias"] = rand(gen, C, std=0.1, mean=1.0), rand(gen, C, std=0.1)
+    return W
+
+
+def gpt2_case(gen, prefix, extra_buffers):
+    cfg = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 37, "n_positions": 24,
+           "n_ctx": 24, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_inner": None, "activation_function": "gelu_new",
+           "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "layer_norm_epsilon": 1e-5,
+           "initializer_range": 0.02, "bos_token_id": 0, "eos_token_id": 0, "transformers_version": "4.40.0"}
+    W = gpt2_weights(gen, V=37, C=32, P=24, layers=2)
     file_tensors = {}
     for k, t in W.items():
         file_tensors[k[len("transformer."):] if not prefix else k] = t
