@@ -378,7 +378,7 @@ TEST_CASE("HF's deprecated and other TrainingArguments names either act or are r
   CHECK_THAT(notes, Catch::Contains("training.per_gpu_train_batch_size: HF: \"Using deprecated `--per_gpu_train_batch_size`"));
   CHECK_THAT(notes, Catch::Contains("training.evaluation_strategy: HF: \"`evaluation_strategy` is deprecated"));
   CHECK_THAT(notes, Catch::Contains("(taken as training.use_cpu)"));
-  CHECK_THAT(notes, Catch::Contains("training.eval_accumulation_steps: accepted, no effect here"));
+  CHECK_THAT(notes, Catch::Contains("training.eval_accumulation_steps: accepted, nothing to do here"));
   CHECK_THAT(notes, !Catch::Contains("ddp_backend"));  // a current HF name: no warning
   // The old and new spelling together must agree.
   const std::string both = write_spec("hf_both.yaml", std::string(kValid) + "  per_gpu_train_batch_size: 5\n"
