@@ -11,7 +11,9 @@
 //    code points are kept): normalizeString("a" + c + "b") == "ab".
 //  - BertPreTokenizer / Punctuation isolate c (its is_punctuation, the same old table):
 //    preTokenizeString("a" + c + "b") gives three pieces and c is no whitespace.
-//  - StripAccents (and BertNormalizer's strip_accents) removes c (is_combining_mark: Mn, Mc, Me).
+//  - StripAccents removes c (is_combining_mark: Mn, Mc, Me).
+//  - BertNormalizer's strip_accents removes c after NFD (is_mark_nonspacing: Mn of the old table):
+//    normalizeString("a" + c) == "a" for a c that HF's NFD leaves as it is.
 //  - Lowercase (Rust's char::to_lowercase, full mappings): normalizeString(c) where it differs from c.
 //  - NFD: code points that JavaScript's String.prototype.normalize("NFD") decomposes but HF's NFD keeps (its
 //    decomposition table is older than the Unicode in use elsewhere).
@@ -47,13 +49,15 @@ function regexClass(pattern) {
 const clean = t.bertNormalizer({ cleanText: true, handleChineseChars: false, stripAccents: false, lowercase: false });
 const bertPre = t.bertPreTokenizer();
 const lower = t.lowercase(), strip = t.stripAccentsNormalizer(), nfd = t.nfdNormalizer();
-const control = [], punct = [], mark = [], lowerSingle = [], lowerMulti = [], nfdKept = [];
+const bertStrip = t.bertNormalizer({ cleanText: false, handleChineseChars: false, stripAccents: true, lowercase: false });
+const control = [], punct = [], mark = [], bertMark = [], lowerSingle = [], lowerMulti = [], nfdKept = [];
 for (const c of cps) {
   const ch = String.fromCodePoint(c);
   if (c !== 0 && c !== 0xfffd && clean.normalizeString('a' + ch + 'b') === 'ab') control.push(c);
   const pieces = bertPre.preTokenizeString('a' + ch + 'b');
   if (pieces.length === 3 && pieces[1][0] === ch) punct.push(c);
   if (strip.normalizeString(ch) === '') mark.push(c);
+  if (nfd.normalizeString(ch) === ch && bertStrip.normalizeString('a' + ch) === 'a') bertMark.push(c);
   const l = lower.normalizeString(ch);
   if (l !== ch) {
     const lc = Array.from(l);
@@ -92,7 +96,7 @@ out += '// uses, by sweeping every code point through it (see the script for how
 out += '#include "tokenizers/unicode_tables.h"\n\nnamespace hftrain::unicode::tables {\nnamespace {\n\n';
 const tables = [
   ['kSpace', regexClass('\\s')], ['kLetter', regexClass('\\p{L}')], ['kNumber', regexClass('\\p{N}')],
-  ['kBertControl', control], ['kBertPunctuation', punct], ['kCombiningMark', mark],
+  ['kBertControl', control], ['kBertPunctuation', punct], ['kCombiningMark', mark], ['kBertNonspacingMark', bertMark],
 ];
 for (const [name, list] of tables) out += `// ${list.length} code points\n` + emit('Range ' + name, rangeItems(list), 6) + '\n';
 const runs = lowerRuns(lowerSingle);
@@ -102,7 +106,7 @@ out += emit('MultiLower kLowerMulti', lowerMulti.map(([c, l]) => `{${hex(c)}, {$
 out += emit('char32_t kNfdKept', nfdKept.map(hex), 8) + '\n';
 out += '}  // namespace\n\n';
 const views = [['regex_space', 'kSpace'], ['regex_letter', 'kLetter'], ['regex_number', 'kNumber'],
-  ['bert_control', 'kBertControl'], ['bert_punctuation', 'kBertPunctuation'], ['combining_mark', 'kCombiningMark']];
+  ['bert_control', 'kBertControl'], ['bert_punctuation', 'kBertPunctuation'], ['combining_mark', 'kCombiningMark'], ['bert_nonspacing_mark', 'kBertNonspacingMark']];
 for (const [fn, arr] of views)
   out += `RangeTable ${fn}() { return {${arr}, sizeof(${arr}) / sizeof(${arr}[0])}; }\n`;
 out += 'LowerTable lowercase() {\n  return {kLowerRuns, sizeof(kLowerRuns) / sizeof(kLowerRuns[0]), kLowerMulti,\n' +

@@ -9,7 +9,7 @@ namespace hftrain::hf {
 namespace {
 
 // HF's StripAccents removes the combining marks (Mn, Mc, Me) and decomposes nothing itself (tokenizer.json
-// files put NFD before it); BertNormalizer's strip_accents runs NFD first.
+// files put NFD before it); BertNormalizer's strip_accents runs NFD and removes only (older) Mn.
 std::string strip_accents(const std::string& s) {
   std::string out;
   for (char32_t c : uni::code_points(s))
@@ -43,7 +43,12 @@ struct BertNormalizer : Normalizer {
         uni::append_utf8(out, c);
       }
     }
-    if (strip.value_or(lowercase)) out = strip_accents(uni::normalize(out, "NFD"));
+    if (strip.value_or(lowercase)) {  // NFD, then HF's (older) nonspacing marks go
+      std::string kept;
+      for (char32_t c : uni::code_points(uni::normalize(out, "NFD")))
+        if (!uni::is_bert_nonspacing_mark(c)) uni::append_utf8(kept, c);
+      out = std::move(kept);
+    }
     if (lowercase) out = uni::lowercase(out);
     return out;
   }

@@ -55,6 +55,7 @@ RangeTable regex_number();      // Oniguruma \p{N}
 RangeTable bert_control();      // dropped by BertNormalizer clean_text (besides U+0000 and U+FFFD)
 RangeTable bert_punctuation();  // split off by BertPreTokenizer and Punctuation (ASCII punctuation included)
 RangeTable combining_mark();    // removed by StripAccents (Mn, Mc, Me)
+RangeTable bert_nonspacing_mark();  // removed by BertNormalizer strip_accents after NFD (Mn of an old table)
 LowerTable lowercase();         // Lowercase / BertNormalizer lowercase (Rust char::to_lowercase)
 CodePointList nfd_kept();       // decomposed by current Unicode, kept as they are by HF's NFD
 

@@ -101,6 +101,7 @@ bool is_alphanumeric(char32_t c) { return is_letter(c) || is_number(c); }
 bool is_bert_control(char32_t c) { return tables::bert_control().contains(c); }
 bool is_bert_punctuation(char32_t c) { return tables::bert_punctuation().contains(c); }
 bool is_combining_mark(char32_t c) { return tables::combining_mark().contains(c); }
+bool is_bert_nonspacing_mark(char32_t c) { return tables::bert_nonspacing_mark().contains(c); }
 
 // Appends the lowercase of `c` (HF's table: runs of one-to-one mappings and the few longer ones).
 static void append_lower(std::string& out, char32_t c) {

@@ -31,6 +31,7 @@ bool is_alphanumeric(char32_t cp);  // L* or N*
 bool is_bert_control(char32_t cp);      // dropped by BertNormalizer clean_text (HF's table; not \t \n \r)
 bool is_bert_punctuation(char32_t cp);  // BertPreTokenizer / Punctuation (HF's table)
 bool is_combining_mark(char32_t cp);    // removed by StripAccents (HF's table: Mn, Mc, Me)
+bool is_bert_nonspacing_mark(char32_t cp);  // removed by BertNormalizer strip_accents (HF's table: old Mn)
 
 // Rust's char::to_lowercase as HF tokenizers has it (full mappings: U+0130 -> "i\u0307").
 std::string lowercase(const std::string& s);
