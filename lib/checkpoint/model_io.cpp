@@ -191,10 +191,12 @@ void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_byt
       for (const auto& e : files[f]) index["weight_map"][e.name] = file_name(f);
     write_file_atomic(dir + "/" + kIndexFile, index.dump(2) + "\n");
   }
-  nlohmann::json config = model.config_json();
+  nlohmann::json config = model.saved_config_json();
   if (config.contains("torch_dtype") || weights.dtype != torch::kFloat)
     config["torch_dtype"] = weights.dtype == torch::kBFloat16 ? "bfloat16" : weights.dtype == torch::kHalf ? "float16" : "float32";
   write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
+  const nlohmann::json generation = model.saved_generation_config_json();
+  if (!generation.is_null()) write_file_atomic(dir + "/generation_config.json", generation.dump(2) + "\n");
 }
 
 void load_model_weights(const std::string& path, Model& model) {

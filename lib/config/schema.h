@@ -5,6 +5,7 @@
 // describes the options (for `hftrain components` and docs). No LibTorch here.
 #pragma once
 
+#include <charconv>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -58,7 +59,16 @@ struct ValueTraits<double> {
     try { out = n.as<double>(); } catch (const YAML::Exception&) { return false; }
     return std::isfinite(out) || n.Scalar() == ".inf" || n.Scalar() == "-.inf";
   }
-  static YAML::Node dump(double v) { return YAML::Node(v); }
+  // The shortest decimal that reads back as the same double (0.003, not 0.0030000000000000001).
+  static YAML::Node dump(double v) {
+    if (std::isinf(v)) return YAML::Node(v > 0 ? ".inf" : "-.inf");
+    if (std::isnan(v)) return YAML::Node(".nan");
+    char buf[32];
+    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+    std::string text(buf, end);
+    if (text.find_first_of(".e") == std::string::npos) text += ".0";  // reads as a number, not an integer
+    return YAML::Node(text);
+  }
 };
 
 template <>
@@ -179,13 +189,18 @@ class Field : public FieldBase<S> {
     return "'" + n.Scalar() + "'";
   }
 
+  template <class T>
+  struct OptionalNumber : std::false_type {};
+  template <class T>
+  struct OptionalNumber<std::optional<T>> : std::bool_constant<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>> {};
+
   std::string validate(const V& value) const {
+    if constexpr (OptionalNumber<V>::value) {  // null passes; a given value meets the bounds
+      if (value)
+        if (std::string problem = check_bounds(static_cast<double>(*value)); !problem.empty()) return problem;
+    }
     if constexpr (std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) {
-      double d = static_cast<double>(value);
-      if (min_ && d < *min_) return "must be >= " + format_number(*min_) + ", got " + format_number(d);
-      if (max_ && d > *max_) return "must be <= " + format_number(*max_) + ", got " + format_number(d);
-      if (greater_than_ && !(d > *greater_than_))
-        return "must be > " + format_number(*greater_than_) + ", got " + format_number(d);
+      if (std::string problem = check_bounds(static_cast<double>(value)); !problem.empty()) return problem;
     }
     if constexpr (std::is_same_v<V, std::string>) {
       if (!choices_.empty()) {
@@ -199,6 +214,13 @@ class Field : public FieldBase<S> {
       }
     }
     if (rule_) return rule_(value);
+    return "";
+  }
+
+  std::string check_bounds(double d) const {
+    if (min_ && d < *min_) return "must be >= " + format_number(*min_) + ", got " + format_number(d);
+    if (max_ && d > *max_) return "must be <= " + format_number(*max_) + ", got " + format_number(d);
+    if (greater_than_ && !(d > *greater_than_)) return "must be > " + format_number(*greater_than_) + ", got " + format_number(d);
     return "";
   }
 

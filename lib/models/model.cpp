@@ -184,6 +184,28 @@ void Model::materialise_parameters(const ParameterVisitor& visit) {
   init_passes_.clear();
 }
 
+void Model::set_loaded_config(nlohmann::json config, nlohmann::json generation_config) {
+  loaded_config_ = config.is_object() ? std::move(config) : nlohmann::json::object();
+  loaded_generation_config_ = std::move(generation_config);
+}
+
+nlohmann::json Model::saved_config_json() const {
+  nlohmann::json out = loaded_config_;
+  for (const auto& [key, value] : config_json().items()) out[key] = value;
+  return out;
+}
+
+nlohmann::json Model::saved_generation_config_json() const {
+  if (loaded_generation_config_.is_object()) return loaded_generation_config_;
+  if (!is_causal_lm() && !is_encoder_decoder()) return nullptr;
+  const nlohmann::json config = saved_config_json();
+  nlohmann::json out = {{"_from_model_config", true}};
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "forced_bos_token_id",
+                          "forced_eos_token_id"})
+    if (config.contains(key) && !config[key].is_null()) out[key] = config[key];
+  return out;
+}
+
 void Model::set_neftune_noise_alpha(double) {
   throw ConfigError("training.neftune_noise_alpha: model type '" + config_json().value("model_type", std::string("?")) +
                     "' has no token embeddings");

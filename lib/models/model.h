@@ -154,6 +154,15 @@ class Model : public torch::nn::Module {
   virtual LossUnit loss_unit() const { return is_causal_lm() ? LossUnit::kLabelToken : LossUnit::kExample; }
   // HF-style config.json contents (model_type, sizes).
   virtual nlohmann::json config_json() const = 0;
+  // The config.json (and generation_config.json, or null) of the HF directory this model was loaded from.
+  // Saving keeps every key of it, unknown ones verbatim, under the model's own keys (save_pretrained's
+  // round trip); set by whoever loads the directory.
+  void set_loaded_config(nlohmann::json config, nlohmann::json generation_config);
+  // What a saved config.json holds: the loaded keys overlaid with config_json().
+  nlohmann::json saved_config_json() const;
+  // What a saved generation_config.json holds: the loaded one as it was, else, for models that generate,
+  // HF's GenerationConfig.from_model_config (the special token ids the config sets); null = none written.
+  nlohmann::json saved_generation_config_json() const;
   // HF gradient_checkpointing: recompute each block in backward. Models without blocks refuse.
   virtual void enable_gradient_checkpointing();
   // HF neftune_noise_alpha: uniform noise on the input embeddings while training (NEFTune,
@@ -202,6 +211,8 @@ class Model : public torch::nn::Module {
   std::vector<InitPass> init_passes_;
   torch::Tensor init_rng_state_;
   bool deferred_ = false;
+  nlohmann::json loaded_config_ = nlohmann::json::object();
+  nlohmann::json loaded_generation_config_;
 };
 
 // Parameter names of each gather unit of `model` among `trainable` (the names the engine partitions);

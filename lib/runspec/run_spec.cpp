@@ -132,6 +132,16 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
       out.from_pretrained = fp.Scalar();
   }
   const std::string config_path = out.from_pretrained + "/config.json";
+  if (!out.from_pretrained.empty() && !std::filesystem::is_directory(out.from_pretrained)) {
+    issues.add("model.from_pretrained", fp, "'" + out.from_pretrained + "' is not a directory (nothing is downloaded: a hub "
+               "id needs a local copy, e.g. one written by save_pretrained, and its path here)");
+    return;
+  }
+  if (!out.from_pretrained.empty() && !std::filesystem::exists(config_path) && !lookup(node, "type").IsDefined()) {
+    issues.add("model.from_pretrained", fp, "'" + out.from_pretrained + "' has no config.json, so the model type is "
+               "unknown: point at an HF model directory, or give model.type");
+    return;
+  }
   if (out.from_pretrained.empty() || !std::filesystem::exists(config_path) || !node.IsMap()) {
     static_cast<ComponentChoice&>(out) = parse_component(root, "model", catalog.models, "", issues, {"from_pretrained"});
     return;
@@ -301,7 +311,6 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
     for (const auto& name : schema_of<DataSampleLimits>().names())
       if (YAML::Node v = lookup(data, name); v.IsDefined()) limits[name] = v;
     schema_of<DataSampleLimits>().parse(limits, "data", spec.data_limits, issues);
-    check_sample_limits(spec.data_limits, data, issues);
   }
   spec.optimizer = parse_component(root, "optimizer", catalog.optimizers, "adamw", issues);
   spec.scheduler = parse_component(root, "scheduler", catalog.schedulers, "linear", issues);

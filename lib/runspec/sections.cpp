@@ -366,14 +366,4 @@ void GenerationArgs::declare(Schema<GenerationArgs>& s) {
       .min(0);
 }
 
-void check_sample_limits(const DataSampleLimits& limits, const YAML::Node& data, Issues& issues) {
-  const std::pair<const char*, const std::optional<int64_t>*> counts[] = {{"max_train_samples", &limits.max_train_samples},
-                                                                          {"max_eval_samples", &limits.max_eval_samples},
-                                                                          {"max_predict_samples", &limits.max_predict_samples}};
-  for (const auto& [name, value] : counts)
-    if (value->has_value() && **value < 1)
-      issues.add(std::string("data.") + name, lookup(data, name),
-                 "must be >= 1 (null = all examples), got " + std::to_string(**value));
-}
-
 }  // namespace hftrain

@@ -266,9 +266,6 @@ struct DataSampleLimits {
   std::optional<int64_t> max_predict_samples;
   static void declare(Schema<DataSampleLimits>& s);
 };
-// A limit below 1 is an issue at data.<name> (Schema's min does not reach optional counts).
-void check_sample_limits(const DataSampleLimits& limits, const YAML::Node& data, Issues& issues);
-
 
 // Options of `hftrain predict` for language models.
 struct GenerationArgs {

@@ -8,10 +8,12 @@
 namespace hftrain::hf {
 namespace {
 
+// HF's StripAccents removes the combining marks (Mn, Mc, Me) and decomposes nothing itself (tokenizer.json
+// files put NFD before it); BertNormalizer's strip_accents runs NFD and removes only (older) Mn.
 std::string strip_accents(const std::string& s) {
   std::string out;
-  for (char32_t c : uni::code_points(uni::normalize(s, "NFD")))
-    if (!uni::is_nonspacing_mark(c)) uni::append_utf8(out, c);
+  for (char32_t c : uni::code_points(s))
+    if (!uni::is_combining_mark(c)) uni::append_utf8(out, c);
   return out;
 }
 
@@ -29,7 +31,7 @@ struct BertNormalizer : Normalizer {
     out.reserve(s.size());
     for (char32_t c : uni::code_points(s)) {
       if (clean_text) {
-        bool control = c != '\t' && c != '\n' && c != '\r' && uni::is_other(c);
+        bool control = uni::is_bert_control(c);  // HF's table: unassigned code points are kept
         if (c == 0 || c == 0xFFFD || control) continue;
         if (uni::is_whitespace(c)) c = ' ';
       }
@@ -41,7 +43,12 @@ struct BertNormalizer : Normalizer {
         uni::append_utf8(out, c);
       }
     }
-    if (strip.value_or(lowercase)) out = strip_accents(out);
+    if (strip.value_or(lowercase)) {  // NFD, then HF's (older) nonspacing marks go
+      std::string kept;
+      for (char32_t c : uni::code_points(uni::normalize(out, "NFD")))
+        if (!uni::is_bert_nonspacing_mark(c)) uni::append_utf8(kept, c);
+      out = std::move(kept);
+    }
     if (lowercase) out = uni::lowercase(out);
     return out;
   }

@@ -115,10 +115,6 @@ std::vector<std::pair<std::size_t, std::size_t>> char_matches(const std::string&
   return out;
 }
 
-bool is_bert_punctuation(char32_t c) {
-  return (c < 128 && std::ispunct(static_cast<int>(c))) || uni::is_punctuation(c);
-}
-
 struct CharClassPreTokenizer : PreTokenizer {
   std::function<bool(char32_t)> pred;
   Behavior behavior;
@@ -183,7 +179,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& j) {
   if (type == "BertPreTokenizer") {
     auto p = std::make_unique<SequencePreTokenizer>();
     p->steps.push_back(std::make_unique<CharClassPreTokenizer>(uni::is_whitespace, Behavior::Removed, false));
-    p->steps.push_back(std::make_unique<CharClassPreTokenizer>(is_bert_punctuation, Behavior::Isolated, false));
+    p->steps.push_back(std::make_unique<CharClassPreTokenizer>(uni::is_bert_punctuation, Behavior::Isolated, false));
     return p;
   }
   if (type == "Whitespace") {
@@ -195,7 +191,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const Json& j) {
   }
   if (type == "WhitespaceSplit") return std::make_unique<CharClassPreTokenizer>(uni::is_whitespace, Behavior::Removed, false);
   if (type == "Punctuation")
-    return std::make_unique<CharClassPreTokenizer>(is_bert_punctuation, parse_behavior(get_string(j, "behavior", "Isolated")), false);
+    return std::make_unique<CharClassPreTokenizer>(uni::is_bert_punctuation, parse_behavior(get_string(j, "behavior", "Isolated")), false);
   if (type == "Digits") {
     bool individual = get_bool(j, "individual_digits", false);
     return std::make_unique<CharClassPreTokenizer>(uni::is_number, Behavior::Isolated, !individual);

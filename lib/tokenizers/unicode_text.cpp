@@ -1,10 +1,11 @@
-// UTF-8 / Unicode helpers backed by utf8proc and PCRE2 (see unicode_text.h).
+// UTF-8 / Unicode helpers backed by utf8proc and HF tokenizers' tables (see unicode_text.h).
 #include "tokenizers/unicode_text.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
+#include "tokenizers/unicode_tables.h"
+
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -97,7 +98,28 @@ bool is_other(char32_t c) {
 }
 bool is_nonspacing_mark(char32_t c) { return category(c) == UTF8PROC_CATEGORY_MN; }
 bool is_alphanumeric(char32_t c) { return is_letter(c) || is_number(c); }
-char32_t to_lower(char32_t c) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); }
+bool is_bert_control(char32_t c) { return tables::bert_control().contains(c); }
+bool is_bert_punctuation(char32_t c) { return tables::bert_punctuation().contains(c); }
+bool is_combining_mark(char32_t c) { return tables::combining_mark().contains(c); }
+bool is_bert_nonspacing_mark(char32_t c) { return tables::bert_nonspacing_mark().contains(c); }
+
+// Appends the lowercase of `c` (HF's table: runs of one-to-one mappings and the few longer ones).
+static void append_lower(std::string& out, char32_t c) {
+  static const tables::LowerTable t = tables::lowercase();
+  for (std::size_t i = 0; i < t.n_multi; ++i)
+    if (t.multi[i].cp == c) {
+      for (char32_t l : t.multi[i].lower) append_utf8(out, l);
+      return;
+    }
+  const tables::LowerRun* end = t.runs + t.n_runs;
+  const tables::LowerRun* it =
+      std::upper_bound(t.runs, end, c, [](char32_t v, const tables::LowerRun& r) { return v < r.first; });
+  if (it != t.runs) {
+    const auto& r = *(it - 1);
+    if (c <= r.last && (c - r.first) % r.stride == 0) c = static_cast<char32_t>(static_cast<int32_t>(c) + r.delta);
+  }
+  append_utf8(out, c);
+}
 
 static bool is_ascii(const std::string& s) {
   for (unsigned char c : s)
@@ -114,8 +136,18 @@ std::string lowercase(const std::string& s) {
   }
   std::string out;
   out.reserve(s.size());
-  for (char32_t c : code_points(s)) append_utf8(out, to_lower(c));
+  for (char32_t c : code_points(s)) append_lower(out, c);
   return out;
+}
+
+static std::string utf8proc_normalize(const std::string& s, int options) {
+  utf8proc_uint8_t* out = nullptr;
+  auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
+                        &out, static_cast<utf8proc_option_t>(options));
+  if (n < 0) return s;  // malformed input: callers pass sanitized text, so this is not expected
+  std::string result(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
+  std::free(out);
+  return result;
 }
 
 std::string normalize(const std::string& s, const std::string& form) {
@@ -126,13 +158,21 @@ std::string normalize(const std::string& s, const std::string& form) {
   else if (form == "NFKC") options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
   else throw std::invalid_argument("unknown normalization form " + form);
   if (is_ascii(s)) return s;  // ASCII is invariant under all four forms
-  utf8proc_uint8_t* out = nullptr;
-  auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
-                        &out, static_cast<utf8proc_option_t>(options));
-  if (n < 0) return s;  // malformed input: callers pass sanitized text, so this is not expected
-  std::string result(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
-  std::free(out);
-  return result;
+  // The code points HF's tables do not decompose stay as they are: normalize the text between them.
+  static const tables::CodePointList kept = tables::nfd_kept();
+  auto cps = code_points(s);
+  if (std::none_of(cps.begin(), cps.end(), [](char32_t c) { return kept.contains(c); })) return utf8proc_normalize(s, options);
+  std::string out, segment;
+  for (char32_t c : cps) {
+    if (kept.contains(c)) {
+      out += utf8proc_normalize(segment, options);
+      segment.clear();
+      append_utf8(out, c);
+    } else {
+      append_utf8(segment, c);
+    }
+  }
+  return out + utf8proc_normalize(segment, options);
 }
 
 const std::vector<char32_t>& bytes_to_chars() {
@@ -156,55 +196,6 @@ int char_to_byte(char32_t cp) {
     return inv;
   }();
   return cp < inverse.size() ? inverse[cp] : -1;
-}
-
-Regex::Regex(const std::string& pattern) {
-  int error = 0;
-  PCRE2_SIZE offset = 0;
-  auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &error,
-                             &offset, nullptr);
-  if (!code) {
-    PCRE2_UCHAR message[256];
-    pcre2_get_error_message(error, message, sizeof(message));
-    throw std::runtime_error("regex '" + pattern + "' does not compile at offset " + std::to_string(offset) + ": " +
-                             reinterpret_cast<const char*>(message));
-  }
-  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional speed-up; the interpreter is used if JIT is unavailable
-  code_ = code;
-}
-
-Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
-
-std::vector<std::pair<std::size_t, std::size_t>> Regex::find_all(const std::string& text) const {
-  auto* code = static_cast<pcre2_code*>(code_);
-  std::vector<std::pair<std::size_t, std::size_t>> out;
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // the JIT's small stack: the interpreter (heap-backed) handles it
-      rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start,
-                       PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
-    if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
-      pcre2_match_data_free(md);
-      PCRE2_UCHAR message[256];
-      pcre2_get_error_message(rc, message, sizeof(message));
-      throw std::runtime_error("regex match failed at byte " + std::to_string(start) + ": " +
-                               reinterpret_cast<const char*>(message));
-    }
-    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-    std::size_t b = ov[0], e = ov[1];
-    if (e == b) {  // empty match: not a token; step over one character
-      if (b >= text.size()) break;
-      start = b + static_cast<std::size_t>(utf8_length(static_cast<unsigned char>(text[b])));
-      continue;
-    }
-    out.emplace_back(b, e);
-    start = e;
-  }
-  pcre2_match_data_free(md);
-  return out;
 }
 
 }  // namespace hftrain::unicode

@@ -1,6 +1,7 @@
-// UTF-8 and Unicode helpers for the tokenizers: code point iteration, categories (utf8proc), NFD/NFC/NFKD/NFKC,
-// lower-casing, the byte-level BPE byte<->character table, and a PCRE2 (UTF + Unicode properties) regex wrapper.
-// Limits: case mapping is utf8proc's simple one-to-one mapping (no 'ß' -> "ss"); White_Space is a fixed table.
+// UTF-8 and Unicode helpers for the tokenizers: code point iteration, categories (utf8proc), the classes HF
+// tokenizers uses (unicode_tables.h: BERT's control / punctuation, combining marks, Rust's lowercase), NFD/NFC/
+// NFKD/NFKC, the byte-level BPE byte<->character table, and a PCRE2 regex wrapper with Oniguruma's \s \p{L} \p{N}.
+// Remaining differences from HF tokenizers: docs/tokenizers.md.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +28,14 @@ bool is_punctuation(char32_t cp);   // P*
 bool is_other(char32_t cp);         // C* (Cc, Cf, Cs, Co, Cn)
 bool is_nonspacing_mark(char32_t cp);  // Mn
 bool is_alphanumeric(char32_t cp);  // L* or N*
-char32_t to_lower(char32_t cp);
+bool is_bert_control(char32_t cp);      // dropped by BertNormalizer clean_text (HF's table; not \t \n \r)
+bool is_bert_punctuation(char32_t cp);  // BertPreTokenizer / Punctuation (HF's table)
+bool is_combining_mark(char32_t cp);    // removed by StripAccents (HF's table: Mn, Mc, Me)
+bool is_bert_nonspacing_mark(char32_t cp);  // removed by BertNormalizer strip_accents (HF's table: old Mn)
 
+// Rust's char::to_lowercase as HF tokenizers has it (full mappings: U+0130 -> "i\u0307").
 std::string lowercase(const std::string& s);
-// form: "NFD", "NFC", "NFKD", "NFKC".
+// form: "NFD", "NFC", "NFKD", "NFKC"; the code points HF's tables do not decompose are kept as they are.
 std::string normalize(const std::string& s, const std::string& form);
 
 // GPT-2's byte -> printable character table (byte-level BPE) and its inverse.
@@ -38,11 +43,16 @@ const std::vector<char32_t>& bytes_to_chars();
 // -1 where the character is not one of the 256 table characters.
 int char_to_byte(char32_t cp);
 
+// `pattern` with \s \S \p{L} \P{L} \p{N} \P{N} (also inside [...]) spelled as the classes Oniguruma (HF's
+// regex engine) gives them; other escapes are left to PCRE2.
+std::string with_oniguruma_classes(const std::string& pattern);
+
 // A compiled PCRE2 pattern (UTF, Unicode properties). Thread-safe for matching.
 class Regex {
  public:
   // Throws std::runtime_error with PCRE2's message and offset when the pattern does not compile.
-  explicit Regex(const std::string& pattern);
+  // oniguruma_classes: compile with_oniguruma_classes(pattern).
+  explicit Regex(const std::string& pattern, bool oniguruma_classes = true);
   ~Regex();
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "distributed/comm.h"
+#include "log/logger.h"
 #include "runspec/sections.h"
 #include "util/error.h"
 
@@ -58,7 +60,14 @@ void EarlyStoppingCallback::on_evaluate(const TrainerState& s, TrainerControl& c
     improved = better && std::abs(value - best) > options_.early_stopping_threshold;
   }
   patience_counter_ = improved ? 0 : patience_counter_ + 1;
-  if (patience_counter_ >= options_.early_stopping_patience) c.should_training_stop = true;
+  if (patience_counter_ >= options_.early_stopping_patience && !c.should_training_stop) {
+    c.should_training_stop = true;
+    if (is_main_rank())
+      log_info("early stopping at step " + std::to_string(s.global_step) + ": " + metric_ + " has not improved on " +
+               s.best_metric.dump() + " (by more than early_stopping_threshold " +
+               format_number(options_.early_stopping_threshold) + ") for " + std::to_string(patience_counter_) +
+               " evaluations (early_stopping_patience)");
+  }
 }
 
 nlohmann::json EarlyStoppingCallback::export_state() const {

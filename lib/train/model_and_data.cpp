@@ -7,6 +7,7 @@
 #include "data/sample_limits.h"
 #include "engine/precision.h"
 #include "log/logger.h"
+#include "util/fs.h"
 
 namespace hftrain {
 
@@ -22,6 +23,16 @@ void load_pretrained(const std::string& dir, Model& model) {
 
 namespace {
 
+// A JSON file's contents; null when `path` does not exist.
+nlohmann::json read_json_if_exists(const std::string& path) {
+  if (!std::filesystem::exists(path)) return nullptr;
+  try {
+    return nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(path + ": not valid JSON: " + e.what());
+  }
+}
+
 // Text metrics need generated text, decoded by a tokenizer; generation needs a model that generates.
 void check_generation_metrics(const ModelAndData& p, const RunSpec& spec, const Components& components) {
   if (spec.training.predict_with_generate && !p.model->is_causal_lm() && !p.model->is_encoder_decoder())
@@ -36,6 +47,23 @@ void check_generation_metrics(const ModelAndData& p, const RunSpec& spec, const 
       throw ConfigError("metrics: '" + m.key + "' scores decoded text, and data '" + spec.data.type +
                         "' has no tokenizer to decode with (give the data source a tokenizer)");
   }
+}
+
+// The data's token ids must index the model's embeddings (otherwise the first batch fails deep inside
+// LibTorch with an index error), and so must a generation eos_token_id.
+void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShape& shape) {
+  const nlohmann::json config = p.model->config_json();
+  if (!config.contains("vocab_size") || !config["vocab_size"].is_number_integer()) return;
+  const int64_t vocab = config["vocab_size"].get<int64_t>();
+  const std::string where = spec.model.from_pretrained.empty() ? "model.vocab_size" : spec.model.from_pretrained + "/config.json";
+  if (shape.vocab_size > vocab)
+    throw ConfigError("model.vocab_size: data '" + spec.data.type + "' gives token ids up to " +
+                      std::to_string(shape.vocab_size - 1) + " (its tokenizer has " + std::to_string(shape.vocab_size) +
+                      "), but the model has " + std::to_string(vocab) + " embeddings (" + where +
+                      "); use the model's own tokenizer or a model with a larger vocabulary");
+  if (p.generation.eos_token_id && (*p.generation.eos_token_id < 0 || *p.generation.eos_token_id >= vocab))
+    throw ConfigError("generation.eos_token_id: " + std::to_string(*p.generation.eos_token_id) +
+                      " is outside the model's vocabulary (0.." + std::to_string(vocab - 1) + ", " + where + ")");
 }
 
 }  // namespace
@@ -58,6 +86,8 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
     DeferredInit deferred(sharded_init && (spec.model.from_pretrained.empty() || hf_dir));
     p.model = components.models.build(spec.model.type, spec.model.options, context);
   }
+  if (hf_dir) p.model->set_loaded_config(read_json_if_exists(spec.model.from_pretrained + "/config.json"),
+                                         read_json_if_exists(spec.model.from_pretrained + "/generation_config.json"));
   if (p.data->task() == TaskKind::kSeq2Seq && !p.model->is_encoder_decoder())
     throw ConfigError("model.type: data '" + spec.data.type + "' is a sequence-to-sequence task (source and target of "
                       "their own lengths) and needs an encoder-decoder model such as t5, not '" + spec.model.type + "'");
@@ -106,6 +136,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
     }
   }
   check_generation_metrics(p, spec, components);
+  check_vocabulary(p, spec, shape);
   if (spec.training.predict_with_generate) check_generation_sources(p);  // before training, not at its first evaluation
   return p;
 }

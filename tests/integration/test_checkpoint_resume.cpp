@@ -263,6 +263,8 @@ EarlyStoppingResume early_stopping_resume(const std::string& name, const std::st
   INFO(a.output);
   REQUIRE(a.exit_code == 0);
   CHECK(read_json(r.full + "/out/trainer_state.json")["global_step"] == 8);
+  CHECK_THAT(a.output, Catch::Contains("early stopping at step 8: eval_loss has not improved on") &&
+                           Catch::Contains("for 7 evaluations (early_stopping_patience)"));
   const json saved = read_json(r.full + "/out/checkpoint-5/trainer_state.json");
   CHECK(saved["stateful_callbacks"]["EarlyStoppingCallback"]["attributes"]["early_stopping_patience_counter"] == 4);
   write_text(r.resumed + "/spec.yaml", spec);

@@ -137,4 +137,8 @@ TEST_CASE("the generation section takes the beam search settings and checks them
   CHECK_THAT(spec_error("{early_stopping: maybe}"), Catch::Contains("generation.early_stopping") && Catch::Contains("never"));
   CHECK_THAT(spec_error("{num_beams: 0}"), Catch::Contains("generation.num_beams") && Catch::Contains("must be >= 1"));
   CHECK_THAT(spec_error("{num_beam: 2}"), Catch::Contains("did you mean") && Catch::Contains("num_beams"));
+  // Bounds hold for optional settings too (null = unset passes): a run is refused before training, not at predict.
+  CHECK_THAT(spec_error("{max_new_tokens: -2}"), Catch::Contains("generation.max_new_tokens") && Catch::Contains("must be >= 1, got -2"));
+  CHECK_THAT(spec_error("{max_length: 0}"), Catch::Contains("generation.max_length") && Catch::Contains("must be >= 1, got 0"));
+  CHECK(spec_error("{max_new_tokens: null, max_length: null}").empty());
 }
