@@ -234,9 +234,10 @@ int main(int argc, char** argv) {
   if (resume_opt->count() > 0 && train.resume.empty()) train.resume = "last";
   eval_generation.append_overrides(eval_overrides);
   predict_generation.append_overrides(predict_overrides);
-  // Commands that run model steps keep freed memory for the next step; the others give large blocks back
-  // as soon as they are freed (util/malloc_policy.h).
-  if (*train_cmd || *eval_cmd || *predict_cmd)
+  // Training keeps freed memory for the next step; the other commands give large blocks back as soon as
+  // they are freed (util/malloc_policy.h): evaluation and prediction meet batches of every length, whose
+  // logits would otherwise fragment a heap that never shrinks, so their peak would grow with the data.
+  if (*train_cmd)
     hftrain::keep_freed_memory_for_reuse();
   else
     hftrain::return_freed_memory_promptly();

@@ -191,7 +191,8 @@ void Model::set_loaded_config(nlohmann::json config, nlohmann::json generation_c
 
 nlohmann::json Model::saved_config_json() const {
   nlohmann::json out = loaded_config_;
-  for (const auto& [key, value] : config_json().items()) out[key] = value;
+  const nlohmann::json own = config_json();  // kept alive: items() only refers to it
+  for (const auto& [key, value] : own.items()) out[key] = value;
   return out;
 }
 

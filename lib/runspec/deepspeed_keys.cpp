@@ -75,8 +75,8 @@ const std::vector<KnownKey> kZeroOthers = {
     {"mics_hierarchical_params_gather", KeyKind::refused, "MiCS hierarchical gathers are not available", "false"},
 };
 
-// offload_optimizer keys placed into zero.offload_optimizer, and those accepted without effect (why).
-const std::vector<std::string> kOffloadOptimizerKeys = {"device", "nvme_path", "buffer_count"};
+// offload_optimizer keys accepted without effect (why); the others are zero.offload_optimizer's own options
+// (placed_keys).
 const std::vector<std::pair<std::string, std::string>> kOffloadOptimizerHints = {
     {"pin_memory", "nothing is pinned on a CPU build"},
     {"fast_init", "the swap files are written once at the start either way"},
@@ -90,16 +90,12 @@ const std::vector<std::pair<std::string, std::string>> kOffloadParamHints = {
     {"buffer_count", "each gather reads its shard straight from the swap file; there is no parameter buffer pool"},
     {"buffer_size", "each gather reads its shard straight from the swap file; there is no parameter buffer pool"},
     {"max_in_cpu", "shards are read for each gather and dropped after it; none are cached in memory"}};
-// aio keys placed into zero.aio, and those accepted without effect.
-const std::vector<std::string> kAioKeys = {"block_size", "queue_depth", "overlap_events"};
+// aio keys accepted without effect; the others are zero.aio's own options (placed_keys).
 const std::vector<std::pair<std::string, std::string>> kAioHints = {
     {"thread_count", "one submitting thread per rank; the kernel runs the requests"},
     {"single_submit", "requests are submitted as they are cut"},
     {"use_gds", "GPUDirect Storage needs a GPU"},
     {"intra_op_parallelism", "one submitting thread per rank"}};
-// fp16 loss-scaler keys: the precision section's options of the same name.
-const std::vector<std::string> kLossScalerKeys = {"loss_scale",  "initial_scale_power",    "loss_scale_window",
-                                                  "hysteresis", "consecutive_hysteresis", "min_loss_scale"};
 
 // DeepSpeed optimizer types (lower case, as DeepSpeed compares them) and the hftrain optimizer that runs them.
 const std::map<std::string, std::string> kOptimizers = {

@@ -28,12 +28,9 @@ struct KnownKey {
 
 extern const std::vector<KnownKey> kTopLevelOthers;
 extern const std::vector<KnownKey> kZeroOthers;
-extern const std::vector<std::string> kOffloadOptimizerKeys;
 extern const std::vector<std::pair<std::string, std::string>> kOffloadOptimizerHints;
 extern const std::vector<std::pair<std::string, std::string>> kOffloadParamHints;
-extern const std::vector<std::string> kAioKeys;
 extern const std::vector<std::pair<std::string, std::string>> kAioHints;
-extern const std::vector<std::string> kLossScalerKeys;
 extern const std::map<std::string, std::string> kOptimizers;
 extern const std::vector<std::string> kUnavailableOptimizers;
 extern const std::vector<std::string> kMatchedOptimizerParams;

@@ -190,7 +190,7 @@ class DeepSpeedReader {
         expanded["device"] = own;
         zero["offload_optimizer"] = expanded;
       }
-      place_keys(path, v, "zero.offload_optimizer", kOffloadOptimizerKeys, kOffloadOptimizerHints);
+      place_keys(path, v, "zero.offload_optimizer", schema_of<OffloadOptimizerArgs>().names(), kOffloadOptimizerHints);
       return;
     }
     if (!expect_map(path, v)) return;
@@ -205,18 +205,21 @@ class DeepSpeedReader {
     }
   }
 
-  void aio(const YAML::Node& v) { place_keys("aio", v, "zero.aio", kAioKeys, kAioHints); }
+  void aio(const YAML::Node& v) { place_keys("aio", v, "zero.aio", schema_of<AioArgs>().names(), kAioHints); }
 
   void fp16(const YAML::Node& v) {
     if (!expect_map("fp16", v)) return;
-    const std::vector<std::string> known = {"enabled", "auto_cast", "fp16_master_weights_and_grads", "loss_scale",
-                                            "initial_scale_power", "loss_scale_window", "hysteresis",
-                                            "consecutive_hysteresis", "min_loss_scale"};
+    // The loss scaler's keys are the precision section's options of the same name (its switches aside).
+    std::vector<std::string> scaler;
+    for (const auto& name : schema_of<PrecisionArgs>().names())
+      if (name != "bf16" && name != "fp16" && name != "save_dtype") scaler.push_back(name);
+    std::vector<std::string> known = {"enabled", "auto_cast", "fp16_master_weights_and_grads"};
+    known.insert(known.end(), scaler.begin(), scaler.end());
     for (const auto& kv : v) {
       const std::string key = kv.first.Scalar();
       const std::string path = "fp16." + key;
       if (key == "enabled") continue;  // compared with precision.fp16 (HF's fp16)
-      if (contains(kLossScalerKeys, key)) {
+      if (contains(scaler, key)) {
         if (is_auto(kv.second)) note(path, "\"auto\" is not filled for this key (as in HF); the documented default applies");
         else place(path, kv.second, "precision", key, kv.second);
       } else if (key == "auto_cast" || key == "fp16_master_weights_and_grads") {

@@ -14,13 +14,14 @@ bool user_tunes_malloc(const char* const* env);
 
 // mallopt(M_MMAP_MAX, 0) and mallopt(M_TRIM_THRESHOLD, max), unless the process environment tunes
 // malloc already. Returns whether the policy was applied. main() calls it for the commands that run
-// model steps (train, eval, predict), before any of their work.
+// model steps in a loop (train), before any of its work.
 bool keep_freed_memory_for_reuse();
 
-// For the streaming commands (zero-to-fp32, checkpoint convert), whose peak must stay one tensor run
-// above the baseline: a fixed 1 MiB mmap threshold. glibc's default raises its threshold to the size of
-// the first large block freed (up to 32 MiB) and serves later blocks from the heap, where they fragment:
-// converting a 225 MiB state to 4 workers peaked 123 MiB higher that way (363 vs 240 MiB).
+// For every other command (eval and predict, and the streaming zero-to-fp32 and checkpoint convert, whose
+// peak must stay one tensor run above the baseline): a fixed 1 MiB mmap threshold. glibc's default
+// raises its threshold to the size of the first large block freed (up to 32 MiB) and serves later blocks
+// from the heap, where they fragment: converting a 225 MiB state to 4 workers peaked 123 MiB higher that
+// way (363 vs 240 MiB).
 bool return_freed_memory_promptly();
 
 }  // namespace hftrain
