@@ -64,10 +64,8 @@ struct ValueTraits<double> {
     if (std::isinf(v)) return YAML::Node(v > 0 ? ".inf" : "-.inf");
     if (std::isnan(v)) return YAML::Node(".nan");
     char buf[32];
-    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-    std::string text(buf, end);
-    if (text.find_first_of(".e") == std::string::npos) text += ".0";  // reads as a number, not an integer
-    return YAML::Node(text);
+    const auto end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general).ptr;  // 0.0001, 1e-08
+    return YAML::Node(std::string(buf, end));
   }
 };
 

@@ -15,45 +15,20 @@
 #include <string>
 #include <vector>
 
+#include "hf_tokenizer_fixtures.h"
 #include "tokenizers/hf_tokenizer.h"
 #include "tokenizers/load_tokenizer.h"
 #include "tokenizers/sentencepiece_tokenizer.h"
 
 using namespace hftrain;
 namespace fs = std::filesystem;
-using Json = nlohmann::json;
 
 namespace {
-
-fs::path data_dir() {
-  const char* src = std::getenv("HFTRAIN_SOURCE_DIR");
-  fs::path root = src ? fs::path(src) : fs::path(__FILE__).parent_path().parent_path().parent_path();
-  return root / "tests" / "data" / "hf_tokenizers";
-}
-
-Json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  REQUIRE(in.good());
-  return Json::parse(in);
-}
-
+fs::path data_dir() { return hftrain_test::tokenizer_fixture_dir("hf_tokenizers"); }
 }  // namespace
 
 TEST_CASE("tokenizer.json Unigram, Precompiled and Llama-2 BPE files give HF tokenizers' ids", "[unit][tokenizers]") {
-  const fs::path dir = data_dir();
-  INFO("data: " << dir.string());
-  const Json strings = read_json(dir / "strings.json");
-  const Json expected = read_json(dir / "expected_ids.json");
-  REQUIRE(expected.size() == 4);
-  for (auto it = expected.begin(); it != expected.end(); ++it) {
-    auto tok = HfTokenizer::from_file((dir / it.key()).string(), "data.tokenizer");
-    REQUIRE(it.value().size() == strings.size());
-    for (std::size_t i = 0; i < strings.size(); ++i) {
-      const std::string text = strings[i].get<std::string>();
-      INFO(it.key() << " string " << i << ": \"" << text << "\"");
-      CHECK(tok->encode(text) == it.value()[i].get<std::vector<int64_t>>());
-    }
-  }
+  hftrain_test::check_expected_ids(data_dir(), 4);
 }
 
 TEST_CASE("a T5 directory with tokenizer.json alone loads the Unigram tokenizer", "[unit][tokenizers]") {

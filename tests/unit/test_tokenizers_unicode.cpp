@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hf_tokenizer_fixtures.h"
 #include "tokenizers/hf_tokenizer.h"
 #include "tokenizers/unicode_text.h"
 
@@ -22,36 +23,11 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
-
-fs::path data_dir() {
-  const char* src = std::getenv("HFTRAIN_SOURCE_DIR");
-  fs::path root = src ? fs::path(src) : fs::path(__FILE__).parent_path().parent_path().parent_path();
-  return root / "tests" / "data" / "hf_tokenizers_unicode";
-}
-
-Json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  REQUIRE(in.good());
-  return Json::parse(in);
-}
-
+fs::path data_dir() { return hftrain_test::tokenizer_fixture_dir("hf_tokenizers_unicode"); }
 }  // namespace
 
 TEST_CASE("GPT-2, Llama-3 and BERT tokenizer.json files give HF tokenizers' ids on Unicode edge cases", "[unit][tokenizers]") {
-  const fs::path dir = data_dir();
-  INFO("data: " << dir.string());
-  const Json strings = read_json(dir / "strings.json");
-  const Json expected = read_json(dir / "expected_ids.json");
-  REQUIRE(expected.size() == 3);
-  for (auto it = expected.begin(); it != expected.end(); ++it) {
-    auto tok = HfTokenizer::from_file((dir / it.key()).string(), "data.tokenizer");
-    REQUIRE(it.value().size() == strings.size());
-    for (std::size_t i = 0; i < strings.size(); ++i) {
-      const std::string text = strings[i].get<std::string>();
-      INFO(it.key() << " string " << i << ": \"" << text << "\"");
-      CHECK(tok->encode(text) == it.value()[i].get<std::vector<int64_t>>());
-    }
-  }
+  hftrain_test::check_expected_ids(data_dir(), 3);
 }
 
 TEST_CASE("Oniguruma's space and letter and number classes replace PCRE2's", "[unit][tokenizers]") {
@@ -95,7 +71,7 @@ TEST_CASE("BERT's tables and Rust's lowercase as HF tokenizers has them", "[unit
 TEST_CASE("Every code point of planes 0-3 gives HF tokenizers' ids (driven by unicode_sweep.js)", "[.][unicode_sweep]") {
   const char* path = std::getenv("HFTRAIN_UNICODE_SWEEP");
   REQUIRE(path != nullptr);
-  const Json sweep = read_json(path);
+  const Json sweep = hftrain_test::read_fixture_json(path);
   REQUIRE(!sweep.empty());
   for (auto it = sweep.begin(); it != sweep.end(); ++it) {
     auto tok = HfTokenizer::from_file(it.key(), "sweep.tokenizer");
