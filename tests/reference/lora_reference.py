@@ -384,6 +384,9 @@ def same_config_value(key, got, want):
 def check_case(case, got, failures):
     """family_checks for compare_with_hftrain: gradients, merged/ and resaved/."""
     name, (_, _, grads, merged) = case["name"], case["expected"]
+    if list(got["logits"].shape) != list(case["logits"].shape) or list(got["loss"].shape) != [1]:
+        failures.append("%s: logits %s and loss %s, expected %s and [1]" % (
+            name, list(got["logits"].shape), list(got["loss"].shape), list(case["logits"].shape)))
     got_grads = {k[len("grad."):]: v for k, v in got.items() if k.startswith("grad.")}
     if set(got_grads) != set(grads):
         failures.append("%s: gradients for %s, expected for the adapter's %s" % (
@@ -436,6 +439,10 @@ def check_case(case, got, failures):
         changed = [k for k in sorted(set(R) & set(case["adapter"])) if not torch.equal(R[k], case["adapter"][k])]
         if changed:
             failures.append("%s: resaved: values changed in %s" % (name, changed))
+        original, _ = read_safetensors(os.path.join(case["dir"], "adapter", "adapter_model.safetensors"))
+        if set(original) != set(case["adapter"]) or \
+                any(not torch.equal(t, case["adapter"][k]) for k, t in original.items()):
+            failures.append("%s: the adapter directory it loaded from changed" % name)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         failures.append("%s: resaved: %s" % (name, e))
     return ", grad max err %.3g (%s), merged logits %.3g, unmerged-vs-merged %.2g, variants: %s" % (
@@ -497,7 +504,8 @@ def self_test(workdir):
             c, c["expected"], merged_extra={lora_name[len(PREFIX):]: c["adapter"][lora_name]})),
         (rs, "alpha / r instead of alpha / sqrt(r)", lambda c: write_fake_hftrain_side(c, expected(c, ("rslora",)))),
         (rs, "resaved with another r", lambda c: write_fake_hftrain_side(c, c["expected"], acfg=smaller_r)),
-        (rs, "a gradient missing", lambda c: write_fake_hftrain_side(c, c["expected"], drop_grad=sorted(c["adapter"])[0])),
+        (rs, "a gradient missing",
+         lambda c: write_fake_hftrain_side(c, c["expected"], drop_grad=sorted(c["adapter"])[0])),
         (bert, "the base model's biases", lambda c: write_fake_hftrain_side(c, expected(c, ("bias",)))),
         (bert, "the base model's classifier", lambda c: write_fake_hftrain_side(c, expected(c, ("modules_to_save",)))),
         (bert, "resaved one ulp off", lambda c: write_fake_hftrain_side(c, c["expected"], adapter=one_ulp)),
