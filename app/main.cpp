@@ -13,6 +13,7 @@
 #include "commands/checkpoint_inspect.h"
 #include "commands/commands.h"
 #include "commands/estimate.h"
+#include "commands/merge_adapter.h"
 #include "commands/zero_to_fp32.h"
 #include "hf_command_line.h"
 #include "commands/report.h"
@@ -165,6 +166,17 @@ int main(int argc, char** argv) {
   z_cmd->add_option("--max-shard-size", z.max_shard_size,
                     "Split model.safetensors into model-0000x-of-0000y.safetensors above this size (5GB, 500MB, 2GiB)");
 
+  hftrain::MergeAdapterRequest merge;
+  auto* merge_cmd =
+      app.add_subcommand("merge-adapter", "Merge a PEFT LoRA / DoRA adapter into its base model and save a plain HF model "
+                                          "directory (PEFT merge_and_unload)")
+          ->footer("Example:\n  hftrain merge-adapter models/llama runs/lora models/llama-merged");
+  merge_cmd->add_option("base_dir", merge.base_dir, "The base model's HF directory (config.json + safetensors)")->required();
+  merge_cmd->add_option("adapter_dir", merge.adapter_dir, "The adapter directory (adapter_config.json + "
+                                                          "adapter_model.safetensors), e.g. a run's output_dir or checkpoint")
+      ->required();
+  merge_cmd->add_option("out_dir", merge.out_dir, "Directory that receives the merged model")->required();
+
   hftrain::EstimateRequest estimate;
   auto* estimate_cmd =
       app.add_subcommand("estimate", "Per-rank memory of a run for every ZeRO stage, precision and offload, before launch")
@@ -248,6 +260,7 @@ int main(int argc, char** argv) {
     if (*predict_cmd)
       return hftrain::run_predict(predict_target, predict_overrides, predict_model, predict_prompts, predict_prompt_column);
     if (*z_cmd) return hftrain::run_zero_to_fp32(z);
+    if (*merge_cmd) return hftrain::run_merge_adapter(merge);
     if (*components_cmd) return hftrain::run_components();
     if (*estimate_cmd) return hftrain::run_estimate(estimate);
     if (*inspect_cmd) return hftrain::run_checkpoint_inspect(inspect_dir);

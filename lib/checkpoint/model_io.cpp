@@ -90,9 +90,34 @@ NamedTensors model_tensors(Model& model, const SavedWeights& weights, const std:
     if (t.is_floating_point() && t.scalar_type() != weights.dtype) t = t.to(weights.dtype);
     tensors.emplace_back(name, t);
   };
+  if (const AdapterDescription* adapter = model.adapter()) {  // the adapter's tensors only, never the frozen base
+    for (const auto& np : model.named_parameters())
+      if (adapter->holds(np.key())) add(np.key(), np.value());
+    return tensors;
+  }
   for (const auto& np : model.named_parameters()) add(np.key(), np.value());
   for (const auto& nb : model.named_buffers()) add(nb.key(), nb.value());
   return tensors;
+}
+
+std::string weights_file_name(const Model& model) { return model.adapter() ? kAdapterWeightsFile : "model.safetensors"; }
+
+std::string file_tensor_name(const Model& model, const std::string& name) {
+  return model.adapter() ? peft_tensor_name(*model.adapter(), name) : name;
+}
+
+bool saved_in_file(const Model& model, const std::string& name) { return !model.adapter() || model.adapter()->holds(name); }
+
+SafetensorsFile read_weights_file(const std::string& path, const Model& model) {
+  return in_model_names(model, load_safetensors(path));
+}
+
+SafetensorsFile in_model_names(const Model& model, SafetensorsFile file) {
+  if (!model.adapter()) return file;
+  SafetensorsFile renamed;
+  renamed.metadata = file.metadata;
+  for (auto& [name, t] : file.tensors) renamed.tensors.emplace(model_tensor_name(name), std::move(t));
+  return renamed;
 }
 
 namespace {
@@ -110,12 +135,13 @@ std::vector<SafetensorsStreamWriter::Entry> model_file_entries(Model& model, con
     for (const auto& name : streamed->names) {
       auto it = parameters.find(name);
       if (it == parameters.end()) throw RuntimeFailure("saving '" + where + "': the model has no parameter '" + name + "'");
-      entries.push_back({name, it->second.is_floating_point() ? weights.dtype : it->second.scalar_type(),
-                         it->second.sizes().vec()});
       streamed_set.insert(name);
+      if (!saved_in_file(model, name)) continue;
+      entries.push_back({file_tensor_name(model, name), it->second.is_floating_point() ? weights.dtype : it->second.scalar_type(),
+                         it->second.sizes().vec()});
     }
   for (auto& t : model_tensors(model, weights, streamed_set)) {
-    entries.push_back({t.first, t.second.scalar_type(), t.second.sizes().vec()});
+    entries.push_back({file_tensor_name(model, t.first), t.second.scalar_type(), t.second.sizes().vec()});
     own.push_back(std::move(t));
   }
   return entries;
@@ -126,14 +152,25 @@ std::vector<SafetensorsStreamWriter::Entry> model_file_entries(Model& model, con
 void write_model_file(const std::string& path, Model& model, const SavedWeights& weights, const StreamedWeights* streamed) {
   NamedTensors own;
   SafetensorsStreamWriter writer(path, model_file_entries(model, weights, streamed, own, path));
-  if (streamed) streamed->produce([&](const std::string& name, const torch::Tensor& values) { writer.add(name, values); });
-  for (const auto& [name, t] : own) writer.add(name, t);
+  auto write = [&](const std::string& name, const torch::Tensor& values) {
+    if (saved_in_file(model, name)) writer.add(file_tensor_name(model, name), values);
+  };
+  if (streamed) streamed->produce(write);
+  for (const auto& [name, t] : own) write(name, t);
   writer.finish();
 }
 
 void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_bytes, const SavedWeights& weights,
                     const StreamedWeights* streamed) {
   std::filesystem::create_directories(dir);
+  if (model.adapter()) {  // PEFT's save_pretrained: the adapter's two files
+    write_model_file(dir + "/" + kAdapterWeightsFile + ".tmp", model, weights, streamed);
+    rename_durably(dir + "/" + kAdapterWeightsFile + ".tmp", dir + "/" + kAdapterWeightsFile);
+    nlohmann::json config = model.adapter()->config;
+    config["inference_mode"] = true;  // as PEFT's save_pretrained writes it
+    write_file_atomic(dir + "/" + kAdapterConfigFile, config.dump(2) + "\n");
+    return;
+  }
   // Tensors are packed greedily in file order, as HF's shard splitting does.
   NamedTensors own;
   const std::vector<SafetensorsStreamWriter::Entry> entries = model_file_entries(model, weights, streamed, own, dir);
@@ -215,6 +252,31 @@ void load_model_weights(const std::string& path, Model& model) {
 
 void load_model_weights(SafetensorsFile file, const std::string& path, Model& model) {
   torch::NoGradGuard no_grad;
+  if (const AdapterDescription* adapter = model.adapter()) {  // the adapter's tensors, under PEFT's or the model's names
+    SafetensorsFile own;
+    for (auto& [name, t] : file.tensors) own.tensors.emplace(model_tensor_name(name), std::move(t));
+    std::vector<std::string> missing;
+    for (auto& np : model.named_parameters()) {
+      if (!adapter->holds(np.key())) continue;
+      auto it = own.tensors.find(np.key());
+      if (it == own.tensors.end()) {
+        missing.push_back(peft_tensor_name(*adapter, np.key()));
+        continue;
+      }
+      if (!it->second.sizes().equals(np.value().sizes()))
+        throw RuntimeFailure("'" + path + "': tensor '" + peft_tensor_name(*adapter, np.key()) + "' has shape " +
+                             c10::str(it->second.sizes()) + " but the adapter expects " + c10::str(np.value().sizes()));
+      np.value().copy_(it->second);
+      own.tensors.erase(it);
+    }
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    if (!missing.empty()) throw RuntimeFailure("'" + path + "': missing adapter tensors: " + list);
+    for (const auto& kv : own.tensors) list += (list.empty() ? "" : ", ") + std::string(kPeftPrefix) + kv.first;
+    if (!own.tensors.empty())
+      throw RuntimeFailure("'" + path + "': tensors the adapter does not have (another r, target_modules or model?): " + list);
+    return;
+  }
   std::vector<std::string> missing;
   auto assign = [&](const std::string& name, torch::Tensor& target) {
     auto it = file.tensors.find(name);

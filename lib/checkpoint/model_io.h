@@ -25,7 +25,8 @@ struct SavedWeights {
   torch::ScalarType dtype = torch::kFloat;
 };
 
-// Writes <dir>/config.json and the weights: model.safetensors when they fit in `max_shard_bytes`, else
+// An adapter model (Model::adapter): PEFT's adapter_config.json + adapter_model.safetensors, nothing else.
+// Otherwise writes <dir>/config.json and the weights: model.safetensors when they fit in `max_shard_bytes`, else
 // shards model-0000x-of-0000y.safetensors (each at most max_shard_bytes unless one tensor is larger)
 // plus model.safetensors.index.json {"metadata": {"total_size"}, "weight_map"}. Weight files are
 // written with metadata {"format": "pt"}; tied weights are stored once (they are one parameter).
@@ -39,11 +40,23 @@ void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_byt
 void write_model_file(const std::string& path, Model& model, const SavedWeights& weights = {},
                       const StreamedWeights* streamed = nullptr);
 
-// The tensors model.safetensors holds: parameters then buffers, under their HF names.
-// Names in `skip` are left out (and not read).
+// The tensors model.safetensors holds: parameters then buffers, under their HF names. For a model with a
+// PEFT adapter (Model::adapter): the adapter's tensors only. Names in `skip` are left out (and not read).
 NamedTensors model_tensors(Model& model, const SavedWeights& weights = {}, const std::set<std::string>& skip = {});
 
-// Loads model.safetensors from `path` into `model`, in place. When `path` does not exist but its
+// PEFT's file names (save_pretrained of a PeftModel).
+inline constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
+inline constexpr const char* kAdapterConfigFile = "adapter_config.json";
+// The weights file of `model` in a save or checkpoint: model.safetensors, or adapter_model.safetensors for
+// an adapter model (whose tensors are named as PEFT names them: file_tensor_name).
+std::string weights_file_name(const Model& model);
+std::string file_tensor_name(const Model& model, const std::string& name);
+// Reads a weights file written for `model`, its tensors under the model's own names.
+SafetensorsFile read_weights_file(const std::string& path, const Model& model);
+SafetensorsFile in_model_names(const Model& model, SafetensorsFile file);
+
+// Loads model.safetensors from `path` into `model`, in place (an adapter model: the adapter's tensors, by
+// PEFT's names or the model's). When `path` does not exist but its
 // directory holds model.safetensors.index.json, the shards are loaded. Missing, unexpected or wrongly
 // shaped tensors raise RuntimeFailure naming the file and tensor.
 void load_model_weights(const std::string& path, Model& model);

@@ -33,6 +33,9 @@ int run_components() {
         std::cout << "      " << o.name << " (" << o.type << ", default " << o.default_text << "): " << o.help << "\n";
     }
   }
+  std::cout << "peft (PEFT LoraConfig; docs/peft.md):\n";
+  for (const auto& o : schema_of<PeftArgs>().describe())
+    std::cout << "      " << o.name << " (" << o.type << ", default " << o.default_text << "): " << o.help << "\n";
   std::cout << "HF TrainingArguments names accepted in training:\n";
   for (const auto& o : hf_training_names()) std::cout << "  " << o.name << " (" << o.type << "): " << o.help << "\n";
   return 0;

@@ -16,6 +16,7 @@
 #include "log/logger.h"
 #include "engine/memory_estimate.h"
 #include "models/construction.h"
+#include "models/lora.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -87,12 +88,27 @@ int run_estimate(const EstimateRequest& request) {
   const std::unique_ptr<DataSource> data = c.data.build(spec.data.type, spec.data.options, DataUse{});
   const DataShape shape = data->shape();
   const ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
-  const auto shapes = model_parameter_shapes(c.models, spec.model.type, spec.model.options, context);
   ModelSize model;
   std::vector<std::vector<int64_t>> dims;
-  for (const auto& p : shapes) {
-    model.tensors.emplace_back(p.name, p.numel());
-    dims.push_back(p.shape);
+  if (spec.peft) {  // the adapters train; the base is frozen (PEFT's counts, from shapes alone)
+    MetaConstruction meta;
+    std::shared_ptr<Model> built = c.models.build(spec.model.type, spec.model.options, context);
+    PeftArgs args = *spec.peft;
+    const AdapterSummary summary = attach_lora(*built, spec.model.type, args, "peft");
+    for (const auto& np : built->named_parameters()) {
+      if (!np.value().requires_grad()) {
+        model.frozen_elements += np.value().numel();
+        continue;
+      }
+      model.tensors.emplace_back(np.key(), np.value().numel());
+      dims.push_back(np.value().sizes().vec());
+    }
+    log_info("peft: " + summary.line());
+  } else {
+    for (const auto& p : model_parameter_shapes(c.models, spec.model.type, spec.model.options, context)) {
+      model.tensors.emplace_back(p.name, p.numel());
+      dims.push_back(p.shape);
+    }
   }
   const YAML::Node optimizer_options = c.optimizers.dump(spec.optimizer.type, spec.optimizer.options);
   const YAML::Node momentum = lookup(optimizer_options, "momentum"), beta1 = lookup(optimizer_options, "beta1");
@@ -159,6 +175,7 @@ int run_estimate(const EstimateRequest& request) {
   if (request.json) {
     json out = {{"model_type", spec.model.type},
                 {"parameters", model.parameters()},
+                {"frozen_parameters", model.frozen_elements},
                 {"largest_layer_parameters", model.largest_layer()},
                 {"optimizer", spec.optimizer.type},
                 {"optimizer_state_elements", state_elements},
@@ -189,8 +206,9 @@ int run_estimate(const EstimateRequest& request) {
   const Unit u = unit_for(largest);
   auto size = [&](int64_t bytes) { return in_unit(bytes, u); };
   std::ostringstream o;
-  o << "model: " << spec.model.type << ", " << with_commas(model.parameters()) << " parameters in " << shapes.size()
-    << " tensors (largest module " << with_commas(model.largest_layer()) << "); optimizer " << spec.optimizer.type << " ("
+  o << "model: " << spec.model.type << ", " << with_commas(model.parameters()) << " parameters in " << model.tensors.size()
+    << " tensors" << (model.frozen_elements ? " trained, " + with_commas(model.frozen_elements) + " frozen" : std::string())
+    << " (largest module " << with_commas(model.largest_layer()) << "); optimizer " << spec.optimizer.type << " ("
     << with_commas(state_elements) << " fp32 state elements)\n";
   o << "workers: " << world << " (" << local << " per node x " << nodes << " node" << (nodes == 1 ? "" : "s")
     << "); memory per rank: " << in_unit(memory_per_rank, unit_for(memory_per_rank)) << " " << unit_for(memory_per_rank).name << " (" << memory_source << ")\n\n";

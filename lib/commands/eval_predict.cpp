@@ -52,7 +52,8 @@ std::string results_dir(const std::string& run_dir, const std::string& model_dir
     note = "training.output_dir";
     return run_dir;
   }
-  const bool holds_run = fs::exists(fs::path(run_dir) / kSavedSpecName) || fs::exists(fs::path(run_dir) / "model.safetensors");
+  const bool holds_run = fs::exists(fs::path(run_dir) / kSavedSpecName) || fs::exists(fs::path(run_dir) / "model.safetensors") ||
+                         fs::exists(fs::path(run_dir) / kAdapterWeightsFile);
   if (model_dir.empty() || !holds_run || same_directory(model_dir, run_dir)) {
     note = "the run directory";
     return run_dir;
@@ -89,8 +90,14 @@ RunSpec load_for_inference(const std::string& target, std::vector<std::string> o
   // A run directory's weights are its own; a spec's run is its output_dir.
   const std::string run_dir = run_target ? target : spec.training.output_dir;
   const std::string trained = (fs::path(run_dir) / "model.safetensors").string();
+  const std::string adapter = (fs::path(run_dir) / kAdapterWeightsFile).string();
   if (!model_dir.empty()) {
     weights.description = "--model " + model_dir;
+  } else if (spec.peft && fs::exists(adapter)) {  // an adapter run: its base, then its trained adapter
+    weights.trained_file = adapter;
+    weights.description = "the trained adapter " + adapter + " on " +
+                          (spec.model.from_pretrained.empty() ? std::string("the base initialised from training.seed")
+                                                              : "model.from_pretrained " + spec.model.from_pretrained);
   } else if (fs::exists(trained)) {
     weights.trained_file = trained;
     weights.description = "the trained model " + trained;

@@ -222,7 +222,7 @@ int run_train(const TrainRequest& request) {
     print_metrics("eval", eval_metrics);
     save_metrics(out, "eval", eval_metrics);
   }
-  if (model_saved) std::cout << "model saved to " << out << "/model.safetensors" << std::endl;
+  if (model_saved) std::cout << "model saved to " << out << "/" << weights_file_name(*pipeline.model) << std::endl;
   return 0;
 }
 

@@ -20,14 +20,15 @@ void EngineState::save(CheckpointContents& out) {
 
 void EngineState::load(const CheckpointReader& ckpt) {
   const std::string& dir = ckpt.dir();
-  const SafetensorsFile model_file = ckpt.safetensors(ckpt::kModelFile);
+  const std::string weights_name = weights_file_name(model_);
+  const SafetensorsFile model_file = in_model_names(model_, ckpt.safetensors(weights_name));
   // Stage 3's parameters are its shards; without optimizer state they come from the consolidated weights.
-  if (!engine_.partitions_parameters()) load_model_weights(model_file, ckpt.path(ckpt::kModelFile), model_);
+  if (!engine_.partitions_parameters()) load_model_weights(model_file, ckpt.path(weights_name), model_);
   if (!with_optimizer_) {
     std::cerr << "warning: training.ignore_optimizer_state: the weights, schedule and data position of '" + dir +
                      "' are restored, its optimizer state is not: the optimizer starts from zero moments"
               << std::endl;
-    engine_.load_master_weights(model_file.tensors, ckpt.path(ckpt::kModelFile));
+    engine_.load_master_weights(model_file.tensors, ckpt.path(weights_name));
     return;
   }
   if (engine_.sharded()) {  // ZeRO: this rank's shard, cut from any saved layout (engine/zero_checkpoint.h)
@@ -35,7 +36,7 @@ void EngineState::load(const CheckpointReader& ckpt) {
     return;
   }
   // Mixed precision: the checkpoint's fp32 weights become the master weights.
-  engine_.load_master_weights(model_file.tensors, ckpt.path(ckpt::kModelFile));
+  engine_.load_master_weights(model_file.tensors, ckpt.path(weights_name));
   if (!has_zero_checkpoint(dir)) {
     engine_.load_optimizer_state(ckpt.safetensors(ckpt::kOptimizerFile).tensors);
     return;

@@ -38,6 +38,7 @@ StateBytes estimate_state_bytes(const ModelSize& model, const StateLayout& layou
   } else {
     b.params = psi * p;
   }
+  b.params += (layout.stage == 3 ? share(model.frozen_elements) : model.frozen_elements) * p;
   b.grads = (layout.stage >= 2 ? share(psi) : psi) * p;
   // fp32 runs update the parameters (or their partition) in place: no separate master copy.
   const int64_t owned = layout.stage >= 1 ? share(psi) : psi;

@@ -12,6 +12,9 @@ namespace hftrain {
 // The model as the estimate sees it: every trainable tensor's element count and the module it belongs to.
 struct ModelSize {
   std::vector<std::pair<std::string, int64_t>> tensors;  // parameter name -> elements (tied weights once)
+  // Frozen parameters (a PEFT adapter's base): held as parameters (partitioned at stage 3), with no
+  // gradient, master copy or optimizer state.
+  int64_t frozen_elements = 0;
   int64_t parameters() const;
   // DeepSpeed's largest_layer_params: the most elements one module holds directly (its own parameters,
   // not its children's), i.e. parameters grouped by the name up to the last '.'.

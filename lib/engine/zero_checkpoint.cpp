@@ -64,13 +64,15 @@ std::vector<std::string> write_rank_checkpoint_files(const std::string& tmp_dir,
       if (comm.rank() == 0) {
         NamedTensors full;
         std::vector<std::string> order;
+        // An adapter model's frozen base is never copied into its checkpoints (it is the base model's).
+        const bool whole = model.adapter() == nullptr;
         for (const auto& np : model.named_parameters()) {
           order.push_back(np.key());
-          if (!np.value().requires_grad()) full.emplace_back(np.key(), np.value());
+          if (!np.value().requires_grad() && whole) full.emplace_back(np.key(), np.value());
         }
         for (const auto& nb : model.named_buffers()) {
           order.push_back(nb.key());
-          full.emplace_back(nb.key(), nb.value());
+          if (whole) full.emplace_back(nb.key(), nb.value());
         }
         const auto meta = zero_model_states_metadata(order, model.config_json().dump(), std::stoi(shard.metadata["zero_stage"]),
                                                      comm.world_size(), global_step);

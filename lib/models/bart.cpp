@@ -133,7 +133,7 @@ struct Bart::Attention : torch::nn::Module {
 
   int64_t num_heads;
   double dropout;
-  torch::nn::Linear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
+  AdaptableLinear k_proj{nullptr}, v_proj{nullptr}, q_proj{nullptr}, out_proj{nullptr};
 };
 
 // One BartEncoderLayer / BartDecoderLayer (post-LN residual sublayers).
@@ -177,7 +177,7 @@ struct Bart::Layer : torch::nn::Module {
   bool decoder;
   std::shared_ptr<Attention> self_attn, encoder_attn;
   torch::nn::LayerNorm self_attn_layer_norm{nullptr}, encoder_attn_layer_norm{nullptr}, final_layer_norm{nullptr};
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  AdaptableLinear fc1{nullptr}, fc2{nullptr};
 };
 
 ModelDimensions Bart::facts(const Options& o) {

@@ -189,7 +189,7 @@ class BertEncoder : public torch::nn::Module {
     }
 
     BertConfig o;
-    torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attn_dense{nullptr}, inter_dense{nullptr},
+    AdaptableLinear query{nullptr}, key{nullptr}, value{nullptr}, attn_dense{nullptr}, inter_dense{nullptr},
         out_dense{nullptr};
     torch::nn::LayerNorm attn_norm{nullptr}, out_norm{nullptr};
   };
@@ -198,7 +198,7 @@ class BertEncoder : public torch::nn::Module {
   torch::nn::Embedding position_{nullptr}, token_type_{nullptr};
   torch::nn::LayerNorm emb_norm_{nullptr};
   std::vector<std::shared_ptr<Layer>> layers_;
-  torch::nn::Linear pooler_{nullptr};
+  AdaptableLinear pooler_{nullptr};
   CheckpointFunctions checkpoint_fns_;
 };
 

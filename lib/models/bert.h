@@ -5,6 +5,7 @@
 #pragma once
 
 #include "config/schema.h"
+#include "models/adaptable_linear.h"
 #include "models/model.h"
 
 namespace hftrain {
@@ -57,7 +58,7 @@ class BertForSequenceClassification : public Model {
   BertConfig options_;
   std::vector<std::string> label_names_;  // id2label from the data; empty = LABEL_i
   std::shared_ptr<BertEncoder> bert_;
-  torch::nn::Linear classifier_{nullptr};
+  AdaptableLinear classifier_{nullptr};
 };
 
 class BertForMaskedLM : public Model {
@@ -77,7 +78,7 @@ class BertForMaskedLM : public Model {
  private:
   BertConfig options_;
   std::shared_ptr<BertEncoder> bert_;
-  torch::nn::Linear transform_dense_{nullptr};
+  AdaptableLinear transform_dense_{nullptr};
   torch::nn::LayerNorm transform_norm_{nullptr};
   torch::Tensor decoder_bias_;
 };

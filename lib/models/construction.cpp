@@ -14,14 +14,6 @@ torch::Tensor meta_parameter(at::IntArrayRef shape) {
 
 // Each layer is first built at size 1 (its constructor always allocates and initialises), then its
 // parameters are swapped for meta tensors of the real shape and its options set to the real ones.
-struct MetaLinear : torch::nn::LinearImpl {
-  explicit MetaLinear(const torch::nn::LinearOptions& real)
-      : LinearImpl(torch::nn::LinearOptions(1, 1).bias(real.bias())) {
-    options = real;
-    weight = parameters_["weight"] = meta_parameter({real.out_features(), real.in_features()});
-    if (real.bias()) bias = parameters_["bias"] = meta_parameter({real.out_features()});
-  }
-};
 
 struct MetaEmbedding : torch::nn::EmbeddingImpl {
   explicit MetaEmbedding(const torch::nn::EmbeddingOptions& real) : EmbeddingImpl(torch::nn::EmbeddingOptions(1, 1)) {
@@ -61,10 +53,12 @@ torch::TensorOptions parameter_options() {
   return meta_construction_active ? torch::TensorOptions().device(torch::kMeta) : torch::TensorOptions();
 }
 
-torch::nn::Linear new_linear(int64_t in, int64_t out, bool bias) {
-  const auto options = torch::nn::LinearOptions(in, out).bias(bias);
-  if (!meta_construction_active) return torch::nn::Linear(options);
-  return torch::nn::Linear(std::shared_ptr<torch::nn::LinearImpl>(std::make_shared<MetaLinear>(options)));
+AdaptableLinear new_linear(int64_t in, int64_t out, bool bias) {
+  using Layout = AdaptableLinearImpl::Layout;
+  if (meta_construction_active)
+    return AdaptableLinear(meta_parameter({out, in}), bias ? meta_parameter({out}) : torch::Tensor(), Layout::kOutIn);
+  torch::nn::LinearImpl built(torch::nn::LinearOptions(in, out).bias(bias));  // torch's own draws, in its order
+  return AdaptableLinear(built.weight, bias ? built.bias : torch::Tensor(), Layout::kOutIn);
 }
 
 torch::nn::Embedding new_embedding(int64_t count, int64_t dim) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/adaptable_linear.h"
 #include "models/model.h"
 #include "registry/registry.h"
 #include "util/torch_compat.h"
@@ -32,8 +33,9 @@ class MetaConstruction {
 torch::TensorOptions parameter_options();
 
 // torch::nn layers exactly as their constructors build them (the same random draws), or, under
-// MetaConstruction, with meta parameters of the same names and shapes.
-torch::nn::Linear new_linear(int64_t in, int64_t out, bool bias = true);
+// MetaConstruction, with meta parameters of the same names and shapes. Linear layers are
+// AdaptableLinear (nn.Linear's names, values and layout; able to carry a LoRA adapter).
+AdaptableLinear new_linear(int64_t in, int64_t out, bool bias = true);
 torch::nn::Embedding new_embedding(int64_t count, int64_t dim);
 torch::nn::LayerNorm new_layer_norm(int64_t dim, double eps);
 

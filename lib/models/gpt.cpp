@@ -23,7 +23,7 @@ void Gpt::Options::declare(Schema<Options>& s) {
 
 namespace {
 
-torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
+AdaptableLinear make_linear(int64_t in, int64_t out, bool bias) {
   return new_linear(in, out, bias);
 }
 
@@ -80,7 +80,7 @@ struct Gpt::Block : torch::nn::Module {
   double dropout;
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   std::shared_ptr<torch::nn::Module> attn, mlp;
-  torch::nn::Linear c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
+  AdaptableLinear c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
   torch::nn::Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
 };
 

@@ -137,15 +137,4 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   return weight * h.to(x.scalar_type());
 }
 
-Conv1D::Conv1D(int64_t in, int64_t out) {
-  weight = register_parameter("weight", torch::empty({in, out}, parameter_options()));
-  bias = register_parameter("bias", torch::zeros({out}, parameter_options()));
-}
-
-torch::Tensor Conv1D::forward(const torch::Tensor& x) {
-  auto sizes = x.sizes().vec();
-  sizes.back() = weight.size(1);
-  return torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
-}
-
 }  // namespace hftrain

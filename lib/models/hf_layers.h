@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "models/adaptable_linear.h"
 #include "models/model.h"
 #include "util/torch_compat.h"
 
@@ -61,13 +62,6 @@ InitPass hf_init_pass(double std, const std::vector<std::string>& norm_markers);
 
 // RMSNorm as in HF Llama: x * rsqrt(mean(x^2) + eps) computed in float32, times weight.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
-
-// A parameter-holding module with the HF Conv1D layout: weight [in, out], y = x W + b.
-struct Conv1D : torch::nn::Module {
-  Conv1D(int64_t in, int64_t out);
-  torch::Tensor forward(const torch::Tensor& x);
-  torch::Tensor weight, bias;
-};
 
 // Owns the per-forward block functions handed to checkpointed(), which keeps only their address until
 // backward: the functions of the last `keep` blocks run stay alive (deque: stable references).

@@ -40,7 +40,7 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
+AdaptableLinear linear(int64_t in, int64_t out, bool bias) {
   return new_linear(in, out, bias);
 }
 
@@ -89,7 +89,7 @@ struct Llama::Layer : torch::nn::Module {
   Options o;
   int64_t kv_heads, head_dim;
   torch::Tensor input_norm, post_norm;
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr}, gate_proj{nullptr},
+  AdaptableLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr}, gate_proj{nullptr},
       up_proj{nullptr}, down_proj{nullptr};
 };
 

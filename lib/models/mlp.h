@@ -2,6 +2,7 @@
 #pragma once
 
 #include "config/schema.h"
+#include "models/adaptable_linear.h"
 #include "models/model.h"
 
 namespace hftrain {
@@ -25,7 +26,7 @@ class MlpClassifier : public Model {
 
  private:
   Options options_;
-  std::vector<torch::nn::Linear> layers_;
+  std::vector<AdaptableLinear> layers_;
   torch::nn::Dropout dropout_{nullptr};
 };
 

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "models/adapter_description.h"
 #include "runspec/model_families.h"
 #include "util/torch_compat.h"
 
@@ -163,6 +165,10 @@ class Model : public torch::nn::Module {
   // What a saved generation_config.json holds: the loaded one as it was, else, for models that generate,
   // HF's GenerationConfig.from_model_config (the special token ids the config sets); null = none written.
   nlohmann::json saved_generation_config_json() const;
+  // The PEFT adapter this model carries (models/lora.h); null for a plain model. Saving an adapter model
+  // writes the adapter's files only, never the frozen base (checkpoint/model_io.h).
+  void set_adapter(std::shared_ptr<const AdapterDescription> adapter) { adapter_ = std::move(adapter); }
+  const AdapterDescription* adapter() const { return adapter_.get(); }
   // HF gradient_checkpointing: recompute each block in backward. Models without blocks refuse.
   virtual void enable_gradient_checkpointing();
   // HF neftune_noise_alpha: uniform noise on the input embeddings while training (NEFTune,
@@ -213,6 +219,7 @@ class Model : public torch::nn::Module {
   bool deferred_ = false;
   nlohmann::json loaded_config_ = nlohmann::json::object();
   nlohmann::json loaded_generation_config_;
+  std::shared_ptr<const AdapterDescription> adapter_;
 };
 
 // Parameter names of each gather unit of `model` among `trainable` (the names the engine partitions);

@@ -47,7 +47,7 @@ void T5::Options::declare(Schema<Options>& s) {
 
 namespace {
 
-torch::nn::Linear linear(int64_t in, int64_t out) {
+AdaptableLinear linear(int64_t in, int64_t out) {
   return new_linear(in, out, false);
 }
 
@@ -144,7 +144,7 @@ struct T5::Attention : torch::nn::Module {
   }
 
   Options o;
-  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, out{nullptr};
+  AdaptableLinear q{nullptr}, k{nullptr}, v{nullptr}, out{nullptr};
   torch::nn::Embedding bias_embedding{nullptr};
 };
 
@@ -167,7 +167,7 @@ struct T5::FeedForward : torch::nn::Module {
   Options o;
   std::string act;
   bool gated;
-  torch::nn::Linear wi{nullptr}, wi_0{nullptr}, wi_1{nullptr}, wo{nullptr};
+  AdaptableLinear wi{nullptr}, wi_0{nullptr}, wi_1{nullptr}, wo{nullptr};
 };
 
 // One T5Block: layer.0 self-attention, (decoder) layer.1 cross-attention, then the feed-forward layer,

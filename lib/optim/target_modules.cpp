@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "log/logger.h"
+#include "models/adaptable_linear.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -57,8 +58,10 @@ std::vector<ModuleEntry> module_entries(const torch::nn::Module& model) {
   std::vector<ModuleEntry> out{{"", false}};  // the model itself (a whole model is never one Linear layer)
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     ModuleEntry e{item.key(), false};
-    if (const auto* linear = dynamic_cast<const torch::nn::LinearImpl*>(item.value().get()))
-      e.is_linear = linear->weight.defined() && linear->weight.requires_grad();
+    // nn.Linear layers (HF's GaLore targets); gpt2's Conv1D is not one.
+    if (const auto* linear = dynamic_cast<const AdaptableLinearImpl*>(item.value().get()))
+      e.is_linear = linear->layout() == AdaptableLinearImpl::Layout::kOutIn && linear->weight.defined() &&
+                    linear->weight.requires_grad();
     out.push_back(e);
   }
   return out;

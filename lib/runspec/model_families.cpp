@@ -8,17 +8,18 @@ namespace {
 
 const std::vector<ModelFamily>& families() {
   static const std::vector<ModelFamily> table = {
-      {"gpt", "gpt", {{"GptLMHeadModel", "gpt"}}, {}},  // hftrain's own families (not HF classes)
-      {"mlp", "mlp", {{"MlpForClassification", "mlp"}}, {}},
-      {"gpt2", "gpt2", {{"GPT2LMHeadModel", "gpt2"}, {"GPT2Model", "gpt2"}}, {}},
+      {"gpt", "gpt", {{"GptLMHeadModel", "gpt"}}, {}, {"c_attn"}},  // hftrain's own families (not HF classes)
+      {"mlp", "mlp", {{"MlpForClassification", "mlp"}}, {}, {}},
+      {"gpt2", "gpt2", {{"GPT2LMHeadModel", "gpt2"}, {"GPT2Model", "gpt2"}}, {}, {"c_attn"}},
       {"bert",
        "bert_mlm",
        {{"BertForSequenceClassification", "bert"}, {"BertForMaskedLM", "bert_mlm"}, {"BertForPreTraining", "bert_mlm"},
         {"BertModel", "bert_mlm"}},
-       {}},
-      {"llama", "llama", {{"LlamaForCausalLM", "llama"}, {"LlamaModel", "llama"}}, {"rope_scaling"}},
-      {"t5", "t5", {{"T5ForConditionalGeneration", "t5"}, {"T5Model", "t5"}}, {}},
-      {"bart", "bart", {{"BartForConditionalGeneration", "bart"}, {"BartModel", "bart"}}, {}},
+       {},
+       {"query", "value"}},
+      {"llama", "llama", {{"LlamaForCausalLM", "llama"}, {"LlamaModel", "llama"}}, {"rope_scaling"}, {"q_proj", "v_proj"}},
+      {"t5", "t5", {{"T5ForConditionalGeneration", "t5"}, {"T5Model", "t5"}}, {}, {"q", "v"}},
+      {"bart", "bart", {{"BartForConditionalGeneration", "bart"}, {"BartModel", "bart"}}, {}, {"q_proj", "v_proj"}},
   };
   return table;
 }
@@ -54,6 +55,13 @@ const std::map<std::string, LoadRules>& rules() {
 }
 
 }  // namespace
+
+const ModelFamily* family_of_type(const std::string& hftrain_type) {
+  for (const auto& f : families())
+    for (const auto& [architecture, type] : f.architectures)
+      if (type == hftrain_type) return &f;
+  return nullptr;
+}
 
 const ModelFamily* find_model_family(const std::string& model_type) {
   for (const auto& f : families())

@@ -26,6 +26,9 @@ struct ModelFamily {
   std::string default_type;                            // hftrain model type when no architecture matches
   std::map<std::string, std::string> architectures;    // HF class name -> hftrain model type
   std::vector<std::string> refused_config_keys;        // non-null values hftrain cannot honour (ConfigError)
+  // PEFT's default LoRA target_modules for the family (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING);
+  // empty = none, the peft section must name them.
+  std::vector<std::string> lora_target_modules;
 };
 
 // Per hftrain model type: how HF checkpoints of it are named.
@@ -41,6 +44,8 @@ struct LoadRules {
 
 // nullptr when `model_type` is not a known family.
 const ModelFamily* find_model_family(const std::string& model_type);
+// The family an hftrain model type belongs to (bert_mlm -> bert); nullptr when none.
+const ModelFamily* family_of_type(const std::string& hftrain_type);
 // "gpt, mlp, gpt2, bert, llama, t5, bart" for messages.
 std::string known_model_types();
 // Loading rules for an hftrain model type (empty rules for types without HF checkpoints).

@@ -21,7 +21,7 @@ namespace hftrain {
 namespace {
 
 const std::vector<std::string> kTopLevelKeys = {"model",    "data",        "optimizer", "scheduler", "metrics",
-                                                "callbacks", "training", "distributed", "zero",      "precision", "generation"};
+                                                "callbacks", "training", "distributed", "zero",      "precision", "generation", "peft"};
 
 YAML::Node parse_yaml_file(const std::string& path) {
   std::ifstream probe(path);
@@ -131,6 +131,15 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
     else
       out.from_pretrained = fp.Scalar();
   }
+  if (YAML::Node pa = lookup(node, "peft_adapter"); pa.IsDefined() && !pa.IsNull()) {
+    if (!pa.IsScalar() || pa.Scalar().empty())
+      issues.add("model.peft_adapter", pa, "expected a PEFT adapter directory (adapter_config.json + adapter_model.safetensors)");
+    else if (!std::filesystem::exists(pa.Scalar() + "/adapter_config.json"))
+      issues.add("model.peft_adapter", pa, "'" + pa.Scalar() + "' holds no adapter_config.json (a PEFT adapter directory, "
+                 "as save_pretrained of a PeftModel writes it)");
+    else
+      out.peft_adapter = pa.Scalar();
+  }
   const std::string config_path = out.from_pretrained + "/config.json";
   if (!out.from_pretrained.empty() && !std::filesystem::is_directory(out.from_pretrained)) {
     issues.add("model.from_pretrained", fp, "'" + out.from_pretrained + "' is not a directory (nothing is downloaded: a hub "
@@ -143,7 +152,7 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
     return;
   }
   if (out.from_pretrained.empty() || !std::filesystem::exists(config_path) || !node.IsMap()) {
-    static_cast<ComponentChoice&>(out) = parse_component(root, "model", catalog.models, "", issues, {"from_pretrained"});
+    static_cast<ComponentChoice&>(out) = parse_component(root, "model", catalog.models, "", issues, {"from_pretrained", "peft_adapter"});
     return;
   }
   nlohmann::json config;
@@ -178,7 +187,7 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
   merged["type"] = type;
   YAML::Node wrapper(YAML::NodeType::Map);
   wrapper["model"] = merged;
-  static_cast<ComponentChoice&>(out) = parse_component(wrapper, "model", catalog.models, "", issues, {"from_pretrained"});
+  static_cast<ComponentChoice&>(out) = parse_component(wrapper, "model", catalog.models, "", issues, {"from_pretrained", "peft_adapter"});
 }
 
 // Every key written in a section (or a whole list section) -> where it was written; values already moved
@@ -277,9 +286,29 @@ void parse_section(const YAML::Node& root, const std::string& section, S& out, I
 
 }  // namespace
 
+namespace {
+RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides,
+                           const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks);
+}  // namespace
+
 RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
                       const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks) {
-  YAML::Node root = parse_yaml_file(path);
+  return load_run_spec_from(parse_yaml_file(path), path, overrides, catalog, checks);
+}
+
+RunSpec load_run_spec_text(const std::string& text, const std::string& source, const ComponentCatalog& catalog) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(source + ": syntax error: " + e.msg);
+  }
+  return load_run_spec_from(root, source, {}, catalog, {});
+}
+
+namespace {
+RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides,
+                           const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks) {
   Issues issues(path);
   if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw ConfigError(path + ": the run spec must be a mapping of sections (" + "model, data, training, ...)");
@@ -326,6 +355,10 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
     spec.notes.push_back(problem + " (predict, and training or eval with predict_with_generate, refuse to start; "
                          "training without generating is not affected)");
   parse_section(root, "generation", spec.generation, issues);
+  if (YAML::Node peft = lookup(root, "peft"); peft.IsDefined() && !peft.IsNull()) {
+    spec.peft.emplace();
+    parse_section(root, "peft", *spec.peft, issues);
+  }
 
   if (YAML::Node m = lookup(root, "metrics"); m.IsDefined() && !m.IsNull()) {
     if (!m.IsSequence()) {
@@ -373,6 +406,7 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
   issues.throw_if_any();
   return spec;
 }
+}  // namespace
 
 std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, bool with_origins) {
   auto component = [](const ComponentChoice& c, const RegistryBase& r) {
@@ -385,6 +419,7 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, 
   YAML::Node root(YAML::NodeType::Map);
   root["model"] = component(spec.model, catalog.models);
   if (!spec.model.from_pretrained.empty()) root["model"]["from_pretrained"] = spec.model.from_pretrained;
+  if (!spec.model.peft_adapter.empty()) root["model"]["peft_adapter"] = spec.model.peft_adapter;
   root["data"] = component(spec.data, catalog.data);
   for (const auto& kv : schema_of<DataSampleLimits>().dump(spec.data_limits)) root["data"][kv.first.Scalar()] = kv.second;
   root["optimizer"] = component(spec.optimizer, catalog.optimizers);
@@ -403,6 +438,7 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, 
   root["distributed"] = schema_of<DistributedArgs>().dump(spec.distributed);
   root["zero"] = schema_of<ZeroArgs>().dump(spec.zero);
   root["precision"] = schema_of<PrecisionArgs>().dump(spec.precision);
+  if (spec.peft) root["peft"] = schema_of<PeftArgs>().dump(*spec.peft);
   // The generation section keeps the keys the spec set itself: loading the dump again fills the others
   // from their sources (training.generation_*, generation_config.json), which eval / predict may change.
   // --dump-config lists the resolved values of the others as comments.

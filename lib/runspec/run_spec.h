@@ -11,6 +11,7 @@
 #include "registry/registry.h"
 #include "runspec/deepspeed_config.h"
 #include "runspec/model_families.h"
+#include "runspec/peft_args.h"
 #include "runspec/sections.h"
 
 namespace hftrain {
@@ -24,6 +25,7 @@ struct ComponentChoice {
 // The model section: a component choice plus where its initial weights come from.
 struct ModelChoice : ComponentChoice {
   std::string from_pretrained;  // directory holding model.safetensors; "" = fresh initialisation
+  std::string peft_adapter;     // a PEFT adapter directory to load onto the model (PeftModel.from_pretrained)
 };
 
 // A metric: its component choice and the key it reports under (eval_<key>); `name` defaults to the type.
@@ -57,6 +59,7 @@ struct RunSpec {
   ZeroArgs zero;
   PrecisionArgs precision;
   GenerationArgs generation;
+  std::optional<PeftArgs> peft;  // the peft section: train LoRA / DoRA adapters on a frozen base
   GenerationSourceFacts generation_sources;
   DeepSpeedConfig deepspeed;  // training.deepspeed, once its settings are in the sections above
   // One line each for settings accepted with no effect in this build (logged at the start of training).
@@ -81,6 +84,10 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
 
 // The fully resolved spec, defaults included, as YAML text (for --dump-config and the saved copy).
 // With `with_origins`, each value that was written somewhere carries a comment saying where (origins).
+// The same for a spec given as text (a spec the program composes, e.g. hftrain merge-adapter's); `source`
+// names it in messages.
+RunSpec load_run_spec_text(const std::string& text, const std::string& source, const ComponentCatalog& catalog);
+
 std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, bool with_origins = false);
 
 }  // namespace hftrain

@@ -7,6 +7,7 @@
 #include "data/sample_limits.h"
 #include "engine/precision.h"
 #include "log/logger.h"
+#include "models/lora.h"
 #include "util/fs.h"
 
 namespace hftrain {
@@ -66,7 +67,39 @@ void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShap
                       " is outside the model's vocabulary (0.." + std::to_string(vocab - 1) + ", " + where + ")");
 }
 
+// PEFT: the peft section's adapters, or those of model.peft_adapter, attached to the loaded base.
+void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training) {
+  if (!spec.peft && spec.model.peft_adapter.empty()) return;
+  AdapterSummary summary;
+  if (!spec.model.peft_adapter.empty()) {
+    if (spec.peft)
+      throw ConfigError("peft: model.peft_adapter '" + spec.model.peft_adapter + "' brings its own adapter_config.json; "
+                        "remove the peft section (or model.peft_adapter to start a new adapter)");
+    summary = attach_adapter_dir(*p.model, spec.model.type, spec.model.peft_adapter, spec.model.from_pretrained);
+  } else {
+    PeftArgs args = *spec.peft;
+    if (args.base_model_name_or_path.empty()) args.base_model_name_or_path = spec.model.from_pretrained;
+    summary = attach_lora(*p.model, spec.model.type, args, "peft");
+  }
+  for (const auto& note : summary.notes) log_info("peft: " + note);
+  log_info("peft: " + std::string(p.model->adapter()->config.value("use_dora", false) ? "DoRA" : "LoRA") + " on " +
+           std::to_string(summary.adapted_layers) + " layers" + (for_training ? ", base frozen" : ""));
+  if (for_training) log_info(summary.line());  // PEFT's print_trainable_parameters
+}
+
 }  // namespace
+
+AdapterSummary attach_adapter_dir(Model& model, const std::string& model_type, const std::string& dir,
+                                  const std::string& base_model) {
+  const std::string config = dir + "/" + kAdapterConfigFile;
+  PeftArgs args = read_adapter_config(config);
+  args.inference_mode = false;
+  if (args.base_model_name_or_path.empty()) args.base_model_name_or_path = base_model;
+  AdapterSummary summary = attach_lora(model, model_type, args, config);
+  load_model_weights(dir + "/" + kAdapterWeightsFile, model);
+  log_info("peft: adapter loaded from " + dir);
+  return summary;
+}
 
 ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training,
                                   const DataUse& use) {
@@ -79,7 +112,12 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
   torch::manual_seed(static_cast<uint64_t>(spec.training.seed));
   // zero.Init: an HF model directory is read rank by rank later (bare weights are loaded whole).
-  const bool sharded_init = for_training && spec.zero.stage == 3 && spec.zero.zero3_init_flag;
+  // (An adapter run builds its base whole: the adapters are attached to the built model.)
+  const bool peft = spec.peft || !spec.model.peft_adapter.empty();
+  const bool sharded_init = for_training && spec.zero.stage == 3 && spec.zero.zero3_init_flag && !peft;
+  if (for_training && spec.zero.stage == 3 && spec.zero.zero3_init_flag && peft)
+    log_info("zero.zero3_init_flag: the base model is built whole on each rank, then partitioned (adapters are attached "
+             "to the built model)");
   const bool hf_dir = !spec.model.from_pretrained.empty() &&
                       std::filesystem::exists(spec.model.from_pretrained + "/config.json");
   {
@@ -112,6 +150,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
                                : "model.from_pretrained holds bare weights without config.json") + ")");
     if (!spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);
   }
+  attach_adapters(p, spec, for_training);
   p.label_smoothing_factor = spec.training.label_smoothing_factor;
   p.prediction_loss_only = spec.training.prediction_loss_only;
   p.seed = spec.training.seed;

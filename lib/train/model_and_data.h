@@ -6,6 +6,7 @@
 
 #include "train/components.h"
 #include "checkpoint/model_io.h"
+#include "models/lora.h"
 
 namespace hftrain {
 
@@ -29,6 +30,12 @@ struct ModelAndData {
 // Loads model.from_pretrained: an HF model directory (config.json + model.safetensors or the sharded
 // index, HF loading rules) or, without config.json, a bare model.safetensors of exactly this model.
 void load_pretrained(const std::string& dir, Model& model);
+
+// PEFT's PeftModel.from_pretrained(model, dir, is_trainable=True): attaches the adapter that dir's
+// adapter_config.json describes to `model` (of hftrain type `model_type`, base loaded) and loads its
+// adapter_model.safetensors. `base_model` fills an empty base_model_name_or_path.
+AdapterSummary attach_adapter_dir(Model& model, const std::string& model_type, const std::string& dir,
+                                  const std::string& base_model);
 
 // Builds the data source first (so a bad data file fails before anything else), then the model
 // initialised from `seed` (torch's global RNG is seeded here), or loaded from model.from_pretrained.

@@ -306,7 +306,8 @@ bool Trainer::save_final_model(const std::string& dir) {
     if (main_rank) save_model_dir(dir, *pipeline_.model, kDefaultMaxShardBytes, weights);
     return true;
   }
-  if (engine_->partitions_parameters() && !spec_.zero.stage3_gather_16bit_weights_on_model_save) {
+  // (An adapter is small: it is always gathered and written, as PEFT's save_pretrained under ZeRO-3 does.)
+  if (engine_->partitions_parameters() && !spec_.zero.stage3_gather_16bit_weights_on_model_save && !pipeline_.model->adapter()) {
     // The shards that hold the trained weights: the best checkpoint's when load_best_model_at_end loaded
     // it, else those of the last step (saved now unless they were).
     if (loaded_best_checkpoint_.empty() && last_resumable_save_step_ != state_.global_step) save_checkpoint(/*for_resume=*/true);
@@ -367,10 +368,11 @@ void Trainer::load_best_model() {
   }
   const std::string dir = state_.best_model_checkpoint.get<std::string>();
   log_info("loading best model from " + dir + " (" + best_.metric_for_best_model + " = " + state_.best_metric.dump() + ")");
-  SafetensorsFile best = load_safetensors(dir + "/model.safetensors");
+  const std::string path = dir + "/" + weights_file_name(*pipeline_.model);
+  SafetensorsFile best = read_weights_file(path, *pipeline_.model);
   loaded_best_checkpoint_ = dir;
-  if (!engine_->partitions_parameters()) load_model_weights(best, dir + "/model.safetensors", *pipeline_.model);
-  engine_->load_master_weights(best.tensors, dir + "/model.safetensors");
+  if (!engine_->partitions_parameters()) load_model_weights(best, path, *pipeline_.model);
+  engine_->load_master_weights(best.tensors, path);
 }
 
 }  // namespace hftrain

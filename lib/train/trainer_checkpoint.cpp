@@ -98,18 +98,25 @@ void Trainer::save_checkpoint(bool for_resume) {
   // Mixed precision: the fp32 master weights (gathered from every rank's partition), so resume is exact.
   // Stage 3 streams them (one flat group gathered at a time, rank 0 writing) into the checkpoint.
   const StreamedWeights streamed = engine_->stream_master_weights();
+  const std::string weights_file = weights_file_name(*pipeline_.model);
   auto stream_model = [&](const std::string& dir) {
     if (streamed.names.empty()) return std::vector<std::string>{};
     if (comm_.rank() != 0) {
       streamed.produce([](const std::string&, const torch::Tensor&) {});
       return std::vector<std::string>{};
     }
-    write_model_file(dir + "/" + ckpt::kModelFile, *pipeline_.model, SavedWeights{}, &streamed);
-    return std::vector<std::string>{ckpt::kModelFile};
+    write_model_file(dir + "/" + weights_file, *pipeline_.model, SavedWeights{}, &streamed);
+    return std::vector<std::string>{weights_file};
   };
-  if (streamed.names.empty())
-    contents.add(ckpt::kModelFile, serialize_safetensors(model_tensors(*pipeline_.model, weights_to_save(true))));
+  if (streamed.names.empty()) {
+    NamedTensors weights;
+    for (auto& [name, t] : model_tensors(*pipeline_.model, weights_to_save(true)))
+      weights.emplace_back(file_tensor_name(*pipeline_.model, name), t);
+    contents.add(weights_file, serialize_safetensors(weights));
+  }
   contents.add(ckpt::kConfigFile, pipeline_.model->config_json().dump(2) + "\n");
+  if (const AdapterDescription* adapter = pipeline_.model->adapter())  // PEFT's checkpoint layout: the adapter only
+    contents.add(kAdapterConfigFile, adapter->config.dump(2) + "\n");
   if (!model_only)
     for (const auto& part : resumable_parts_) part->save(contents);
   trainer_state_file_->save(contents);

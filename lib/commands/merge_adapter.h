@@ -1,0 +1,17 @@
+// `hftrain merge-adapter BASE_DIR ADAPTER_DIR OUT_DIR`: PEFT's merge_and_unload + save_pretrained. Loads the
+// HF model directory BASE_DIR, attaches the PEFT adapter of ADAPTER_DIR (adapter_config.json +
+// adapter_model.safetensors) and writes OUT_DIR as a plain HF model directory whose weights have the adapter
+// merged in (config.json and generation_config.json kept from the base). No run spec is needed.
+#pragma once
+
+#include <string>
+
+namespace hftrain {
+
+struct MergeAdapterRequest {
+  std::string base_dir, adapter_dir, out_dir;
+};
+
+int run_merge_adapter(const MergeAdapterRequest& request);
+
+}  // namespace hftrain

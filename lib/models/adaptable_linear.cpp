@@ -1,0 +1,100 @@
+// The adaptable linear layer and its LoRA / DoRA path (see adaptable_linear.h).
+#include "models/adaptable_linear.h"
+
+#include <cmath>
+#include <string>
+
+#include "models/construction.h"
+#include "util/error.h"
+
+namespace hftrain {
+
+AdaptableLinearImpl::AdaptableLinearImpl(torch::Tensor w, torch::Tensor b, Layout layout) : layout_(layout) {
+  weight = register_parameter("weight", std::move(w));
+  if (b.defined()) bias = register_parameter("bias", std::move(b));
+}
+
+int64_t AdaptableLinearImpl::in_features() const { return layout_ == Layout::kOutIn ? weight.size(1) : weight.size(0); }
+int64_t AdaptableLinearImpl::out_features() const { return layout_ == Layout::kOutIn ? weight.size(0) : weight.size(1); }
+
+torch::Tensor AdaptableLinearImpl::weight_out_in() const { return layout_ == Layout::kOutIn ? weight : weight.t(); }
+
+torch::Tensor AdaptableLinearImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y;
+  if (layout_ == Layout::kOutIn) {
+    y = torch::nn::functional::linear(x, weight, bias);
+  } else {
+    auto sizes = x.sizes().vec();
+    sizes.back() = weight.size(1);
+    y = torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
+  }
+  if (!adapter_) return y;
+  const LowRankAdapter& a = *adapter_;
+  const bool drop = a.dropout > 0 && is_training();
+  const torch::Tensor xd = drop ? torch::dropout(x, a.dropout, /*train=*/true) : x;
+  const torch::Tensor low_rank =
+      torch::nn::functional::linear(torch::nn::functional::linear(xd, a.lora_A), a.lora_B) * a.scaling;
+  if (!a.magnitude.defined()) return y + low_rank;
+  // DoRA: m / ||W + s B A||_row scales the whole adapted weight; the norm is a constant for backward.
+  const torch::Tensor w = weight_out_in();
+  const torch::Tensor norm =
+      (w + a.scaling * torch::matmul(a.lora_B, a.lora_A).to(w.scalar_type())).norm(2, /*dim=*/1).detach();
+  const torch::Tensor scale = (a.magnitude / norm).to(y.scalar_type());
+  // W x of the (dropped-out) input, without the bias: the base output minus its bias when no dropout acts.
+  torch::Tensor base = drop ? torch::nn::functional::linear(xd, w) : (bias.defined() ? y - bias : y);
+  return y + (scale - 1) * base + scale * low_rank;
+}
+
+void AdaptableLinearImpl::attach_adapter(int64_t r, double scaling, double dropout, bool dora, const std::string& init) {
+  if (adapter_) throw RuntimeFailure("a LoRA adapter is already attached to this layer");
+  const auto options = torch::TensorOptions().dtype(torch::kFloat).device(weight.device());
+  LowRankAdapter a;
+  a.scaling = scaling;
+  a.dropout = dropout;
+  a.lora_A = torch::empty({r, in_features()}, options);
+  a.lora_B = torch::empty({out_features(), r}, options);
+  {
+    torch::NoGradGuard no_grad;
+    // nn.Linear's own initialisation of a weight: kaiming-uniform with a = sqrt(5).
+    auto linear_init = [](torch::Tensor& t) { torch::nn::init::kaiming_uniform_(t, std::sqrt(5.0)); };
+    if (!weight.is_meta()) {
+      if (init == "gaussian") {
+        a.lora_A.normal_(0.0, 1.0 / static_cast<double>(r));
+        a.lora_B.zero_();
+      } else if (init == "false") {
+        linear_init(a.lora_A);
+        linear_init(a.lora_B);
+      } else {
+        linear_init(a.lora_A);
+        a.lora_B.zero_();
+      }
+    }
+  }
+  a.lora_A = register_module("lora_A", std::make_shared<torch::nn::Module>())->register_parameter("weight", a.lora_A);
+  a.lora_B = register_module("lora_B", std::make_shared<torch::nn::Module>())->register_parameter("weight", a.lora_B);
+  if (dora) {
+    torch::Tensor m = torch::empty({out_features()}, options);
+    if (!weight.is_meta()) {
+      torch::NoGradGuard no_grad;
+      m.copy_((weight_out_in().to(torch::kFloat) + scaling * torch::matmul(a.lora_B, a.lora_A)).norm(2, 1));
+    }
+    a.magnitude = register_parameter("lora_magnitude_vector", m);
+  }
+  adapter_ = a;
+}
+
+torch::Tensor AdaptableLinearImpl::merged_weight_out_in() const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor w = weight_out_in().to(torch::kFloat);
+  if (!adapter_) return w.clone();
+  const LowRankAdapter& a = *adapter_;
+  torch::Tensor v = w + a.scaling * torch::matmul(a.lora_B.to(torch::kFloat), a.lora_A.to(torch::kFloat));
+  if (!a.magnitude.defined()) return v;
+  return a.magnitude.to(torch::kFloat).unsqueeze(1) * v / v.norm(2, 1, /*keepdim=*/true);
+}
+
+Conv1D::Conv1D(int64_t in, int64_t out)
+    : AdaptableLinearImpl(torch::empty({in, out}, parameter_options()), torch::zeros({out}, parameter_options()),
+                          Layout::kInOut) {}
+
+}  // namespace hftrain

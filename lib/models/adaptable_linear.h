@@ -1,0 +1,62 @@
+// The linear layer every model family builds (nn.Linear's [out, in] layout, or HF's Conv1D [in, out]),
+// able to carry a LoRA / DoRA adapter (PEFT's LoraLayer): the frozen base y = W x + b plus the low-rank
+// path s * B A dropout(x), or DoRA's magnitude-normalised form. The adapter's tensors are registered on
+// the layer itself as lora_A.weight [r, in], lora_B.weight [out, r] and lora_magnitude_vector [out], so
+// their names are PEFT's without the adapter name.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "util/torch_compat.h"
+
+namespace hftrain {
+
+// The low-rank parts of one adapted layer. LoRA (arXiv:2106.09685): y = W x + b + s B A x. DoRA
+// (arXiv:2402.09353): y = m / ||W + s B A||_row * (W + s B A) x + b, the norm treated as a constant in
+// backward (the paper's section 4.3, as PEFT does).
+struct LowRankAdapter {
+  torch::Tensor lora_A;     // [r, in]
+  torch::Tensor lora_B;     // [out, r]
+  torch::Tensor magnitude;  // DoRA's m [out]; undefined for LoRA
+  double scaling = 1.0;     // lora_alpha / r, or lora_alpha / sqrt(r) with use_rslora
+  double dropout = 0.0;     // lora_dropout, on the input of the low-rank path while training
+};
+
+class AdaptableLinearImpl : public torch::nn::Module {
+ public:
+  enum class Layout { kOutIn, kInOut };  // nn.Linear / HF Conv1D
+  // Adopts `weight` (and `bias`, may be undefined) as the parameters "weight" and "bias".
+  AdaptableLinearImpl(torch::Tensor weight, torch::Tensor bias, Layout layout);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  Layout layout() const { return layout_; }
+  int64_t in_features() const;
+  int64_t out_features() const;
+  // The base weight as [out, in] (a view for the Conv1D layout).
+  torch::Tensor weight_out_in() const;
+
+  // Attaches an adapter of rank r: registers lora_A / lora_B (and, for DoRA, lora_magnitude_vector set to
+  // the row norms of W + s B A, PEFT's initialisation) on this layer. A and B are initialised as PEFT's
+  // init_lora_weights: "true" (A kaiming-uniform with a = sqrt(5), B zero), "gaussian" (A normal with
+  // std 1/r, B zero) or "false" (both as nn.Linear initialises its weight).
+  void attach_adapter(int64_t r, double scaling, double dropout, bool dora, const std::string& init);
+  const LowRankAdapter* adapter() const { return adapter_ ? &*adapter_ : nullptr; }
+  // W + delta as [out, in], in float32: the weight merge_and_unload writes.
+  torch::Tensor merged_weight_out_in() const;
+
+  torch::Tensor weight, bias;
+
+ private:
+  Layout layout_;
+  std::optional<LowRankAdapter> adapter_;
+};
+TORCH_MODULE(AdaptableLinear);
+
+// HF's Conv1D (gpt2): weight [in, out], y = x W + b; new weights are empty (the family initialises them).
+struct Conv1D : AdaptableLinearImpl {
+  Conv1D(int64_t in, int64_t out);
+};
+
+}  // namespace hftrain

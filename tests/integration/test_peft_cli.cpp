@@ -1,0 +1,206 @@
+// LoRA / DoRA fine-tuning through the binary (PEFT's layout and behaviour): only the adapters train and are
+// saved (adapter_config.json + adapter_model.safetensors, PEFT's tensor names, never the base), the run
+// prints print_trainable_parameters' line, checkpoints resume bitwise, eval of an adapter run equals eval of
+// the merged model (hftrain merge-adapter), model.peft_adapter continues an adapter, and bad targets are
+// refused naming the key.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+#include "checkpoint/safetensors.h"
+#include "cli_runner.h"
+#include "test_tensor_files.h"
+
+using namespace hftrain_test;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+const char* const kData = "data: {type: digit_reversal, num_digits: 3, train_size: 48, eval_size: 16}\n";
+
+// dir/base: a gpt2 HF directory (2 blocks, n_embd 16, no dropout, so that runs on 1 and 2 workers can agree)
+// trained a few steps here, as a pretrained base.
+std::string with_base(const std::string& name) {
+  const std::string dir = fresh_dir(name);
+  write_text(dir + "/make.yaml", std::string("model: {type: gpt2, n_layer: 2, n_head: 2, n_embd: 16, resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0}\n") + kData +
+                                     "training: {output_dir: base, max_steps: 3, learning_rate: 0.01, save_strategy: \"no\"}\n");
+  CliResult r = run_hftrain("train make.yaml", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return dir;
+}
+
+std::string lora_spec(const std::string& peft, const std::string& training) {
+  return std::string("model: {from_pretrained: base}\n") + kData + "peft: " + peft + "\ntraining: " + training + "\n";
+}
+
+int64_t elements(const std::map<std::string, torch::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const auto& [name, t] : tensors) n += t.numel();
+  return n;
+}
+
+double json_number(const std::string& path, const std::string& key) { return json::parse(read_text(path)).at(key).get<double>(); }
+
+}  // namespace
+
+TEST_CASE("a LoRA run trains only the adapters and saves them in PEFT's layout", "[integration][peft]") {
+  const std::string dir = with_base("peft_layout");
+  write_text(dir + "/spec.yaml", lora_spec("{r: 4, lora_alpha: 8, init_lora_weights: gaussian}",
+                                           "{output_dir: out, max_steps: 4, learning_rate: 0.01, save_steps: 2, logging_steps: 1}"));
+  CliResult r = run_hftrain("train spec.yaml", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+
+  // PEFT's print_trainable_parameters: c_attn (16 -> 48) of 2 blocks, r = 4: 2 * 4 * (16 + 48) = 512.
+  const auto base = hftrain::load_safetensors(dir + "/base/model.safetensors").tensors;
+  const int64_t all = elements(base) + 512;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.4f", 100.0 * 512 / static_cast<double>(all));
+  std::string all_text = std::to_string(all);
+  for (int i = static_cast<int>(all_text.size()) - 3; i > 0; i -= 3) all_text.insert(static_cast<std::size_t>(i), ",");
+  CHECK_THAT(r.output, Catch::Contains("trainable params: 512 || all params: " + all_text + " || trainable%: " + pct));
+  CHECK_THAT(r.output, Catch::Contains("fan_in_fan_out is set to true"));
+
+  // The output and every checkpoint hold the adapter only, under PEFT's names.
+  for (const std::string sub : {"out", "out/checkpoint-2", "out/checkpoint-4"}) {
+    INFO(sub);
+    CHECK_FALSE(fs::exists(dir + "/" + sub + "/model.safetensors"));
+    const json config = json::parse(read_text(dir + "/" + sub + "/adapter_config.json"));
+    CHECK(config["peft_type"] == "LORA");
+    CHECK(config["r"] == 4);
+    CHECK(config["lora_alpha"] == 8);
+    CHECK(config["target_modules"] == json::array({"c_attn"}));
+    CHECK(config["fan_in_fan_out"] == true);
+    CHECK(config["base_model_name_or_path"] == "base");
+    const auto adapter = hftrain::load_safetensors(dir + "/" + sub + "/adapter_model.safetensors").tensors;
+    CHECK(adapter.size() == 4);
+    for (const std::string layer : {"0", "1"}) {
+      const std::string path = "base_model.model.transformer.h." + layer + ".attn.c_attn.";
+      REQUIRE(adapter.count(path + "lora_A.weight"));
+      REQUIRE(adapter.count(path + "lora_B.weight"));
+      CHECK(adapter.at(path + "lora_A.weight").sizes() == torch::IntArrayRef({4, 16}));
+      CHECK(adapter.at(path + "lora_B.weight").sizes() == torch::IntArrayRef({48, 4}));
+      CHECK(adapter.at(path + "lora_B.weight").abs().max().item<float>() > 0);  // B starts at zero and trained
+    }
+  }
+  // A checkpoint is the adapter and its optimizer state, far from a copy of the base.
+  CHECK(fs::file_size(dir + "/out/checkpoint-4/optimizer.safetensors") < fs::file_size(dir + "/base/model.safetensors") / 4);
+
+  // The frozen base is what merge-adapter starts from: merged tensors other than c_attn.weight equal the base's.
+  CliResult merge = run_hftrain("merge-adapter base out merged", dir);
+  INFO(merge.output);
+  REQUIRE(merge.exit_code == 0);
+  const auto merged = hftrain::load_safetensors(dir + "/merged/model.safetensors").tensors;
+  REQUIRE(merged.size() == base.size());
+  for (const auto& [name, t] : base) {
+    INFO(name);
+    REQUIRE(merged.count(name));
+    if (name.find("c_attn.weight") != std::string::npos) CHECK_FALSE(merged.at(name).equal(t));
+    else CHECK(merged.at(name).equal(t));
+  }
+  CHECK(json::parse(read_text(dir + "/merged/config.json"))["model_type"] == "gpt2");
+
+  // Eval of the adapter run (base + adapter) equals eval of the merged plain model.
+  CliResult eval = run_hftrain("eval out", dir);
+  INFO(eval.output);
+  REQUIRE(eval.exit_code == 0);
+  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kData + "training: {output_dir: merged_eval}\n");
+  CliResult eval_merged = run_hftrain("eval merged.yaml", dir);
+  INFO(eval_merged.output);
+  REQUIRE(eval_merged.exit_code == 0);
+  const double a = json_number(dir + "/out/eval_results.json", "eval_loss");
+  const double b = json_number(dir + "/merged_eval/eval_results.json", "eval_loss");
+  CHECK(std::abs(a - b) <= 1e-5 * std::max(1.0, std::abs(b)));
+}
+
+TEST_CASE("a DoRA run resumes from its checkpoint bitwise", "[integration][peft]") {
+  const std::string dir = with_base("peft_resume");
+  const std::string peft = "{r: 2, lora_alpha: 4, use_dora: true, target_modules: [c_attn, c_fc], lora_dropout: 0.1}";
+  write_text(dir + "/spec.yaml", lora_spec(peft, "{output_dir: out, max_steps: 4, learning_rate: 0.01, save_steps: 2}"));
+  CliResult full = run_hftrain("train spec.yaml", dir);
+  INFO(full.output);
+  REQUIRE(full.exit_code == 0);
+  const auto adapter = hftrain::load_safetensors(dir + "/out/adapter_model.safetensors").tensors;
+  CHECK(adapter.size() == 12);  // lora_A, lora_B, lora_magnitude_vector of c_attn and c_fc in 2 blocks
+  CHECK(adapter.count("base_model.model.transformer.h.1.mlp.c_fc.lora_magnitude_vector"));
+
+  fs::create_directories(dir + "/resumed");
+  fs::copy(dir + "/out/checkpoint-2", dir + "/resumed/checkpoint-2", fs::copy_options::recursive);
+  CliResult resumed = run_hftrain("train spec.yaml --set training.output_dir=resumed --resume resumed/checkpoint-2", dir);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(same_tensors(dir + "/out/adapter_model.safetensors", dir + "/resumed/adapter_model.safetensors"));
+  CHECK(same_tensors(dir + "/out/checkpoint-4/optimizer.safetensors", dir + "/resumed/checkpoint-4/optimizer.safetensors"));
+
+  // model.peft_adapter continues the trained adapter (PeftModel.from_pretrained(..., is_trainable=True)).
+  write_text(dir + "/more.yaml", std::string("model: {from_pretrained: base, peft_adapter: out}\n") + kData +
+                                     "training: {output_dir: more, max_steps: 1, learning_rate: 0.01, save_strategy: \"no\"}\n");
+  CliResult more = run_hftrain("train more.yaml", dir);
+  INFO(more.output);
+  REQUIRE(more.exit_code == 0);
+  CHECK_THAT(more.output, Catch::Contains("peft: adapter loaded from out"));
+  const auto continued = hftrain::load_safetensors(dir + "/more/adapter_model.safetensors").tensors;
+  REQUIRE(continued.size() == adapter.size());
+  CHECK_FALSE(continued.at("base_model.model.transformer.h.0.attn.c_attn.lora_B.weight")
+                  .equal(adapter.at("base_model.model.transformer.h.0.attn.c_attn.lora_B.weight")));
+}
+
+TEST_CASE("LoRA targets that match nothing or no linear layer are refused naming the key", "[integration][peft]") {
+  const std::string dir = with_base("peft_errors");
+  const std::string training = "{output_dir: out, max_steps: 1, save_strategy: \"no\"}";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{target_modules: [c_attn, nope]}", "peft.target_modules: 'nope' matches no module of model 'gpt2'"},
+      {"{target_modules: [attn]}", "peft.target_modules: 'transformer.h.0.attn' is not a linear layer"},
+      {"{target_modules: '.*\\.ln_1'}", "is not a linear layer"},
+      {"{r: 0}", "peft.r"},
+      {"{rank: 8}", "peft.rank: unknown key"},
+      {"{init_lora_weights: pissa}", "not built in hftrain"},
+      {"{modules_to_save: [classifier]}", "peft.modules_to_save: 'classifier' matches no module"},
+  };
+  for (const auto& [peft, message] : cases) {
+    INFO(peft);
+    write_text(dir + "/spec.yaml", lora_spec(peft, training));
+    CliResult r = run_hftrain("train spec.yaml", dir);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  }
+}
+
+TEST_CASE("LoRA under ZeRO-3 on 2 workers follows one process, in fp32 and bf16", "[integration][peft][distributed]") {
+  const std::string dir = with_base("peft_zero3");
+  const std::string peft = "{r: 4, lora_alpha: 8, target_modules: [c_attn, c_proj], init_lora_weights: gaussian}";
+  const std::string training = "{output_dir: one, max_steps: 4, learning_rate: 0.01, per_device_train_batch_size: 4, "
+                               "gradient_accumulation_steps: 2, save_strategy: \"no\", logging_steps: 1}";
+  write_text(dir + "/spec.yaml", lora_spec(peft, training));
+  CliResult one = run_hftrain("train spec.yaml", dir);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  // The same global batch (4 x 2 x 1 = 4 x 1 x 2) on two workers at stage 3: only the adapters are partitioned.
+  const std::string two_workers = "train spec.yaml --nproc-per-node 2 --set zero.stage=3 --set training.gradient_accumulation_steps=1 ";
+  CliResult two = run_hftrain(two_workers + "--set training.output_dir=two", dir);
+  INFO(two.output);
+  REQUIRE(two.exit_code == 0);
+  CHECK_THAT(two.output, Catch::Contains("1408 trainable elements"));
+  const auto a = hftrain::load_safetensors(dir + "/one/adapter_model.safetensors").tensors;
+  const auto b = hftrain::load_safetensors(dir + "/two/adapter_model.safetensors").tensors;
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, t] : a) {
+    INFO(name);
+    REQUIRE(b.count(name));
+    CHECK((b.at(name) - t).abs().max().item<double>() <= 1e-4 * std::max(1.0, t.abs().max().item<double>()));
+  }
+  // bf16: the base held in bfloat16, fp32 masters of the adapters; the loss follows the fp32 run.
+  CliResult bf16 = run_hftrain(two_workers + "--set training.output_dir=bf16 --set precision.bf16=true", dir);
+  INFO(bf16.output);
+  REQUIRE(bf16.exit_code == 0);
+  const double loss_fp32 = json_number(dir + "/one/train_results.json", "train_loss");
+  const double loss_bf16 = json_number(dir + "/bf16/train_results.json", "train_loss");
+  CHECK(std::abs(loss_fp32 - loss_bf16) < 2e-2 * std::abs(loss_fp32));
+  CHECK(hftrain::load_safetensors(dir + "/bf16/adapter_model.safetensors").tensors.size() == a.size());
+}
