@@ -8,6 +8,7 @@
 #include <set>
 
 #include "checkpoint/checkpoint_files.h"
+#include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
 #include "engine/partition.h"
 #include "engine/zero_checkpoint.h"
@@ -40,7 +41,10 @@ SlabLayout stage0_layout(const fs::path& dir) {
   for (const auto& entry : fs::directory_iterator(dir))
     if (entry.path().filename().string().rfind("rng_state", 0) == 0) ++layout.world_size;
   layout.world_size = std::max(1, layout.world_size);
-  const std::string model = (dir / ckpt::kModelFile).string(), optim = (dir / ckpt::kOptimizerFile).string();
+  // A PEFT adapter run's checkpoint holds adapter_model.safetensors (PEFT's names) instead of model.safetensors.
+  const bool adapter = !fs::exists(dir / ckpt::kModelFile) && fs::exists(dir / kAdapterWeightsFile);
+  const std::string model = (dir / (adapter ? kAdapterWeightsFile : ckpt::kModelFile)).string(),
+                    optim = (dir / ckpt::kOptimizerFile).string();
   if (!fs::exists(optim))
     throw RuntimeFailure("'" + dir.string() + "' holds neither ZeRO shards ('latest') nor '" + ckpt::kOptimizerFile +
                          "': it was saved without optimizer state (save_only_model?) and cannot be resumed");
@@ -56,19 +60,20 @@ SlabLayout stage0_layout(const fs::path& dir) {
   std::sort(in_file_order.begin(), in_file_order.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
   for (const auto& e : in_file_order) {
     if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16") continue;
-    layout.shapes[e.name] = e.shape;
-    if (!with_state.count(e.name)) continue;  // a buffer, a frozen parameter or one never stepped
+    const std::string name = adapter ? model_tensor_name(e.name) : e.name;  // the parameter's name in the model
+    layout.shapes[name] = e.shape;
+    if (!with_state.count(name)) continue;  // a buffer, a frozen parameter or one never stepped
     StateSlab slab;
     slab.master_file = model;
     slab.master_key = e.name;
     slab.state_file = optim;
-    slab.state_prefix = e.name + ".";
+    slab.state_prefix = name + ".";
     slab.master_numel = slab.state_numel = numel_of(e.shape);
     slab.shape = e.shape;
     slab.whole_parameter = true;
-    slab.pieces.push_back({e.name, 0, slab.master_numel, 0});
+    slab.pieces.push_back({name, 0, slab.master_numel, 0});
     layout.slabs.push_back(std::move(slab));
-    layout.trainable.push_back(e.name);
+    layout.trainable.push_back(name);
   }
   return layout;
 }

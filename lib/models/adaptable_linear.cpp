@@ -19,30 +19,34 @@ int64_t AdaptableLinearImpl::out_features() const { return layout_ == Layout::kO
 
 torch::Tensor AdaptableLinearImpl::weight_out_in() const { return layout_ == Layout::kOutIn ? weight : weight.t(); }
 
+torch::Tensor AdaptableLinearImpl::base_output(const torch::Tensor& x, bool with_bias) const {
+  const torch::Tensor b = with_bias ? bias : torch::Tensor();
+  if (layout_ == Layout::kOutIn) return torch::nn::functional::linear(x, weight, b);
+  auto sizes = x.sizes().vec();
+  sizes.back() = weight.size(1);
+  const torch::Tensor flat = x.reshape({-1, x.size(-1)});
+  return (b.defined() ? torch::addmm(b, flat, weight) : torch::mm(flat, weight)).view(sizes);
+}
+
 torch::Tensor AdaptableLinearImpl::forward(const torch::Tensor& x) {
-  torch::Tensor y;
-  if (layout_ == Layout::kOutIn) {
-    y = torch::nn::functional::linear(x, weight, bias);
-  } else {
-    auto sizes = x.sizes().vec();
-    sizes.back() = weight.size(1);
-    y = torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
-  }
-  if (!adapter_) return y;
+  if (!adapter_) return base_output(x, /*with_bias=*/true);
   const LowRankAdapter& a = *adapter_;
   const bool drop = a.dropout > 0 && is_training();
   const torch::Tensor xd = drop ? torch::dropout(x, a.dropout, /*train=*/true) : x;
   const torch::Tensor low_rank =
       torch::nn::functional::linear(torch::nn::functional::linear(xd, a.lora_A), a.lora_B) * a.scaling;
-  if (!a.magnitude.defined()) return y + low_rank;
+  if (!a.magnitude.defined()) return base_output(x, true) + low_rank;
   // DoRA: m / ||W + s B A||_row scales the whole adapted weight; the norm is a constant for backward.
   const torch::Tensor w = weight_out_in();
   const torch::Tensor norm =
       (w + a.scaling * torch::matmul(a.lora_B, a.lora_A).to(w.scalar_type())).norm(2, /*dim=*/1).detach();
-  const torch::Tensor scale = (a.magnitude / norm).to(y.scalar_type());
-  // W x of the (dropped-out) input, without the bias: the base output minus its bias when no dropout acts.
-  torch::Tensor base = drop ? torch::nn::functional::linear(xd, w) : (bias.defined() ? y - bias : y);
-  return y + (scale - 1) * base + scale * low_rank;
+  const torch::Tensor scale = (a.magnitude / norm).to(low_rank.scalar_type());
+  if (!drop) {  // m / ||V|| (W x + s B A x) + b, as the paper writes it (no cancellation against the base output)
+    const torch::Tensor y = scale * (base_output(x, false) + low_rank);
+    return bias.defined() ? y + bias : y;
+  }
+  // With dropout on the adapter's input, PEFT's form: the base output of x, plus the rescaling of W xd.
+  return base_output(x, true) + (scale - 1) * torch::nn::functional::linear(xd, w) + scale * low_rank;
 }
 
 void AdaptableLinearImpl::attach_adapter(int64_t r, double scaling, double dropout, bool dora, const std::string& init) {

@@ -49,6 +49,8 @@ class AdaptableLinearImpl : public torch::nn::Module {
   torch::Tensor weight, bias;
 
  private:
+  // W x (+ b) in the layer's layout.
+  torch::Tensor base_output(const torch::Tensor& x, bool with_bias) const;
   Layout layout_;
   std::optional<LowRankAdapter> adapter_;
 };

@@ -204,3 +204,92 @@ TEST_CASE("LoRA under ZeRO-3 on 2 workers follows one process, in fp32 and bf16"
   CHECK(std::abs(loss_fp32 - loss_bf16) < 2e-2 * std::abs(loss_fp32));
   CHECK(hftrain::load_safetensors(dir + "/bf16/adapter_model.safetensors").tensors.size() == a.size());
 }
+
+TEST_CASE("an adapter checkpoint of 2 workers resumes on 1 and at ZeRO-2", "[integration][peft][distributed]") {
+  const std::string dir = with_base("peft_universal");
+  write_text(dir + "/spec.yaml",
+             lora_spec("{r: 2, lora_alpha: 4, init_lora_weights: gaussian}",
+                       "{output_dir: out, max_steps: 4, learning_rate: 0.01, per_device_train_batch_size: 4, save_steps: 2}"));
+  CliResult two = run_hftrain("train spec.yaml --nproc-per-node 2", dir);
+  INFO(two.output);
+  REQUIRE(two.exit_code == 0);
+  for (const std::string stage : {"0", "2"}) {
+    INFO("resumed at stage " << stage);
+    const std::string out = "one_stage" + stage;
+    fs::create_directories(dir + "/" + out);
+    fs::copy(dir + "/out/checkpoint-2", dir + "/" + out + "/checkpoint-2", fs::copy_options::recursive);
+    // One worker with twice the batch: the same global batch of 8.
+    CliResult one = run_hftrain("train spec.yaml --set training.output_dir=" + out + " --set zero.stage=" + stage +
+                                    " --set training.per_device_train_batch_size=8 --resume " + out + "/checkpoint-2",
+                                dir);
+    INFO(one.output);
+    REQUIRE(one.exit_code == 0);
+    const auto a = hftrain::load_safetensors(dir + "/out/adapter_model.safetensors").tensors;
+    const auto b = hftrain::load_safetensors(dir + "/" + out + "/adapter_model.safetensors").tensors;
+    REQUIRE(a.size() == b.size());
+    for (const auto& [name, t] : a) {
+      INFO(name);
+      REQUIRE(b.count(name));
+      CHECK((b.at(name) - t).abs().max().item<double>() <= 1e-4 * std::max(1.0, t.abs().max().item<double>()));
+    }
+  }
+}
+
+TEST_CASE("estimate counts a t5-base LoRA as PEFT does, from shapes alone", "[integration][peft][estimate]") {
+  const std::string dir = fresh_dir("peft_estimate");
+  // t5-base's shapes (HF config), no weights: PEFT's docstring figure for r = 8 on q, v is 884,736 trainable.
+  write_text(dir + "/spec.yaml",
+             "model: {type: t5, vocab_size: 32128, d_model: 768, d_kv: 64, d_ff: 3072, num_layers: 12, num_heads: 12, "
+             "feed_forward_proj: relu}\n"
+             "data: {type: digit_reversal_seq2seq}\n"
+             "peft: {task_type: SEQ_2_SEQ_LM, r: 8, lora_alpha: 32, target_modules: [q, v]}\n"
+             "training: {output_dir: out}\n");
+  CliResult r = run_hftrain("estimate spec.yaml --memory-per-rank 24GiB", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // The base, from T5's shapes: the shared embedding; per encoder block 4 d^2 attention + 2 d d_ff + 2 norms;
+  // per decoder block twice the attention and 3 norms; a relative bias table and a final norm per stack.
+  const int64_t d = 768, ff = 3072, vocab = 32128, layers = 12;
+  const int64_t encoder = layers * (4 * d * d + 2 * d * ff + 2 * d) + 32 * 12 + d;
+  const int64_t decoder = layers * (8 * d * d + 2 * d * ff + 3 * d) + 32 * 12 + d;
+  const int64_t base = vocab * d + encoder + decoder;
+  CHECK(base == 222903552);  // HF's count for t5-base
+  CHECK_THAT(r.output, Catch::Contains("trainable params: 884,736 || all params: 223,788,288 || trainable%: 0.3953"));
+  CHECK_THAT(r.output, Catch::Contains("884,736 parameters in 144 tensors trained, 222,903,552 frozen"));
+}
+
+TEST_CASE("a llama fine-tuned with all-linear LoRA on jsonl keeps its best adapter, with gradient checkpointing",
+          "[integration][peft]") {
+  const std::string dir = fresh_dir("peft_llama");
+  std::string rows, val;
+  const char* words[] = {"the", "king", "shall", "speak", "of", "this", "night", "my", "lord"};
+  for (int i = 0; i < 48; ++i) {
+    std::string text;
+    for (int w = 0; w < 6 + i % 5; ++w) text += std::string(w ? " " : "") + words[(i * 7 + w * 3) % 9];
+    rows += json{{"text", text}}.dump() + "\n";
+    if (i < 12) val += json{{"text", text}}.dump() + "\n";
+  }
+  write_text(dir + "/train.jsonl", rows);
+  write_text(dir + "/val.jsonl", val);
+  const std::string data = "data: {type: jsonl, train_file: train.jsonl, validation_file: val.jsonl, block_size: 32}\n";
+  write_text(dir + "/make.yaml", "model: {type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, "
+                                 "num_attention_heads: 4, num_key_value_heads: 2}\n" + data +
+                                     "training: {output_dir: base, max_steps: 2, save_strategy: \"no\"}\n");
+  CliResult made = run_hftrain("train make.yaml", dir);
+  INFO(made.output);
+  REQUIRE(made.exit_code == 0);
+  write_text(dir + "/spec.yaml", "model: {from_pretrained: base}\n" + data +
+                                     "peft: {r: 4, lora_alpha: 8, target_modules: all-linear}\n"
+                                     "training: {output_dir: out, max_steps: 6, learning_rate: 0.02, gradient_checkpointing: true, "
+                                     "eval_strategy: steps, eval_steps: 2, save_steps: 2, load_best_model_at_end: true}\n");
+  CliResult r = run_hftrain("train spec.yaml", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("peft: LoRA on 14 layers, base frozen"));  // 7 linear layers per block
+  const json config = json::parse(read_text(dir + "/out/adapter_config.json"));
+  CHECK(config["target_modules"].size() == 14);
+  const json state = json::parse(read_text(dir + "/out/trainer_state.json"));
+  const std::string best = state["best_model_checkpoint"].get<std::string>();
+  CHECK_THAT(r.output, Catch::Contains("loading best model from " + best));
+  CHECK(same_tensors(dir + "/" + best + "/adapter_model.safetensors", dir + "/out/adapter_model.safetensors"));
+}

@@ -136,7 +136,7 @@ def make_adapter(gen, family, acfg, W):
             V = as_linear(family, W[name + ".weight"]).double() + \
                 s * T[PREFIX + name + ".lora_B.weight"].double() @ T[PREFIX + name + ".lora_A.weight"].double()
             T[PREFIX + name + ".lora_magnitude_vector"] = \
-                (V.norm(dim=1) * torch.exp(0.3 * torch.randn(out_f, generator=gen, dtype=torch.float64))).float()
+                (V.norm(dim=1) * torch.exp(0.1 * torch.randn(out_f, generator=gen, dtype=torch.float64))).float()
     saved_whole = [m for m in module_names(W) if acfg["modules_to_save"] and name_matches(acfg["modules_to_save"], m)]
     for m in saved_whole:
         for k in (m + ".weight", m + ".bias"):

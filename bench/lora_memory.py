@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# LoRA against full fine-tuning of the same llama shape, side by side: peak RSS of `hftrain train` (from
+# wait4, the figure /usr/bin/time -v prints as maximum resident set size), the optimizer state each saves in
+# its last checkpoint (optimizer.safetensors), and train_tokens_per_second, alternating the two runs.
+# Issue 33's goals: optimizer state of the LoRA run < 2 % of full, peak RSS <= 0.5x full at fp32.
+#
+#   bench/lora_memory.py --hftrain build/hftrain [--repeats 2] [--hidden 1024] [--layers 8]
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SPEC = """model: {type: llama, hidden_size: %(hidden)d, intermediate_size: %(inter)d, num_hidden_layers: %(layers)d,
+        num_attention_heads: %(heads)d, vocab_size: 256, max_position_embeddings: 256}
+data: {type: digit_reversal, num_digits: 60, train_size: 64, eval_size: 0}
+training: {output_dir: out, max_steps: %(steps)d, per_device_train_batch_size: 8, learning_rate: 0.0001,
+           save_steps: %(steps)d, eval_strategy: "no", logging_steps: 1, do_eval: false}
+"""
+PEFT = "peft: {r: 8, lora_alpha: 16, target_modules: [q_proj, v_proj]}\n"
+
+
+def run(cmd, cwd):
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit("%s failed:\n%s" % (" ".join(cmd), out[-3000:]))
+    return usage.ru_maxrss / 1024.0, out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hftrain", required=True)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=4)
+    args = ap.parse_args()
+    hftrain = os.path.abspath(args.hftrain)
+    work = tempfile.mkdtemp(prefix="hftrain_lora_memory_")
+    try:
+        values = {"hidden": args.hidden, "inter": args.hidden * 8 // 3 // 64 * 64, "layers": args.layers,
+                  "heads": max(1, args.hidden // 64), "steps": args.steps}
+        with open(os.path.join(work, "full.yaml"), "w") as f:
+            f.write(SPEC % values)
+        with open(os.path.join(work, "lora.yaml"), "w") as f:
+            f.write(SPEC % values + PEFT)
+        results = {"full": [], "lora": []}
+        for _ in range(args.repeats):
+            for name in ("full", "lora"):
+                shutil.rmtree(os.path.join(work, "out"), ignore_errors=True)
+                peak, out = run([hftrain, "train", name + ".yaml"], work)
+                with open(os.path.join(work, "out", "train_results.json")) as f:
+                    tokens = json.load(f)["train_tokens_per_second"]
+                state = os.path.getsize(os.path.join(work, "out", "checkpoint-%d" % args.steps, "optimizer.safetensors"))
+                trainable = [l for l in out.splitlines() if "trainable params" in l or "Number of trainable" in l]
+                results[name].append((peak, state, tokens, trainable[-1].strip() if trainable else ""))
+        print("llama hidden %d, %d layers, intermediate %d, batch 8 x 121 tokens, fp32, %d steps" %
+              (values["hidden"], values["layers"], values["inter"], args.steps))
+        print("| run | peak RSS (MiB) | optimizer state (bytes) | tokens/s | trainable |")
+        print("|---|---|---|---|---|")
+        for name in ("full", "lora"):
+            for peak, state, tokens, trainable in results[name]:
+                print("| %s | %.0f | %d | %.1f | %s |" % (name, peak, state, tokens, trainable))
+        best = {n: min(r[0] for r in results[n]) for n in results}
+        state = {n: results[n][0][1] for n in results}
+        speed = {n: max(r[2] for r in results[n]) for n in results}
+        print("peak RSS lora / full (best of %d): %.3f (goal <= 0.5)" % (args.repeats, best["lora"] / best["full"]))
+        print("optimizer state lora / full: %.4f (goal < 0.02)" % (state["lora"] / state["full"]))
+        print("tokens/s lora / full (best of %d): %.3f" % (args.repeats, speed["lora"] / speed["full"]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
