@@ -14,6 +14,7 @@
 #include "commands/zero_to_fp32.h"
 #include "distributed/devices.h"
 #include "log/logger.h"
+#include "log/run_summary.h"
 #include "engine/memory_estimate.h"
 #include "models/construction.h"
 #include "models/lora.h"
@@ -41,14 +42,6 @@ std::string in_unit(int64_t bytes, const Unit& u) {
   return buf;
 }
 
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 // MemAvailable of /proc/meminfo in bytes (0 when unreadable).
 int64_t available_memory() {
@@ -206,10 +199,10 @@ int run_estimate(const EstimateRequest& request) {
   const Unit u = unit_for(largest);
   auto size = [&](int64_t bytes) { return in_unit(bytes, u); };
   std::ostringstream o;
-  o << "model: " << spec.model.type << ", " << with_commas(model.parameters()) << " parameters in " << model.tensors.size()
-    << " tensors" << (model.frozen_elements ? " trained, " + with_commas(model.frozen_elements) + " frozen" : std::string())
-    << " (largest module " << with_commas(model.largest_layer()) << "); optimizer " << spec.optimizer.type << " ("
-    << with_commas(state_elements) << " fp32 state elements)\n";
+  o << "model: " << spec.model.type << ", " << thousands(model.parameters()) << " parameters in " << model.tensors.size()
+    << " tensors" << (model.frozen_elements ? " trained, " + thousands(model.frozen_elements) + " frozen" : std::string())
+    << " (largest module " << thousands(model.largest_layer()) << "); optimizer " << spec.optimizer.type << " ("
+    << thousands(state_elements) << " fp32 state elements)\n";
   o << "workers: " << world << " (" << local << " per node x " << nodes << " node" << (nodes == 1 ? "" : "s")
     << "); memory per rank: " << in_unit(memory_per_rank, unit_for(memory_per_rank)) << " " << unit_for(memory_per_rank).name << " (" << memory_source << ")\n\n";
   o << u.name << " per rank. hftrain: what the engine holds (worker = the worker's own memory; host / nvme = offloaded).\n"

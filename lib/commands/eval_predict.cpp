@@ -23,13 +23,6 @@ namespace hftrain {
 namespace fs = std::filesystem;
 namespace {
 
-// A path as a YAML double-quoted scalar, for a --set value that must stay a string.
-std::string yaml_quoted(const std::string& text) {
-  std::string q = "\"";
-  for (char c : text) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return q + "\"";
-}
-
 // The weights eval / predict run, how the log names them, and where the results go.
 struct InferenceWeights {
   std::string trained_file;  // the run's model.safetensors; "" = the pipeline loads model.from_pretrained

@@ -12,24 +12,6 @@
 
 namespace hftrain {
 namespace fs = std::filesystem;
-namespace {
-
-std::string yaml_quoted(const std::string& text) {
-  std::string q = "\"";
-  for (char c : text) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return q + "\"";
-}
-
-nlohmann::json read_json_if_exists(const std::string& path) {
-  if (!fs::exists(path)) return nullptr;
-  try {
-    return nlohmann::json::parse(read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path + ": not valid JSON: " + e.what());
-  }
-}
-
-}  // namespace
 
 int run_merge_adapter(const MergeAdapterRequest& request) {
   if (!fs::exists(fs::path(request.base_dir) / "config.json"))
@@ -57,8 +39,7 @@ int run_merge_adapter(const MergeAdapterRequest& request) {
   const AdapterSummary summary = attach_adapter_dir(*adapted, spec.model.type, request.adapter_dir, request.base_dir);
   std::shared_ptr<Model> plain = build();
   merge_adapter_into(*adapted, *plain);
-  plain->set_loaded_config(read_json_if_exists(request.base_dir + "/config.json"),
-                           read_json_if_exists(request.base_dir + "/generation_config.json"));
+  keep_loaded_config(*plain, request.base_dir);
   save_model_dir(request.out_dir, *plain);
   log_info("merged the adapter of " + request.adapter_dir + " (" + std::to_string(summary.adapted_layers) + " layers) into " +
            request.base_dir + ": " + request.out_dir);

@@ -7,6 +7,7 @@
 #include <regex>
 #include <set>
 
+#include "log/run_summary.h"
 #include "models/adaptable_linear.h"
 #include "util/error.h"
 
@@ -64,21 +65,13 @@ std::optional<V> pattern_value(const std::map<std::string, V>& patterns, const s
   return std::nullopt;
 }
 
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 }  // namespace
 
 std::string AdapterSummary::line() const {
   char pct[32];
   std::snprintf(pct, sizeof pct, "%.4f", all > 0 ? 100.0 * static_cast<double>(trainable) / static_cast<double>(all) : 0.0);
-  return "trainable params: " + with_commas(trainable) + " || all params: " + with_commas(all) + " || trainable%: " + pct;
+  return "trainable params: " + thousands(trainable) + " || all params: " + thousands(all) + " || trainable%: " + pct;
 }
 
 AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs args, const std::string& where) {

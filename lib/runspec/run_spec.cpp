@@ -296,6 +296,12 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
   return load_run_spec_from(parse_yaml_file(path), path, overrides, catalog, checks);
 }
 
+std::string yaml_quoted(const std::string& text) {
+  std::string q = "\"";
+  for (char c : text) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return q + "\"";
+}
+
 RunSpec load_run_spec_text(const std::string& text, const std::string& source, const ComponentCatalog& catalog) {
   YAML::Node root;
   try {

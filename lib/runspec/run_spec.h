@@ -84,6 +84,9 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
 
 // The fully resolved spec, defaults included, as YAML text (for --dump-config and the saved copy).
 // With `with_origins`, each value that was written somewhere carries a comment saying where (origins).
+// `text` as a YAML double-quoted scalar, for a --set value or spec text that must stay a string (a path).
+std::string yaml_quoted(const std::string& text);
+
 // The same for a spec given as text (a spec the program composes, e.g. hftrain merge-adapter's); `source`
 // names it in messages.
 RunSpec load_run_spec_text(const std::string& text, const std::string& source, const ComponentCatalog& catalog);

@@ -89,6 +89,10 @@ void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training) {
 
 }  // namespace
 
+void keep_loaded_config(Model& model, const std::string& dir) {
+  model.set_loaded_config(read_json_if_exists(dir + "/config.json"), read_json_if_exists(dir + "/generation_config.json"));
+}
+
 AdapterSummary attach_adapter_dir(Model& model, const std::string& model_type, const std::string& dir,
                                   const std::string& base_model) {
   const std::string config = dir + "/" + kAdapterConfigFile;
@@ -124,8 +128,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
     DeferredInit deferred(sharded_init && (spec.model.from_pretrained.empty() || hf_dir));
     p.model = components.models.build(spec.model.type, spec.model.options, context);
   }
-  if (hf_dir) p.model->set_loaded_config(read_json_if_exists(spec.model.from_pretrained + "/config.json"),
-                                         read_json_if_exists(spec.model.from_pretrained + "/generation_config.json"));
+  if (hf_dir) keep_loaded_config(*p.model, spec.model.from_pretrained);
   if (p.data->task() == TaskKind::kSeq2Seq && !p.model->is_encoder_decoder())
     throw ConfigError("model.type: data '" + spec.data.type + "' is a sequence-to-sequence task (source and target of "
                       "their own lengths) and needs an encoder-decoder model such as t5, not '" + spec.model.type + "'");

@@ -31,6 +31,9 @@ struct ModelAndData {
 // index, HF loading rules) or, without config.json, a bare model.safetensors of exactly this model.
 void load_pretrained(const std::string& dir, Model& model);
 
+// Model::set_loaded_config from an HF directory's config.json and generation_config.json (when present).
+void keep_loaded_config(Model& model, const std::string& dir);
+
 // PEFT's PeftModel.from_pretrained(model, dir, is_trainable=True): attaches the adapter that dir's
 // adapter_config.json describes to `model` (of hftrain type `model_type`, base loaded) and loads its
 // adapter_model.safetensors. `base_model` fills an empty base_model_name_or_path.
