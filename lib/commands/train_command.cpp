@@ -179,8 +179,8 @@ int run_train(const TrainRequest& given_request) {
   std::vector<std::string> overrides = given_request.overrides;
   if (!given_request.accelerate_config.empty())
     overrides.push_back(std::string(kAccelerateConfigKey) + "=" + given_request.accelerate_config);
-  if (!request.nproc_per_node.empty()) overrides.push_back("distributed.nproc_per_node=" + request.nproc_per_node);
-  if (!request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + request.resume);
+  if (!given_request.nproc_per_node.empty()) overrides.push_back("distributed.nproc_per_node=" + given_request.nproc_per_node);
+  if (!given_request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + given_request.resume);
   RunSpec spec = load_run_spec(given_request.spec_path, overrides, c.catalog(), train_spec_checks());
   const TrainRequest request = with_accelerate_launch(given_request, spec.accelerate);
   // A launcher (--nproc-per-node > 1, no worker environment) or a worker (torchrun / SLURM / launcher
