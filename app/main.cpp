@@ -156,6 +156,13 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--master-addr", train.master_addr, "Address of node 0 (rendezvous); default 127.0.0.1");
   train_cmd->add_option("--master-port", train.master_port, "Rendezvous port on node 0; default a free port (one node)")
       ->check(CLI::Range(1, 65535));
+  train_cmd->add_option("--accelerate-config", train.accelerate_config,
+                        "An Accelerate config file (accelerate launch --config_file): its settings join the spec's "
+                        "(distributed.accelerate_config); these flags win over its launch settings");
+  auto* nnodes_opt = train_cmd->get_option("--nnodes");
+  auto* node_rank_opt = train_cmd->get_option("--node-rank");
+  auto* master_addr_opt = train_cmd->get_option("--master-addr");
+  auto* master_port_opt = train_cmd->get_option("--master-port");
 
   hftrain::ZeroToFp32Request z;
   auto* z_cmd = app.add_subcommand("zero-to-fp32", "Rebuild full fp32 weights from ZeRO checkpoint shards")
@@ -244,6 +251,8 @@ int main(int argc, char** argv) {
   }
 
   if (resume_opt->count() > 0 && train.resume.empty()) train.resume = "last";
+  train.given = {nnodes_opt->count() > 0, node_rank_opt->count() > 0, master_addr_opt->count() > 0,
+                 master_port_opt->count() > 0};
   eval_generation.append_overrides(eval_overrides);
   predict_generation.append_overrides(predict_overrides);
   // Training keeps freed memory for the next step; the other commands give large blocks back as soon as

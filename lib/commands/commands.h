@@ -17,6 +17,11 @@ struct TrainRequest {
   int node_rank = 0;
   std::string master_addr;  // "" = 127.0.0.1 on one node
   int master_port = 0;      // 0 = a free port on one node
+  // Which of the four above were given on the command line (they win over an Accelerate config's).
+  struct Given {
+    bool nnodes = false, node_rank = false, master_addr = false, master_port = false;
+  } given;
+  std::string accelerate_config;  // --accelerate-config FILE: distributed.accelerate_config given on the command line
 };
 
 int run_train(const TrainRequest& request);

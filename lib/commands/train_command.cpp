@@ -41,6 +41,7 @@ std::string resume_command(const TrainRequest& request, const std::string& check
   std::string cmd = "hftrain train " + shell_word(request.spec_path);
   for (const auto& o : request.overrides)
     if (o.rfind("training.resume_from_checkpoint=", 0) != 0) cmd += " --set " + shell_word(o);
+  if (!request.accelerate_config.empty()) cmd += " --accelerate-config " + shell_word(request.accelerate_config);
   return cmd + " --resume " + shell_word(checkpoint_dir);
 }
 
@@ -64,6 +65,7 @@ int launch_training(const TrainRequest& request, const RunSpec& spec) {
   o.master_addr = request.master_addr;
   o.master_port = request.master_port;
   o.max_restarts = static_cast<int>(spec.distributed.max_restarts);
+  if (spec.accelerate.gpu_ids) o.extra_env["CUDA_VISIBLE_DEVICES"] = *spec.accelerate.gpu_ids;  // as accelerate launch sets it
   const std::string exe = self_executable();
   o.worker_argv = [&](int restart) {
     std::vector<std::string> argv = {exe, "train", request.spec_path};
@@ -139,27 +141,64 @@ std::string dump_with_deepspeed(const RunSpec& spec, const Components& c, int64_
   return text;
 }
 
+// The launch settings of an Accelerate config (distributed.accelerate_config) fill the launch flags that
+// the command line did not give (the command line wins, as with accelerate launch).
+TrainRequest with_accelerate_launch(const TrainRequest& request, const AccelerateLaunch& a) {
+  TrainRequest r = request;
+  if (!r.given.nnodes && a.nnodes) r.nnodes = *a.nnodes;
+  if (!r.given.node_rank && a.node_rank) r.node_rank = *a.node_rank;
+  if (!r.given.master_addr && a.master_addr) r.master_addr = *a.master_addr;
+  if (!r.given.master_port && a.master_port) r.master_port = *a.master_port;
+  return r;
+}
+
+// --dump-config: the launch settings an Accelerate config gave, and where each came from.
+std::string dump_accelerate_launch(const TrainRequest& launch, const AccelerateLaunch& a) {
+  if (!a.present()) return "";
+  auto origin = [&](const std::string& field, bool flag_given, const std::string& flag) {
+    if (flag_given) return "  (" + flag + " on the command line)";
+    auto it = a.origins.find(field);
+    return it == a.origins.end() ? std::string("  (default)") : "  (" + it->second + ")";
+  };
+  std::string text = "# launch settings with distributed.accelerate_config (" + a.source + "); command-line flags win:\n";
+  text += "#   nnodes: " + std::to_string(launch.nnodes) + origin("nnodes", launch.given.nnodes, "--nnodes") + "\n";
+  text += "#   node_rank: " + std::to_string(launch.node_rank) + origin("node_rank", launch.given.node_rank, "--node-rank") + "\n";
+  text += "#   master_addr: " + (launch.master_addr.empty() ? std::string("127.0.0.1") : launch.master_addr) +
+          origin("master_addr", launch.given.master_addr, "--master-addr") + "\n";
+  text += "#   master_port: " + (launch.master_port > 0 ? std::to_string(launch.master_port) : std::string("a free port")) +
+          origin("master_port", launch.given.master_port, "--master-port") + "\n";
+  text += "#   rdzv_backend: " + a.rdzv_backend + origin("rdzv_backend", false, "") + "\n";
+  text += "#   CUDA_VISIBLE_DEVICES: " + (a.gpu_ids ? *a.gpu_ids : std::string("not restricted")) + origin("gpu_ids", false, "") + "\n";
+  return text;
+}
+
 }  // namespace
 
-int run_train(const TrainRequest& request) {
+int run_train(const TrainRequest& given_request) {
   const Components& c = builtin_components();
-  std::vector<std::string> overrides = request.overrides;
-  if (!request.nproc_per_node.empty()) overrides.push_back("distributed.nproc_per_node=" + request.nproc_per_node);
-  if (!request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + request.resume);
-  RunSpec spec = load_run_spec(request.spec_path, overrides, c.catalog(), train_spec_checks());
+  std::vector<std::string> overrides = given_request.overrides;
+  if (!given_request.accelerate_config.empty())
+    overrides.push_back(std::string(kAccelerateConfigKey) + "=" + given_request.accelerate_config);
+  if (!given_request.nproc_per_node.empty()) overrides.push_back("distributed.nproc_per_node=" + given_request.nproc_per_node);
+  if (!given_request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + given_request.resume);
+  RunSpec spec = load_run_spec(given_request.spec_path, overrides, c.catalog(), train_spec_checks());
+  const TrainRequest request = with_accelerate_launch(given_request, spec.accelerate);
   // A launcher (--nproc-per-node > 1, no worker environment) or a worker (torchrun / SLURM / launcher
   // environment), else one process.
   const DistEnv env = detect_dist_env();
   if (!env.is_worker()) resolve_worker_count(spec, overrides);
   if (request.dump_config) {
-    std::cout << dump_with_deepspeed(spec, c, spec.distributed.nproc_per_node.count * request.nnodes);
+    std::cout << dump_with_deepspeed(spec, c, spec.distributed.nproc_per_node.count * request.nnodes)
+              << dump_accelerate_launch(request, spec.accelerate);
     return 0;
   }
   const std::string resolved = dump_run_spec(spec, c.catalog());
   if (!env.is_worker() && (spec.distributed.nproc_per_node.count > 1 || request.nnodes > 1))
     return launch_training(TrainRequest{request.spec_path, overrides, false, "", "", request.nnodes, request.node_rank,
-                                        request.master_addr, request.master_port},
+                                        request.master_addr, request.master_port, request.given, ""},
                            spec);
+  // One process: the GPU ids apply to it, as accelerate launch sets them for the process it starts.
+  if (!env.is_worker() && spec.accelerate.gpu_ids) ::setenv("CUDA_VISIBLE_DEVICES", spec.accelerate.gpu_ids->c_str(), 1);
   configure_logging(spec.training, ProcessIdentity{env.rank, env.local_rank, env.world_size});
   for (const auto& note : spec.notes) log_info(note);
   if (!spec.training.run_name.empty()) log_info("run name: " + spec.training.run_name);

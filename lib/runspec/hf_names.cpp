@@ -156,12 +156,11 @@ class Mover {
     const std::vector<std::string> words = option_words(v);
     if (words.empty()) return;  // "" = no FSDP (HF's default)
     if (stage_written_too(hf, v)) return;
-    static const std::map<std::string, int> kStages = {{"full_shard", 3}, {"shard_grad_op", 2}, {"no_shard", 0}};
     const std::vector<std::string> known = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "hybrid_shard_zero2",
                                             "offload", "auto_wrap"};
     for (const std::string& w : words) {
-      if (auto it = kStages.find(w); it != kStages.end()) {
-        place(hf, v, "stage", YAML::Node(it->second), w);
+      if (std::optional<int> stage = fsdp_sharding_stage(w)) {
+        place(hf, v, "stage", YAML::Node(*stage), w);
       } else if (w == "offload") {
         place(hf, v, "offload_param", YAML::Node("cpu"), w);
       } else if (w == "auto_wrap") {
@@ -373,6 +372,12 @@ const std::vector<HfName>& hf_names() {
 }
 
 }  // namespace
+
+std::optional<int> fsdp_sharding_stage(const std::string& word) {
+  static const std::map<std::string, int> kStages = {{"full_shard", 3}, {"shard_grad_op", 2}, {"no_shard", 0}};
+  auto it = kStages.find(word);
+  return it == kStages.end() ? std::nullopt : std::optional<int>(it->second);
+}
 
 void place_setting(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins, const std::string& section,
                    const std::string& key, const YAML::Node& value, const std::string& shown, const SettingSource& source) {

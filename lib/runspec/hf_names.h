@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct SettingSource {
 // (the origin names the file's value it replaced). With the same value the section's own spelling stays.
 void place_setting(YAML::Node& root, Issues& issues, std::map<std::string, std::string>& origins, const std::string& section,
                    const std::string& key, const YAML::Node& value, const std::string& shown, const SettingSource& source);
+
+// FSDP's sharding strategies as ZeRO stages (HF's fsdp words, lower case): full_shard = 3, shard_grad_op = 2,
+// no_shard = 0; nullopt for any other word.
+std::optional<int> fsdp_sharding_stage(const std::string& word);
 
 // The accepted HF names with their help text (for `hftrain components`).
 std::vector<OptionInfo> hf_training_names();

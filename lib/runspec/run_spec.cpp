@@ -323,6 +323,7 @@ RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::
   RunSpec spec;
   move_hf_training_names(root, issues, spec.origins, spec.notes);
   take_unbuilt_hf_fields(root, issues);
+  apply_accelerate_config(root, issues, spec.origins, spec.notes, spec.accelerate);  // may set training.deepspeed
   apply_deepspeed_config(root, issues, spec.origins, spec.notes, spec.deepspeed);
   record_origins(root, issues, spec.origins);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "registry/registry.h"
+#include "runspec/accelerate_config.h"
 #include "runspec/deepspeed_config.h"
 #include "runspec/model_families.h"
 #include "runspec/peft_args.h"
@@ -62,6 +63,7 @@ struct RunSpec {
   std::optional<PeftArgs> peft;  // the peft section: train LoRA / DoRA adapters on a frozen base
   GenerationSourceFacts generation_sources;
   DeepSpeedConfig deepspeed;  // training.deepspeed, once its settings are in the sections above
+  AccelerateLaunch accelerate;  // distributed.accelerate_config's launch settings (its others are in the sections)
   // One line each for settings accepted with no effect in this build (logged at the start of training).
   std::vector<std::string> notes;
   // Where each value written anywhere came from, by dotted path ("model.n_layer"): "file:line:col",
