@@ -4,7 +4,7 @@
 # its last checkpoint (optimizer.safetensors), and train_tokens_per_second, alternating the two runs.
 # Issue 33's goals: optimizer state of the LoRA run < 2 % of full, peak RSS <= 0.5x full at fp32.
 #
-#   bench/lora_memory.py --hftrain build/hftrain [--repeats 2] [--hidden 1024] [--layers 8]
+#   bench/lora_memory.py --hftrain build/hftrain [--repeats 2] [--hidden 1024] [--layers 8] [--batch 8]
 import argparse
 import json
 import os
@@ -16,7 +16,7 @@ import tempfile
 SPEC = """model: {type: llama, hidden_size: %(hidden)d, intermediate_size: %(inter)d, num_hidden_layers: %(layers)d,
         num_attention_heads: %(heads)d, vocab_size: 256, max_position_embeddings: 256}
 data: {type: digit_reversal, num_digits: 60, train_size: 64, eval_size: 0}
-training: {output_dir: out, max_steps: %(steps)d, per_device_train_batch_size: 8, learning_rate: 0.0001,
+training: {output_dir: out, max_steps: %(steps)d, per_device_train_batch_size: %(batch)d, learning_rate: 0.0001,
            save_steps: %(steps)d, eval_strategy: "no", logging_steps: 1, do_eval: false}
 """
 PEFT = "peft: {r: 8, lora_alpha: 16, target_modules: [q_proj, v_proj]}\n"
@@ -38,12 +38,13 @@ def main():
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=8)
     args = ap.parse_args()
     hftrain = os.path.abspath(args.hftrain)
     work = tempfile.mkdtemp(prefix="hftrain_lora_memory_")
     try:
         values = {"hidden": args.hidden, "inter": args.hidden * 8 // 3 // 64 * 64, "layers": args.layers,
-                  "heads": max(1, args.hidden // 64), "steps": args.steps}
+                  "heads": max(1, args.hidden // 64), "steps": args.steps, "batch": args.batch}
         with open(os.path.join(work, "full.yaml"), "w") as f:
             f.write(SPEC % values)
         with open(os.path.join(work, "lora.yaml"), "w") as f:
@@ -58,8 +59,8 @@ def main():
                 state = os.path.getsize(os.path.join(work, "out", "checkpoint-%d" % args.steps, "optimizer.safetensors"))
                 trainable = [l for l in out.splitlines() if "trainable params" in l or "Number of trainable" in l]
                 results[name].append((peak, state, tokens, trainable[-1].strip() if trainable else ""))
-        print("llama hidden %d, %d layers, intermediate %d, batch 8 x 121 tokens, fp32, %d steps" %
-              (values["hidden"], values["layers"], values["inter"], args.steps))
+        print("llama hidden %d, %d layers, intermediate %d, batch %d x 121 tokens, fp32, %d steps" %
+              (values["hidden"], values["layers"], values["inter"], args.batch, args.steps))
         print("| run | peak RSS (MiB) | optimizer state (bytes) | tokens/s | trainable |")
         print("|---|---|---|---|---|")
         for name in ("full", "lora"):

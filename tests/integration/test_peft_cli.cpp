@@ -293,3 +293,52 @@ TEST_CASE("a llama fine-tuned with all-linear LoRA on jsonl keeps its best adapt
   CHECK_THAT(r.output, Catch::Contains("loading best model from " + best));
   CHECK(same_tensors(dir + "/" + best + "/adapter_model.safetensors", dir + "/out/adapter_model.safetensors"));
 }
+
+TEST_CASE("t5 and bart train PEFT's default targets", "[integration][peft]") {
+  const std::string dir = fresh_dir("peft_families");
+  const std::string seq2seq = "data: {type: digit_reversal_seq2seq, num_digits: 3, train_size: 32, eval_size: 8}\n";
+  const std::string training = "training: {output_dir: %s, max_steps: 2, learning_rate: 0.01, save_strategy: \"no\"}\n";
+  struct Case {
+    std::string name, model, data, peft, expected_tensor;
+    std::size_t tensors;
+  };
+  const std::vector<Case> cases = {
+      // t5: q and v of 2 encoder self-attentions, 1 decoder self- and 1 cross-attention: 4 x 2 layers x (A, B)
+      {"t5", "{type: t5, d_model: 32, d_kv: 8, d_ff: 64, num_layers: 2, num_decoder_layers: 1, num_heads: 4}", seq2seq,
+       "{task_type: SEQ_2_SEQ_LM}", "base_model.model.decoder.block.0.layer.1.EncDecAttention.v.lora_B.weight", 16},
+      // bart: q_proj and v_proj of 2 encoder, 1 decoder self- and 1 cross-attention
+      {"bart", "{type: bart, d_model: 32, encoder_layers: 2, decoder_layers: 1, encoder_attention_heads: 4, "
+               "decoder_attention_heads: 2, encoder_ffn_dim: 64, decoder_ffn_dim: 48, max_position_embeddings: 32, "
+               "pad_token_id: 0, eos_token_id: 1, bos_token_id: 1, decoder_start_token_id: 1}",
+       seq2seq, "{}", "base_model.model.model.decoder.layers.0.encoder_attn.q_proj.lora_A.weight", 16},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    char text[256];
+    std::snprintf(text, sizeof text, training.c_str(), c.name.c_str());
+    write_text(dir + "/" + c.name + ".yaml", "model: " + c.model + "\n" + c.data + "peft: " + c.peft + "\n" + text);
+    CliResult r = run_hftrain("train " + c.name + ".yaml", dir);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto adapter = hftrain::load_safetensors(dir + "/" + c.name + "/adapter_model.safetensors").tensors;
+    CHECK(adapter.size() == c.tensors);
+    CHECK(adapter.count(c.expected_tensor));
+  }
+}
+
+TEST_CASE("an adapter's optimizer state offloaded to NVMe gives bitwise the run without it", "[integration][peft][offload]") {
+  const std::string dir = with_base("peft_nvme");
+  fs::create_directories(dir + "/nvme");
+  write_text(dir + "/spec.yaml", lora_spec("{r: 4, lora_alpha: 8, init_lora_weights: gaussian, target_modules: [c_attn, c_fc]}",
+                                           "{output_dir: plain, max_steps: 3, learning_rate: 0.01, save_strategy: \"no\"}") +
+                                     "zero: {stage: 1}\n");
+  CliResult plain = run_hftrain("train spec.yaml", dir);
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  CliResult nvme = run_hftrain("train spec.yaml --set training.output_dir=nvme_run --set zero.offload_optimizer.device=nvme "
+                               "--set zero.offload_optimizer.nvme_path=nvme",
+                               dir);
+  INFO(nvme.output);
+  REQUIRE(nvme.exit_code == 0);
+  CHECK(same_tensors(dir + "/plain/adapter_model.safetensors", dir + "/nvme_run/adapter_model.safetensors"));
+}
