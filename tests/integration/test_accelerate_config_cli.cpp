@@ -52,7 +52,7 @@ TEST_CASE("an Accelerate MULTI_GPU file with use_cpu trains two CPU workers as -
   }
 }
 
-TEST_CASE("--dump-config shows an Accelerate file's settings with their origin; flags win", "[integration][accelerate]") {
+TEST_CASE("an Accelerate file's settings show in --dump-config with their origin and flags win", "[integration][accelerate]") {
   const std::string dir = dist_dir("accelerate_dump");
   write_text(dir + "/node1.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nmachine_rank: 1\n"
                                   "main_process_ip: 10.0.0.1\nmain_process_port: 29555\nmixed_precision: bf16\n"

@@ -12,6 +12,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "cli_runner.h"
+#include "fixture_text.h"
 #include "test_tensor_files.h"
 
 using namespace hftrain_test;
@@ -341,4 +342,34 @@ TEST_CASE("an adapter's optimizer state offloaded to NVMe gives bitwise the run 
   INFO(nvme.output);
   REQUIRE(nvme.exit_code == 0);
   CHECK(same_tensors(dir + "/plain/adapter_model.safetensors", dir + "/nvme_run/adapter_model.safetensors"));
+}
+
+TEST_CASE("a bert classifier trains LoRA with its head saved whole (task_type SEQ_CLS) and predicts", "[integration][peft]") {
+  const std::string dir = fresh_dir("peft_bert");
+  write_text(dir + "/train.csv", sentiment_csv(64, 0));
+  write_text(dir + "/val.csv", sentiment_csv(16, 1));
+  const std::string data = "data: {type: csv, train_file: train.csv, validation_file: val.csv, task: sequence_classification, "
+                           "text_column: sentence, max_length: 32}\n";
+  write_text(dir + "/make.yaml", "model: {type: bert, hidden_size: 16, num_hidden_layers: 2, num_attention_heads: 2, "
+                                 "intermediate_size: 32}\n" + data + "training: {output_dir: base, max_steps: 2, save_strategy: \"no\"}\n");
+  CliResult made = run_hftrain("train make.yaml", dir);
+  INFO(made.output);
+  REQUIRE(made.exit_code == 0);
+  write_text(dir + "/spec.yaml", "model: {from_pretrained: base}\n" + data +
+                                     "peft: {task_type: SEQ_CLS, r: 4, lora_alpha: 8, bias: lora_only}\n"
+                                     "training: {output_dir: out, max_steps: 4, learning_rate: 0.01, save_strategy: \"no\"}\n");
+  CliResult r = run_hftrain("train spec.yaml", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto adapter = hftrain::load_safetensors(dir + "/out/adapter_model.safetensors").tensors;
+  // query and value of 2 layers (A, B, and their biases as base_layer.bias), and the classifier whole.
+  CHECK(adapter.size() == 4 * 3 + 2);
+  CHECK(adapter.count("base_model.model.bert.encoder.layer.1.attention.self.value.base_layer.bias"));
+  CHECK(adapter.count("base_model.model.classifier.weight"));
+  CHECK(adapter.count("base_model.model.classifier.bias"));
+  CHECK(json::parse(read_text(dir + "/out/adapter_config.json"))["modules_to_save"] == json::array({"classifier"}));
+  CliResult p = run_hftrain("predict out", dir);
+  INFO(p.output);
+  CHECK(p.exit_code == 0);
+  CHECK(fs::exists(dir + "/out/predictions.jsonl"));
 }

@@ -257,9 +257,10 @@ TEST_CASE("predict's test_runtime covers generation", "[integration][predict]") 
   INFO("wall " << wall << " s, start-up " << startup << " s, test_runtime " << long_runtime << " s");
   REQUIRE(wall - startup > 1.0);  // it generated for a while
   CHECK(long_runtime <= wall);
-  // Within 20 % (0.5 s at least: start-up varies between runs on a busy machine); a runtime of the loss
-  // pass alone, as before generation was timed, is a small fraction of it.
-  CHECK(long_runtime == Approx(wall - startup).epsilon(0.2).margin(0.5));
+  // At least half of the generating time (start-up of one run against another varies widely on a busy
+  // machine, so no tighter bound holds there); a runtime of the loss pass alone, as before generation was
+  // timed, is a small fraction of it.
+  CHECK(long_runtime >= 0.5 * (wall - startup));
   fs::remove_all(dir);
 }
 

@@ -349,7 +349,7 @@ TEST_CASE("accelerate: features hftrain lacks are refused with a reason", "[unit
   CHECK_THAT(error_with("r11.yaml", with("distributed_type: MULTI_GPU\n", "")), Catch::Contains("distributed_type: required key is missing"));
 }
 
-TEST_CASE("accelerate: values that disagree with the spec are conflicts; the command line wins", "[unit][accelerate]") {
+TEST_CASE("accelerate: values that disagree with the spec are conflicts and the command line wins", "[unit][accelerate]") {
   CHECK_THAT(error_with("c1.yaml", kMultiGpu, "precision: {bf16: true}\n"),
              Catch::Contains("accelerate mixed_precision: 'fp16' disagrees with precision.bf16"));
   RunSpec spec = load_with("c2.yaml", kMultiGpu, "", {"distributed.nproc_per_node=3", "precision.fp16=false"});
