@@ -85,6 +85,9 @@ void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training) {
   log_info("peft: " + std::string(p.model->adapter()->config.value("use_dora", false) ? "DoRA" : "LoRA") + " on " +
            std::to_string(summary.adapted_layers) + " layers" + (for_training ? ", base frozen" : ""));
   if (for_training) log_info(summary.line());  // PEFT's print_trainable_parameters
+  if (for_training && spec.zero.stage == 3)
+    log_info("zero.stage 3: the adapters are partitioned and gathered per module; the frozen base is held whole on "
+             "each rank (partitioning it is not built yet)");
 }
 
 }  // namespace
@@ -120,8 +123,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   const bool peft = spec.peft || !spec.model.peft_adapter.empty();
   const bool sharded_init = for_training && spec.zero.stage == 3 && spec.zero.zero3_init_flag && !peft;
   if (for_training && spec.zero.stage == 3 && spec.zero.zero3_init_flag && peft)
-    log_info("zero.zero3_init_flag: the base model is built whole on each rank, then partitioned (adapters are attached "
-             "to the built model)");
+    log_info("zero.zero3_init_flag: the base model is built whole on each rank (adapters attach to the built model)");
   const bool hf_dir = !spec.model.from_pretrained.empty() &&
                       std::filesystem::exists(spec.model.from_pretrained + "/config.json");
   {
