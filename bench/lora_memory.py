@@ -9,9 +9,9 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
+
+from eval_memory import run  # runs a command; its peak RSS (MiB) from wait4 and its output
 
 SPEC = """model: {type: llama, hidden_size: %(hidden)d, intermediate_size: %(inter)d, num_hidden_layers: %(layers)d,
         num_attention_heads: %(heads)d, vocab_size: 256, max_position_embeddings: 256}
@@ -20,15 +20,6 @@ training: {output_dir: out, max_steps: %(steps)d, per_device_train_batch_size: %
            save_steps: %(steps)d, eval_strategy: "no", logging_steps: 1, do_eval: false}
 """
 PEFT = "peft: {r: 8, lora_alpha: 16, target_modules: [q_proj, v_proj]}\n"
-
-
-def run(cmd, cwd):
-    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit("%s failed:\n%s" % (" ".join(cmd), out[-3000:]))
-    return usage.ru_maxrss / 1024.0, out
 
 
 def main():

@@ -13,9 +13,11 @@
 
 #include "builtins/register_builtins.h"
 #include "util/error.h"
+#include "spec_test_helpers.h"
 #include "../ds_doc_configs.h"
 
 using namespace hftrain;
+using namespace hftrain_test;
 
 namespace {
 
@@ -54,18 +56,7 @@ RunSpec load_with(const std::string& name, const std::string& accelerate_yaml, c
 
 std::string error_with(const std::string& name, const std::string& accelerate_yaml, const std::string& extra = "",
                        const std::vector<std::string>& overrides = {}) {
-  try {
-    load_with(name, accelerate_yaml, extra, overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool has_note(const RunSpec& spec, const std::string& text) {
-  for (const auto& n : spec.notes)
-    if (n.find(text) != std::string::npos) return true;
-  return false;
+  return config_error([&] { load_with(name, accelerate_yaml, extra, overrides); });
 }
 
 // The HF Trainer docs' multi-node MULTI_GPU file (node 0 of 2).

@@ -11,9 +11,11 @@
 #include "optim/adagrad.h"
 #include "optim/deepspeed_schedules.h"
 #include "util/error.h"
+#include "spec_test_helpers.h"
 #include "../ds_doc_configs.h"
 
 using namespace hftrain;
+using namespace hftrain_test;
 using json = nlohmann::json;
 using hftrain_test::kZero2;
 using hftrain_test::kZero3;
@@ -39,25 +41,6 @@ std::string spec_with(const std::string& deepspeed_line, const std::string& extr
          "  weight_decay: 0.01\n"
          "  adam_beta2: 0.98\n"
          "  deepspeed: " + deepspeed_line + "\n" + extra;
-}
-
-RunSpec load(const std::string& spec_path, const std::vector<std::string>& overrides = {}) {
-  return load_run_spec(spec_path, overrides, builtin_components().catalog());
-}
-
-std::string load_error(const std::string& spec_path, const std::vector<std::string>& overrides = {}) {
-  try {
-    load(spec_path, overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool has_note(const RunSpec& spec, const std::string& text) {
-  for (const auto& n : spec.notes)
-    if (n.find(text) != std::string::npos) return true;
-  return false;
 }
 
 }  // namespace

@@ -10,8 +10,10 @@
 #include "builtins/register_builtins.h"
 #include "runspec/hf_flags.h"
 #include "util/error.h"
+#include "spec_test_helpers.h"
 
 using namespace hftrain;
+using namespace hftrain_test;
 
 namespace {
 
@@ -25,36 +27,8 @@ std::string write_spec(const std::string& name, const std::string& text) {
 
 const char* kSpec = "model: {type: gpt, n_layer: 1}\ndata: {type: digit_reversal}\ntraining:\n  output_dir: x\n";
 
-RunSpec load(const std::string& path, const std::vector<std::string>& overrides = {}) {
-  return load_run_spec(path, overrides, builtin_components().catalog());
-}
-
-std::string load_error(const std::string& path, const std::vector<std::string>& overrides = {}) {
-  try {
-    load(path, overrides);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool has_note(const RunSpec& spec, const std::string& text) {
-  for (const auto& n : spec.notes)
-    if (n.find(text) != std::string::npos) return true;
-  return false;
-}
-
 std::vector<std::string> rewrite(const std::vector<std::string>& args) {
   return rewrite_hf_flags(args, [](const std::string& flag) { return flag == "--set" || flag == "--dump-config"; });
-}
-
-std::string config_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

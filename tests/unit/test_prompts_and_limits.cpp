@@ -11,8 +11,10 @@
 #include "data/sample_limits.h"
 #include "log/progress.h"
 #include "util/error.h"
+#include "spec_test_helpers.h"
 
 using namespace hftrain;
+using namespace hftrain_test;
 namespace fs = std::filesystem;
 
 namespace {
@@ -23,15 +25,6 @@ std::string write_file(const std::string& name, const std::string& text) {
   auto path = (dir / name).string();
   std::ofstream(path, std::ios::binary) << text;
   return path;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -50,16 +43,16 @@ TEST_CASE("prompts files: one prompt per line or row and verbatim", "[unit][prom
   CHECK(read_prompts(write_file("q.jsonl", "{\"text\": \"a\", \"q\": \"x\"}\n"), "q").at(0).text == "x");
   CHECK(read_prompts(write_file("p.csv", "id,prompt\n1,\"hello, world\"\n"), "prompt").at(0).text == "hello, world");
 
-  CHECK_THAT(error_of([] { read_prompts(write_file("m.jsonl", "{\"text\": \"a\"}\n{\"t\": \"b\"}\n"), "text"); }),
+  CHECK_THAT(config_error([] { read_prompts(write_file("m.jsonl", "{\"text\": \"a\"}\n{\"t\": \"b\"}\n"), "text"); }),
              Catch::Contains("m.jsonl:2: no field 'text'"));
-  CHECK_THAT(error_of([] { read_prompts(write_file("n.jsonl", "{\"text\": 3}\n"), "text"); }),
+  CHECK_THAT(config_error([] { read_prompts(write_file("n.jsonl", "{\"text\": 3}\n"), "text"); }),
              Catch::Contains("n.jsonl:1: field 'text' is not a string"));
-  CHECK_THAT(error_of([] { read_prompts(write_file("e.jsonl", "{\"text\": \"\"}\n"), "text"); }),
+  CHECK_THAT(config_error([] { read_prompts(write_file("e.jsonl", "{\"text\": \"\"}\n"), "text"); }),
              Catch::Contains("e.jsonl:1: field 'text' is an empty prompt"));
-  CHECK_THAT(error_of([] { read_prompts(write_file("blank.txt", "\n  \n"), "text"); }), (Catch::Contains("holds no prompt") || Catch::Contains("is empty")) && Catch::Contains("blank.txt"));
+  CHECK_THAT(config_error([] { read_prompts(write_file("blank.txt", "\n  \n"), "text"); }), (Catch::Contains("holds no prompt") || Catch::Contains("is empty")) && Catch::Contains("blank.txt"));
   CHECK(read_prompts(write_file("blank3.txt", "\n  \nx\n \n"), "text").size() == 1u);  // blank lines are no prompts
-  CHECK_THAT(error_of([] { read_prompts(write_file("blank4.jsonl", "\n"), "text"); }), Catch::Contains("blank4.jsonl"));
-  CHECK_THAT(error_of([] { read_prompts("/nonexistent/prompts.txt", "text"); }), Catch::Contains("/nonexistent/prompts.txt"));
+  CHECK_THAT(config_error([] { read_prompts(write_file("blank4.jsonl", "\n"), "text"); }), Catch::Contains("blank4.jsonl"));
+  CHECK_THAT(config_error([] { read_prompts("/nonexistent/prompts.txt", "text"); }), Catch::Contains("/nonexistent/prompts.txt"));
 }
 
 TEST_CASE("max_train_samples / max_eval_samples / max_predict_samples keep the first examples of their split",
@@ -90,9 +83,9 @@ TEST_CASE("max_train_samples / max_eval_samples / max_predict_samples keep the f
   CHECK(s.data_limits.max_eval_samples == 3);
   CHECK(s.data_limits.max_predict_samples == 2);
   CHECK_THAT(dump_run_spec(s, builtin_components().catalog()), Catch::Contains("max_predict_samples: 2"));
-  CHECK_THAT(error_of([&] { load_run_spec(spec, {"data.max_eval_samples=0"}, builtin_components().catalog()); }),
+  CHECK_THAT(config_error([&] { load_run_spec(spec, {"data.max_eval_samples=0"}, builtin_components().catalog()); }),
              Catch::Contains("data.max_eval_samples"));
-  CHECK_THAT(error_of([&] { load_run_spec(spec, {"data.max_test_samples=1"}, builtin_components().catalog()); }),
+  CHECK_THAT(config_error([&] { load_run_spec(spec, {"data.max_test_samples=1"}, builtin_components().catalog()); }),
              Catch::Contains("data.max_test_samples"));
 }
 
@@ -106,7 +99,7 @@ TEST_CASE("a missing data file no split in use reads is skipped, and one in use 
   CHECK(eval_only.split("train")->size() == 0);
   JsonlSource tokenizer_only(o, DataUse{false, false, false});
   CHECK(tokenizer_only.tokenizer() != nullptr);
-  CHECK_THAT(error_of([&] { JsonlSource all(o); }), Catch::Contains("/nonexistent/train.jsonl"));
+  CHECK_THAT(config_error([&] { JsonlSource all(o); }), Catch::Contains("/nonexistent/train.jsonl"));
 }
 
 TEST_CASE("eval / predict progress lines are titled and have no epoch", "[unit][prompts]") {
@@ -125,6 +118,6 @@ TEST_CASE("eval / predict progress lines are titled and have no epoch", "[unit][
 TEST_CASE("max_train_samples under training points to the data section", "[unit][prompts]") {
   const std::string spec = write_file("hint.yaml", "model: {type: gpt, n_layer: 1}\ndata: {type: digit_reversal}\n"
                                                    "training: {max_train_samples: 4}\n");
-  CHECK_THAT(error_of([&] { load_run_spec(spec, {}, builtin_components().catalog()); }),
+  CHECK_THAT(config_error([&] { load_run_spec(spec, {}, builtin_components().catalog()); }),
              Catch::Contains("in hftrain it is data.max_train_samples"));
 }
