@@ -252,47 +252,27 @@ void load_model_weights(const std::string& path, Model& model) {
 
 void load_model_weights(SafetensorsFile file, const std::string& path, Model& model) {
   torch::NoGradGuard no_grad;
-  if (const AdapterDescription* adapter = model.adapter()) {  // the adapter's tensors, under PEFT's or the model's names
-    SafetensorsFile own;
-    for (auto& [name, t] : file.tensors) own.tensors.emplace(model_tensor_name(name), std::move(t));
-    std::vector<std::string> missing;
-    for (auto& np : model.named_parameters()) {
-      if (!adapter->holds(np.key())) continue;
-      auto it = own.tensors.find(np.key());
-      if (it == own.tensors.end()) {
-        missing.push_back(peft_tensor_name(*adapter, np.key()));
-        continue;
-      }
-      if (!it->second.sizes().equals(np.value().sizes()))
-        throw RuntimeFailure("'" + path + "': tensor '" + peft_tensor_name(*adapter, np.key()) + "' has shape " +
-                             c10::str(it->second.sizes()) + " but the adapter expects " + c10::str(np.value().sizes()));
-      np.value().copy_(it->second);
-      own.tensors.erase(it);
-    }
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    if (!missing.empty()) throw RuntimeFailure("'" + path + "': missing adapter tensors: " + list);
-    for (const auto& kv : own.tensors) list += (list.empty() ? "" : ", ") + std::string(kPeftPrefix) + kv.first;
-    if (!own.tensors.empty())
-      throw RuntimeFailure("'" + path + "': tensors the adapter does not have (another r, target_modules or model?): " + list);
-    return;
-  }
+  // An adapter model loads the adapter's tensors only, named as PEFT names them or as the model does.
+  const AdapterDescription* adapter = model.adapter();
+  if (adapter) file = in_model_names(model, std::move(file));
   std::vector<std::string> missing;
   auto assign = [&](const std::string& name, torch::Tensor& target) {
+    if (!saved_in_file(model, name)) return;
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
-      missing.push_back(name);
+      missing.push_back(file_tensor_name(model, name));
       return;
     }
     const auto& src = it->second;
     if (!src.sizes().equals(target.sizes()))
-      throw RuntimeFailure("'" + path + "': tensor '" + name + "' has shape " + c10::str(src.sizes()) +
-                           " but the model expects " + c10::str(target.sizes()));
+      throw RuntimeFailure("'" + path + "': tensor '" + file_tensor_name(model, name) + "' has shape " +
+                           c10::str(src.sizes()) + " but the model expects " + c10::str(target.sizes()));
     target.copy_(src);
     file.tensors.erase(it);
   };
   for (auto& np : model.named_parameters()) assign(np.key(), np.value());
-  for (auto& nb : model.named_buffers()) assign(nb.key(), nb.value());
+  if (!adapter)
+    for (auto& nb : model.named_buffers()) assign(nb.key(), nb.value());
   if (!missing.empty()) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
@@ -300,8 +280,9 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
   }
   if (!file.tensors.empty()) {
     std::string list;
-    for (const auto& kv : file.tensors) list += (list.empty() ? "" : ", ") + kv.first;
-    throw RuntimeFailure("'" + path + "': unexpected tensors not in the model: " + list);
+    for (const auto& kv : file.tensors) list += (list.empty() ? "" : ", ") + (adapter ? kPeftPrefix + kv.first : kv.first);
+    throw RuntimeFailure("'" + path + "': unexpected tensors not in the model" +
+                         std::string(adapter ? " (an adapter of another r, target_modules or model?)" : "") + ": " + list);
   }
 }
 

@@ -283,6 +283,22 @@ def bert_config(arch, **extra):
     return cfg
 
 
+def bert_cls_case(gen):
+    """BertForSequenceClassification with 3 labels from id2label, random weights and classifier, and a batch
+    of 3 rows with token types and padding: (config, weights, inputs)."""
+    cfg = bert_config("BertForSequenceClassification",
+                      id2label={"0": "neg", "1": "neu", "2": "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
+    W = bert_weights(gen, cfg, True)
+    W["classifier.weight"], W["classifier.bias"] = rand(gen, 3, 32), rand(gen, 3, std=0.1)
+    ids = torch.randint(1, 41, (3, 10), generator=gen)
+    types = torch.zeros(3, 10, dtype=torch.int64)
+    types[:, 5:] = 1
+    mask = torch.ones(3, 10, dtype=torch.int64)
+    mask[1, 7:] = 0
+    mask[2, 4:] = 0
+    return cfg, W, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": torch.tensor([2, 0, 1])}
+
+
 def llama_case(gen, tie, kv_heads, theta):
     cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 43, "hidden_size": 32,
            "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": kv_heads,
@@ -344,21 +360,10 @@ def make_cases(root):
         causal_loss(logits, labels), shards=3, hftrain_type="gpt2")
 
     # bert sequence classification, 3 labels from id2label, token types and padding
-    cfg = bert_config("BertForSequenceClassification",
-                      id2label={"0": "neg", "1": "neu", "2": "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
-    W = bert_weights(gen, cfg, True)
-    W["classifier.weight"], W["classifier.bias"] = rand(gen, 3, 32), rand(gen, 3, std=0.1)
-    ids = torch.randint(1, 41, (3, 10), generator=gen)
-    types = torch.zeros(3, 10, dtype=torch.int64)
-    types[:, 5:] = 1
-    mask = torch.ones(3, 10, dtype=torch.int64)
-    mask[1, 7:] = 0
-    mask[2, 4:] = 0
-    labels = torch.tensor([2, 0, 1])
+    cfg, W, inputs = bert_cls_case(gen)
+    ids, mask, types, labels = inputs["input_ids"], inputs["attention_mask"], inputs["token_type_ids"], inputs["labels"]
     logits = bert_cls_forward(cfg, W, ids, mask, types)
-    add("bert_classification", cfg, W, W,
-        {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels}, logits,
-        F.cross_entropy(logits, labels), hftrain_type="bert")
+    add("bert_classification", cfg, W, W, inputs, logits, F.cross_entropy(logits, labels), hftrain_type="bert")
     # bert regression: num_labels 1 (problem_type regression, MSE)
     cfg = bert_config("BertForSequenceClassification", id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0})
     W = bert_weights(gen, cfg, True)

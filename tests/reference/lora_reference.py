@@ -33,7 +33,7 @@ except ImportError:
     sys.exit("lora_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import (FORWARDS, TOL, bert_config, bert_weights, causal_loss, close,  # noqa: E402
+from hf_models_reference import (FORWARDS, TOL, bert_cls_case, causal_loss, close,  # noqa: E402
                                  compare_with_hftrain, gpt2_case, llama_case, lm_inputs, rand, read_model_dir,
                                  write_model_dir)
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
@@ -356,18 +356,8 @@ def make_cases(root):
         rank_pattern={"o_proj": 2}, alpha_pattern={"down_proj": 3.0}, layers_to_transform=[0])),
         each([0], ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"], 4, 8,
              "model.layers.%d.") + [("model.layers.0.self_attn.o_proj", 2, 8), ("model.layers.0.mlp.down_proj", 4, 3.0)])
-    cfg = bert_config("BertForSequenceClassification",
-                      id2label={"0": "neg", "1": "neu", "2": "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
-    W = bert_weights(gen, cfg, True)
-    W["classifier.weight"], W["classifier.bias"] = rand(gen, 3, 32), rand(gen, 3, std=0.1)
-    ids = torch.randint(1, 41, (3, 10), generator=gen)
-    types = torch.zeros(3, 10, dtype=torch.int64)
-    types[:, 5:] = 1
-    mask = torch.ones(3, 10, dtype=torch.int64)
-    mask[1, 7:] = 0
-    mask[2, 4:] = 0
-    add("bert_cls_lora_bias_all_classifier", "bert", cfg, W,
-        {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": torch.tensor([2, 0, 1])},
+    cfg, W, inputs = bert_cls_case(gen)
+    add("bert_cls_lora_bias_all_classifier", "bert", cfg, W, inputs,
         adapter_config("bert", "SEQ_CLS", r=4, lora_alpha=8, target_modules=["query", "value"],
                        modules_to_save=["classifier"], bias="all"),
         each((0, 1), ["attention.self.query", "attention.self.value"], 4, 8, "bert.encoder.layer.%d."))
