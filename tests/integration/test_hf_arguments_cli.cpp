@@ -247,7 +247,8 @@ TEST_CASE("the --local_rank flag as torch.distributed.launch passes it", "[integ
     WARN("python3-torch is not installed: the launcher runs are skipped");
     return;
   }
-  write_text(dir + "/run_hftrain.py", "import os, sys\nprint('argv:', *sys.argv[1:], flush=True)\n"
+  // One write(2) per line: both workers share the pipe, and print() may write its pieces separately.
+  write_text(dir + "/run_hftrain.py", "import os, sys\nos.write(1, ('argv: ' + ' '.join(sys.argv[1:]) + '\\n').encode())\n"
                                       "os.execv('" + bin + "', ['hftrain'] + sys.argv[1:])\n");
   // Debian's torch 1.13 under Python 3.12: Std.from_str("0") finds no member (IntFlag iteration skips 0)
   // and the launchers fail before starting anything; the shim returns Std.NONE there and runs the launcher.
