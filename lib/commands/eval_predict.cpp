@@ -136,6 +136,7 @@ Prepared prepare_inference(const std::string& target, const std::vector<std::str
   log_info("model weights: " + weights.description);
   log_info("results go to " + spec.training.output_dir + " (" + weights.results_note + ")");
   apply_inference_precision(p.pipeline, spec);
+  place_on_device(p.pipeline, spec, torch_device_of(device));
   p.memory->stop("init");
   return p;
 }

@@ -224,6 +224,7 @@ int run_train(const TrainRequest& given_request) {
                       "' needs evaluation examples, and the data source has none (give data an evaluation split, or "
                       "set eval_strategy: \"no\")");
   fit_threads_to_step(spec.distributed, env.local_world_size, pipeline, spec.training.per_device_train_batch_size, 6);
+  place_on_device(pipeline, spec, torch_device_of(device));
 
   Trainer trainer(spec, c, pipeline);
   if (main_rank) trainer.add_callback(std::make_unique<OutputDirWriter>(out, resolved, trainer));

@@ -5,6 +5,8 @@
 //   reduce_scatter = all-to-all-v (each rank sends every other rank its segment) + a local sum in rank
 //                    order; a rank sends S - S_own bytes, as a ring reduce-scatter would;
 //   all_gather     = Gloo's list all-gather into views of the flat output; a rank sends (N-1) * n bytes.
+// Gloo reads and writes host memory only: tensors on a device go through host copies, copied back when
+// the operation is waited for (no NCCL implementation yet; docs/gpu.md).
 // Every operation counts the bytes this rank sends (the algorithm's payload, see docs/distributed.md)
 // and fails after distributed.ddp_timeout with a RuntimeFailure naming the operation and its purpose.
 #pragma once
@@ -46,7 +48,7 @@ class Comm {
   virtual int world_size() const = 0;
   virtual std::string backend() const = 0;
 
-  // In-place element-wise reduction of `t` (contiguous, CPU) over all ranks. `what` says what the data is
+  // In-place element-wise reduction of `t` (contiguous) over all ranks. `what` says what the data is
   // ("gradient bucket 2/5") for error messages.
   virtual std::unique_ptr<PendingOp> all_reduce_async(torch::Tensor t, ReduceOp op, const std::string& what) = 0;
   // `input` holds world_size consecutive segments of counts[j] elements; `output` (counts[rank] elements)

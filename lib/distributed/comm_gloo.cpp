@@ -104,6 +104,28 @@ void sum_segments(const torch::Tensor& received, int64_t size, int64_t n, torch:
   output.copy_(acc);
 }
 
+// An operation on host copies of device tensors, then `copy_back` (host -> device) once it is done.
+class StagedOp : public PendingOp {
+ public:
+  StagedOp(std::unique_ptr<PendingOp> inner, std::function<void()> copy_back)
+      : inner_(std::move(inner)), copy_back_(std::move(copy_back)) {}
+  void wait() override {
+    if (!inner_) return;
+    inner_->wait();
+    inner_.reset();
+    torch::NoGradGuard no_grad;
+    copy_back_();
+  }
+
+ private:
+  std::unique_ptr<PendingOp> inner_;
+  std::function<void()> copy_back_;
+};
+
+bool on_device(const torch::Tensor& t) { return t.defined() && !t.device().is_cpu(); }
+torch::Tensor host_copy(const torch::Tensor& t) { return t.to(torch::kCPU).contiguous(); }
+torch::Tensor host_like(const torch::Tensor& t) { return torch::empty(t.sizes(), t.options().device(torch::kCPU)); }
+
 void require_cpu_contiguous(const torch::Tensor& t, const std::string& op, const std::string& what) {
   if (!t.defined() || !t.is_contiguous() || !t.device().is_cpu())
     throw RuntimeFailure(op + " (" + what + "): tensors must be defined, contiguous and on the CPU");
@@ -139,7 +161,13 @@ class GlooComm : public Comm {
   int world_size() const override { return size_; }
   std::string backend() const override { return "gloo"; }
 
+  // Gloo moves host memory only: tensors on a device (a GPU without NCCL, or the lazy stand-in) travel
+  // through host copies, which the operation's wait() copies back.
   std::unique_ptr<PendingOp> all_reduce_async(torch::Tensor t, ReduceOp op, const std::string& what) override {
+    if (on_device(t)) {
+      auto host = host_copy(t);
+      return std::make_unique<StagedOp>(all_reduce_async(host, op, what), [t, host]() mutable { t.copy_(host); });
+    }
     require_cpu_contiguous(t, "all_reduce", what);
     if (gloo_lacks(t)) return all_reduce_by_gather(t, op, what);
     const uint64_t bytes = t.nbytes();
@@ -155,6 +183,11 @@ class GlooComm : public Comm {
 
   std::unique_ptr<PendingOp> reduce_scatter_async(torch::Tensor input, std::vector<int64_t> counts, torch::Tensor output,
                                                   const std::string& what) override {
+    if (on_device(input) || on_device(output)) {
+      auto host_out = host_like(output);
+      return std::make_unique<StagedOp>(reduce_scatter_async(host_copy(input), std::move(counts), host_out, what),
+                                        [output, host_out]() mutable { output.copy_(host_out); });
+    }
     require_cpu_contiguous(input, "reduce_scatter", what);
     require_cpu_contiguous(output, "reduce_scatter", what);
     int64_t total = 0;
@@ -179,6 +212,11 @@ class GlooComm : public Comm {
   }
 
   std::unique_ptr<PendingOp> all_gather_async(torch::Tensor input, torch::Tensor output, const std::string& what) override {
+    if (on_device(input) || on_device(output)) {
+      auto host_out = host_like(output);
+      return std::make_unique<StagedOp>(all_gather_async(host_copy(input), host_out, what),
+                                        [output, host_out]() mutable { output.copy_(host_out); });
+    }
     require_cpu_contiguous(input, "all_gather", what);
     require_cpu_contiguous(output, "all_gather", what);
     const int64_t n = input.numel();
@@ -195,6 +233,10 @@ class GlooComm : public Comm {
   }
 
   std::unique_ptr<PendingOp> broadcast_async(torch::Tensor t, int root, const std::string& what) override {
+    if (on_device(t)) {
+      auto host = host_copy(t);
+      return std::make_unique<StagedOp>(broadcast_async(host, root, what), [t, host]() mutable { t.copy_(host); });
+    }
     require_cpu_contiguous(t, "broadcast", what);
     // Upper bound: the root sends the buffer once to every other rank.
     count("broadcast", rank_ == root ? t.nbytes() * static_cast<uint64_t>(size_ - 1) : 0);

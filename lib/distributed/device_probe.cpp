@@ -77,6 +77,11 @@ void set_current_gpu(int index) {
 #endif
 }
 
+c10::Device torch_device_of(const DeviceChoice& choice) {
+  if (choice.on_gpu()) return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(choice.cuda_index));
+  return c10::Device(c10::DeviceType::CPU);
+}
+
 std::shared_ptr<GpuMemoryCounters> cuda_memory_counters(int index) {
 #if HFTRAIN_WITH_CUDA
   check_index(index);

@@ -6,6 +6,8 @@
 
 #include <memory>
 
+#include <c10/core/Device.h>
+
 #include "distributed/devices.h"
 #include "log/memory_tracker.h"
 
@@ -20,6 +22,9 @@ class TorchDeviceProbe : public DeviceProbe {
 
 // Makes cuda:`index` this process's current device (torch.cuda.set_device). RuntimeFailure without CUDA.
 void set_current_gpu(int index);
+
+// The torch device of a worker's choice: cuda:i or cpu.
+c10::Device torch_device_of(const DeviceChoice& choice);
 
 // HF's torch.cuda.memory_allocated / max_memory_allocated / reset_peak_memory_stats / empty_cache for
 // cuda:`index` (the caching allocator's counters); nullptr on a build without CUDA.

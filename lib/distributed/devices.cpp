@@ -214,8 +214,13 @@ DeviceChoice choose_device(bool cuda_build, bool use_cpu, const std::string& bac
                       std::to_string(visible_gpus - 1) + " after CUDA_VISIBLE_DEVICES); start at most " +
                       std::to_string(visible_gpus) + " workers on this node (--nproc-per-node auto), or set "
                       "training.use_cpu: true");
+  // hftrain's Comm has no NCCL implementation yet: GPU tensors travel through host memory over Gloo
+  // (distributed/comm.h), so `auto` means gloo on GPUs too, and nccl is refused rather than pretended.
+  if (backend == "nccl")
+    throw ConfigError("distributed.backend: nccl collectives are not built into hftrain yet; on GPUs the workers "
+                      "exchange gradients over gloo through host memory: use gloo (or auto)");
   c.cuda_index = local_rank;
-  c.backend = backend == "auto" ? "nccl" : backend;
+  c.backend = "gloo";
   return c;
 }
 

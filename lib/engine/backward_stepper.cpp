@@ -53,7 +53,7 @@ void BackwardStepper::on_gradient(std::size_t index, const torch::Tensor& grad) 
       const double n = torch::linalg::vector_norm(grad, 2, c10::nullopt, false, c10::nullopt).item<double>();
       norm_sq_ += n * n;
     }
-    if (!measure_only_) optimizer_.step_parameter(entries_[index].name, coef_.defined() ? grad * coef_ : grad, lr_);
+    if (!measure_only_) optimizer_.step_parameter(entries_[index].name, coef_.defined() ? grad * coef_.item<double>() : grad, lr_);
   }
   held_.push_back(index);
 }

@@ -12,6 +12,10 @@ namespace {
 
 using BuildStep = std::function<void(const EngineRequest&, EngineConfig&)>;
 
+// The engine's buffers, masters and optimizer state live where the model was placed; with NVMe offload
+// the optimizer state (and masters) live in swap files through host memory.
+void place_on_device(const EngineRequest& r, EngineConfig& c) { c.device = r.device; }
+
 void precision_and_clipping(const EngineRequest& r, EngineConfig& c) {
   c.stage = static_cast<int>(r.spec.zero.stage);
   c.max_grad_norm = r.spec.training.max_grad_norm;
@@ -65,6 +69,7 @@ void nvme_offload(const EngineRequest& r, EngineConfig& c) {
 
 const std::vector<std::pair<const char*, BuildStep>>& build_steps() {
   static const std::vector<std::pair<const char*, BuildStep>> steps = {
+      {"place on device", place_on_device},
       {"precision and clipping", precision_and_clipping},
       {"optimizer capabilities", optimizer_capabilities},
       {"zero-3 gather units", gather_units},

@@ -1,5 +1,5 @@
 // The engine of a run, built from its spec in ordered steps (as torchtitan applies its parallelisms):
-// precision and clipping, the optimizer's capabilities, ZeRO-3 gather units, sharded construction
+// the device, precision and clipping, the optimizer's capabilities, ZeRO-3 gather units, sharded construction
 // (zero.Init), NVMe offload, then the engine itself (engine/factory.h), whose gather hooks are installed
 // in the model. The trainer asks for "the engine of this run" and knows none of these settings.
 #pragma once
@@ -25,6 +25,7 @@ struct EngineRequest {
   OptimizerTraits optimizer_traits;  // the registry entry's traits of spec.optimizer.type
   OptimizerFactory build_optimizer;
   Comm& comm;
+  torch::Device device = torch::kCPU;  // where the model was placed (train/model_and_data.h place_on_device)
 };
 
 // The engine's precision from the run spec: precision.bf16 / fp16 (HF --bf16 / --fp16, DeepSpeed's

@@ -26,6 +26,7 @@ std::vector<std::string> trainable_names(const EngineInputs& in) {
 
 ZeroOptions zero_options(const EngineConfig& config) {
   ZeroOptions o;
+  o.device = config.device;
   o.stage = config.stage;
   o.max_grad_norm = config.max_grad_norm;
   o.bucket_cap_mb = config.bucket_cap_mb;

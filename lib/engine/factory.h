@@ -15,6 +15,7 @@
 namespace hftrain {
 
 struct EngineConfig {
+  torch::Device device = torch::kCPU;  // the model's device: flat buffers, gradients, masters, optimizer state
   int stage = 0;
   double max_grad_norm = 0;
   double bucket_cap_mb = 25;

@@ -65,7 +65,8 @@ UnitLayout unit_layout(const std::vector<ParamGroup>& groups, const std::vector<
   return layout;
 }
 
-PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector<std::string>& model_order, int world) {
+PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector<std::string>& model_order, int world,
+                        torch::Device device) {
   std::map<std::string, int64_t> index_of;
   for (std::size_t i = 0; i < model_order.size(); ++i) index_of[model_order[i]] = static_cast<int64_t>(i);
   std::unordered_set<const void*> seen;
@@ -75,8 +76,9 @@ PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector
     in.weight_decay = g.weight_decay;
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       const auto& p = g.params[i];
-      if (p.scalar_type() != torch::kFloat32 || !p.device().is_cpu())
-        throw RuntimeFailure("data-parallel engine: parameter '" + g.names[i] + "' is not an fp32 CPU tensor");
+      if (p.scalar_type() != torch::kFloat32 || p.device() != device)
+        throw RuntimeFailure("data-parallel engine: parameter '" + g.names[i] + "' is not an fp32 tensor on " + device.str() +
+                             " (it is " + std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() + ")");
       if (!seen.insert(p.unsafeGetTensorImpl()).second)
         throw RuntimeFailure("data-parallel engine: parameter '" + g.names[i] + "' appears twice in the parameter groups");
       in.names.push_back(g.names[i]);
@@ -105,12 +107,12 @@ std::vector<torch::Tensor> view_parameters(ParamGroup& group, const FlatGroupInf
 }  // namespace
 
 FlatParameters adopt_parameters(std::vector<ParamGroup>& groups, const PartitionMap& map, torch::ScalarType dtype,
-                                Comm& comm, const GroupValuesSink& take_values) {
+                                Comm& comm, const GroupValuesSink& take_values, torch::Device device) {
   torch::NoGradGuard no_grad;
   FlatParameters out;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const FlatGroupInfo& info = map.groups[g];
-    auto values = torch::zeros({info.padded_numel}, torch::kFloat32);
+    auto values = torch::zeros({info.padded_numel}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
     for (std::size_t i = 0; i < info.params.size(); ++i) {
       const torch::Tensor& p = groups[g].params[i];
       values.narrow(0, info.params[i].offset, info.params[i].numel).copy_(p.detach().reshape({-1}));
@@ -128,9 +130,11 @@ FlatParameters adopt_parameters(std::vector<ParamGroup>& groups, const Partition
   return out;
 }
 
-std::vector<torch::Tensor> read_initial_partitions(const PartitionMap& map, int rank, const InitialValues& initial_values) {
+std::vector<torch::Tensor> read_initial_partitions(const PartitionMap& map, int rank, const InitialValues& initial_values,
+                                                   torch::Device device) {
   std::vector<torch::Tensor> partitions;
-  for (const auto& info : map.groups) partitions.push_back(torch::zeros({info.partition_size}, torch::kFloat32));
+  for (const auto& info : map.groups)
+    partitions.push_back(torch::zeros({info.partition_size}, torch::TensorOptions().dtype(torch::kFloat32).device(device)));
   std::map<std::string, std::pair<std::size_t, std::size_t>> where;  // name -> (group, index)
   for (std::size_t g = 0; g < map.groups.size(); ++g)
     for (std::size_t i = 0; i < map.groups[g].params.size(); ++i) where[map.groups[g].params[i].name] = {g, i};
@@ -153,13 +157,13 @@ std::vector<torch::Tensor> read_initial_partitions(const PartitionMap& map, int 
 }
 
 FlatParameters adopt_released_parameters(std::vector<ParamGroup>& groups, const PartitionMap& map, torch::ScalarType dtype,
-                                         const std::vector<bool>& persistent) {
+                                         const std::vector<bool>& persistent, torch::Device device) {
   torch::NoGradGuard no_grad;
   FlatParameters out;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     // The full buffer exists just long enough for the parameters (released since construction) to become
     // views of it; the persistent groups keep it (they are gathered whole from the shards).
-    auto flat = torch::empty({map.groups[g].padded_numel}, dtype);
+    auto flat = torch::empty({map.groups[g].padded_numel}, torch::TensorOptions().dtype(dtype).device(device));
     out.params.push_back(view_parameters(groups[g], map.groups[g], flat));
     if (!persistent[g]) release_storage(flat);
     out.flat.push_back(flat);

@@ -35,27 +35,30 @@ UnitLayout unit_layout(const std::vector<ParamGroup>& groups, const std::vector<
                        int64_t persistence_threshold);
 
 // The partition map of `groups` over `world` ranks; `model_order` (trainable names in the model's order)
-// fixes each parameter's readiness order in backward.
-PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector<std::string>& model_order, int world);
+// fixes each parameter's readiness order in backward. Every parameter must be fp32 on `device`.
+PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector<std::string>& model_order, int world,
+                        torch::Device device);
 
 struct FlatParameters {
   std::vector<std::vector<torch::Tensor>> params;  // per group, the model's parameters (views of flat)
   std::vector<torch::Tensor> flat;                 // per group, padded, in the parameter dtype
 };
 
-// Moves the parameters' values into flat buffers of `dtype` (rank 0's values win, broadcast as DDP does)
+// Moves the parameters' values into flat buffers of `dtype` on `device` (rank 0's values win, broadcast as DDP does)
 // and makes the parameters views of them. `take_values(g, values32, flat)` sees each group's fp32 values
 // (the flat buffer itself when dtype is fp32) before the next group is built, so at most one group is
 // held twice.
 using GroupValuesSink = std::function<void(std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat)>;
 FlatParameters adopt_parameters(std::vector<ParamGroup>& groups, const PartitionMap& map, torch::ScalarType dtype,
-                                Comm& comm, const GroupValuesSink& take_values);
+                                Comm& comm, const GroupValuesSink& take_values, torch::Device device);
 
 // Sharded construction (zero.Init): the parameters hold no memory; `initial_values` hands each one's value
-// in turn and only this rank's partition of it is kept, in the returned fp32 partitions (one per group).
-// The parameters become views of flat buffers that are released again unless `persistent[g]`.
-std::vector<torch::Tensor> read_initial_partitions(const PartitionMap& map, int rank, const InitialValues& initial_values);
+// in turn and only this rank's partition of it is kept, in the returned fp32 partitions (one per group,
+// on `device`). The parameters become views of flat buffers on `device` that are released again unless
+// `persistent[g]`.
+std::vector<torch::Tensor> read_initial_partitions(const PartitionMap& map, int rank, const InitialValues& initial_values,
+                                                   torch::Device device);
 FlatParameters adopt_released_parameters(std::vector<ParamGroup>& groups, const PartitionMap& map, torch::ScalarType dtype,
-                                         const std::vector<bool>& persistent);
+                                         const std::vector<bool>& persistent, torch::Device device);
 
 }  // namespace hftrain

@@ -19,15 +19,15 @@ int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? static_cast<
 }  // namespace
 
 GradientSync::GradientSync(Comm& comm, const PartitionMap& map, std::vector<std::vector<torch::Tensor>> params,
-                           GradientReduction mode, torch::ScalarType dtype, torch::ScalarType reduce_dtype,
-                           double bucket_cap_mb)
-    : comm_(comm), map_(map), params_(std::move(params)), mode_(mode), dtype_(dtype), reduce_dtype_(reduce_dtype),
+                           GradientReduction mode, torch::Device device, torch::ScalarType dtype,
+                           torch::ScalarType reduce_dtype, double bucket_cap_mb)
+    : comm_(comm), map_(map), params_(std::move(params)), mode_(mode), device_(device), dtype_(dtype), reduce_dtype_(reduce_dtype),
       rank_(comm.rank()), world_(comm.world_size()) {
   torch::NoGradGuard no_grad;
   for (std::size_t g = 0; g < map_.groups.size(); ++g) {
     const FlatGroupInfo& info = map_.groups[g];
     if (keeps_full_grads()) {
-      auto grads = torch::zeros({info.padded_numel}, dtype_);
+      auto grads = torch::zeros({info.padded_numel}, on_device(dtype_));
       for (std::size_t i = 0; i < info.params.size(); ++i)
         params_[g][i].mutable_grad() = grads.narrow(0, info.params[i].offset, info.params[i].numel).view(params_[g][i].sizes());
       flat_grads_.push_back(grads);
@@ -41,7 +41,7 @@ GradientSync::GradientSync(Comm& comm, const PartitionMap& map, std::vector<std:
         step_grads_.push_back(partition_grads_.back());
         break;
       case GradientReduction::kReduceScatterEveryMicroStep:
-        partition_grads_.push_back(torch::zeros({info.partition_size}, dtype_));
+        partition_grads_.push_back(torch::zeros({info.partition_size}, on_device(dtype_)));
         step_grads_.push_back(partition_grads_.back());
         break;
     }
@@ -137,7 +137,7 @@ void GradientSync::on_gradient(int group, int index) {
   if (!keeps_full_grads()) {
     torch::NoGradGuard no_grad;
     if (!b.staging.defined()) {
-      b.staging = torch::zeros({b.end - b.begin}, dtype_);
+      b.staging = torch::zeros({b.end - b.begin}, on_device(dtype_));
       transient_bytes_ += tensor_bytes(b.staging);
     }
     auto& p = params_[static_cast<std::size_t>(group)][static_cast<std::size_t>(index)];
@@ -165,7 +165,7 @@ void GradientSync::launch(std::size_t k) {
     input = flat_grads_[static_cast<std::size_t>(b.group)].narrow(0, b.begin, len);
   } else {
     if (!b.staging.defined()) {
-      b.staging = torch::zeros({len}, dtype_);
+      b.staging = torch::zeros({len}, on_device(dtype_));
       transient_bytes_ += tensor_bytes(b.staging);
     }
     input = b.staging;
@@ -182,7 +182,7 @@ void GradientSync::launch(std::size_t k) {
     std::vector<int64_t> counts;
     for (int r = 0; r < world_; ++r)
       counts.push_back(overlap(b.begin, b.end, info.partition_begin(r), info.partition_begin(r) + info.partition_size));
-    b.received = torch::empty({counts[static_cast<std::size_t>(rank_)]}, reduce_dtype_);
+    b.received = torch::empty({counts[static_cast<std::size_t>(rank_)]}, on_device(reduce_dtype_));
     transient_bytes_ += tensor_bytes(b.received);
     b.op = comm_.reduce_scatter_async(input, counts, b.received, bucket_name(k));
   }

@@ -33,9 +33,10 @@ enum class GradientReduction { kAllReduce, kReduceScatterAtBoundary, kReduceScat
 class GradientSync {
  public:
   // `params[g][i]`: the model's parameters of flat group g (views of the flat parameter buffer); their
-  // .grad become views of the gradient buffer where the mode keeps full-size gradients.
+  // .grad become views of the gradient buffer where the mode keeps full-size gradients. Every buffer is
+  // on `device` (the parameters').
   GradientSync(Comm& comm, const PartitionMap& map, std::vector<std::vector<torch::Tensor>> params, GradientReduction mode,
-               torch::ScalarType dtype, torch::ScalarType reduce_dtype, double bucket_cap_mb);
+               torch::Device device, torch::ScalarType dtype, torch::ScalarType reduce_dtype, double bucket_cap_mb);
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -87,7 +88,9 @@ class GradientSync {
   const PartitionMap& map_;
   std::vector<std::vector<torch::Tensor>> params_;
   GradientReduction mode_;
+  torch::Device device_;
   torch::ScalarType dtype_, reduce_dtype_;
+  torch::TensorOptions on_device(torch::ScalarType dtype) const { return torch::TensorOptions().dtype(dtype).device(device_); }
   int rank_, world_;
   std::vector<torch::Tensor> flat_grads_;       // full-size modes: per group, padded (param.grad are views)
   std::vector<torch::Tensor> partition_grads_;  // reduce-scatter modes: the averaged gradients of the partition

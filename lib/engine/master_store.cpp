@@ -19,8 +19,9 @@ torch::Tensor MasterStore::gathered(std::size_t g) {
   // One rank holds the whole group: no gather, no copy (of memory-resident masters: the live ones).
   if (whole_groups_ || comm_.world_size() == 1) return values(g);
   const FlatGroupInfo& info = map_.groups[g];
-  auto full = torch::empty({info.padded_numel}, torch::kFloat32);
-  if (info.padded_numel > 0) comm_.all_gather(values(g), full, "fp32 master weights of group " + std::to_string(g));
+  const torch::Tensor mine = values(g);
+  auto full = torch::empty({info.padded_numel}, mine.options());
+  if (info.padded_numel > 0) comm_.all_gather(mine, full, "fp32 master weights of group " + std::to_string(g));
   return full;
 }
 

@@ -42,7 +42,7 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
     layout = unit_layout(groups, options.gather_units, options.persistence_threshold);
     groups = layout.groups;
   }
-  map_ = map_groups(groups, model_order, world_);
+  map_ = map_groups(groups, model_order, world_, options_.device);
 
   // Flat parameter buffers; the model's parameters become views of them. Rank 0's fp32 values win (DDP);
   // with mixed precision they become the masters and the 16-bit buffer holds them rounded.
@@ -50,22 +50,23 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
   if (options_.initial_values && !sharded_init)
     throw RuntimeFailure("data-parallel engine: sharded construction needs ZeRO stage 3 (got stage " + std::to_string(stage_) + ")");
   if (sharded_init) {  // each initial value in turn; only this rank's partition of it is kept
-    for (auto& partition : read_initial_partitions(map_, rank_, options_.initial_values)) masters_.add(partition);
+    for (auto& partition : read_initial_partitions(map_, rank_, options_.initial_values, options_.device)) masters_.add(partition);
     options_.initial_values = nullptr;  // the model (and pretrained files) it holds are not needed any more
     for (std::size_t g = 0; g < masters_.size() && mixed_; ++g) shard16_.push_back(masters_.tensor(g).to(dtype_));
-    flat_ = adopt_released_parameters(groups, map_, dtype_, layout.persistent);
+    flat_ = adopt_released_parameters(groups, map_, dtype_, layout.persistent, options_.device);
   } else {
     flat_ = adopt_parameters(groups, map_, dtype_, comm_,
                              [this](std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat) {
                                adopt_masters(g, values32, flat);
-                             });
+                             },
+                             options_.device);
   }
   if (mixed_)  // a stored master refreshes the 16-bit copy the model (or the stage-3 gather) reads
     masters_.on_store([this](std::size_t g, const torch::Tensor& values) {
       if (swapped_shards_) masters_.swap()->write_params16(flat_group_key(g), values.to(dtype_));
       else if (flat_.flat[g].numel() > 0) own_flat_params(g).copy_(values);
     });
-  grads_ = std::make_unique<GradientSync>(comm_, map_, flat_.params, reduction_for_stage(stage_), dtype_, reduce_dtype_,
+  grads_ = std::make_unique<GradientSync>(comm_, map_, flat_.params, reduction_for_stage(stage_), options_.device, dtype_, reduce_dtype_,
                                           options_.bucket_cap_mb);
   this->build_optimizer(groups, build_optimizer);
   if (partitions_params_) build_coordinator(layout.persistent, layout.unit_groups);

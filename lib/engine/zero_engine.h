@@ -44,6 +44,7 @@
 namespace hftrain {
 
 struct ZeroOptions {
+  torch::Device device = torch::kCPU;  // the parameters' device: flat buffers, gradients and masters live there
   int stage = 0;
   double max_grad_norm = 0;
   double bucket_cap_mb = 25;          // distributed.ddp_bucket_cap_mb

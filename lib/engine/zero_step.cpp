@@ -51,7 +51,7 @@ StepResult ZeroEngine::step_fp32(double lr) {
     return r;
   }
   if (options_.max_grad_norm > 0) {
-    auto coef = clip_coefficient(total, options_.max_grad_norm);
+    const double coef = clip_coefficient(total, options_.max_grad_norm).item<double>();  // a float32 value
     for (const auto& g : grads_->step_grads()) torch::Tensor(g).mul_(coef);
   }
   optimizer_->step(lr);
@@ -118,9 +118,8 @@ StepResult ZeroEngine::step_mixed(double lr) {
   }
   double clip = 1.0;
   if (options_.max_grad_norm > 0) {
-    auto coef = clip_coefficient(total, options_.max_grad_norm);
-    clip = coef.item<double>();
-    for (auto& g : grads32) g.mul_(coef);
+    clip = clip_coefficient(total, options_.max_grad_norm).item<double>();  // a float32 value
+    for (auto& g : grads32) g.mul_(clip);
   }
   if (fused) {
     optimizer_->step(lr, StepScaling{clip / scale});

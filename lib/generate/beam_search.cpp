@@ -88,10 +88,10 @@ class FinishedHypotheses {
   double worst_score_ = 1e9;
 };
 
-torch::Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, std::size_t begin) {
+torch::Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, std::size_t begin, const torch::Device& device) {
   std::vector<int64_t> flat;
   for (const auto& r : rows) flat.insert(flat.end(), r.begin() + static_cast<std::ptrdiff_t>(begin), r.end());
-  return torch::tensor(flat, torch::kLong).view({static_cast<int64_t>(rows.size()), -1});
+  return token_ids_on(flat, device).view({static_cast<int64_t>(rows.size()), -1});
 }
 
 }  // namespace
@@ -113,7 +113,8 @@ std::vector<GeneratedSequence> beam_search(Model& model, const std::vector<int64
   // An encoder-decoder model reads `prompt` with its encoder (once); its beams are decoder sequences that
   // start with the decoder start token, which plays the prompt's part in HF's lengths and processors.
   const bool encoder_decoder = model.is_encoder_decoder();
-  const torch::Tensor source = torch::tensor(prompt, torch::kLong).unsqueeze(0);
+  const torch::Device device = model_device(model);
+  const torch::Tensor source = token_ids_on(prompt, device).unsqueeze(0);
   const std::vector<int64_t> start =
       encoder_decoder ? std::vector<int64_t>{model.decoder_start_token_id()} : prompt;
   const auto prompt_length = static_cast<int64_t>(start.size());
@@ -138,30 +139,30 @@ std::vector<GeneratedSequence> beam_search(Model& model, const std::vector<int64
     if (window_slides) cache = KvCache{};  // positions move from now on: the cache is of no further use
     if (encoder_decoder) {
       if (cache.length == 0) {  // the encoder and the start token once, then copied to every beam
-        auto logits = model.forward_encoder_decoder_cached(source, {}, torch::tensor(start, torch::kLong).unsqueeze(0), cache);
-        select_cache_rows(cache, torch::zeros({num_beams}, torch::kLong));
+        auto logits = model.forward_encoder_decoder_cached(source, {}, token_ids_on(start, device).unsqueeze(0), cache);
+        select_cache_rows(cache, token_ids_on(std::vector<int64_t>(static_cast<std::size_t>(num_beams), 0), device));
         last = logits[0][logits.size(1) - 1].unsqueeze(0).expand({num_beams, logits.size(2)});
       } else {
-        auto logits = model.forward_encoder_decoder_cached(source, {}, ids_tensor(beams, static_cast<std::size_t>(cur_len - 1)), cache);
+        auto logits = model.forward_encoder_decoder_cached(source, {}, ids_tensor(beams, static_cast<std::size_t>(cur_len - 1), device), cache);
         last = logits.select(1, logits.size(1) - 1);
       }
     } else if (model.supports_kv_cache() && !window_slides) {
       if (cache.length == 0) {  // the prompt once, then its cache copied to every beam
-        auto logits = model.forward_cached(torch::tensor(prompt, torch::kLong).unsqueeze(0), cache);
-        select_cache_rows(cache, torch::zeros({num_beams}, torch::kLong));
+        auto logits = model.forward_cached(token_ids_on(prompt, device).unsqueeze(0), cache);
+        select_cache_rows(cache, token_ids_on(std::vector<int64_t>(static_cast<std::size_t>(num_beams), 0), device));
         last = logits[0][logits.size(1) - 1].unsqueeze(0).expand({num_beams, logits.size(2)});
       } else {
-        auto logits = model.forward_cached(ids_tensor(beams, static_cast<std::size_t>(cur_len - 1)), cache);
+        auto logits = model.forward_cached(ids_tensor(beams, static_cast<std::size_t>(cur_len - 1), device), cache);
         last = logits.select(1, logits.size(1) - 1);
       }
     } else {  // no cache, or the window slides: rerun every beam's cropped context
       const int64_t begin = window_slides ? cur_len - config.max_context : 0;
       Batch b;
-      b.input_ids = ids_tensor(beams, static_cast<std::size_t>(begin));
+      b.input_ids = ids_tensor(beams, static_cast<std::size_t>(begin), device);
       auto logits = model.forward(b).logits;
       last = logits.select(1, logits.size(1) - 1);
     }
-    auto scores = torch::log_softmax(last.to(torch::kFloat), -1);
+    auto scores = torch::log_softmax(last.to(torch::kCPU, torch::kFloat), -1);  // processed on the host
     mask_forbidden_tokens(scores, beams, prompt_length, config);
     const int64_t vocab = scores.size(1);
     if (vocab < 2) throw RuntimeFailure("beam search needs a vocabulary of at least 2 tokens");
@@ -196,7 +197,7 @@ std::vector<GeneratedSequence> beam_search(Model& model, const std::vector<int64
     }
     beams = std::move(next_beams);
     beam_scores = torch::tensor(next_scores, torch::kFloat);
-    if (cache.length > 0) select_cache_rows(cache, torch::tensor(parents, torch::kLong));
+    if (cache.length > 0) select_cache_rows(cache, token_ids_on(parents, device));
     ++cur_len;
     if (done || cur_len >= max_length) break;
   }

@@ -119,7 +119,8 @@ std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, 
   // An encoder-decoder model reads the prompt with its encoder (once); the decoder's tokens start with
   // the decoder start token, which plays the prompt's part for the processors.
   const bool encoder_decoder = model.is_encoder_decoder();
-  const torch::Tensor source = torch::tensor(prompt, torch::kLong).unsqueeze(0);
+  const torch::Device device = model_device(model);
+  const torch::Tensor source = token_ids_on(prompt, device).unsqueeze(0);
   std::vector<int64_t> tokens = encoder_decoder ? std::vector<int64_t>{model.decoder_start_token_id()} : prompt;
   const auto prompt_length = static_cast<int64_t>(tokens.size());
   std::vector<int64_t> generated;
@@ -131,16 +132,16 @@ std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, 
     torch::Tensor logits;
     if (encoder_decoder) {
       auto fresh = std::vector<int64_t>(tokens.begin() + cache.length, tokens.end());
-      logits = model.forward_encoder_decoder_cached(source, {}, torch::tensor(fresh, torch::kLong).unsqueeze(0), cache);
+      logits = model.forward_encoder_decoder_cached(source, {}, token_ids_on(fresh, device).unsqueeze(0), cache);
     } else if (model.supports_kv_cache() && begin == 0) {  // feed only the tokens the cache has not seen
       auto fresh = std::vector<int64_t>(tokens.begin() + cache.length, tokens.end());
-      logits = model.forward_cached(torch::tensor(fresh, torch::kLong).unsqueeze(0), cache);
+      logits = model.forward_cached(token_ids_on(fresh, device).unsqueeze(0), cache);
     } else {  // no cache, or the window slides (every position moves): rerun the cropped context
       Batch b;
-      b.input_ids = torch::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.end()), torch::kLong).unsqueeze(0);
+      b.input_ids = token_ids_on(std::vector<int64_t>(tokens.begin() + begin, tokens.end()), device).unsqueeze(0);
       logits = model.forward(b).logits;
     }
-    auto scores = logits[0][logits.size(1) - 1].to(torch::kFloat).unsqueeze(0);  // [1, V]
+    auto scores = logits[0][logits.size(1) - 1].to(torch::kCPU, torch::kFloat).unsqueeze(0);  // [1, V], on the host
     mask_forbidden_tokens(scores, {tokens}, prompt_length, config);
     const int64_t token = next_token(scores[0], config, generator);
     tokens.push_back(token);
@@ -155,6 +156,16 @@ std::vector<GeneratedSequence> generate_sequences(Model& model, const std::vecto
   validate_generation_config(config);
   if (config.num_beams > 1) return beam_search(model, prompt, config);
   return {GeneratedSequence{generate(model, prompt, config, generator), 0.0}};
+}
+
+torch::Device model_device(const Model& model) {
+  for (const auto& p : model.parameters()) return p.device();
+  return torch::kCPU;
+}
+
+torch::Tensor token_ids_on(const std::vector<int64_t>& ids, const torch::Device& device) {
+  auto t = torch::tensor(ids, torch::kLong);
+  return device.is_cpu() ? t : t.to(device);
 }
 
 int64_t model_max_context(const Model& model) {

@@ -90,4 +90,9 @@ at::Generator make_generator(uint64_t seed);
 // max_position_embeddings); 0 when it names none.
 int64_t model_max_context(const Model& model);
 
+// Token ids as a [1, n] (or, from rows of equal length, [rows, n]) int64 tensor on the model's device:
+// generation feeds the model there and processes each step's last logits on the host.
+torch::Device model_device(const Model& model);
+torch::Tensor token_ids_on(const std::vector<int64_t>& ids, const torch::Device& device);
+
 }  // namespace hftrain

@@ -260,7 +260,7 @@ torch::Tensor Bart::decode(const torch::Tensor& ids, const torch::Tensor& memory
                            KvCache* cache) {
   const int64_t T = ids.size(1), past = cache ? cache->length : 0;
   auto x = embed(true, ids, past);
-  const torch::Tensor causal = causal_bias(T, past, {}, x.scalar_type());
+  const torch::Tensor causal = causal_bias(T, past, {}, x.scalar_type(), x.device());
   const torch::Tensor cross = padding_bias(encoder_mask, x.scalar_type());
   const std::size_t first = encoder_layers_.size() + 2;  // the first decoder layer's unit
   for (std::size_t i = 0; i < decoder_layers_.size(); ++i) {

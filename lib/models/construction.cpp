@@ -1,4 +1,4 @@
-// Meta-device construction of model families (see construction.h).
+// Meta-device and on-device construction of model families (see construction.h).
 #include "models/construction.h"
 
 #include <mutex>
@@ -7,6 +7,13 @@ namespace hftrain {
 namespace {
 
 thread_local bool meta_construction_active = false;
+thread_local c10::optional<torch::Device> construction_device;  // DeviceConstruction
+
+// A parameter built on the host, on the construction device (the same values and requires_grad).
+torch::Tensor on_construction_device(const torch::Tensor& t) {
+  if (!t.defined() || !construction_device) return t;
+  return t.detach().to(*construction_device).set_requires_grad(t.requires_grad());
+}
 
 torch::Tensor meta_parameter(at::IntArrayRef shape) {
   return torch::empty(shape, torch::TensorOptions().device(torch::kMeta)).set_requires_grad(true);
@@ -33,7 +40,29 @@ struct MetaLayerNorm : torch::nn::LayerNormImpl {
   }
 };
 
+// torch's layers as their constructors build them, then their parameters (and the members that name
+// them) swapped for copies on the construction device.
+struct DeviceEmbedding : torch::nn::EmbeddingImpl {
+  explicit DeviceEmbedding(const torch::nn::EmbeddingOptions& options) : EmbeddingImpl(options) {
+    weight = parameters_["weight"] = on_construction_device(weight);
+  }
+};
+
+struct DeviceLayerNorm : torch::nn::LayerNormImpl {
+  explicit DeviceLayerNorm(const torch::nn::LayerNormOptions& options) : LayerNormImpl(options) {
+    if (!options.elementwise_affine()) return;
+    weight = parameters_["weight"] = on_construction_device(weight);
+    bias = parameters_["bias"] = on_construction_device(bias);
+  }
+};
+
 }  // namespace
+
+DeviceConstruction::DeviceConstruction(torch::Device device) : previous_(construction_device) {
+  construction_device = device;
+}
+
+DeviceConstruction::~DeviceConstruction() { construction_device = previous_; }
 
 MetaConstruction::MetaConstruction()
     : previous_(meta_construction_active), generator_state_(at::detail::getDefaultCPUGenerator().get_state()) {
@@ -50,7 +79,8 @@ MetaConstruction::~MetaConstruction() {
 bool MetaConstruction::active() { return meta_construction_active; }
 
 torch::TensorOptions parameter_options() {
-  return meta_construction_active ? torch::TensorOptions().device(torch::kMeta) : torch::TensorOptions();
+  if (meta_construction_active) return torch::TensorOptions().device(torch::kMeta);
+  return construction_device ? torch::TensorOptions().device(*construction_device) : torch::TensorOptions();
 }
 
 AdaptableLinear new_linear(int64_t in, int64_t out, bool bias) {
@@ -58,17 +88,22 @@ AdaptableLinear new_linear(int64_t in, int64_t out, bool bias) {
   if (meta_construction_active)
     return AdaptableLinear(meta_parameter({out, in}), bias ? meta_parameter({out}) : torch::Tensor(), Layout::kOutIn);
   torch::nn::LinearImpl built(torch::nn::LinearOptions(in, out).bias(bias));  // torch's own draws, in its order
-  return AdaptableLinear(built.weight, bias ? built.bias : torch::Tensor(), Layout::kOutIn);
+  return AdaptableLinear(on_construction_device(built.weight), bias ? on_construction_device(built.bias) : torch::Tensor(),
+                         Layout::kOutIn);
 }
 
 torch::nn::Embedding new_embedding(int64_t count, int64_t dim) {
   const auto options = torch::nn::EmbeddingOptions(count, dim);
+  if (construction_device && !meta_construction_active)
+    return torch::nn::Embedding(std::shared_ptr<torch::nn::EmbeddingImpl>(std::make_shared<DeviceEmbedding>(options)));
   if (!meta_construction_active) return torch::nn::Embedding(options);
   return torch::nn::Embedding(std::shared_ptr<torch::nn::EmbeddingImpl>(std::make_shared<MetaEmbedding>(options)));
 }
 
 torch::nn::LayerNorm new_layer_norm(int64_t dim, double eps) {
   const auto options = torch::nn::LayerNormOptions({dim}).eps(eps);
+  if (construction_device && !meta_construction_active)
+    return torch::nn::LayerNorm(std::shared_ptr<torch::nn::LayerNormImpl>(std::make_shared<DeviceLayerNorm>(options)));
   if (!meta_construction_active) return torch::nn::LayerNorm(options);
   return torch::nn::LayerNorm(std::shared_ptr<torch::nn::LayerNormImpl>(std::make_shared<MetaLayerNorm>(options)));
 }

@@ -29,7 +29,24 @@ class MetaConstruction {
   torch::Tensor generator_state_;
 };
 
-// Options for a new parameter tensor: float32 on the meta device under MetaConstruction, else the default.
+// While one lives on this thread, the functions below build their tensors on `device` (torch's own layers
+// draw their values on the host as their constructors do, then move), and the model's initialisation
+// passes run there. It puts a model's tensors on a device that torch::nn::Module::to cannot move them to
+// (Module::to replaces a parameter's data in place, which only works between dense devices such as the
+// CPU and CUDA: not for torch's lazy tensor device, which the device tests use as a non-host device).
+class DeviceConstruction {
+ public:
+  explicit DeviceConstruction(torch::Device device);
+  ~DeviceConstruction();
+  DeviceConstruction(const DeviceConstruction&) = delete;
+  DeviceConstruction& operator=(const DeviceConstruction&) = delete;
+
+ private:
+  c10::optional<torch::Device> previous_;
+};
+
+// Options for a new parameter tensor: float32 on the meta device under MetaConstruction, on the device of
+// a DeviceConstruction, else the default.
 torch::TensorOptions parameter_options();
 
 // torch::nn layers exactly as their constructors build them (the same random draws), or, under

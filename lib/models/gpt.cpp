@@ -61,7 +61,7 @@ struct Gpt::Block : torch::nn::Module {
       y = at::scaled_dot_product_attention(q, k, v, {}, is_training() ? dropout : 0.0, /*is_causal=*/true);
 #else
       auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(k.size(-1))));
-      auto mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool)).tril();
+      auto mask = torch::ones({T, T}, q.options().dtype(torch::kBool)).tril();
       att = att.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
       att = attn_dropout(torch::softmax(att, -1));
       y = torch::matmul(att, v);

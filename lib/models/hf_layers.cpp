@@ -47,9 +47,10 @@ float lowest_finite(torch::ScalarType dtype) {
                                    : std::numeric_limits<float>::lowest();
 }
 
-torch::Tensor causal_bias(int64_t T, int64_t past, const torch::Tensor& decoder_mask, torch::ScalarType dtype) {
+torch::Tensor causal_bias(int64_t T, int64_t past, const torch::Tensor& decoder_mask, torch::ScalarType dtype,
+                          torch::Device device) {
   const int64_t K = past + T;
-  auto allowed = torch::ones({T, K}, torch::TensorOptions().dtype(torch::kFloat)).tril(past).view({1, 1, T, K});
+  auto allowed = torch::ones({T, K}, torch::TensorOptions().dtype(torch::kFloat).device(device)).tril(past).view({1, 1, T, K});
   if (decoder_mask.defined()) allowed = allowed * decoder_mask.to(torch::kFloat).view({decoder_mask.size(0), 1, 1, K});
   return ((1.0 - allowed) * lowest_finite(dtype)).to(dtype);
 }

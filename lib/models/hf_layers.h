@@ -30,7 +30,8 @@ float lowest_finite(torch::ScalarType dtype);
 // A decoder's self-attention bias [1 or B, 1, T, past + T] for T new tokens after `past` cached ones:
 // HF's causal mask times the decoder attention mask [B, past + T] (undefined = every token), then
 // (1 - allowed) * finfo.min, in `dtype`.
-torch::Tensor causal_bias(int64_t T, int64_t past, const torch::Tensor& decoder_mask, torch::ScalarType dtype);
+torch::Tensor causal_bias(int64_t T, int64_t past, const torch::Tensor& decoder_mask, torch::ScalarType dtype,
+                          torch::Device device);
 
 // NEFTune (HF neftune_noise_alpha): e + U(-m, m) with m = alpha / sqrt(seq_len * hidden) for embeddings
 // e [B, seq_len, hidden]; e itself when alpha is 0.

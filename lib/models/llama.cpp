@@ -158,9 +158,9 @@ torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {
     return e;
   });
   // Rotary tables as HF computes them: inv_freq in float32, positions x inv_freq, halves duplicated.
-  auto fopts = torch::TensorOptions().dtype(torch::kFloat);
+  auto fopts = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
   auto inv_freq = 1.0 / torch::pow(options_.rope_theta,
-                                   torch::arange(0, head_dim_, 2, torch::TensorOptions().dtype(torch::kLong)).to(torch::kFloat) /
+                                   torch::arange(0, head_dim_, 2, fopts.dtype(torch::kLong)).to(torch::kFloat) /
                                        static_cast<double>(head_dim_));
   auto freqs = torch::outer(torch::arange(past, past + T, fopts), inv_freq);
   auto emb = torch::cat({freqs, freqs}, -1);

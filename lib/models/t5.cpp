@@ -122,7 +122,7 @@ struct T5::Attention : torch::nn::Module {
 
   // HF compute_bias for queries at positions [q_start, q_start + q_len) and keys [0, k_len): [1, H, q, k].
   torch::Tensor position_bias(int64_t q_start, int64_t q_len, int64_t k_len, bool bidirectional) {
-    auto lopts = torch::TensorOptions().dtype(torch::kLong);
+    auto lopts = torch::TensorOptions().dtype(torch::kLong).device(bias_embedding->weight.device());
     auto context = torch::arange(q_start, q_start + q_len, lopts).unsqueeze(1);
     auto memory = torch::arange(k_len, lopts).unsqueeze(0);
     auto buckets = relative_position_bucket(memory - context, bidirectional, o.relative_attention_num_buckets,
@@ -317,7 +317,7 @@ torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_
   const int64_t T = ids.size(1), past = cache ? cache->length : 0, K = past + T;
   const std::size_t first = encoder_blocks_.size() + 2;  // the decoder's embedding unit
   auto x = embed(first, ids);
-  const torch::Tensor causal = causal_bias(T, past, decoder_mask, x.scalar_type());
+  const torch::Tensor causal = causal_bias(T, past, decoder_mask, x.scalar_type(), x.device());
   const torch::Tensor cross = padding_bias(encoder_mask, x.scalar_type());
   Attention* relative = decoder_blocks_.front()->self_attn.get();
   for (std::size_t i = 0; i < decoder_blocks_.size(); ++i) {

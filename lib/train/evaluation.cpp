@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "data/batch_placement.h"
 #include "data/loader.h"
 #include "engine/precision.h"
 #include "generate/generate.h"
@@ -95,12 +96,12 @@ nlohmann::json evaluate_split(ModelAndData& p, const Components& components, con
   Batch batch;
   std::vector<Example> examples;
   while (loader.next(batch, &examples)) {
-    ModelOutput out = compute_loss(*p.model, batch, p.label_smoothing_factor);
+    ModelOutput out = compute_loss(*p.model, batch_on(batch, p.device), p.label_smoothing_factor);
     const int64_t n = batch.size();
     loss_sum += out.loss.item<double>() * static_cast<double>(n);  // HF: batch loss repeated per sample
     samples += n;
     ++steps;
-    torch::Tensor preds = out.logits.argmax(-1), labels = batch.labels;
+    torch::Tensor preds = out.logits.argmax(-1).to(torch::kCPU), labels = batch.labels;  // metrics read the host
     if (p.model->is_causal_lm()) {
       preds = preds.slice(1, 0, preds.size(1) - 1);
       labels = labels.slice(1, 1, labels.size(1));

@@ -185,6 +185,19 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   return p;
 }
 
+void place_on_device(ModelAndData& p, const RunSpec& spec, torch::Device device) {
+  // DeepSpeed's offload keeps optimizer state (and parameter shards) in host memory or swap files beside
+  // parameters on the GPU; hftrain's offload is built for parameters that are themselves on the host.
+  const bool offload = spec.zero.offload_optimizer.device != "none" || spec.zero.offload_param != "none";
+  if (!device.is_cpu() && offload)
+    throw ConfigError("zero.offload_optimizer / zero.offload_param: offload from a GPU to host memory or NVMe is not "
+                      "built yet, and this worker computes on " + device.str() +
+                      "; set both to none (or training.use_cpu: true to train on the CPU with offload)");
+  p.device = device;
+  if (device.is_cpu() || p.model->initialisation_deferred()) return;
+  p.model->to(device);
+}
+
 void check_generation_sources(const ModelAndData& p) {
   const GenerationSourceFacts& sources = p.generation_sources;
   if (!sources.unsupported.empty()) {

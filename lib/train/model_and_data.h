@@ -25,6 +25,9 @@ struct ModelAndData {
   // Sharded construction with model.from_pretrained: the model's parameters are not loaded yet; the
   // training engine reads each rank's partition of them from these files (checked when planned).
   std::shared_ptr<const PretrainedPlan> deferred_weights;
+  // Where this worker computes (place_on_device): the model's parameters and buffers, every batch, the
+  // engine's buffers. The host until placed.
+  torch::Device device = torch::kCPU;
 };
 
 // Loads model.from_pretrained: an HF model directory (config.json + model.safetensors or the sharded
@@ -48,6 +51,12 @@ AdapterSummary attach_adapter_dir(Model& model, const std::string& model_type, c
 // the splits (data/sample_limits.h).
 ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training = false,
                                   const DataUse& use = {});
+
+// The "place on device" step: the model (built and loaded on the host, with the same random draws on
+// every device) moves to `device` and the pipeline remembers it, so batches, the engine and generation
+// follow. A model under sharded construction (zero.Init) stays where it is: the engine places each rank's
+// partition. ConfigError for what the device cannot run yet (NVMe offload off the CPU).
+void place_on_device(ModelAndData& pipeline, const RunSpec& spec, torch::Device device);
 
 // Throws ConfigError when the generation settings' sources hold what generation cannot honour
 // (GenerationSourceFacts: unsupported generation_config.json settings, a decoder start token other than

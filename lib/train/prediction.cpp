@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "data/batch_placement.h"
 #include "data/loader.h"
 #include "engine/precision.h"
 #include "generate/generate.h"
@@ -110,7 +111,7 @@ nlohmann::json generation_line(const ModelAndData& p, const ExampleGeneration& g
 bool classify_batch(ModelAndData& p, const std::vector<Example>& examples, PredictionFile& out) {
   const std::vector<std::string> label_names = p.data->shape().label_names;  // by label id; may be empty
   Batch b = collate(examples, TaskKind::kClassification);
-  auto logits = p.model->forward(b).logits.to(torch::kFloat).contiguous();
+  auto logits = p.model->forward(batch_on(b, p.device)).logits.to(torch::kCPU, torch::kFloat).contiguous();
   const bool regression = logits.size(-1) == 1;  // HF problem_type regression: the value is the prediction
   auto probs = torch::softmax(logits, -1);
   bool has_labels = false;
@@ -138,7 +139,7 @@ bool classify_batch(ModelAndData& p, const std::vector<Example>& examples, Predi
 void token_batch(ModelAndData& p, const std::vector<Example>& examples, PredictionFile& out) {
   const Tokenizer* tok = p.data->tokenizer();
   Batch b = collate(examples, p.data->task());
-  auto ids = p.model->forward(b).logits.argmax(-1).contiguous();
+  auto ids = p.model->forward(batch_on(b, p.device)).logits.argmax(-1).to(torch::kCPU).contiguous();
   for (std::size_t i = 0; i < examples.size(); ++i) {
     auto row = ids[static_cast<int64_t>(i)];
     std::vector<int64_t> predicted(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());

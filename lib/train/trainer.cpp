@@ -8,6 +8,7 @@
 
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
+#include "data/batch_placement.h"
 #include "data/batch_prefetcher.h"
 #include "data/loader.h"
 #include "distributed/comm.h"
@@ -76,7 +77,7 @@ void Trainer::setup(const TrainingPlan& plan) {
     optimizer_kernel = optimizer->kernel_description();
     return optimizer;
   };
-  engine_ = build_engine({spec_, pipeline_.model, pipeline_.deferred_weights, traits, build_optimizer, comm_});
+  engine_ = build_engine({spec_, pipeline_.model, pipeline_.deferred_weights, traits, build_optimizer, comm_, pipeline_.device});
   if (comm_.world_size() > 1 || spec_.zero.stage > 0 || spec_.precision.bf16 || spec_.precision.fp16)
     log_info("engine: " + engine_->describe());
   log_info("optimizer: " + spec_.optimizer.type + ", " + optimizer_kernel);
@@ -195,7 +196,8 @@ double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
     torch::Tensor loss;
     {
       AutocastScope autocast(pipeline_.compute_dtype);  // forward in the run's 16-bit dtype, if any
-      loss = compute_loss(*pipeline_.model, batches[m], spec_.training.label_smoothing_factor).loss * scale.multiplier /
+      const Batch placed = batch_on(batches[m], pipeline_.device);
+      loss = compute_loss(*pipeline_.model, placed, spec_.training.label_smoothing_factor).loss * scale.multiplier /
              scale.divisor;
     }
     batches[m] = Batch();  // its tensors are not needed any more

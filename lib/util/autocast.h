@@ -1,5 +1,5 @@
 // The forward passes of mixed-precision runs execute under LibTorch's autocast (a thread-local
-// dispatcher mode): AutocastScope turns it on for one dtype and restores the previous state on exit;
+// dispatcher mode, for CPU and CUDA tensors alike): AutocastScope turns it on for one dtype and restores the previous state on exit;
 // current_autocast_dtype() lets code that recomputes a forward later (activation checkpointing) run it
 // under the same mode.
 #pragma once
@@ -21,6 +21,8 @@ class AutocastScope {
   bool active_ = false;
   bool prev_enabled_ = false;
   torch::ScalarType prev_dtype_ = torch::kBFloat16;
+  bool prev_gpu_enabled_ = false;
+  torch::ScalarType prev_gpu_dtype_ = torch::kHalf;
 };
 
 // The dtype autocast runs with on this thread now; kFloat when it is off.

@@ -13,6 +13,7 @@
 #include "distributed/env.h"
 #include "distributed/launcher.h"
 #include "dist_workers.h"
+#include "lazy_device.h"
 #include "engine/zero_engine.h"
 #include "optim/adamw.h"
 
@@ -91,6 +92,37 @@ TEST_CASE("dist worker: collectives", "[.dist_worker]") {
   CHECK(ints[2] == std::vector<int64_t>{2, 20});
   // Ring all-reduce: 2 (N-1)/N of the buffer: two 8-byte and one 4-byte all-reduce, one 8-byte scalar.
   CHECK(comm->stats().bytes_sent.at("all_reduce") == 2 * 8 * 2 / 3 + 2 * 4 * 2 / 3 + 2 * 8 * 2 / 3);
+  comm->barrier("end of test");
+}
+
+// Tensors on a device other than the host (torch's lazy device, tests/unit/lazy_device.h) go through host
+// copies: the results land in the device tensors, and the bytes counted are the payload's, as on the host.
+TEST_CASE("dist worker: device tensors through host memory", "[.dist_worker]") {
+  auto comm = worker_comm();
+  const int rank = comm->rank();
+  REQUIRE(comm->world_size() == 2);
+  const torch::Device lazy = hftrain_test::lazy_device();
+  auto t = torch::tensor({rank + 1.0f, 10.0f * (rank + 1)}).to(lazy);
+  comm->all_reduce(t, ReduceOp::kSum, "device sum");
+  CHECK(t.device() == lazy);
+  CHECK(torch::equal(t.to(torch::kCPU), torch::tensor({3.0f, 30.0f})));
+  auto input = (torch::arange(5, torch::kFloat32) + 100.0f * rank).to(lazy);
+  const std::vector<int64_t> counts = {3, 2};
+  auto out = torch::empty({counts[static_cast<std::size_t>(rank)]}, torch::TensorOptions().device(lazy));
+  auto pending = comm->reduce_scatter_async(input, counts, out, "device reduce-scatter");
+  pending->wait();
+  pending->wait();  // waiting twice is a no-op (the copy back happens once)
+  CHECK(out.device() == lazy);
+  if (rank == 0) CHECK(torch::equal(out.to(torch::kCPU), torch::tensor({100.0f, 102.0f, 104.0f})));
+  if (rank == 1) CHECK(torch::equal(out.to(torch::kCPU), torch::tensor({106.0f, 108.0f})));
+  auto flat = torch::zeros({4}).to(lazy);
+  comm->all_gather(torch::full({2}, static_cast<float>(rank)).to(lazy), flat, "device all-gather");
+  CHECK(torch::equal(flat.to(torch::kCPU), torch::tensor({0.0f, 0.0f, 1.0f, 1.0f})));
+  auto b = torch::full({3}, static_cast<float>(rank + 5)).to(lazy);
+  comm->broadcast(b, 1, "device broadcast");
+  CHECK(torch::equal(b.to(torch::kCPU), torch::full({3}, 6.0f)));
+  CHECK(comm->stats().bytes_sent.at("all_gather") == 8u);
+  CHECK(comm->stats().bytes_sent.at("reduce_scatter") == static_cast<uint64_t>((5 - counts[static_cast<std::size_t>(rank)]) * 4));
   comm->barrier("end of test");
 }
 
@@ -201,6 +233,10 @@ TEST_CASE("dist worker: non-finite gradients are a global vote", "[.dist_worker]
 
 TEST_CASE("gloo collectives and their fallbacks give hand-computed results on 3 processes", "[unit][dist]") {
   CHECK(run_workers("dist worker: collectives", 3) == 0);
+}
+
+TEST_CASE("gloo collectives stage device tensors through host memory", "[unit][dist][device]") {
+  CHECK(run_workers("dist worker: device tensors through host memory", 2) == 0);
 }
 
 TEST_CASE("a collective that does not finish within ddp_timeout names the operation", "[unit][dist]") {
