@@ -48,7 +48,9 @@ void check_space_keys(const SearchRequest& request, const SearchArgs& search, co
     try {
       load_run_spec(request.spec_path, overrides, catalog);
     } catch (const ConfigError& e) {
-      issues.add_at(p.where, "search." + p.name, "the spec does not take " + assignment + ":\n" + e.what());
+      std::string why = e.what();
+      if (why.rfind("invalid run spec", 0) == 0 && why.find('\n') != std::string::npos) why = why.substr(why.find('\n') + 1);
+      issues.add_at(p.where, "search." + p.name, "the spec does not take " + assignment + ":\n" + why);
     }
   }
   issues.throw_if_any();

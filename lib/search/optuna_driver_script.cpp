@@ -7,7 +7,7 @@
 namespace hftrain {
 
 const char* const kOptunaDriverScript = R"PY(
-import json, math, signal, sys
+import json, math, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for hftrain search, which tells us what to do
 try:
     import optuna
@@ -52,6 +52,17 @@ def make_pruner(p):
         return optuna.pruners.NopPruner()
     raise ConfigProblem("unknown pruner " + kind)
 
+def sqlite_storage(url):
+    # Processes that start together may each find the file without tables and create them: the loser's
+    # CREATE TABLE fails. Trying again finds the tables made.
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+        except Exception as e:
+            if attempt == 4 or "already exists" not in str(e):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
 def distribution(d):
     if d["type"] == "float":
         return FloatDistribution(d["low"], d["high"], log=d["log"], step=d["step"])
@@ -73,7 +84,7 @@ def handle(r):
         storage = r["storage"]
         try:
             if storage.startswith("sqlite:"):  # several processes share one file: wait for its lock
-                storage = optuna.storages.RDBStorage(storage, engine_kwargs={"connect_args": {"timeout": 60}})
+                storage = sqlite_storage(storage)
             study = optuna.create_study(storage=storage, study_name=r["study_name"], direction=r["direction"],
                                         sampler=make_sampler(r["sampler"]), pruner=make_pruner(r["pruner"]),
                                         load_if_exists=True)
