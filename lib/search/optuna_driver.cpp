@@ -16,14 +16,16 @@
 namespace hftrain {
 namespace {
 
-void write_all(int fd, const std::string& text) {
+// False when the driver has gone (its answer, e.g. why it could not start, may still be readable).
+bool write_all(int fd, const std::string& text) {
   std::size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw RuntimeFailure(std::string("optuna driver: cannot write to it: ") + std::strerror(errno));
+    if (n <= 0) return false;
     done += static_cast<std::size_t>(n);
   }
+  return true;
 }
 
 }  // namespace
@@ -86,8 +88,10 @@ std::string OptunaDriver::read_line() {
 
 nlohmann::json OptunaDriver::call(const std::string& op, nlohmann::json request) {
   request["op"] = op;
-  write_all(to_child_, request.dump() + "\n");
+  const bool sent = write_all(to_child_, request.dump() + "\n");
   const std::string line = read_line();
+  if (!sent && line.empty())
+    throw RuntimeFailure("optuna driver (" + search_python() + "): cannot send '" + op + "': " + std::strerror(errno));
   if (line.empty())
     throw RuntimeFailure("optuna driver (" + search_python() + ") ended without answering '" + op +
                          "' (its error output is above)");
