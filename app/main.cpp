@@ -233,6 +233,29 @@ int main(int argc, char** argv) {
   report_cmd->add_option("-o,--output", report.output,
                          "Output HTML file (default: RUN_DIR/report.html for one run, ./report.html for several)");
 
+  hftrain::SearchRequest search;
+  auto* search_cmd =
+      app.add_subcommand("search", "Hyperparameter search with Optuna over the spec's search section; each trial is an "
+                                   "hftrain train run in output_dir/trial-<n>/")
+          ->footer("Example:\n  hftrain search configs/quickstart_search.yaml --n-trials 12\n"
+                   "  hftrain search spec.yaml --n-trials 20 --storage sqlite:///study.db --study-name lr   (on each machine)");
+  search_cmd->add_option("spec", search.spec_path, "Run spec (YAML or JSON) with a search section")->required();
+  search_cmd->add_option("--set", search.overrides, "Override a spec value for every trial: dotted.key=value (repeatable)");
+  search_cmd->add_option("--n-trials", search.n_trials, "Trials this process runs (as Optuna's optimize(n_trials))")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  search_cmd->add_option("--storage", search.storage,
+                         "Optuna storage URL shared by cooperating processes (sqlite:///study.db, postgresql://...); "
+                         "default sqlite:///<output_dir>/study.db");
+  search_cmd->add_option("--study-name", search.study_name, "The study's name in the storage (created or continued)")
+      ->default_str("hftrain-search");
+  search_cmd->add_option("--direction", search.direction, "Whether the objective is minimized or maximized")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"minimize", "maximize"}));
+  search_cmd->add_option("--metric", search.metric,
+                         "The evaluation metric to optimize (eval_loss, eval_accuracy, ...); default HF's objective: "
+                         "eval_loss when it is the only metric, else the sum of the other metrics");
+
   hftrain::init_logging();
   std::vector<std::string> words;  // HF-style flags and torch.distributed.launch's --local_rank, as hftrain's
   try {
@@ -275,6 +298,7 @@ int main(int argc, char** argv) {
     if (*inspect_cmd) return hftrain::run_checkpoint_inspect(inspect_dir);
     if (*convert_cmd) return hftrain::run_checkpoint_convert(convert);
     if (*report_cmd) return hftrain::run_report(report);
+    if (*search_cmd) return hftrain::run_search(search);
   } catch (const hftrain::StoppedBySignal& e) {
     std::cerr << e.what() << std::endl;
     return hftrain::finish_after_error(e.exit_code());

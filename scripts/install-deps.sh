@@ -16,6 +16,7 @@ packages=(
   python3-nltk                       # NLTK's Porter stemmer: the reference for ROUGE's use_stemmer
   chromium                           # headless browser that renders `hftrain report` pages in the tests
   python3-sentencepiece              # trains the sentencepiece model behind the tokenizer.json test fixtures
+  python3-optuna                     # Optuna 3.1 (TPE / random / CMA-ES, pruners, RDB storage): `hftrain search` drives it
 )
 
 # HF tokenizers' native binding from npm (prebuilt, no compiler needed) into $HFTRAIN_NPM_DIR (default

@@ -1,6 +1,7 @@
 // The user-facing commands behind `hftrain <command>`; app/ only parses arguments and maps errors.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,20 @@ int run_eval(const std::string& target, const std::vector<std::string>& override
 int run_predict(const std::string& target, const std::vector<std::string>& overrides, const std::string& model_dir = "",
                 const std::string& prompts_file = "", const std::string& prompt_column = "text");
 int run_components();
+
+// `hftrain search SPEC`: Optuna over the spec's search section (docs/search.md). n_trials is this process's
+// count (as Optuna's optimize); storage "" = sqlite:///<output_dir>/study.db; study_name "" = hftrain-search;
+// metric "" = HF's default objective, else an evaluation metric ("eval_loss" or "loss").
+struct SearchRequest {
+  std::string spec_path;
+  std::vector<std::string> overrides;
+  int64_t n_trials = 20;
+  std::string storage;
+  std::string study_name;
+  std::string direction = "minimize";
+  std::string metric;
+};
+int run_search(const SearchRequest& request);
 
 // Exit path after an error: in a worker of a multi-process job, flushes the output and leaves at once
 // (no destructors), so the other workers see closed connections now instead of a teardown that waits on

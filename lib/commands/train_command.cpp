@@ -19,6 +19,7 @@
 #include "optim/optimizer_fit.h"
 #include "train/evaluation.h"
 #include "train/trainer.h"
+#include "train/trial_report.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -228,6 +229,8 @@ int run_train(const TrainRequest& given_request) {
 
   Trainer trainer(spec, c, pipeline);
   if (main_rank) trainer.add_callback(std::make_unique<OutputDirWriter>(out, resolved, trainer));
+  if (main_rank)  // a trial of hftrain search reports each evaluation to it
+    if (auto report = trial_report_from_environment()) trainer.add_callback(std::move(report));
   memory.stop("init");
   trainer.set_memory_tracker(&memory);
   nlohmann::json train_metrics;

@@ -21,7 +21,8 @@ namespace hftrain {
 namespace {
 
 const std::vector<std::string> kTopLevelKeys = {"model",    "data",        "optimizer", "scheduler", "metrics",
-                                                "callbacks", "training", "distributed", "zero",      "precision", "generation", "peft"};
+                                                "callbacks", "training", "distributed", "zero",      "precision", "generation", "peft",
+                                                "search"};
 
 YAML::Node parse_yaml_file(const std::string& path) {
   std::ifstream probe(path);
@@ -259,9 +260,19 @@ std::string training_key_hint(const std::string& key) {
   return "";
 }
 
-// A top-level key that is not a section but an option of one (`--set learning_rate=1e-4`): the dotted key
-// it stands for, or "".
-std::string section_of_option(const std::string& key, const ComponentCatalog& catalog) {
+template <class S>
+void parse_section(const YAML::Node& root, const std::string& section, S& out, Issues& issues) {
+  schema_of<S>().parse(lookup(root, section), section, out, issues);
+}
+
+}  // namespace
+
+namespace {
+RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides,
+                           const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks);
+}  // namespace
+
+std::string dotted_key_of_option(const std::string& key, const ComponentCatalog& catalog) {
   if (std::optional<HfFlag> flag = find_hf_flag(key)) return flag->key;
   const std::vector<std::pair<std::string, std::vector<std::string>>> sections = {
       {"distributed", schema_of<DistributedArgs>().names()},
@@ -278,18 +289,6 @@ std::string section_of_option(const std::string& key, const ComponentCatalog& ca
         if (option.name == key) return section + "." + key;
   return "";
 }
-
-template <class S>
-void parse_section(const YAML::Node& root, const std::string& section, S& out, Issues& issues) {
-  schema_of<S>().parse(lookup(root, section), section, out, issues);
-}
-
-}  // namespace
-
-namespace {
-RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides,
-                           const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks);
-}  // namespace
 
 RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
                       const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks) {
@@ -332,7 +331,7 @@ RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::
     bool known = false;
     for (const auto& k : kTopLevelKeys) known = known || k == key;
     if (known) continue;
-    const std::string option = section_of_option(key, catalog);
+    const std::string option = dotted_key_of_option(key, catalog);
     issues.add(key, kv.first,
                "unknown section" + (option.empty() ? did_you_mean(key, kTopLevelKeys)
                                                    : " (did you mean '" + option + "'? keys are given with their section)"));
@@ -365,6 +364,12 @@ RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::
   if (YAML::Node peft = lookup(root, "peft"); peft.IsDefined() && !peft.IsNull()) {
     spec.peft.emplace();
     parse_section(root, "peft", *spec.peft, issues);
+  }
+  if (YAML::Node search = lookup(root, "search"); search.IsDefined()) {
+    spec.search.emplace();
+    parse_search_section(search, issues, [&](const std::string& name) { return dotted_key_of_option(name, catalog); },
+                         *spec.search);
+    spec.notes.push_back("the search section is read by hftrain search only; this run trains the values of the spec and its --set overrides");
   }
 
   if (YAML::Node m = lookup(root, "metrics"); m.IsDefined() && !m.IsNull()) {

@@ -13,6 +13,7 @@
 #include "runspec/deepspeed_config.h"
 #include "runspec/model_families.h"
 #include "runspec/peft_args.h"
+#include "runspec/search_args.h"
 #include "runspec/sections.h"
 
 namespace hftrain {
@@ -61,6 +62,7 @@ struct RunSpec {
   PrecisionArgs precision;
   GenerationArgs generation;
   std::optional<PeftArgs> peft;  // the peft section: train LoRA / DoRA adapters on a frozen base
+  std::optional<SearchArgs> search;  // the search section (hftrain search); not part of a trial's resolved spec
   GenerationSourceFacts generation_sources;
   DeepSpeedConfig deepspeed;  // training.deepspeed, once its settings are in the sections above
   AccelerateLaunch accelerate;  // distributed.accelerate_config's launch settings (its others are in the sections)
@@ -83,6 +85,12 @@ using SpecCheck = std::function<void(const RunSpec& spec, const SpecProblemRepor
 // with file:line:col.
 RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& overrides,
                       const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks = {});
+
+// The dotted spec key a bare option name stands for, or "": an HF TrainingArguments flag name
+// ("learning_rate" -> "training.learning_rate"), else an option of distributed / zero / precision /
+// generation, else an option of some registered model / data / optimizer / scheduler type ("n_layer" ->
+// "model.n_layer"). Used for `--set learning_rate=...` hints and the bare names of the search section.
+std::string dotted_key_of_option(const std::string& key, const ComponentCatalog& catalog);
 
 // The fully resolved spec, defaults included, as YAML text (for --dump-config and the saved copy).
 // With `with_origins`, each value that was written somewhere carries a comment saying where (origins).
