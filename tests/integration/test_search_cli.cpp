@@ -171,7 +171,7 @@ TEST_CASE("search: two processes sharing one SQLite storage run disjoint trials 
   CHECK(dirs.size() == 6);
 }
 
-TEST_CASE("search: the median pruner stops a poor trial early; a trial with an invalid spec is recorded FAIL",
+TEST_CASE("search: the median pruner stops a poor trial early and a trial with an invalid spec is recorded FAIL",
           "[integration][search]") {
   if (!optuna_available()) {
     WARN("python3-optuna is not installed: the search runs are skipped");
@@ -208,7 +208,7 @@ TEST_CASE("search: the median pruner stops a poor trial early; a trial with an i
   CHECK(r.output.find("FAIL") != std::string::npos);
 }
 
-TEST_CASE("search: SIGINT stops the running trial, records it FAIL, exits 130; the study continues on a rerun",
+TEST_CASE("search: SIGINT stops the running trial and records it FAIL with exit 130, then a rerun continues the study",
           "[integration][search]") {
   if (!optuna_available()) {
     WARN("python3-optuna is not installed: the search runs are skipped");
