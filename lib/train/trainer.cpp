@@ -48,7 +48,8 @@ int agreed_stop_signal(Comm& comm) {
 }  // namespace
 
 Trainer::Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline, Comm& comm)
-    : spec_(spec), components_(components), pipeline_(pipeline), comm_(comm), best_(best_metric_context(spec.training)) {}
+    : spec_(spec), components_(components), pipeline_(pipeline), comm_(comm), best_(best_metric_context(spec.training)),
+      tracks_best_metric_(tracks_best_metric(spec)) {}
 
 void Trainer::setup(const TrainingPlan& plan) {
   const TrainingArgs& args = spec_.training;
@@ -347,8 +348,20 @@ nlohmann::json Trainer::run_evaluation(bool step_schedule) {
   return metrics;
 }
 
+// HF _determine_best_metric only runs with metric_for_best_model set, which TrainingArguments sets to "loss"
+// for load_best_model_at_end and save_strategy "best"; otherwise best_metric and best_model_checkpoint stay
+// null. Early stopping compares against best_metric, so it tracks too (HF requires the metric there;
+// hftrain's default is the loss, as for the other two).
+bool Trainer::tracks_best_metric(const RunSpec& spec) {
+  const TrainingArgs& t = spec.training;
+  bool early_stopping = false;
+  for (const auto& c : spec.callbacks) early_stopping = early_stopping || c.type == "early_stopping";
+  return !t.metric_for_best_model.empty() || t.load_best_model_at_end || t.save_strategy == "best" || early_stopping;
+}
+
 // HF _determine_best_metric: a strictly better metric_for_best_model becomes the best.
 bool Trainer::update_best_metric(const nlohmann::json& metrics) {
+  if (!tracks_best_metric_) return false;
   if (!metrics.contains(best_.metric_for_best_model))
     throw ConfigError("training.metric_for_best_model: '" + best_.metric_for_best_model +
                       "' is not an evaluation metric (have: " + metrics.dump() + ")");

@@ -71,6 +71,7 @@ class Trainer {
   void log(nlohmann::json entry);
   // Evaluates, logs and tells the callbacks; a metric-driven schedule steps on it when `step_schedule`.
   nlohmann::json run_evaluation(bool step_schedule = true);
+  static bool tracks_best_metric(const RunSpec& spec);
   bool update_best_metric(const nlohmann::json& metrics);
   // Checkpoints and resume (trainer_checkpoint.cpp). `for_resume` forces a full checkpoint even
   // with save_only_model (the one written when a stop signal arrives).
@@ -100,6 +101,7 @@ class Trainer {
   CallbackHandler callbacks_;
   std::vector<std::unique_ptr<TrainerCallback>> extra_callbacks_;
   CallbackContext best_;
+  bool tracks_best_metric_;  // tracks_best_metric(spec): whether evaluations update best_metric
   MemoryTracker* memory_ = nullptr;
   int64_t last_logged_step_ = 0;
   std::unique_ptr<Engine> engine_;

@@ -30,11 +30,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// HF tracks (and protects) a best checkpoint only when metric_for_best_model is in use.
-bool tracks_best_model(const TrainingArgs& args) {
-  return args.load_best_model_at_end || !args.metric_for_best_model.empty() || args.save_strategy == "best";
-}
-
 bool same_directory(const fs::path& a, const fs::path& b) {
   std::error_code ec;
   const bool same = fs::equivalent(a, b, ec);
@@ -46,7 +41,7 @@ bool same_directory(const fs::path& a, const fs::path& b) {
 void Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   const TrainingArgs& args = spec_.training;
   checkpoints_ = std::make_unique<CheckpointManager>(
-      CheckpointPolicy{args.output_dir, args.save_total_limit, tracks_best_model(args)});
+      CheckpointPolicy{args.output_dir, args.save_total_limit, tracks_best_metric_});  // the best one is kept
   loop_.batches_per_epoch = plan.batches_per_epoch;
   // Optimizer state means something only to the optimizer that wrote it (AdamW's exp_avg read as Lion's
   // momentum would train on silently): another optimizer type is refused before anything is loaded.

@@ -194,6 +194,39 @@ TEST_CASE("a checkpoint holds HF's files and fields", "[integration][checkpoint]
   }
 }
 
+// HF's _determine_best_metric runs only with metric_for_best_model set (TrainingArguments sets it to
+// "loss" for load_best_model_at_end and save_strategy "best"): without it trainer_state.json keeps
+// best_metric, best_global_step and best_model_checkpoint null.
+TEST_CASE("without metric_for_best_model the best metric stays null as in HF, and with it is the best evaluation",
+          "[integration][checkpoint]") {
+  const std::string dir = scratch_dir("ckpt_best_unset");
+  write_text(dir + "/spec.yaml", exact_spec("  eval_strategy: steps\n  eval_steps: 5\n"));
+  CliResult r = run_with_fault("", "train spec.yaml --set training.max_steps=10", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  json state = read_json(dir + "/out/trainer_state.json");
+  CHECK(state["best_metric"].is_null());
+  CHECK(state["best_global_step"].is_null());
+  CHECK(state["best_model_checkpoint"].is_null());
+  CHECK(read_json(dir + "/out/checkpoint-10/trainer_state.json")["best_metric"].is_null());
+
+  r = run_with_fault("", "train spec.yaml --set training.max_steps=10 --set training.metric_for_best_model=loss "
+                         "--set training.overwrite_output_dir=true", dir);
+  REQUIRE(r.exit_code == 0);
+  state = read_json(dir + "/out/trainer_state.json");
+  double best = 1e9;
+  int64_t best_step = -1;
+  for (const auto& entry : state["log_history"])
+    if (entry.contains("eval_loss") && entry["eval_loss"].get<double>() < best) {
+      best = entry["eval_loss"].get<double>();
+      best_step = entry["step"].get<int64_t>();
+    }
+  REQUIRE(best_step > 0);
+  CHECK(state["best_metric"].get<double>() == best);
+  CHECK(state["best_global_step"] == best_step);
+  CHECK(state["best_model_checkpoint"] == "out/checkpoint-" + std::to_string(best_step));
+}
+
 namespace {
 
 // SIGTERM / SIGINT a run mid-way: it exits 128 + signal with a checkpoint and the resume command;
