@@ -300,7 +300,8 @@ int main(int argc, char** argv) {
     if (*report_cmd) return hftrain::run_report(report);
     if (*search_cmd) return hftrain::run_search(search);
   } catch (const hftrain::StoppedBySignal& e) {
-    std::cerr << e.what() << std::endl;
+    // Every worker of a job stops at the same step; rank 0 prints the checkpoint and the resume command.
+    if (hftrain::is_world_process_zero()) std::cerr << e.what() << std::endl;
     return hftrain::finish_after_error(e.exit_code());
   } catch (const hftrain::Error& e) {
     report_error(e.what());

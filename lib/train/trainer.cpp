@@ -110,7 +110,8 @@ nlohmann::json Trainer::train() {
   TrainerControl& control = callbacks_.control();
   const auto start_time = std::chrono::steady_clock::now();
   pipeline_.model->train();
-  StopSignalGuard stop_guard;  // SIGINT / SIGTERM: finish the step, save, stop (stop_for_signal)
+  // SIGINT / SIGTERM: finish the step, save, stop (stop_for_signal); rank 0 says so for the job.
+  StopSignalGuard stop_guard(kStopAfterStep, /*announce=*/comm_.rank() == 0);
   callbacks_.on_train_begin(state_);
   if (spec_.training.eval_on_start) run_evaluation(/*step_schedule=*/false);  // HF: a sanity check before step 1
   for (int64_t epoch = run->start.epoch; epoch < plan.num_epochs && !control.should_training_stop; ++epoch) {

@@ -11,6 +11,7 @@ namespace {
 
 volatile sig_atomic_t g_pending = 0;
 const char* volatile g_on_signal = "";
+volatile sig_atomic_t g_announce = 1;
 struct sigaction g_previous_int, g_previous_term;
 
 void write_stderr(const char* text) {
@@ -26,6 +27,7 @@ void on_stop_signal(int sig) {
     return;
   }
   g_pending = sig;
+  if (!g_announce) return;
   write_stderr(sig == SIGINT ? "\nreceived SIGINT: " : "\nreceived SIGTERM: ");
   write_stderr(g_on_signal);
   write_stderr(" (send it again to exit at once)\n");
@@ -33,9 +35,10 @@ void on_stop_signal(int sig) {
 
 }  // namespace
 
-StopSignalGuard::StopSignalGuard(const char* on_signal) {
+StopSignalGuard::StopSignalGuard(const char* on_signal, bool announce) {
   g_pending = 0;
   g_on_signal = on_signal;
+  g_announce = announce ? 1 : 0;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop_signal;

@@ -6,11 +6,15 @@
 
 namespace hftrain {
 
+inline constexpr const char* kStopAfterStep = "finishing the current optimizer step, then saving a checkpoint";
+
 class StopSignalGuard {
  public:
   // Installs the handlers, clears any recorded signal. `on_signal` (a string literal) completes the line
-  // the handler writes, "received SIGINT: <on_signal> (send it again to exit at once)".
-  explicit StopSignalGuard(const char* on_signal = "finishing the current optimizer step, then saving a checkpoint");
+  // the handler writes, "received SIGINT: <on_signal> (send it again to exit at once)"; with `announce`
+  // false the signal is recorded without that line (the workers other than rank 0 of a launched job,
+  // which all receive the launcher's forwarded signal).
+  explicit StopSignalGuard(const char* on_signal = kStopAfterStep, bool announce = true);
   ~StopSignalGuard();  // restores the previous handlers
   StopSignalGuard(const StopSignalGuard&) = delete;
   StopSignalGuard& operator=(const StopSignalGuard&) = delete;

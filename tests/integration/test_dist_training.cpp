@@ -121,6 +121,29 @@ TEST_CASE("a worker killed by SIGKILL mid-run ends the job within 10 s, naming i
   fs::remove_all(dir);
 }
 
+TEST_CASE("SIGTERM to a 2-worker job saves one checkpoint and rank 0 alone prints the stop and the resume command",
+          "[integration][dist]") {
+  const std::string dir = dist_dir("dist_sigterm");
+  write_text(dir + "/spec.yaml", dist_spec(400));
+  Child c = spawn_hftrain({"train", "spec.yaml", "--nproc-per-node", "2"}, dir, {"HFTRAIN_FAULT_INJECT=step_delay_ms:50"});
+  REQUIRE(c.read_until("step 3/", 60));
+  ::kill(c.pid, SIGTERM);  // the launcher forwards it to both workers, as torchrun does
+  const int code = c.wait(60);
+  INFO(c.output);
+  CHECK(code == 143);
+  auto count = [&](const std::string& text) {
+    std::size_t n = 0;
+    for (auto at = c.output.find(text); at != std::string::npos; at = c.output.find(text, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("received SIGTERM: finishing the current optimizer step") == 1);
+  CHECK(count("resume with:") == 1);
+  CHECK(count("checkpoint saved to out/checkpoint-") == 1);
+  CHECK(c.output.find("[rank 1] \n") == std::string::npos);  // no empty prefixed line
+  CHECK(c.output.find("[rank 1] stopped by") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a worker that throws ends the job, naming its rank, exit code and last output", "[integration][dist]") {
   const std::string dir = dist_dir("dist_throw");
   // Rank 0 fails at its first checkpoint write (a full disk); rank 1 is left waiting for it.
