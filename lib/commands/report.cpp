@@ -5,6 +5,8 @@
 #include <iostream>
 #include <map>
 
+#include <yaml-cpp/yaml.h>
+
 #include "log/report_html.h"
 #include "log/report_plots.h"
 #include "util/error.h"
@@ -31,6 +33,18 @@ RunHistory load_run(const std::string& target) {
   if (!fs::is_directory(target)) dir = dir.parent_path();
   if (dir.filename().empty()) dir = dir.parent_path();  // "runs/a/" -> "runs/a"
   run.source = target;
+  // trainer_state.json does not name the metric of best_metric; an hftrain run directory's run_spec.yaml
+  // does (HF's rule: metric_for_best_model, "loss" when only load_best_model_at_end & co. asked for one).
+  const fs::path spec = dir / "run_spec.yaml";
+  if (fs::exists(spec)) {
+    try {
+      const YAML::Node metric = YAML::LoadFile(spec.string())["training"]["metric_for_best_model"];
+      const std::string m = metric && metric.IsScalar() && !metric.as<std::string>().empty() ? metric.as<std::string>() : "loss";
+      run.best_metric_name = m.rfind("eval_", 0) == 0 ? m : "eval_" + m;
+    } catch (const YAML::Exception&) {
+      run.best_metric_name.clear();  // a damaged spec only loses the name
+    }
+  }
   run.label = dir.filename().string();
   if (run.label.empty() || run.label == ".") run.label = fs::absolute(dir).lexically_normal().filename().string();
   return run;

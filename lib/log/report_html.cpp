@@ -110,7 +110,10 @@ std::string summary_table(const std::vector<RunHistory>& runs) {
     t += cell(last_entry_with(history, "loss"), "loss");
     t += cell(last_entry_with(history, "train_loss"), "train_loss");
     t += cell(last_entry_with(history, "eval_loss"), "eval_loss");
-    t += "<td>" + (st.contains("best_metric") && st["best_metric"].is_number() ? short_number(st["best_metric"].get<double>()) : std::string("&ndash;")) + "</td>";
+    const bool has_best = st.contains("best_metric") && st["best_metric"].is_number();
+    const std::string& name = runs[r].best_metric_name;
+    t += "<td>" + (has_best ? short_number(st["best_metric"].get<double>()) + (name.empty() ? "" : " (" + html_escape(name) + ")")
+                            : std::string("&ndash;")) + "</td>";
     t += cell(last_entry_with(history, "train_runtime"), "train_runtime");
     t += "</tr>\n";
   }

@@ -14,6 +14,7 @@ struct RunHistory {
   std::string label;   // shown in legends
   std::string source;  // the directory it was read from
   nlohmann::json state;  // the whole trainer_state.json
+  std::string best_metric_name;  // the metric best_metric measures ("eval_accuracy"); "" when not known
 };
 
 struct Series {

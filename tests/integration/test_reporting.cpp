@@ -265,7 +265,8 @@ TEST_CASE("hftrain report draws every logged point of every run (checked in head
   std::string dir = fresh_dir("report_html");
   write_text(dir + "/spec.yaml", kSpec);
   REQUIRE(run_hftrain("train spec.yaml --set training.output_dir=a --set training.report_to=none "
-                      "--set training.max_steps=8 --set training.logging_steps=2 --set training.eval_steps=4",
+                      "--set training.max_steps=8 --set training.logging_steps=2 --set training.eval_steps=4 "
+                      "--set training.metric_for_best_model=exact_match",
                       dir).exit_code == 0);
   REQUIRE(run_hftrain("train spec.yaml --set training.output_dir=b --set training.report_to=none "
                       "--set training.max_steps=6 --set training.logging_steps=1 --set training.eval_steps=3 "
@@ -282,6 +283,11 @@ TEST_CASE("hftrain report draws every logged point of every run (checked in head
   CHECK_THAT(missing.output, Catch::Contains("'nowhere' is not a run directory"));
 
   const std::string html = read_text(dir + "/report.html");
+  // The summary's best metric names its metric (run a sets one; run b none, so HF leaves best_metric null).
+  const json state_a = json::parse(read_text(dir + "/a/trainer_state.json"));
+  REQUIRE(state_a["best_metric"].is_number());
+  CHECK_THAT(html, Catch::Contains(" (eval_exact_match)</td>"));
+  CHECK(json::parse(read_text(dir + "/b/trainer_state.json"))["best_metric"].is_null());
   for (const char* external : {"src=", "href=", "url(", "<script", "<link"}) CHECK(html.find(external) == std::string::npos);
 
   // The logged (step, value) pairs, read by the test itself.
