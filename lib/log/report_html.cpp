@@ -41,10 +41,11 @@ std::string render_chart(const Plot& plot, const std::vector<RunHistory>& runs) 
       y_lo = std::min(y_lo, y);
       y_hi = std::max(y_hi, y);
     }
-  const Axis xa = nice_axis(x_lo, x_hi, 6), ya = nice_axis(y_lo, y_hi, 5);
+  const Axis xa = nice_axis(x_lo, x_hi, 6), ya = value_axis(plot.key, y_lo, y_hi);
   const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
   auto sx = [&](double x) { return kLeft + (x - xa.min) / (xa.max - xa.min) * pw; };
-  auto sy = [&](double y) { return kTop + (ya.max - y) / (ya.max - ya.min) * ph; };
+  auto position = [&](double v) { return ya.log ? std::log10(v) : v; };
+  auto sy = [&](double y) { return kTop + (position(ya.max) - position(y)) / (position(ya.max) - position(ya.min)) * ph; };
 
   std::string svg = "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coord(kWidth) + "\" height=\"" +
                     coord(kHeight) + "\" viewBox=\"0 0 " + coord(kWidth) + " " + coord(kHeight) +
@@ -64,7 +65,7 @@ std::string render_chart(const Plot& plot, const std::vector<RunHistory>& runs) 
          "\" height=\"" + coord(ph) + "\"/>\n";
   svg += "<text class=\"xlabel\" x=\"" + coord(kLeft + pw / 2) + "\" y=\"" + coord(kHeight - 6) + "\">step</text>\n";
   svg += "<text class=\"ylabel\" transform=\"translate(14 " + coord(kTop + ph / 2) + ") rotate(-90)\">" +
-         html_escape(plot.key) + "</text>\n";
+         html_escape(plot.key) + (ya.log ? " (log scale)" : "") + "</text>\n";
   for (const auto& s : plot.series) {
     const std::string run = html_escape(runs[s.run].label);
     std::string points;

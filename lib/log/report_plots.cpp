@@ -73,6 +73,28 @@ std::vector<Plot> collect_plots(const std::vector<RunHistory>& runs) {
   return plots;
 }
 
+Axis log_axis(double lo, double hi) {
+  Axis a;
+  a.log = true;
+  const int first = static_cast<int>(std::floor(std::log10(lo) + 1e-12));
+  const int last = std::max(first + 1, static_cast<int>(std::ceil(std::log10(hi) - 1e-12)));
+  a.min = std::pow(10.0, first);
+  a.max = std::pow(10.0, last);
+  const bool fine = last - first <= 3;
+  for (int k = first; k <= last; ++k)
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (m != 1.0 && (!fine || k == last)) continue;
+      a.ticks.push_back(m * std::pow(10.0, k));
+    }
+  return a;
+}
+
+Axis value_axis(const std::string& key, double lo, double hi) {
+  const bool loss = key.size() >= 4 && key.compare(key.size() - 4, 4, "loss") == 0;
+  if (loss && lo > 0 && hi >= 10 * lo) return log_axis(lo, hi);
+  return nice_axis(lo, hi, 5);
+}
+
 Axis nice_axis(double lo, double hi, int target_ticks) {
   if (!(hi > lo)) {
     const double pad = lo == 0 ? 1.0 : std::fabs(lo) * 0.1;

@@ -35,9 +35,19 @@ std::vector<Plot> collect_plots(const std::vector<RunHistory>& runs);
 struct Axis {
   double min = 0, max = 1;
   std::vector<double> ticks;
+  bool log = false;  // positions go by log10 of the value
 };
 
 // An axis covering [lo, hi] with about `target_ticks` ticks at a 1/2/5 x 10^k spacing.
 Axis nice_axis(double lo, double hi, int target_ticks = 5);
+
+// A log10 axis over whole decades covering [lo, hi] (0 < lo <= hi): ticks at 1, 2 and 5 x 10^k over up
+// to 3 decades, at the powers of ten beyond.
+Axis log_axis(double lo, double hi);
+
+// The value axis of a plot: logarithmic for a loss (a key ending in "loss") whose positive values span a
+// factor of 10 or more -- a loss falling over orders of magnitude is read on a log scale, as in
+// TensorBoard's log toggle -- else nice_axis.
+Axis value_axis(const std::string& key, double lo, double hi);
 
 }  // namespace hftrain

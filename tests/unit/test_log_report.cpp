@@ -79,3 +79,39 @@ TEST_CASE("the report page: one chart per plot, one polyline per series, escaped
     CHECK(html.find(external) == std::string::npos);
   CHECK(html.find("eval_runtime") == std::string::npos);
 }
+
+TEST_CASE("log_axis spans whole decades with 1-2-5 ticks, and a loss over a decade or more gets it", "[unit][log]") {
+  Axis a = log_axis(0.03, 2.4);
+  CHECK(a.log);
+  CHECK(a.min == Approx(0.01));
+  CHECK(a.max == Approx(10.0));
+  const std::vector<double> expected{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
+  REQUIRE(a.ticks.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) CHECK(a.ticks[i] == Approx(expected[i]));
+  Axis wide = log_axis(1e-5, 3.0);  // more than 3 decades: the powers of ten only
+  CHECK(wide.ticks.size() == 7);
+  CHECK(wide.ticks.front() == Approx(1e-5));
+  CHECK(wide.ticks.back() == Approx(10.0));
+  CHECK(value_axis("loss", 0.001, 5.0).log);
+  CHECK(value_axis("eval_loss", 0.2, 2.0).log);
+  CHECK_FALSE(value_axis("loss", 0.5, 1.5).log);         // less than a decade
+  CHECK_FALSE(value_axis("loss", -0.1, 5.0).log);        // not all positive
+  CHECK_FALSE(value_axis("eval_accuracy", 0.001, 1).log);  // not a loss
+}
+
+TEST_CASE("a loss falling by decades is drawn on a log scale: equal ratios, equal distances", "[unit][log]") {
+  json run = {{"global_step", 3},
+              {"log_history", {{{"loss", 10.0}, {"step", 1}}, {{"loss", 1.0}, {"step", 2}}, {{"loss", 0.1}, {"step", 3}}}}};
+  const std::string html = render_report_html({{"r", "runs/r", run}});
+  CHECK(html.find("loss (log scale)") != std::string::npos);
+  std::smatch m;
+  REQUIRE(std::regex_search(html, m, std::regex("data-plot=\"loss\"[^>]*points=\"([^\"]*)\"")));
+  std::vector<double> ys;
+  const std::string points = m[1].str();
+  std::regex pair("[0-9.]+,([0-9.]+)");
+  for (auto it = std::sregex_iterator(points.begin(), points.end(), pair); it != std::sregex_iterator(); ++it)
+    ys.push_back(std::stod((*it)[1].str()));
+  REQUIRE(ys.size() == 3);
+  CHECK(ys[1] - ys[0] > 1.0);  // falling values go down the page
+  CHECK(ys[2] - ys[1] == Approx(ys[1] - ys[0]).epsilon(0.01));
+}
