@@ -23,7 +23,7 @@ void BackwardStepper::begin(double lr) {
   lr_ = lr;
   norm_sq_ = 0;
   measure_only_ = measured_ = false;
-  coef_ = torch::Tensor();
+  coef_.reset();
 }
 
 void BackwardStepper::measure_pass() { measure_only_ = true; }
@@ -33,7 +33,7 @@ void BackwardStepper::update_pass(double max_norm) {
   measure_only_ = false;
   measured_ = true;
   const torch::Tensor total = torch::tensor(static_cast<float>(std::sqrt(norm_sq_)));
-  coef_ = torch::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
+  coef_ = torch::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0).item<double>();  // read once
 }
 
 void BackwardStepper::release_held() {
@@ -53,7 +53,7 @@ void BackwardStepper::on_gradient(std::size_t index, const torch::Tensor& grad) 
       const double n = torch::linalg::vector_norm(grad, 2, c10::nullopt, false, c10::nullopt).item<double>();
       norm_sq_ += n * n;
     }
-    if (!measure_only_) optimizer_.step_parameter(entries_[index].name, coef_.defined() ? grad * coef_.item<double>() : grad, lr_);
+    if (!measure_only_) optimizer_.step_parameter(entries_[index].name, coef_ ? grad * *coef_ : grad, lr_);
   }
   held_.push_back(index);
 }

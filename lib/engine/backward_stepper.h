@@ -9,6 +9,7 @@
 // updates with every gradient times the clip coefficient.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,7 @@ class BackwardStepper {
   std::vector<std::size_t> held_;  // entries whose .grad autograd may have stored
   double lr_ = 0, norm_sq_ = 0;
   bool measure_only_ = false, measured_ = false;
-  torch::Tensor coef_;  // clip coefficient (float32 scalar), undefined when not clipping
+  std::optional<double> coef_;  // clip coefficient (a float32 value, torch's rounding), unset when not clipping
   int64_t peak_bytes_ = 0, all_bytes_ = 0;
 };
 
