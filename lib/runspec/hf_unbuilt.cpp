@@ -39,7 +39,8 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"half_precision_backend", {"auto"}, kApex},
       {"ddp_broadcast_buffers", {"false"}, "buffers are not broadcast during training (rank 0's initial weights are, once)"},
       {"debug", {}, "TPU metrics and underflow/overflow debugging"},
-      {"dataloader_pin_memory", {"true", "false"}, ""},  // no accelerator memory to pin for: either value does the same
+      // CPU: nothing to pin; a GPU worker pins its batches either way (data/batch_placement; docs/training_arguments.md)
+      {"dataloader_pin_memory", {"true", "false"}, ""},
       {"dataloader_persistent_workers", {"false"}, "the loader is one thread; it is started for each epoch"},
       {"past_index", {"-1"}, "mems of Transformer-XL style models, which hftrain does not have"},
       {"remove_unused_columns", {"true", "false"}, ""},  // data sources produce exactly the model's inputs and labels

@@ -107,10 +107,11 @@ void one_half_precision(const SpecRuleInput& in) {
                   "precision.fp16 and precision.bf16 are both true; choose one");
 }
 
-// LibTorch's CPU kernels have no float16 matrix multiply, and this build runs on the CPU.
+// LibTorch's CPU kernels have no float16 matrix multiply: a build without CUDA refuses fp16 when the spec
+// is read; a CUDA build refuses it for a worker placed on the CPU (train/model_and_data place_on_device).
 void fp16_needs_cuda(const SpecRuleInput& in) {
-  const char* hint = "float16 needs a CUDA device and this build runs on the CPU (LibTorch has no CPU float16 "
-                     "matmul); use bf16 instead (precision.bf16: true), as HF refuses --fp16 on CPU";
+  if constexpr (kCudaBuild) return;
+  const char* hint = kFp16NeedsCuda;
   if (in.spec.precision.fp16) in.issues.add("precision.fp16", at(in, "precision", "fp16"), hint);
   if (in.spec.training.fp16_full_eval) in.issues.add("training.fp16_full_eval", at(in, "training", "fp16_full_eval"), hint);
 }

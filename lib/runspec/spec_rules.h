@@ -31,6 +31,11 @@ struct SpecRule {
 // Every rule, in the order load_run_spec applies them.
 const std::vector<SpecRule>& spec_rules();
 
+// Why float16 cannot run on the CPU, and what to use instead (the spec rule and a CPU worker of a CUDA build).
+inline constexpr const char* kFp16NeedsCuda =
+    "float16 needs a CUDA device and this worker runs on the CPU (LibTorch has no CPU float16 matmul); use bf16 "
+    "instead (precision.bf16: true), as HF refuses --fp16 on CPU";
+
 // Applies every rule; problems go to in.issues (all of them, not the first only).
 void check_spec_rules(const SpecRuleInput& in);
 

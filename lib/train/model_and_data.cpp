@@ -8,6 +8,7 @@
 #include "engine/precision.h"
 #include "log/logger.h"
 #include "models/lora.h"
+#include "runspec/spec_rules.h"
 #include "util/fs.h"
 
 namespace hftrain {
@@ -193,6 +194,8 @@ void place_on_device(ModelAndData& p, const RunSpec& spec, torch::Device device)
     throw ConfigError("zero.offload_optimizer / zero.offload_param: offload from a GPU to host memory or NVMe is not "
                       "built yet, and this worker computes on " + device.str() +
                       "; set both to none (or training.use_cpu: true to train on the CPU with offload)");
+  if (device.is_cpu() && (spec.precision.fp16 || spec.training.fp16_full_eval))  // a CUDA build's CPU worker
+    throw ConfigError(std::string(spec.precision.fp16 ? "precision.fp16: " : "training.fp16_full_eval: ") + kFp16NeedsCuda);
   p.device = device;
   if (device.is_cpu() || p.model->initialisation_deferred()) return;
   p.model->to(device);
