@@ -40,6 +40,23 @@ def run(cmd, cwd):
     return usage.ru_maxrss / 1024.0, out
 
 
+def train_side_by_side(hftrain, work, setting, repeats):
+    """Trains spec.yaml in `work` once with `setting`=true and once with false per repeat, alternating which
+    goes first, each into a fresh out/. Returns {True/False: (peak RSS MiB list, samples/s list, train_loss)}."""
+    found = {True: ([], [], None), False: ([], [], None)}
+    for rep in range(repeats):
+        for value in ([True, False] if rep % 2 == 0 else [False, True]):
+            shutil.rmtree(os.path.join(work, "out"), ignore_errors=True)
+            rss, _ = run([hftrain, "train", "spec.yaml", "--set", "%s=%s" % (setting, "true" if value else "false")], work)
+            with open(os.path.join(work, "out", "train_results.json")) as f:
+                results = json.load(f)
+            peaks, speeds, _ = found[value]
+            peaks.append(rss)
+            speeds.append(results["train_samples_per_second"])
+            found[value] = (peaks, speeds, results["train_loss"])
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hftrain", required=True)

@@ -264,9 +264,10 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
       return;
     }
     const auto& src = it->second;
-    if (!src.sizes().equals(target.sizes()))
-      throw RuntimeFailure("'" + path + "': tensor '" + file_tensor_name(model, name) + "' has shape " +
-                           c10::str(src.sizes()) + " but the model expects " + c10::str(target.sizes()));
+    if (!src.sizes().equals(target.sizes()))  // the spec's model does not describe the file: a setting to fix
+      throw ConfigError("'" + path + "': tensor '" + file_tensor_name(model, name) + "' has shape " +
+                        c10::str(src.sizes()) + " but the model expects " + c10::str(target.sizes()) +
+                        " (do model.type and its options describe these weights?)");
     target.copy_(src);
     file.tensors.erase(it);
   };
@@ -276,7 +277,7 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
   if (!missing.empty()) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    throw RuntimeFailure("'" + path + "': missing tensors: " + list);
+    throw ConfigError("'" + path + "': missing tensors: " + list + " (do model.type and its options describe these weights?)");
   }
   if (!file.tensors.empty()) {
     std::string list;

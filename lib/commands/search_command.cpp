@@ -161,7 +161,7 @@ void write_best(Study& s, const nlohmann::json& best, const ComponentCatalog& ca
   }
   const std::string trial_dir = s.output_dir + "/trial-" + std::to_string(best.at("number").get<int64_t>());
   const RunSpec spec = load_run_spec(s.request.spec_path, trial_overrides(s.request, s.search.space, best.at("params"), trial_dir), catalog);
-  write_file_atomic(s.output_dir + "/best_run_spec.yaml", dump_run_spec(spec, catalog));
+  write_file_atomic(s.output_dir + "/best_run_spec.yaml", saved_run_spec(spec, catalog));
 }
 
 }  // namespace

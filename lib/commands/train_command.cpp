@@ -87,8 +87,9 @@ int launch_training(const TrainRequest& request, const RunSpec& spec) {
 }
 
 // The checks of `hftrain train` that need the file system: a resume_from_checkpoint that cannot be
-// resumed from is a spec problem, reported with the others before anything is written.
-std::vector<SpecCheck> train_spec_checks() {
+// resumed from, a data file that does not exist, an unusable NVMe directory -- spec problems, reported with
+// the others at their file:line before anything is written.
+std::vector<SpecCheck> train_spec_checks(const ComponentCatalog& catalog) {
   return {[](const RunSpec& spec, const SpecProblemReport& report) {
     const std::string problem = resume_setting_problem(spec.training.resume_from_checkpoint, spec.training.output_dir);
     if (!problem.empty()) report("training.resume_from_checkpoint", problem);
@@ -100,6 +101,20 @@ std::vector<SpecCheck> train_spec_checks() {
               report("zero.offload_optimizer.nvme_path", "'" + o.nvme_path + "' is not an existing directory");
             else if (::access(o.nvme_path.c_str(), W_OK | X_OK) != 0)
               report("zero.offload_optimizer.nvme_path", "'" + o.nvme_path + "' is not writable");
+          },
+          [catalog](const RunSpec& spec, const SpecProblemReport& report) {
+            if (!catalog.data.contains(spec.data.type) || !spec.data.options) return;  // reported by the data section
+            // The data section's files (a file source's *_file options, text_file's path); training reads
+            // them all (a tokenizer option may also be a name, and its source reports it).
+            const YAML::Node options = catalog.data.dump(spec.data.type, spec.data.options);
+            for (const char* key : {"train_file", "validation_file", "test_file", "path"}) {
+              const YAML::Node value = options[key];
+              if (!value.IsDefined() || !value.IsScalar() || value.Scalar().empty()) continue;
+              std::error_code ec;
+              if (!fs::exists(value.Scalar(), ec))
+                report(std::string("data.") + key, "'" + value.Scalar() + "' does not exist (paths are relative to the "
+                                                   "working directory, " + fs::current_path(ec).string() + ")");
+            }
           }};
 }
 
@@ -182,7 +197,7 @@ int run_train(const TrainRequest& given_request) {
     overrides.push_back(std::string(kAccelerateConfigKey) + "=" + given_request.accelerate_config);
   if (!given_request.nproc_per_node.empty()) overrides.push_back("distributed.nproc_per_node=" + given_request.nproc_per_node);
   if (!given_request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + given_request.resume);
-  RunSpec spec = load_run_spec(given_request.spec_path, overrides, c.catalog(), train_spec_checks());
+  RunSpec spec = load_run_spec(given_request.spec_path, overrides, c.catalog(), train_spec_checks(c.catalog()));
   const TrainRequest request = with_accelerate_launch(given_request, spec.accelerate);
   // A launcher (--nproc-per-node > 1, no worker environment) or a worker (torchrun / SLURM / launcher
   // environment), else one process.
@@ -228,7 +243,7 @@ int run_train(const TrainRequest& given_request) {
   place_on_device(pipeline, spec, torch_device_of(device));
 
   Trainer trainer(spec, c, pipeline);
-  if (main_rank) trainer.add_callback(std::make_unique<OutputDirWriter>(out, resolved, trainer));
+  if (main_rank) trainer.add_callback(std::make_unique<OutputDirWriter>(out, saved_run_spec(spec, c.catalog()), trainer));
   if (main_rank)  // a trial of hftrain search reports each evaluation to it
     if (auto report = trial_report_from_environment()) trainer.add_callback(std::move(report));
   memory.stop("init");

@@ -7,11 +7,13 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -116,6 +118,36 @@ struct ValueTraits<std::optional<E>> {
   static YAML::Node dump(const std::optional<E>& v) { return v ? ValueTraits<E>::dump(*v) : YAML::Node(YAML::NodeType::Null); }
 };
 
+// ---- Paths in a saved spec ----------------------------------------------------------------------
+// Options declared with .path() name input files or directories, relative to the working directory as a
+// user gives them. While a SavedSpecPaths scope lives on this thread, dump() writes each such relative
+// path that exists as an absolute one, so that a saved run_spec.yaml means the same files wherever it is
+// read from (`hftrain eval RUN_DIR` from another directory). Other values, and paths that do not exist
+// (e.g. a tokenizer name such as `bytes`), are written as given.
+class SavedSpecPaths {
+ public:
+  SavedSpecPaths() : previous_(active_flag()) { active_flag() = true; }
+  ~SavedSpecPaths() { active_flag() = previous_; }
+  SavedSpecPaths(const SavedSpecPaths&) = delete;
+  SavedSpecPaths& operator=(const SavedSpecPaths&) = delete;
+  static bool active() { return active_flag(); }
+  // `path` as the saved spec holds it (see above).
+  static std::string saved(const std::string& path) {
+    if (!active() || path.empty()) return path;
+    const std::filesystem::path p(path);
+    std::error_code ec;
+    if (p.is_absolute() || !std::filesystem::exists(p, ec)) return path;
+    return std::filesystem::absolute(p, ec).lexically_normal().string();
+  }
+
+ private:
+  static bool& active_flag() {
+    thread_local bool active = false;
+    return active;
+  }
+  bool previous_;
+};
+
 // ---- Fields --------------------------------------------------------------------------------------
 template <class S>
 class FieldBase {
@@ -128,11 +160,14 @@ class FieldBase {
   const std::string& name() const { return name_; }
   const std::string& help() const { return help_; }
   bool required() const { return required_; }
+  // The keys of a DeepSpeed config section this option is read from (Field::deepspeed); empty = none.
+  const std::vector<std::string>& deepspeed_names() const { return deepspeed_names_; }
 
  protected:
   std::string name_;
   std::string help_;
   bool required_ = false;
+  std::vector<std::string> deepspeed_names_;
 };
 
 inline std::string format_number(double v) {
@@ -152,6 +187,19 @@ class Field : public FieldBase<S> {
   Field& greater_than(double v) { greater_than_ = v; return *this; }
   Field& choices(std::vector<std::string> c) { choices_ = std::move(c); return *this; }
   Field& required() { this->required_ = true; return *this; }
+  // The option is also a key of a DeepSpeed config section: `names` are DeepSpeed's name for it and the
+  // aliases DeepSpeed accepts (zero_optimization's param_persistence_threshold for
+  // stage3_param_persistence_threshold); runspec/deepspeed_reader places such a key here.
+  Field& deepspeed(std::vector<std::string> names) {
+    this->deepspeed_names_ = std::move(names);
+    return *this;
+  }
+  // An input file or directory (see SavedSpecPaths).
+  Field& path() {
+    static_assert(std::is_same_v<V, std::string>, "path() is for string options");
+    path_ = true;
+    return *this;
+  }
   // Extra rule: returns an error message, or "" when the value is fine.
   Field& check(std::function<std::string(const V&)> rule) { rule_ = std::move(rule); return *this; }
 
@@ -169,7 +217,12 @@ class Field : public FieldBase<S> {
     out.*member_ = value;
   }
 
-  YAML::Node dump(const S& s) const override { return ValueTraits<V>::dump(s.*member_); }
+  YAML::Node dump(const S& s) const override {
+    if constexpr (std::is_same_v<V, std::string>) {
+      if (path_) return ValueTraits<V>::dump(SavedSpecPaths::saved(s.*member_));
+    }
+    return ValueTraits<V>::dump(s.*member_);
+  }
   std::string type_name() const override {
     if (!choices_.empty()) {
       std::string t = "one of";
@@ -226,6 +279,7 @@ class Field : public FieldBase<S> {
   std::optional<double> min_, max_, greater_than_;
   std::vector<std::string> choices_;
   std::function<std::string(const V&)> rule_;
+  bool path_ = false;
 };
 
 template <class S>
@@ -337,6 +391,21 @@ class Schema {
     for (const auto& f : fields_)
       if (f->name() == name) return f.get();
     return nullptr;
+  }
+
+  // The option DeepSpeed key `key` is read into (Field::deepspeed), or null.
+  const FieldBase<S>* find_deepspeed(const std::string& key) const {
+    for (const auto& f : fields_)
+      for (const auto& n : f->deepspeed_names())
+        if (n == key) return f.get();
+    return nullptr;
+  }
+
+  // Every DeepSpeed key of the schema's options, names and aliases.
+  std::vector<std::string> deepspeed_names() const {
+    std::vector<std::string> out;
+    for (const auto& f : fields_) out.insert(out.end(), f->deepspeed_names().begin(), f->deepspeed_names().end());
+    return out;
   }
 
  private:

@@ -16,6 +16,7 @@ Batch batch_on(const Batch& batch, torch::Device device, bool pin_memory) {
   out.token_type_ids = move(batch.token_type_ids);
   out.labels = move(batch.labels);
   out.features = move(batch.features);
+  out.position_ids = move(batch.position_ids);
   return out;
 }
 

@@ -173,10 +173,10 @@ std::shared_ptr<const Dataset> GaussianBlobsSource::split(const std::string& nam
 
 // ---- text_file -----------------------------------------------------------------------------------
 void TextFileSource::Options::declare(Schema<Options>& s) {
-  s.add("path", &Options::path, "Text file to train on.").required();
+  s.add("path", &Options::path, "Text file to train on.").required().path();
   s.add("tokenizer", &Options::tokenizer,
         "'bytes' (vocab 256), 'chars' (the sorted distinct characters of the file, as nanoGPT's "
-        "shakespeare_char), or a tokenizer.json / sentencepiece .model file or a directory holding one.");
+        "shakespeare_char), or a tokenizer.json / sentencepiece .model file or a directory holding one.").path();
   s.add("block_size", &Options::block_size, "Tokens per training example.").min(2);
   s.add("validation_split", &Options::validation_split, "Fraction at the end of the file used for eval/test.")
       .min(0)

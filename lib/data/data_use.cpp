@@ -3,13 +3,16 @@
 
 #include "data/dataset.h"
 #include "log/logger.h"
+#include "util/error.h"
 
 namespace hftrain {
 
 bool read_data_file(const std::string& path, bool needed, const std::string& key) {
-  if (needed) return true;
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) return true;
+  if (needed)
+    throw ConfigError(key + ": '" + path + "' does not exist (paths are relative to the working directory, " +
+                      std::filesystem::current_path(ec).string() + ")");
   log_info(key + ": '" + path + "' does not exist; this command reads no split of it, so it is skipped");
   return false;
 }

@@ -69,7 +69,8 @@ struct DataUse {
 };
 
 // Whether a source reads the data file `path` (the option `key`): a file a split in use needs is read
-// (and must exist), another is read when it exists and skipped with a log line when it does not.
+// (and must exist: a ConfigError names the key), another is read when it exists and skipped with a log line
+// when it does not.
 bool read_data_file(const std::string& path, bool needed, const std::string& key);
 
 class DataSource {

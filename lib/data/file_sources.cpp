@@ -110,9 +110,9 @@ std::string tokenizer_identity(const std::string& value, const Tokenizer& tok) {
 
 // ---- jsonl / csv / tsv / text --------------------------------------------------------------------
 void FileDataSource::Options::declare(Schema<Options>& s) {
-  s.add("train_file", &Options::train_file, "Training data file (HF train_file).").required();
-  s.add("validation_file", &Options::validation_file, "Evaluation data file; \"\" = none or a ratio split.");
-  s.add("test_file", &Options::test_file, "Prediction data file; \"\" = the evaluation split.");
+  s.add("train_file", &Options::train_file, "Training data file (HF train_file).").required().path();
+  s.add("validation_file", &Options::validation_file, "Evaluation data file; \"\" = none or a ratio split.").path();
+  s.add("test_file", &Options::test_file, "Prediction data file; \"\" = the evaluation split.").path();
   s.add("validation_split_percentage", &Options::validation_split_percentage,
         "Without validation_file: percent of training rows (ceil, seeded by split_seed) held out for evaluation.")
       .min(0)
@@ -127,7 +127,7 @@ void FileDataSource::Options::declare(Schema<Options>& s) {
   s.add("label_column", &Options::label_column, "sequence_classification: column holding the label.");
   s.add("label_names", &Options::label_names,
         "sequence_classification: the label set in id order; [] = the sorted unique labels of the training split.");
-  s.add("tokenizer", &Options::tokenizer, "bytes, or a path to tokenizer.json / tokenizer.model (or their directory).");
+  s.add("tokenizer", &Options::tokenizer, "bytes, or a path to tokenizer.json / tokenizer.model (or their directory).").path();
   s.add("max_length", &Options::max_length, "Truncate each row to this many tokens (0 = no truncation).").min(0);
   s.add("block_size", &Options::block_size,
         "LM packing as HF group_texts: concatenate all rows and cut into blocks of this size, dropping the remainder (0 = one example per row).")

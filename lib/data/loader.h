@@ -72,6 +72,9 @@ class DataLoader {
   // Seq2SeqTrainingArguments.sortish_sampler: every epoch's order becomes sortish_indices over that epoch's
   // seeded permutation (lengths as for group_by_length). Sharded afterwards when distributed.
   void sortish(int64_t batch_size, const std::string& length_column_name);
+  // training.padding_free: each batch is one row of its examples (flatten_examples, data/packing.h)
+  // instead of a padded [batch, longest] block.
+  void flatten_batches() { flatten_ = true; }
   // Starts `epoch`, skipping the first `skip_samples` samples of its order (resume): those consumed by every
   // rank together, a prefix of the epoch's order whatever world size and batch size consumed it. The rest is
   // sharded over this loader's replicas; its batches keep the indices (MLM seeds) of their positions.
@@ -99,6 +102,7 @@ class DataLoader {
   int64_t num_replicas_ = 1;
   int64_t rank_ = 0;
   CollateOptions collate_options_;
+  bool flatten_ = false;
   int64_t epoch_ = 0;
   enum class LengthOrder { kNone, kGroupByLength, kSortish };
   LengthOrder length_order_ = LengthOrder::kNone;

@@ -94,9 +94,9 @@ class TokenWindowDataset : public Dataset {
 
 void TokenFileSource::Options::declare(Schema<Options>& s) {
   s.add("train_file", &Options::train_file, "Training tokens (e.g. nanoGPT train.bin): raw little-endian ids, no header.")
-      .required();
-  s.add("validation_file", &Options::validation_file, "Evaluation tokens (e.g. val.bin); \"\" = none.");
-  s.add("test_file", &Options::test_file, "Prediction tokens; \"\" = the evaluation file.");
+      .required().path();
+  s.add("validation_file", &Options::validation_file, "Evaluation tokens (e.g. val.bin); \"\" = none.").path();
+  s.add("test_file", &Options::test_file, "Prediction tokens; \"\" = the evaluation file.").path();
   s.add("dtype", &Options::dtype, "Width of each token id.").choices({"uint16", "uint32"});
   s.add("vocab_size", &Options::vocab_size, "Vocabulary size (ids must be below it).").required().min(1);
   s.add("block_size", &Options::block_size, "Tokens per example.").min(2);
@@ -105,7 +105,7 @@ void TokenFileSource::Options::declare(Schema<Options>& s) {
       .choices({"sequential", "random"});
   s.add("num_random_blocks", &Options::num_random_blocks, "sampling random: examples per epoch (0 = tokens / block_size).").min(0);
   s.add("seed", &Options::seed, "sampling random: seed of the window offsets.").min(0);
-  s.add("tokenizer", &Options::tokenizer, "Tokenizer to decode predictions (bytes or a path); \"\" = none.");
+  s.add("tokenizer", &Options::tokenizer, "Tokenizer to decode predictions (bytes or a path); \"\" = none.").path();
 }
 
 TokenFileSource::TokenFileSource(const Options& options, const DataUse& use) : options_(options) {

@@ -3,6 +3,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <limits>
 
@@ -166,6 +168,47 @@ torch::Device model_device(const Model& model) {
 torch::Tensor token_ids_on(const std::vector<int64_t>& ids, const torch::Device& device) {
   auto t = torch::tensor(ids, torch::kLong);
   return device.is_cpu() ? t : t.to(device);
+}
+
+namespace {
+
+// [rows, longest] ids padded with 0 on the left or right, and the mask (1 = token).
+std::pair<torch::Tensor, torch::Tensor> padded(const std::vector<std::vector<int64_t>>& rows, bool left,
+                                               const torch::Device& device) {
+  std::size_t width = 0;
+  for (const auto& r : rows) width = std::max(width, r.size());
+  std::vector<int64_t> ids, mask;
+  for (const auto& r : rows) {
+    const std::size_t pad = width - r.size();
+    const auto at = left ? 0 : r.size();
+    std::vector<int64_t> row_ids(r), row_mask(r.size(), 1);
+    row_ids.insert(row_ids.begin() + static_cast<std::ptrdiff_t>(at), pad, 0);
+    row_mask.insert(row_mask.begin() + static_cast<std::ptrdiff_t>(at), pad, 0);
+    ids.insert(ids.end(), row_ids.begin(), row_ids.end());
+    mask.insert(mask.end(), row_mask.begin(), row_mask.end());
+  }
+  const auto n = static_cast<int64_t>(rows.size()), w = static_cast<int64_t>(width);
+  return {token_ids_on(ids, device).view({n, w}), token_ids_on(mask, device).view({n, w})};
+}
+
+}  // namespace
+
+torch::Tensor left_padded_prompts(const std::vector<std::vector<int64_t>>& prompts, KvCache& cache, const torch::Device& device) {
+  torch::Tensor input;
+  std::tie(input, cache.key_mask) = padded(prompts, /*left=*/true, device);
+  cache.positions = (cache.key_mask.cumsum(1) - 1).clamp_min(0);
+  return input;
+}
+
+void extend_left_padded(KvCache& cache, const std::vector<int64_t>& positions, const torch::Device& device) {
+  const auto n = static_cast<int64_t>(positions.size());
+  cache.key_mask = torch::cat({cache.key_mask, torch::ones({n, 1}, cache.key_mask.options())}, 1);
+  cache.positions = token_ids_on(positions, device).view({n, 1});
+}
+
+std::pair<torch::Tensor, torch::Tensor> right_padded_sources(const std::vector<std::vector<int64_t>>& sources,
+                                                             const torch::Device& device) {
+  return padded(sources, /*left=*/false, device);
 }
 
 int64_t model_max_context(const Model& model) {

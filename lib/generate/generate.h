@@ -95,4 +95,14 @@ int64_t model_max_context(const Model& model);
 torch::Device model_device(const Model& model);
 torch::Tensor token_ids_on(const std::vector<int64_t>& ids, const torch::Device& device);
 
+// Batched generation's blocks (batch_generate.h, beam_search_batch). Decoder-only prompts left-padded into
+// [rows, longest] with cache.key_mask (1 = token, 0 = padding) and cache.positions (HF: each row's tokens
+// counted from its first) set for them; returns the block.
+torch::Tensor left_padded_prompts(const std::vector<std::vector<int64_t>>& prompts, KvCache& cache, const torch::Device& device);
+// The next step of left-padded rows: one new token per row at `positions` (its index in the unpadded row).
+void extend_left_padded(KvCache& cache, const std::vector<int64_t>& positions, const torch::Device& device);
+// Encoder sources right-padded into [rows, longest] and their mask.
+std::pair<torch::Tensor, torch::Tensor> right_padded_sources(const std::vector<std::vector<int64_t>>& sources,
+                                                             const torch::Device& device);
+
 }  // namespace hftrain

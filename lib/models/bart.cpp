@@ -276,11 +276,14 @@ torch::Tensor Bart::decode(const torch::Tensor& ids, const torch::Tensor& memory
   return x;
 }
 
+Model::LmHead Bart::head(const torch::Tensor& hidden) {
+  return {hidden, options_.tie_word_embeddings ? shared_->weight : lm_head_, final_logits_bias_.view({-1})};
+}
+
+std::size_t Bart::head_unit() const { return encoder_layers_.size() + decoder_layers_.size() + 2; }
+
 torch::Tensor Bart::lm_logits(const torch::Tensor& hidden) {
-  return in_unit(encoder_layers_.size() + decoder_layers_.size() + 2, [&] {
-    auto logits = torch::nn::functional::linear(hidden, options_.tie_word_embeddings ? shared_->weight : lm_head_);
-    return logits + final_logits_bias_.to(logits.scalar_type());
-  });
+  return head_logits(head_unit(), [&] { return head(hidden); });
 }
 
 std::vector<GatherUnit> Bart::gather_units() const {
@@ -300,10 +303,8 @@ std::vector<GatherUnit> Bart::gather_units() const {
 ModelOutput Bart::forward(const Batch& batch) {
   require_seq2seq_labels(batch, "bart");
   auto memory = encode(batch.input_ids, batch.attention_mask);
-  ModelOutput out;
-  out.logits = lm_logits(decode(shift_right(batch.labels), memory, batch.attention_mask, nullptr));
-  out.loss = seq2seq_loss(out.logits, batch.labels, batch.loss_denominator);  // always computed in fp32
-  return out;
+  const torch::Tensor hidden = decode(shift_right(batch.labels), memory, batch.attention_mask, nullptr);
+  return language_model_output(head_unit(), batch, /*shift=*/false, [&] { return head(hidden); });
 }
 
 torch::Tensor Bart::forward_encoder_decoder_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

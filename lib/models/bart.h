@@ -81,6 +81,8 @@ class Bart : public Model {
   torch::Tensor embed(bool decoder, const torch::Tensor& ids, int64_t past);
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& encoder_hidden,
                        const torch::Tensor& encoder_mask, KvCache* cache);
+  LmHead head(const torch::Tensor& decoder_hidden);  // lm_head + final_logits_bias
+  std::size_t head_unit() const;
   torch::Tensor lm_logits(const torch::Tensor& decoder_hidden);
   Options options_;
   torch::nn::Embedding shared_{nullptr};

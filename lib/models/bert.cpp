@@ -305,14 +305,10 @@ BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& con
 
 ModelOutput BertForMaskedLM::forward(const Batch& batch) {
   auto h = bert_->forward(batch);
-  ModelOutput out;
-  out.logits = in_unit(bert_->head_unit(), [&] {
+  return language_model_output(bert_->head_unit(), batch, /*shift=*/false, [&] {
     auto t = transform_norm_(apply_activation(options_.hidden_act, transform_dense_(h)));
-    return torch::nn::functional::linear(t, bert_->word_->weight, decoder_bias_);  // decoder tied to embeddings
+    return LmHead{t, bert_->word_->weight, decoder_bias_};  // decoder tied to embeddings
   });
-  if (batch.labels.defined())
-    out.loss = token_cross_entropy(out.logits.view({-1, options_.vocab_size}), batch.labels.view({-1}), batch.loss_denominator);
-  return out;
 }
 
 nlohmann::json BertForMaskedLM::config_json() const {

@@ -47,7 +47,9 @@ struct Gpt::Block : torch::nn::Module {
     resid_dropout = register_module("resid_dropout", torch::nn::Dropout(o.dropout));
   }
 
-  torch::Tensor attention(const torch::Tensor& x, KvCache* cache, std::size_t layer) {
+  // `key_bias`: generation's additive padding bias over the cached and new keys (left-padded rows); may be undefined.
+  torch::Tensor attention(const torch::Tensor& x, KvCache* cache, std::size_t layer, const std::vector<int64_t>& segments,
+                          const torch::Tensor& key_bias) {
     const auto B = x.size(0), T = x.size(1), C = x.size(2);
     auto qkv = c_attn(x).split(C, 2);
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, C / n_head}).transpose(1, 2); };
@@ -55,7 +57,9 @@ struct Gpt::Block : torch::nn::Module {
     torch::Tensor y;
     if (cache) {  // generation: the new tokens attend to every cached one and causally among themselves
       auto kv = cache->append(layer, k, v);
-      y = attend(q, kv.first, kv.second, {}, /*causal=*/true, 0.0);
+      y = attend(q, kv.first, kv.second, key_bias, /*causal=*/true, 0.0);
+    } else if (!segments.empty()) {  // padding-free: each example attends to itself only
+      y = attend_packed(q, k, v, segments, is_training() ? dropout : 0.0);
     } else {
 #if HFTRAIN_HAS_SDPA
       y = at::scaled_dot_product_attention(q, k, v, {}, is_training() ? dropout : 0.0, /*is_causal=*/true);
@@ -71,8 +75,10 @@ struct Gpt::Block : torch::nn::Module {
     return resid_dropout(attn_proj(y));
   }
 
-  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, std::size_t layer = 0) {
-    auto h = x + attention(ln_1(x), cache, layer);
+  // `segments`: a padding-free row's example lengths; empty = one example per row.
+  torch::Tensor forward(const torch::Tensor& x, const std::vector<int64_t>& segments, KvCache* cache = nullptr,
+                        std::size_t layer = 0, const torch::Tensor& key_bias = {}) {
+    auto h = x + attention(ln_1(x), cache, layer, segments, key_bias);
     return h + resid_dropout(mlp_proj(torch::gelu(c_fc(ln_2(h)))));
   }
 
@@ -107,12 +113,8 @@ Gpt::Gpt(const Options& options, const ModelContext& context) : options_(resolve
   for (int64_t i = 0; i < options_.n_layer; ++i) {
     blocks_.push_back(h->register_module(std::to_string(i), std::make_shared<Block>(options_)));
     release_built_parameters(*blocks_.back());
-    Block* block = blocks_.back().get();
-    const std::size_t unit = blocks_.size();  // unit 0 is the embeddings
-    block_fns_.emplace_back([this, block, unit](const torch::Tensor& x) {
-      return in_unit(unit, [&] { return block->forward(x); });
-    });
   }
+  checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
   ln_f_ = transformer_->register_module("ln_f", make_layer_norm(options_.n_embd));
 
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(options_.n_layer));
@@ -132,13 +134,14 @@ Gpt::Gpt(const Options& options, const ModelContext& context) : options_(resolve
   initialise_parameters({pass});
 }
 
-torch::Tensor Gpt::hidden_states(const torch::Tensor& idx, KvCache* cache) {
+torch::Tensor Gpt::hidden_states(const Batch& batch, KvCache* cache) {
+  const torch::Tensor& idx = batch.input_ids;
   const auto T = idx.size(1);
   const int64_t past = cache ? cache->length : 0;
-  if (past + T > options_.block_size)
-    throw RuntimeFailure("gpt: sequence length " + std::to_string(past + T) + " exceeds block_size " +
+  if (sequence_extent(batch, past, T) > options_.block_size)
+    throw RuntimeFailure("gpt: sequence length " + std::to_string(sequence_extent(batch, past, T)) + " exceeds block_size " +
                          std::to_string(options_.block_size));
-  auto pos = torch::arange(past, past + T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  auto pos = token_positions(batch, past, T, idx.device());
   auto x = in_unit(0, [&] {
     auto tokens = wte_(idx);
     if (neftune_noise_alpha_ > 0 && is_training()) {  // NEFTune: U(-1, 1) * alpha / sqrt(T * C)
@@ -147,26 +150,45 @@ torch::Tensor Gpt::hidden_states(const torch::Tensor& idx, KvCache* cache) {
     }
     return drop_(tokens + wpe_(pos));
   });
-  for (std::size_t i = 0; i < blocks_.size(); ++i)
-    x = gradient_checkpointing_ && is_training() ? checkpointed(block_fns_[i], x)
-                                                 : in_unit(i + 1, [&] { return blocks_[i]->forward(x, cache, i); });
+  const std::vector<int64_t>& segments = batch.packed_lengths;
+  // Generation over left-padded rows masks the padding keys (training's right padding needs no mask here:
+  // causal attention never reaches it from a token).
+  const torch::Tensor key_bias = cache && batch.attention_mask.defined() ? padding_bias(batch.attention_mask, x.scalar_type())
+                                                                          : torch::Tensor();
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    Block* block = blocks_[i].get();
+    if (gradient_checkpointing_ && is_training()) {
+      x = checkpointed(checkpoint_fns_->hold(
+                           [this, block, i, segments](const torch::Tensor& in) {
+                             return in_unit(i + 1, [&] { return block->forward(in, segments); });
+                           },
+                           4 * blocks_.size()),
+                       x);
+    } else {
+      x = in_unit(i + 1, [&] { return block->forward(x, segments, cache, i, key_bias); });
+    }
+  }
   if (cache) cache->length += T;
   return x;
 }
 
+Model::LmHead Gpt::head(const torch::Tensor& hidden) { return {ln_f_(hidden), wte_->weight, {}}; }  // tied head
+
 torch::Tensor Gpt::lm_logits(const torch::Tensor& hidden) {
-  return in_unit(blocks_.size() + 1, [&] { return torch::nn::functional::linear(ln_f_(hidden), wte_->weight); });  // tied head
+  return head_logits(blocks_.size() + 1, [&] { return head(hidden); });
 }
 
 ModelOutput Gpt::forward(const Batch& batch) {
-  ModelOutput out;
-  out.logits = lm_logits(hidden_states(batch.input_ids, nullptr));
-  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels, batch.loss_denominator);
-  return out;
+  const torch::Tensor hidden = hidden_states(batch, nullptr);
+  return language_model_output(blocks_.size() + 1, batch, /*shift=*/true, [&] { return head(hidden); });
 }
 
 torch::Tensor Gpt::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
-  return lm_logits(hidden_states(input_ids, &cache));
+  Batch batch;
+  batch.input_ids = input_ids;
+  batch.attention_mask = cache.key_mask;  // batched generation: left padding, per-row positions
+  batch.position_ids = cache.positions;
+  return lm_logits(hidden_states(batch, &cache));
 }
 
 std::vector<GatherUnit> Gpt::gather_units() const {

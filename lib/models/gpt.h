@@ -10,6 +10,8 @@
 
 namespace hftrain {
 
+class CheckpointFunctions;
+
 class Gpt : public Model {
  public:
   struct Options {
@@ -32,19 +34,21 @@ class Gpt : public Model {
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
   bool supports_kv_cache() const override { return true; }
+  bool supports_padding_free() const override { return true; }
   torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache) override;
 
  private:
   struct Block;
-  torch::Tensor hidden_states(const torch::Tensor& idx, KvCache* cache);  // after the last block
-  torch::Tensor lm_logits(const torch::Tensor& hidden);                   // ln_f and the tied head
+  torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after the last block
+  LmHead head(const torch::Tensor& hidden);                               // ln_f and the tied head
+  torch::Tensor lm_logits(const torch::Tensor& hidden);
   Options options_;
   std::shared_ptr<torch::nn::Module> transformer_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   torch::nn::Dropout drop_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::LayerNorm ln_f_{nullptr};
-  std::vector<std::function<torch::Tensor(const torch::Tensor&)>> block_fns_;  // for checkpointing
+  std::shared_ptr<CheckpointFunctions> checkpoint_fns_;  // per-forward block functions for checkpointing
   bool gradient_checkpointing_ = false;
   double neftune_noise_alpha_ = 0.0;
 };

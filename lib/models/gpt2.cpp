@@ -43,7 +43,9 @@ struct Gpt2::Block : torch::nn::Module {
     mlp_proj = mlp->register_module("c_proj", std::make_shared<Conv1D>(inner, o.n_embd));
   }
 
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias, KvCache* cache = nullptr, std::size_t layer = 0) {
+  // `segments`: a padding-free row's example lengths (attention inside each); empty = one example per row.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias, const std::vector<int64_t>& segments,
+                        KvCache* cache = nullptr, std::size_t layer = 0) {
     const auto B = x.size(0), T = x.size(1), C = x.size(2);
     auto qkv = c_attn->forward(ln_1(x)).split(C, 2);
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, o.n_head, C / o.n_head}).transpose(1, 2); };
@@ -52,7 +54,8 @@ struct Gpt2::Block : torch::nn::Module {
     if (!o.scale_attn_weights) q = q * std::sqrt(static_cast<double>(C / o.n_head));
     auto k = heads(qkv[1]), v = heads(qkv[2]);
     if (cache) std::tie(k, v) = cache->append(layer, k, v);  // generation: attend to every cached token too
-    auto y = attend(q, k, v, bias, /*causal=*/true, is_training() ? o.attn_pdrop : 0.0);
+    const double dropout = is_training() ? o.attn_pdrop : 0.0;
+    auto y = segments.empty() ? attend(q, k, v, bias, /*causal=*/true, dropout) : attend_packed(q, k, v, segments, dropout);
     y = y.transpose(1, 2).contiguous().view({B, T, C});
     auto h = x + torch::dropout(attn_proj->forward(y), o.resid_pdrop, is_training());
     auto m = mlp_proj->forward(apply_activation(o.activation_function, c_fc->forward(ln_2(h))));
@@ -114,10 +117,10 @@ torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {
   const auto& idx = batch.input_ids;
   const auto T = idx.size(1);
   const int64_t past = cache ? cache->length : 0;
-  if (past + T > options_.n_positions)
-    throw RuntimeFailure("gpt2: sequence length " + std::to_string(past + T) + " exceeds n_positions " +
+  if (sequence_extent(batch, past, T) > options_.n_positions)
+    throw RuntimeFailure("gpt2: sequence length " + std::to_string(sequence_extent(batch, past, T)) + " exceeds n_positions " +
                          std::to_string(options_.n_positions));
-  auto pos = torch::arange(past, past + T, idx.options().dtype(torch::kLong));
+  auto pos = token_positions(batch, past, T, idx.device());
   auto x = in_unit(0, [&] {
     auto tokens = wte_(idx);
     if (neftune_noise_alpha_ > 0 && is_training()) {
@@ -131,23 +134,25 @@ torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {
     Block* b = blocks_[i].get();
     if (gradient_checkpointing_ && is_training()) {
       x = checkpointed(checkpoint_fns_->hold(
-                           [this, b, bias, i](const torch::Tensor& in) {
-                             return in_unit(i + 1, [&] { return b->forward(in, bias); });
+                           [this, b, bias, i, segments = batch.packed_lengths](const torch::Tensor& in) {
+                             return in_unit(i + 1, [&] { return b->forward(in, bias, segments); });
                            },
                            4 * blocks_.size()),
                        x);
     } else {
-      x = in_unit(i + 1, [&] { return b->forward(x, bias, cache, i); });
+      x = in_unit(i + 1, [&] { return b->forward(x, bias, batch.packed_lengths, cache, i); });
     }
   }
   if (cache) cache->length += T;
   return x;
 }
 
+Model::LmHead Gpt2::head(const torch::Tensor& hidden) {
+  return {ln_f_(hidden), options_.tie_word_embeddings ? wte_->weight : lm_head_, {}};
+}
+
 torch::Tensor Gpt2::lm_logits(const torch::Tensor& hidden) {
-  return in_unit(blocks_.size() + 1, [&] {
-    return torch::nn::functional::linear(ln_f_(hidden), options_.tie_word_embeddings ? wte_->weight : lm_head_);
-  });
+  return head_logits(blocks_.size() + 1, [&] { return head(hidden); });
 }
 
 std::vector<GatherUnit> Gpt2::gather_units() const {
@@ -159,15 +164,15 @@ std::vector<GatherUnit> Gpt2::gather_units() const {
 }
 
 ModelOutput Gpt2::forward(const Batch& batch) {
-  ModelOutput out;
-  out.logits = lm_logits(hidden_states(batch, nullptr));
-  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels, batch.loss_denominator);
-  return out;
+  const torch::Tensor hidden = hidden_states(batch, nullptr);
+  return language_model_output(blocks_.size() + 1, batch, /*shift=*/true, [&] { return head(hidden); });
 }
 
 torch::Tensor Gpt2::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
   Batch batch;
   batch.input_ids = input_ids;
+  batch.attention_mask = cache.key_mask;  // batched generation: left padding, per-row positions
+  batch.position_ids = cache.positions;
   return lm_logits(hidden_states(batch, &cache));
 }
 

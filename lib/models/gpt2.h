@@ -39,11 +39,13 @@ class Gpt2 : public Model {
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
   bool supports_kv_cache() const override { return true; }
+  bool supports_padding_free() const override { return true; }
   torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache) override;
 
  private:
   struct Block;
   torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after the last block
+  LmHead head(const torch::Tensor& hidden);  // ln_f and the (tied) lm_head
   torch::Tensor lm_logits(const torch::Tensor& hidden);
   Options options_;
   std::shared_ptr<torch::nn::Module> transformer_;

@@ -2,6 +2,7 @@
 #include "models/hf_layers.h"
 #include "models/construction.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -74,10 +75,6 @@ void require_seq2seq_labels(const Batch& batch, const std::string& family) {
                          (batch.labels.defined() ? "labels of shape " + c10::str(batch.labels.sizes()) : std::string("none")));
 }
 
-torch::Tensor seq2seq_loss(const torch::Tensor& logits, const torch::Tensor& labels, double denominator) {
-  return token_cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), denominator);
-}
-
 std::pair<torch::Tensor, torch::Tensor> cross_attention_kv(
     KvCache* cache, std::size_t layer, const std::function<std::pair<torch::Tensor, torch::Tensor>()>& project) {
   if (!cache) return project();
@@ -112,6 +109,32 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
   if (dropout_p > 0) probs = torch::dropout(probs, dropout_p, /*train=*/true);
   return torch::matmul(probs, v);
 #endif
+}
+
+torch::Tensor attend_packed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const std::vector<int64_t>& segments, double dropout_p) {
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(segments.size());
+  int64_t start = 0;
+  for (const int64_t length : segments) {
+    auto piece = [&](const torch::Tensor& t) { return t.narrow(2, start, length); };
+    outputs.push_back(attend(piece(q), piece(k), piece(v), {}, /*causal=*/true, dropout_p));
+    start += length;
+  }
+  if (start != q.size(2))
+    throw RuntimeFailure("padding_free: packed lengths sum to " + std::to_string(start) + ", the row holds " +
+                         std::to_string(q.size(2)) + " tokens");
+  return outputs.size() == 1 ? outputs[0] : torch::cat(outputs, 2);
+}
+
+int64_t sequence_extent(const Batch& batch, int64_t past, int64_t T) {
+  if (batch.packed_lengths.empty()) return past + T;
+  return *std::max_element(batch.packed_lengths.begin(), batch.packed_lengths.end());
+}
+
+torch::Tensor token_positions(const Batch& batch, int64_t past, int64_t T, torch::Device device) {
+  if (batch.position_ids.defined()) return batch.position_ids.to(device);
+  return torch::arange(past, past + T, torch::TensorOptions().dtype(torch::kLong).device(device)).unsqueeze(0);
 }
 
 InitPass hf_init_pass(double std, const std::vector<std::string>& norm_markers) {

@@ -42,9 +42,6 @@ torch::Tensor add_neftune_noise(const torch::Tensor& e, double alpha);
 torch::Tensor shift_tokens_right(const torch::Tensor& labels, int64_t pad_token_id, int64_t decoder_start_token_id);
 // Throws RuntimeFailure naming `family` unless the batch has labels [batch, target length].
 void require_seq2seq_labels(const Batch& batch, const std::string& family);
-// token_cross_entropy of logits [B, T, V] against labels [B, T] at the same position (no shift), -100
-// ignored: the mean, or the sum / denominator when denominator > 0.
-torch::Tensor seq2seq_loss(const torch::Tensor& logits, const torch::Tensor& labels, double denominator);
 // Cross-attention keys and values of decoder layer `layer`: project() computes them from the encoder
 // output; with a cache (cached generation) they are computed on the layer's first use and kept in
 // cache->cross_keys / cross_values.
@@ -55,6 +52,20 @@ std::pair<torch::Tensor, torch::Tensor> cross_attention_kv(
 // additive and broadcastable to [B, H, Tq, Tk] or undefined; dropout on the probabilities when p > 0.
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
                      bool causal, double dropout_p);
+
+// attend() over a padding-free row (Batch::packed_lengths): q, k, v [1, H, T, D] hold the examples of
+// lengths `segments` (summing to T) one after the other, and each example attends causally to itself
+// only, exactly as it would alone in a padded batch; never a [T, T] matrix.
+torch::Tensor attend_packed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const std::vector<int64_t>& segments, double dropout_p);
+
+// The longest sequence the positions of `batch` must reach: past + T, or, for a padding-free row, its
+// longest example (positions restart at each one).
+int64_t sequence_extent(const Batch& batch, int64_t past, int64_t T);
+
+// The position ids [B or 1, T] of the T new tokens: Batch::position_ids when given (a padding-free row,
+// or left-padded rows in batched generation), else past, past + 1, ... (on `device`).
+torch::Tensor token_positions(const Batch& batch, int64_t past, int64_t T, torch::Device device);
 
 // HF _init_weights for Linear / Embedding / LayerNorm-like parameters selected by name, as one pass over
 // every parameter (Model::initialise_parameters): weights N(0, std), biases 0, norm weights 1 (names

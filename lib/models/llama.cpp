@@ -63,8 +63,10 @@ struct Llama::Layer : torch::nn::Module {
     down_proj = mlp->register_module("down_proj", linear(o.intermediate_size, o.hidden_size, o.mlp_bias));
   }
 
+  // `segments`: a padding-free row's example lengths (attention inside each); empty = one example per row.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& bias, KvCache* cache = nullptr, std::size_t layer = 0) {
+                        const torch::Tensor& bias, const std::vector<int64_t>& segments, KvCache* cache = nullptr,
+                        std::size_t layer = 0) {
     const auto B = x.size(0), T = x.size(1);
     auto h = rms_norm(x, input_norm, o.rms_norm_eps);
     auto heads = [&](const torch::Tensor& t, int64_t n) { return t.view({B, T, n, head_dim}).transpose(1, 2); };
@@ -79,7 +81,8 @@ struct Llama::Layer : torch::nn::Module {
       k = k.repeat_interleave(groups, 1);
       v = v.repeat_interleave(groups, 1);
     }
-    auto y = attend(q, k, v, bias, /*causal=*/true, is_training() ? o.attention_dropout : 0.0);
+    const double dropout = is_training() ? o.attention_dropout : 0.0;
+    auto y = segments.empty() ? attend(q, k, v, bias, /*causal=*/true, dropout) : attend_packed(q, k, v, segments, dropout);
     y = y.transpose(1, 2).contiguous().view({B, T, o.num_attention_heads * head_dim});
     auto r = x + o_proj(y);
     auto m = rms_norm(r, post_norm, o.rms_norm_eps);
@@ -146,8 +149,8 @@ torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {
   const auto& ids = batch.input_ids;
   const auto T = ids.size(1);
   const int64_t past = cache ? cache->length : 0;
-  if (past + T > options_.max_position_embeddings)
-    throw RuntimeFailure("llama: sequence length " + std::to_string(past + T) + " exceeds max_position_embeddings " +
+  if (sequence_extent(batch, past, T) > options_.max_position_embeddings)
+    throw RuntimeFailure("llama: sequence length " + std::to_string(sequence_extent(batch, past, T)) + " exceeds max_position_embeddings " +
                          std::to_string(options_.max_position_embeddings));
   auto x = in_unit(0, [&] {
     auto e = embed_tokens_(ids);
@@ -162,32 +165,35 @@ torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {
   auto inv_freq = 1.0 / torch::pow(options_.rope_theta,
                                    torch::arange(0, head_dim_, 2, fopts.dtype(torch::kLong)).to(torch::kFloat) /
                                        static_cast<double>(head_dim_));
-  auto freqs = torch::outer(torch::arange(past, past + T, fopts), inv_freq);
-  auto emb = torch::cat({freqs, freqs}, -1);
+  // positions [b, T] (b = 1, or the rows of batched generation) -> tables [b, 1, T, head_dim]
+  auto freqs = token_positions(batch, past, T, x.device()).to(torch::kFloat).unsqueeze(-1) * inv_freq;
+  auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
   auto cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
   auto bias = padding_bias(batch.attention_mask, x.scalar_type());
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer* l = layers_[i].get();
     if (gradient_checkpointing_ && is_training()) {
       x = checkpointed(checkpoint_fns_->hold(
-                           [this, l, cos, sin, bias, i](const torch::Tensor& in) {
-                             return in_unit(i + 1, [&] { return l->forward(in, cos, sin, bias); });
+                           [this, l, cos, sin, bias, i, segments = batch.packed_lengths](const torch::Tensor& in) {
+                             return in_unit(i + 1, [&] { return l->forward(in, cos, sin, bias, segments); });
                            },
                            4 * layers_.size()),
                        x);
     } else {
-      x = in_unit(i + 1, [&] { return l->forward(x, cos, sin, bias, cache, i); });
+      x = in_unit(i + 1, [&] { return l->forward(x, cos, sin, bias, batch.packed_lengths, cache, i); });
     }
   }
   if (cache) cache->length += T;
   return x;
 }
 
+Model::LmHead Llama::head(const torch::Tensor& hidden) {
+  return {rms_norm(hidden, norm_weight_, options_.rms_norm_eps),
+          options_.tie_word_embeddings ? embed_tokens_->weight : lm_head_, {}};
+}
+
 torch::Tensor Llama::lm_logits(const torch::Tensor& hidden) {
-  return in_unit(layers_.size() + 1, [&] {
-    return torch::nn::functional::linear(rms_norm(hidden, norm_weight_, options_.rms_norm_eps),
-                                         options_.tie_word_embeddings ? embed_tokens_->weight : lm_head_);
-  });
+  return head_logits(layers_.size() + 1, [&] { return head(hidden); });
 }
 
 std::vector<GatherUnit> Llama::gather_units() const {
@@ -199,15 +205,15 @@ std::vector<GatherUnit> Llama::gather_units() const {
 }
 
 ModelOutput Llama::forward(const Batch& batch) {
-  ModelOutput out;
-  out.logits = lm_logits(hidden_states(batch, nullptr));
-  if (batch.labels.defined()) out.loss = causal_lm_loss(out.logits, batch.labels, batch.loss_denominator);
-  return out;
+  const torch::Tensor hidden = hidden_states(batch, nullptr);
+  return language_model_output(layers_.size() + 1, batch, /*shift=*/true, [&] { return head(hidden); });
 }
 
 torch::Tensor Llama::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
   Batch batch;
   batch.input_ids = input_ids;
+  batch.attention_mask = cache.key_mask;  // batched generation: left padding, per-row positions
+  batch.position_ids = cache.positions;
   return lm_logits(hidden_states(batch, &cache));
 }
 

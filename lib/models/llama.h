@@ -42,11 +42,13 @@ class Llama : public Model {
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
 
   bool supports_kv_cache() const override { return true; }
+  bool supports_padding_free() const override { return true; }
   torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache) override;
 
  private:
   struct Layer;
   torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after the last layer
+  LmHead head(const torch::Tensor& hidden);  // the final norm and the (tied) lm_head
   torch::Tensor lm_logits(const torch::Tensor& hidden);
   Options options_;
   int64_t kv_heads_ = 0, head_dim_ = 0;

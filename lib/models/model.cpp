@@ -24,6 +24,38 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
   return token_cross_entropy(shift_logits.reshape({-1, shift_logits.size(-1)}), shift_labels.reshape({-1}), denominator);
 }
 
+torch::Tensor Model::head_logits(std::size_t unit, const std::function<LmHead()>& head) {
+  return in_unit(unit, [&] {
+    const LmHead h = head();
+    return torch::nn::functional::linear(h.features, h.weight, h.bias);
+  });
+}
+
+ModelOutput Model::language_model_output(std::size_t unit, const Batch& batch, bool shift,
+                                         const std::function<LmHead()>& head) {
+  ModelOutput out;
+  const bool has_labels = batch.labels.defined();
+  if (lm_loss_.chunked && has_labels && is_training() && torch::GradMode::is_enabled()) {
+    out.loss = in_unit(unit, [&] {
+      const LmHead h = head();
+      torch::Tensor features = h.features, labels = batch.labels;
+      if (shift) {
+        features = features.slice(1, 0, features.size(1) - 1);
+        labels = labels.slice(1, 1, labels.size(1));
+      }
+      return linear_cross_entropy(features, h.weight, h.bias, labels, batch.label_smoothing, batch.loss_denominator,
+                                  lm_loss_.chunk_tokens);
+    });
+    return out;
+  }
+  out.logits = head_logits(unit, head);
+  if (has_labels)
+    out.loss = shift ? causal_lm_loss(out.logits, batch.labels, batch.loss_denominator)
+                     : token_cross_entropy(out.logits.reshape({-1, out.logits.size(-1)}), batch.labels.reshape({-1}),
+                                           batch.loss_denominator);
+  return out;
+}
+
 int64_t scored_label_tokens(const Model& model, const Batch& batch) {
   if (model.loss_unit() != LossUnit::kLabelToken || !batch.labels.defined()) return 0;
   const torch::Tensor scored = model.is_causal_lm() ? batch.labels.slice(1, 1, batch.labels.size(1)) : batch.labels;
@@ -38,6 +70,15 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::append(std::size_t layer, const
   keys[layer] = keys[layer].defined() ? torch::cat({keys[layer], k}, 2) : k;
   values[layer] = values[layer].defined() ? torch::cat({values[layer], v}, 2) : v;
   return {keys[layer], values[layer]};
+}
+
+void KvCache::keep_rows(const torch::Tensor& rows) {
+  auto keep = [&](torch::Tensor& t) {
+    if (t.defined()) t = t.index_select(0, rows.to(t.device()));
+  };
+  for (auto* list : {&keys, &values, &cross_keys, &cross_values})
+    for (auto& t : *list) keep(t);
+  for (auto* t : {&encoder_hidden, &encoder_mask, &key_mask, &positions}) keep(*t);
 }
 
 torch::Tensor Model::forward_cached(const torch::Tensor&, KvCache&) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/adapter_description.h"
+#include "models/lm_loss.h"
 #include "runspec/model_families.h"
 #include "util/torch_compat.h"
 
@@ -21,10 +22,18 @@ struct Batch {
   torch::Tensor token_type_ids;  // [B, T] int64 segment ids (BERT); undefined = all 0
   torch::Tensor labels;          // [B, T] int64 for LMs (-100 = ignored), [B] for classifiers
   torch::Tensor features;        // [B, D] float32 for feature classifiers
+  // Padding-free (data/packing.h): one row holding several examples; position_ids [1, T] restart at 0 for
+  // each, packed_lengths are their lengths in order, and attention stays inside each. Empty = one example
+  // per row.
+  torch::Tensor position_ids;
+  std::vector<int64_t> packed_lengths;
   // HF num_items_in_batch: when > 0, a label-token loss is its sum over the batch's label tokens divided
   // by this (the label tokens of the whole optimizer step, see train/loss_normaliser.h); 0 = the batch's
   // own token mean. Per-example losses ignore it.
   double loss_denominator = 0;
+  // HF label_smoothing_factor, for a language model that computes its training loss without logits
+  // (models/lm_loss.h); train/training_loss sets it. A loss computed from logits is smoothed there instead.
+  double label_smoothing = 0;
   int64_t size() const { return labels.defined() ? labels.size(0) : input_ids.size(0); }
 };
 
@@ -54,9 +63,18 @@ struct KvCache {
   // computed on the layer's first use.
   torch::Tensor encoder_hidden, encoder_mask;
   std::vector<torch::Tensor> cross_keys, cross_values;
+  // Batched generation of decoder-only models (generate/batch_generate.h): the prompts are left-padded, so
+  // `key_mask` [B, length + T] marks which cached and new positions hold tokens (1) or padding (0), and
+  // `positions` [B, T] are the new tokens' position ids (counted from each row's first token). Undefined =
+  // one unpadded row, positions length, length + 1, ... The caller sets both before each forward.
+  torch::Tensor key_mask, positions;
   // Appends this forward's k, v [B, H, T, D] to `layer`'s entries; returns the layer's keys and values
   // for every token so far. The model advances `length` once all layers have run.
   std::pair<torch::Tensor, torch::Tensor> append(std::size_t layer, const torch::Tensor& k, const torch::Tensor& v);
+  // Row i of everything cached (keys, values, the encoder output, its mask, cross-attention keys / values,
+  // key_mask, positions) becomes the old row rows[i] (int64 indices, repeats allowed): a finished sequence
+  // leaves the batch and costs nothing more; beams that continue the same parent share its rows.
+  void keep_rows(const torch::Tensor& rows);
 };
 
 // ZeRO stage 3 (engine/param_coordinator.h) gathers a model's parameters one unit at a time: the forward
@@ -169,6 +187,12 @@ class Model : public torch::nn::Module {
   // writes the adapter's files only, never the frozen base (checkpoint/model_io.h).
   void set_adapter(std::shared_ptr<const AdapterDescription> adapter) { adapter_ = std::move(adapter); }
   const AdapterDescription* adapter() const { return adapter_.get(); }
+  // How a language model computes its training loss (models/lm_loss.h); families without a language-model
+  // head have nothing to change.
+  void set_lm_loss(const LmLossSettings& settings) { lm_loss_ = settings; }
+  // Whether the model trains on padding-free batches (Batch::packed_lengths): positions from position_ids and
+  // attention inside each example. Families that cannot do it exactly return false and are refused.
+  virtual bool supports_padding_free() const { return false; }
   // HF gradient_checkpointing: recompute each block in backward. Models without blocks refuse.
   virtual void enable_gradient_checkpointing();
   // HF neftune_noise_alpha: uniform noise on the input embeddings while training (NEFTune,
@@ -200,6 +224,18 @@ class Model : public torch::nn::Module {
   }
   GatherHooks* gather_hooks_ = nullptr;
 
+  // A language model's output layer: `features` [B, T, H] (after the final norm) through `weight` [V, H]
+  // (+ `bias` [V], may be undefined).
+  struct LmHead {
+    torch::Tensor features, weight, bias;
+  };
+  // Logits [B, T, V] of the head built by `head` inside gather unit `unit`.
+  torch::Tensor head_logits(std::size_t unit, const std::function<LmHead()>& head);
+  // A language model's output for `batch` through the head of gather unit `unit`: while training with labels
+  // and gradients (and LmLossSettings::chunked), the fused chunked loss and no logits; otherwise the logits
+  // and, with labels, token_cross_entropy. `shift`: HF's causal shift (features[:, :-1] score labels[:, 1:]).
+  ModelOutput language_model_output(std::size_t unit, const Batch& batch, bool shift, const std::function<LmHead()>& head);
+
   // Families end construction with this: the passes run now, or, under DeferredInit, once now with each
   // parameter materialised in turn and released (so the global generator advances exactly as it would)
   // and again in materialise_parameters. Under DeferredInit every parameter must be selected by a pass.
@@ -220,6 +256,7 @@ class Model : public torch::nn::Module {
   nlohmann::json loaded_config_ = nlohmann::json::object();
   nlohmann::json loaded_generation_config_;
   std::shared_ptr<const AdapterDescription> adapter_;
+  LmLossSettings lm_loss_;
 };
 
 // Parameter names of each gather unit of `model` among `trainable` (the names the engine partitions);

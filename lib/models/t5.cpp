@@ -338,13 +338,17 @@ torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_
   return x;
 }
 
+Model::LmHead T5::head(const torch::Tensor& hidden) {
+  auto h = torch::dropout(rms_norm(hidden, decoder_norm_, options_.layer_norm_epsilon), options_.dropout_rate,
+                          is_training());
+  if (options_.tie_word_embeddings) h = h * std::pow(static_cast<double>(options_.d_model), -0.5);
+  return {h, options_.tie_word_embeddings ? shared_->weight : lm_head_, {}};
+}
+
+std::size_t T5::head_unit() const { return encoder_blocks_.size() + decoder_blocks_.size() + 3; }
+
 torch::Tensor T5::lm_logits(const torch::Tensor& hidden) {
-  return in_unit(encoder_blocks_.size() + decoder_blocks_.size() + 3, [&] {
-    auto h = torch::dropout(rms_norm(hidden, decoder_norm_, options_.layer_norm_epsilon), options_.dropout_rate,
-                            is_training());
-    if (options_.tie_word_embeddings) h = h * std::pow(static_cast<double>(options_.d_model), -0.5);
-    return torch::nn::functional::linear(h, options_.tie_word_embeddings ? shared_->weight : lm_head_);
-  });
+  return head_logits(head_unit(), [&] { return head(hidden); });
 }
 
 std::vector<GatherUnit> T5::gather_units() const {
@@ -365,10 +369,8 @@ std::vector<GatherUnit> T5::gather_units() const {
 ModelOutput T5::forward(const Batch& batch) {
   require_seq2seq_labels(batch, "t5");
   auto memory = encode(batch.input_ids, batch.attention_mask);
-  ModelOutput out;
-  out.logits = lm_logits(decode(shift_right(batch.labels), {}, memory, batch.attention_mask, nullptr));
-  out.loss = seq2seq_loss(out.logits, batch.labels, batch.loss_denominator);  // always computed in fp32
-  return out;
+  const torch::Tensor hidden = decode(shift_right(batch.labels), {}, memory, batch.attention_mask, nullptr);
+  return language_model_output(head_unit(), batch, /*shift=*/false, [&] { return head(hidden); });
 }
 
 torch::Tensor T5::forward_encoder_decoder_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

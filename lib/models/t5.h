@@ -70,6 +70,8 @@ class T5 : public Model {
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& decoder_attention_mask,
                        const torch::Tensor& encoder_hidden, const torch::Tensor& encoder_mask, KvCache* cache);
   torch::Tensor embed(std::size_t unit, const torch::Tensor& ids);
+  LmHead head(const torch::Tensor& decoder_hidden);  // final norm, dropout, the tied head's scaling
+  std::size_t head_unit() const;
   torch::Tensor lm_logits(const torch::Tensor& decoder_hidden);
   Options options_;
   int64_t decoder_layers_ = 0;

@@ -51,6 +51,9 @@ const std::vector<Key>& keys() {
       {"", "megatron_lm_config", T::refused, "Megatron-LM tensor / pipeline / sequence parallelism is not available"},
       {"", "parallelism_config", T::refused, "tensor / context parallelism and replicated sharding (ParallelismConfig) are "
                                              "not available"},
+      {"", "tp_config", T::refused, "tensor parallelism (TorchTensorParallelPlugin, tp_size) is not available"},
+      {"", "ipex_config", T::accepted, "Intel Extension for PyTorch speeds up PyTorch's own CPU operators; hftrain "
+                                       "runs its own, results are unchanged"},
       {"", "mpirun_config", T::refused, "hftrain starts its own workers on each node; launching through mpirun is not "
                                         "available"},
       // deepspeed_config

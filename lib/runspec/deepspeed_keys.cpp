@@ -48,6 +48,8 @@ const std::vector<KnownKey> kTopLevelOthers = {
     {"nebula", KeyKind::refused, "Nebula checkpointing is not available"},
 };
 
+const std::vector<std::string> kZeroFilledFromModel = {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold"};
+
 const std::vector<KnownKey> kZeroOthers = {
     {"overlap_comm", KeyKind::hint, "hftrain reduces each gradient bucket as soon as it is complete"},
     {"contiguous_gradients", KeyKind::hint, "hftrain's gradients always live in contiguous flat buffers"},

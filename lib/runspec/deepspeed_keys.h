@@ -28,6 +28,8 @@ struct KnownKey {
 
 extern const std::vector<KnownKey> kTopLevelOthers;
 extern const std::vector<KnownKey> kZeroOthers;
+// The zero options whose DeepSpeed "auto" HF fills from the model's hidden size at stage 3.
+extern const std::vector<std::string> kZeroFilledFromModel;
 extern const std::vector<std::pair<std::string, std::string>> kOffloadOptimizerHints;
 extern const std::vector<std::pair<std::string, std::string>> kOffloadParamHints;
 extern const std::vector<std::pair<std::string, std::string>> kAioHints;

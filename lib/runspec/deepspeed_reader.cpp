@@ -122,22 +122,13 @@ class DeepSpeedReader {
 
   void zero_optimization(const YAML::Node& z) {
     if (!expect_map("zero_optimization", z)) return;
-    std::vector<std::string> known = {"stage", "offload_optimizer", "offload_param", "reduce_bucket_size", "cpu_offload",
-                                      "cpu_offload_params", "stage3_param_persistence_threshold",
-                                      "param_persistence_threshold", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
-                                      "stage3_max_live_parameters", "max_live_parameters",
-                                      "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
-                                      "gather_16bit_weights_on_model_save", "sub_group_size"};
+    // The zero section's own options name their DeepSpeed keys (Field::deepspeed); the others are the
+    // offload sections, DeepSpeed's deprecated booleans, the bucket size (in elements) and kZeroOthers.
+    const Schema<ZeroArgs>& zero = schema_of<ZeroArgs>();
+    std::vector<std::string> known = zero.deepspeed_names();
+    for (const char* k : {"offload_optimizer", "offload_param", "reduce_bucket_size", "cpu_offload", "cpu_offload_params"})
+      known.push_back(k);
     for (const auto& k : kZeroOthers) known.push_back(k.name);
-    // DeepSpeed names (and aliases) of zero section keys.
-    const std::map<std::string, std::string> stage3 = {
-        {"stage3_param_persistence_threshold", "stage3_param_persistence_threshold"},
-        {"param_persistence_threshold", "stage3_param_persistence_threshold"},
-        {"stage3_prefetch_bucket_size", "stage3_prefetch_bucket_size"},
-        {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
-        {"stage3_max_live_parameters", "stage3_max_live_parameters"},
-        {"max_live_parameters", "stage3_max_live_parameters"},
-        {"sub_group_size", "sub_group_size"}};
     for (const auto& kv : z) {
       const std::string key = kv.first.Scalar();
       const std::string path = "zero_optimization." + key;
@@ -150,13 +141,12 @@ class DeepSpeedReader {
       } else if (key == "cpu_offload" || key == "cpu_offload_params") {  // DeepSpeed's deprecated booleans
         if (!is_auto(v) && v.IsScalar() && v.Scalar() == "true")
           place(path, v, "zero", key == "cpu_offload" ? "offload_optimizer" : "offload_param", YAML::Node("cpu"));
-      } else if (auto s = stage3.find(key); s != stage3.end()) {
-        if (!is_auto(v)) place(path, v, "zero", s->second, v);  // "auto": filled from the model at stage 3
       } else if (key == "reduce_bucket_size") {
         // Elements; converted to distributed.ddp_bucket_cap_mb once the gradient dtype is known.
-      } else if ((key.find("gather_16bit_weights_on_model_save") != std::string::npos ||
-                  key == "stage3_gather_fp16_weights_on_model_save") && !is_auto(v)) {
-        place(path, v, "zero", "stage3_gather_16bit_weights_on_model_save", v);
+      } else if (const auto* option = zero.find_deepspeed(key); option && !is_auto(v)) {
+        place(path, v, "zero", option->name(), v);
+      } else if (option && contains(kZeroFilledFromModel, option->name())) {
+        // "auto": filled from the model's hidden size at stage 3 (deepspeed_resolve)
       } else if (is_auto(v) && contains(known, key)) {
         note(path, "\"auto\" is not filled for this key (as in HF); DeepSpeed drops it and uses its default");
       } else {
@@ -376,12 +366,14 @@ class DeepSpeedReader {
 void take_legacy_zero_as_auto(YAML::Node& config, std::vector<std::string>& notes) {
   YAML::Node z = lookup(config, "zero_optimization");
   if (!z.IsMap()) return;
-  for (const char* key : {"reduce_bucket_size", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
-                          "stage3_param_persistence_threshold", "param_persistence_threshold"}) {
+  std::vector<std::string> keys = {"reduce_bucket_size"};  // and the options HF fills, under every DeepSpeed name
+  for (const std::string& option : kZeroFilledFromModel)
+    for (const std::string& name : schema_of<ZeroArgs>().find(option)->deepspeed_names()) keys.push_back(name);
+  for (const std::string& key : keys) {
     YAML::Node v = lookup(z, key);
     if (!v.IsScalar() || !same_yaml_value(v, YAML::Node(0))) continue;
     v = "auto";
-    notes.push_back(std::string("DeepSpeed zero_optimization.") + key + ": 0 is the v4.x docs' spelling of \"auto\" (\"the "
+    notes.push_back("DeepSpeed zero_optimization." + key + ": 0 is the v4.x docs' spelling of \"auto\" (\"the "
                     "Trainer fills them from hidden_size\"), taken as \"auto\"");
   }
 }

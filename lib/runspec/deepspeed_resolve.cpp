@@ -154,13 +154,13 @@ void finish_deepspeed_config(RunSpec& spec, const ComponentCatalog& catalog, Iss
     }
   }
   if (spec.zero.stage == 3) {  // HF fills these two only for ZeRO-3
-    const std::map<std::string, std::string> aliases = {
-        {"stage3_prefetch_bucket_size", "prefetch_bucket_size"},
-        {"stage3_param_persistence_threshold", "param_persistence_threshold"}};
-    for (const auto& [key, alias] : aliases) {
-      std::string path = "zero_optimization." + key;
-      json v = at_path(config, path);
-      if (v.is_null()) v = at_path(config, path = "zero_optimization." + alias);
+    for (const std::string& key : kZeroFilledFromModel) {
+      std::string path;
+      json v;
+      for (const std::string& name : schema_of<ZeroArgs>().find(key)->deepspeed_names()) {  // DeepSpeed's name, its aliases
+        path = "zero_optimization." + name;
+        if (!(v = at_path(config, path)).is_null()) break;
+      }
       if (!is_auto(v) || !needs_hidden(path)) continue;
       const double h = static_cast<double>(hidden);
       if (key == "stage3_prefetch_bucket_size") spec.zero.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * h * h);

@@ -39,8 +39,6 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"half_precision_backend", {"auto"}, kApex},
       {"ddp_broadcast_buffers", {"false"}, "buffers are not broadcast during training (rank 0's initial weights are, once)"},
       {"debug", {}, "TPU metrics and underflow/overflow debugging"},
-      // CPU: nothing to pin; a GPU worker pins its batches either way (data/batch_placement; docs/training_arguments.md)
-      {"dataloader_pin_memory", {"true", "false"}, ""},
       {"dataloader_persistent_workers", {"false"}, "the loader is one thread; it is started for each epoch"},
       {"past_index", {"-1"}, "mems of Transformer-XL style models, which hftrain does not have"},
       {"remove_unused_columns", {"true", "false"}, ""},  // data sources produce exactly the model's inputs and labels
@@ -86,7 +84,8 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"ray_scope", {"last"}, "hyperparameter search is not built"},
       {"dispatch_batches", {"false"}, kAccelerate},
       {"split_batches", {"false"}, kAccelerate},
-      {"use_liger_kernel", {"false"}, "Liger's Triton kernels need a GPU"},
+      {"use_liger_kernel", {"false"}, "Liger's Triton kernels need a GPU (its fused linear cross-entropy is "
+                                      "built: training.chunked_lm_loss, on by default)"},
       {"liger_kernel_config", {}, "Liger's Triton kernels need a GPU"},
       {"eval_use_gather_object", {"false"}, "evaluation gathers tensors, not Python objects"},
       {"tp_size", {"0", "1"}, "tensor parallelism is not built (zero.stage shards the state instead)"},

@@ -430,8 +430,8 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, 
   };
   YAML::Node root(YAML::NodeType::Map);
   root["model"] = component(spec.model, catalog.models);
-  if (!spec.model.from_pretrained.empty()) root["model"]["from_pretrained"] = spec.model.from_pretrained;
-  if (!spec.model.peft_adapter.empty()) root["model"]["peft_adapter"] = spec.model.peft_adapter;
+  if (!spec.model.from_pretrained.empty()) root["model"]["from_pretrained"] = SavedSpecPaths::saved(spec.model.from_pretrained);
+  if (!spec.model.peft_adapter.empty()) root["model"]["peft_adapter"] = SavedSpecPaths::saved(spec.model.peft_adapter);
   root["data"] = component(spec.data, catalog.data);
   for (const auto& kv : schema_of<DataSampleLimits>().dump(spec.data_limits)) root["data"][kv.first.Scalar()] = kv.second;
   root["optimizer"] = component(spec.optimizer, catalog.optimizers);
@@ -473,6 +473,11 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, 
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";
+}
+
+std::string saved_run_spec(const RunSpec& spec, const ComponentCatalog& catalog) {
+  SavedSpecPaths absolute;
+  return dump_run_spec(spec, catalog);
 }
 
 }  // namespace hftrain

@@ -92,8 +92,6 @@ RunSpec load_run_spec(const std::string& path, const std::vector<std::string>& o
 // "model.n_layer"). Used for `--set learning_rate=...` hints and the bare names of the search section.
 std::string dotted_key_of_option(const std::string& key, const ComponentCatalog& catalog);
 
-// The fully resolved spec, defaults included, as YAML text (for --dump-config and the saved copy).
-// With `with_origins`, each value that was written somewhere carries a comment saying where (origins).
 // `text` as a YAML double-quoted scalar, for a --set value or spec text that must stay a string (a path).
 std::string yaml_quoted(const std::string& text);
 
@@ -101,6 +99,13 @@ std::string yaml_quoted(const std::string& text);
 // names it in messages.
 RunSpec load_run_spec_text(const std::string& text, const std::string& source, const ComponentCatalog& catalog);
 
+// The fully resolved spec, defaults included, as YAML text (for --dump-config and the rendezvous's agreement).
+// With `with_origins`, each value that was written somewhere carries a comment saying where (origins).
 std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, bool with_origins = false);
+
+// The copy a run saves (run_spec.yaml of output_dir and of each checkpoint, a search's best_run_spec.yaml):
+// dump_run_spec with each relative input path that exists made absolute (SavedSpecPaths, config/schema.h),
+// so that the copy names the same files wherever it is read from.
+std::string saved_run_spec(const RunSpec& spec, const ComponentCatalog& catalog);
 
 }  // namespace hftrain

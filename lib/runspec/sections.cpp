@@ -91,6 +91,9 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "collation needs no more, so values above 1 are refused).")
       .min(0)
       .max(1);
+  s.add("dataloader_pin_memory", &TrainingArgs::dataloader_pin_memory,
+        "A GPU worker pins each batch in host memory and copies it to the device without blocking (HF's default); "
+        "false = pageable memory and blocking copies. No effect on the CPU.");
   s.add("dataloader_prefetch_factor", &TrainingArgs::dataloader_prefetch_factor,
         "Batches the background thread prepares ahead (with dataloader_num_workers 1); when steps are "
         "shorter than 1 ms, as many as cover 2 ms of steps (at most 32), so a late worker wake-up never stalls the step.")
@@ -98,6 +101,11 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("group_by_length", &TrainingArgs::group_by_length,
         "Group training examples of similar length into batches (HF LengthGroupedSampler: megabatches of 50 x "
         "batch x gradient_accumulation_steps, sorted by length, longest first).");
+  s.add("padding_free", &TrainingArgs::padding_free,
+        "Training micro-batches without padding (TRL's padding_free, HF DataCollatorWithFlattening): the "
+        "examples of a micro-batch are concatenated into one row, positions restart at each example and "
+        "attention stays inside it, so no compute goes to padding; the same loss and gradients as the padded "
+        "batch. Causal LMs (gpt, gpt2, llama); evaluation batches stay padded.");
   s.add("length_column_name", &TrainingArgs::length_column_name,
         "group_by_length: the dataset column with precomputed lengths; token counts when the dataset has none.");
   s.add("average_tokens_across_devices", &TrainingArgs::average_tokens_across_devices,
@@ -113,6 +121,14 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "trainer_state.json stateful_callbacks; false (HF's default) starts them afresh.");
   s.add("label_smoothing_factor", &TrainingArgs::label_smoothing_factor,
         "Label smoothing epsilon (HF LabelSmoother; -100 labels ignored, causal LMs shifted).").min(0).max(1);
+  s.add("chunked_lm_loss", &TrainingArgs::chunked_lm_loss,
+        "Language models (gpt, gpt2, llama, t5, bart, bert_mlm) compute the training loss fused with the output "
+        "layer, chunk by chunk over the label tokens, and never hold the [tokens x vocabulary] logits (the idea "
+        "of Liger's fused linear cross-entropy); same loss and gradients within fp32 rounding. false = full "
+        "logits, then the cross-entropy. Evaluation always computes the logits (metrics read them).");
+  s.add("lm_loss_chunk_tokens", &TrainingArgs::lm_loss_chunk_tokens,
+        "chunked_lm_loss: label tokens per chunk; 0 = auto (a chunk's logits about the size of the step's "
+        "hidden states).").min(0);
   s.add("gradient_checkpointing", &TrainingArgs::gradient_checkpointing,
         "Recompute each block in backward: same gradients, lower peak memory.");
   s.add("neftune_noise_alpha", &TrainingArgs::neftune_noise_alpha,
@@ -131,7 +147,7 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("generation_config", &TrainingArgs::generation_config,
         "Seq2SeqTrainingArguments: an HF generation_config.json (or a directory holding one) whose settings "
         "fill the generation section where the spec does not set them; \"\" = model.from_pretrained's "
-        "generation_config.json when there is one.");
+        "generation_config.json when there is one.").path();
   s.add("sortish_sampler", &TrainingArgs::sortish_sampler,
         "Seq2SeqTrainingArguments: the training order sorts chunks of 50 batches of shuffled examples by "
         "source length, longest chunk first, the other batches shuffled (less padding).");
@@ -163,12 +179,9 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("run_name", &TrainingArgs::run_name, "A name for the run, logged at start (HF uses it for experiment trackers; default output_dir).");
   s.add("use_cpu", &TrainingArgs::use_cpu,
         "Train on the CPU even where GPUs are visible (HF); a LibTorch without CUDA always does.");
-  s.add("tf32", &TrainingArgs::tf32, "TF32 matmuls on Ampere or newer NVIDIA GPUs (HF); this build runs on the CPU.")
-      .check([](const std::optional<bool>& v) {
-        return v.value_or(false) ? "TF32 needs an Ampere or newer NVIDIA GPU (as HF says) and this build runs on the CPU; "
-                                   "remove it or set false"
-                                 : "";
-      });
+  s.add("tf32", &TrainingArgs::tf32,
+        "TF32 matmuls and convolutions on Ampere or newer NVIDIA GPUs (HF; null = LibTorch's default); true is "
+        "refused where the worker computes on the CPU.");
   s.add("save_safetensors", &TrainingArgs::save_safetensors,
         "Save model weights as safetensors (HF default true; hftrain writes nothing else).")
       .check([](const bool& v) {
@@ -246,14 +259,16 @@ void AioArgs::declare(Schema<AioArgs>& s) {
 }
 
 void ZeroArgs::declare(Schema<ZeroArgs>& s) {
-  s.add("stage", &ZeroArgs::stage, "ZeRO stage: 0 (plain data parallel), 1, 2 or 3.").min(0).max(3);
+  // DeepSpeed's names and aliases (.deepspeed) are those of its runtime/zero/config.py.
+  s.add("stage", &ZeroArgs::stage, "ZeRO stage: 0 (plain data parallel), 1, 2 or 3.").min(0).max(3).deepspeed({"stage"});
   s.add_section("offload_optimizer", &ZeroArgs::offload_optimizer,
                 "Optimizer-state offload (DeepSpeed's offload_optimizer): a mapping, or the device alone.", "device");
   s.add_section("aio", &ZeroArgs::aio, "Asynchronous I/O of NVMe offload (DeepSpeed's aio section).");
   s.add("sub_group_size", &ZeroArgs::sub_group_size,
         "offload_optimizer nvme: elements of a partition the optimizer swaps in, updates and writes back at a time "
         "(DeepSpeed's name and default; without nvme offload each partition is stepped in one pass).")
-      .min(1);
+      .min(1)
+      .deepspeed({"sub_group_size"});
   s.add("offload_param", &ZeroArgs::offload_param,
         "Stage 3 parameter offload device: none, cpu (this CPU build's memory: nothing moves) or nvme (the "
         "parameter shards live in the optimizer's swap files and are read for each gather; needs "
@@ -267,20 +282,25 @@ void ZeroArgs::declare(Schema<ZeroArgs>& s) {
   s.add("stage3_param_persistence_threshold", &ZeroArgs::stage3_param_persistence_threshold,
         "Stage 3: parameters with fewer elements stay whole on every rank (biases, norms), saving gathers "
         "(DeepSpeed's name and default).")
-      .min(0);
+      .min(0)
+      .deepspeed({"stage3_param_persistence_threshold", "param_persistence_threshold"});
   s.add("stage3_prefetch_bucket_size", &ZeroArgs::stage3_prefetch_bucket_size,
         "Stage 3: elements of the next modules' parameters gathered ahead while the current module computes; "
         "0 = no prefetch (DeepSpeed's name and default).")
-      .min(0);
+      .min(0)
+      .deepspeed({"stage3_prefetch_bucket_size", "prefetch_bucket_size"});
   s.add("stage3_max_live_parameters", &ZeroArgs::stage3_max_live_parameters,
         "Stage 3: prefetching stops where it would make more elements whole at once; the module that runs is "
         "always gathered (DeepSpeed's name and default).")
-      .min(1);
+      .min(1)
+      .deepspeed({"stage3_max_live_parameters", "max_live_parameters"});
   s.add("stage3_gather_16bit_weights_on_model_save", &ZeroArgs::stage3_gather_16bit_weights_on_model_save,
         "Stage 3: at the end of training write model.safetensors, gathering one parameter group at a time from "
         "the ranks' shards to rank 0 (never the whole model in one process). false = write only a final "
         "checkpoint of the shards and consolidate it later with `hftrain zero-to-fp32` (DeepSpeed's name; its "
-        "default is false, hftrain's true so that every run ends with a model).");
+        "default is false, hftrain's true so that every run ends with a model).")
+      .deepspeed({"stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+                  "gather_16bit_weights_on_model_save"});
   s.add("zero3_init_flag", &ZeroArgs::zero3_init_flag,
         "Stage 3: build the model without ever holding it whole (DeepSpeed's zero.Init; Accelerate's name): each "
         "module's parameters are released as soon as it is built and every rank keeps only its partition of "

@@ -154,9 +154,13 @@ struct TrainingArgs {
   bool dataloader_drop_last = false;
   int64_t dataloader_num_workers = 1;
   int64_t dataloader_prefetch_factor = 2;
+  bool dataloader_pin_memory = true;  // a GPU worker pins batches and copies them without blocking (data/batch_placement)
   bool group_by_length = false;              // HF LengthGroupedSampler for the training set
+  bool padding_free = false;                 // TRL padding_free / HF DataCollatorWithFlattening (data/packing.h)
   std::string length_column_name = "length";
   double label_smoothing_factor = 0.0;
+  bool chunked_lm_loss = true;        // language models' training loss without the logits tensor (models/lm_loss.h)
+  int64_t lm_loss_chunk_tokens = 0;   // tokens per chunk of that loss; 0 = auto
   bool average_tokens_across_devices = true;  // HF >= 4.46 token-exact loss: the label-token count of a step over all workers
   bool eval_on_start = false;
   bool restore_callback_states_from_checkpoint = false;

@@ -116,6 +116,13 @@ void fp16_needs_cuda(const SpecRuleInput& in) {
   if (in.spec.training.fp16_full_eval) in.issues.add("training.fp16_full_eval", at(in, "training", "fp16_full_eval"), hint);
 }
 
+// TF32 is a mode of NVIDIA GPUs: a build without CUDA refuses true when the spec is read; a CUDA build
+// refuses it for a worker placed on the CPU and sets it for a GPU worker (train/model_and_data place_on_device).
+void tf32_needs_cuda(const SpecRuleInput& in) {
+  if constexpr (kCudaBuild) return;
+  if (in.spec.training.tf32.value_or(false)) in.issues.add("training.tf32", at(in, "training", "tf32"), kTf32NeedsGpu);
+}
+
 void one_full_eval_precision(const SpecRuleInput& in) {
   if (in.spec.training.bf16_full_eval && in.spec.training.fp16_full_eval)
     in.issues.add("training.bf16_full_eval", at(in, "training", "bf16_full_eval"),
@@ -165,6 +172,7 @@ const std::vector<SpecRule>& spec_rules() {
       {"nccl_needs_cuda", nccl_needs_cuda},
       {"one_half_precision", one_half_precision},
       {"fp16_needs_cuda", fp16_needs_cuda},
+      {"tf32_needs_cuda", tf32_needs_cuda},
       {"one_full_eval_precision", one_full_eval_precision},
       {"fp32_reduction_needs_mixed_precision", fp32_reduction_needs_mixed_precision},
       {"return_sequences_within_beams", return_sequences_within_beams},

@@ -36,6 +36,10 @@ inline constexpr const char* kFp16NeedsCuda =
     "float16 needs a CUDA device and this worker runs on the CPU (LibTorch has no CPU float16 matmul); use bf16 "
     "instead (precision.bf16: true), as HF refuses --fp16 on CPU";
 
+// Why TF32 cannot be asked for on the CPU (the spec rule and a CPU worker of a CUDA build).
+inline constexpr const char* kTf32NeedsGpu =
+    "TF32 needs an Ampere or newer NVIDIA GPU (as HF says) and this worker runs on the CPU; remove it or set false";
+
 // Applies every rule; problems go to in.issues (all of them, not the first only).
 void check_spec_rules(const SpecRuleInput& in);
 

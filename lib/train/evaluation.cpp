@@ -96,7 +96,7 @@ nlohmann::json evaluate_split(ModelAndData& p, const Components& components, con
   Batch batch;
   std::vector<Example> examples;
   while (loader.next(batch, &examples)) {
-    ModelOutput out = compute_loss(*p.model, batch_on(batch, p.device), p.label_smoothing_factor);
+    ModelOutput out = compute_loss(*p.model, batch_on(batch, p.device, p.pin_memory), p.label_smoothing_factor);
     const int64_t n = batch.size();
     loss_sum += out.loss.item<double>() * static_cast<double>(n);  // HF: batch loss repeated per sample
     samples += n;
@@ -113,19 +113,20 @@ nlohmann::json evaluate_split(ModelAndData& p, const Components& components, con
       continue;
     }
     std::vector<std::string> predictions, references;
-    for (const auto& ex : examples) {
-      if (known) {
-        const auto k = static_cast<std::size_t>(samples) - examples.size() + predictions.size();
+    if (known) {
+      for (std::size_t i = 0; i < examples.size(); ++i) {
+        const auto k = static_cast<std::size_t>(samples) - examples.size() + i;
         if (k >= known->predictions.size()) throw RuntimeFailure("evaluation: fewer generations than examples");
         predictions.push_back(known->predictions[k]);
         references.push_back(known->references[k]);
         generated_tokens += known->lengths[k];
-        continue;
       }
-      const ExampleGeneration g = generate_for(p, ex, config, generator);
-      predictions.push_back(generated_text(p, g.sequences.front().tokens, config));
-      references.push_back(generated_text(p, g.reference, config));
-      generated_tokens += generated_length(p, g, dataset->collate_options().pad_id);
+    } else {
+      for (const ExampleGeneration& g : generate_for(p, examples, config, generator)) {  // the batch at once
+        predictions.push_back(generated_text(p, g.sequences.front().tokens, config));
+        references.push_back(generated_text(p, g.reference, config));
+        generated_tokens += generated_length(p, g, dataset->collate_options().pad_id);
+      }
     }
     for (auto& m : metrics)
       if (scores_text(*m)) m->update_text(predictions, references);

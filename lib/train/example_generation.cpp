@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "data/dataset.h"
+#include "generate/batch_generate.h"
 
 namespace hftrain {
 
@@ -17,10 +18,17 @@ ExampleGeneration prepare_generation(const ModelAndData& p, const Example& ex) {
   return g;
 }
 
-ExampleGeneration generate_for(ModelAndData& p, const Example& ex, const GenerationConfig& config, at::Generator& generator) {
-  ExampleGeneration g = prepare_generation(p, ex);
-  g.sequences = generate_sequences(*p.model, g.prompt, config, generator);
-  return g;
+std::vector<ExampleGeneration> generate_for(ModelAndData& p, const std::vector<Example>& examples,
+                                            const GenerationConfig& config, at::Generator& generator) {
+  std::vector<ExampleGeneration> out;
+  std::vector<std::vector<int64_t>> prompts;
+  for (const Example& ex : examples) {
+    out.push_back(prepare_generation(p, ex));
+    prompts.push_back(out.back().prompt);
+  }
+  std::vector<std::vector<GeneratedSequence>> sequences = generate_sequences_batch(*p.model, prompts, config, generator);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].sequences = std::move(sequences[i]);
+  return out;
 }
 
 std::string generated_text(const ModelAndData& p, const std::vector<int64_t>& ids, const GenerationConfig& config) {

@@ -19,8 +19,11 @@ struct ExampleGeneration {
 // The prompt and reference of `ex`, nothing generated yet.
 ExampleGeneration prepare_generation(const ModelAndData& p, const Example& ex);
 
-// Generates from `ex`: a seq2seq example's whole input, a causal LM example's first prompt_length tokens.
-ExampleGeneration generate_for(ModelAndData& p, const Example& ex, const GenerationConfig& config, at::Generator& generator);
+// Generates from each of `examples` (one evaluation batch, generated together as HF generate() runs a
+// batch: generate/batch_generate.h): a seq2seq example's whole input, a causal LM example's first
+// prompt_length tokens.
+std::vector<ExampleGeneration> generate_for(ModelAndData& p, const std::vector<Example>& examples,
+                                            const GenerationConfig& config, at::Generator& generator);
 
 // Decoded text without special tokens (HF's batch_decode with skip_special_tokens=True), the eos that
 // generation stops at included.

@@ -135,6 +135,12 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   if (p.data->task() == TaskKind::kSeq2Seq && !p.model->is_encoder_decoder())
     throw ConfigError("model.type: data '" + spec.data.type + "' is a sequence-to-sequence task (source and target of "
                       "their own lengths) and needs an encoder-decoder model such as t5, not '" + spec.model.type + "'");
+  p.model->set_lm_loss({spec.training.chunked_lm_loss, spec.training.lm_loss_chunk_tokens});
+  if (for_training && spec.training.padding_free && (p.data->task() != TaskKind::kCausalLm || !p.model->supports_padding_free()))
+    throw ConfigError("training.padding_free: packs causal-LM examples (model types gpt, gpt2, llama); model '" +
+                      spec.model.type + "' on data '" + spec.data.type + "' " +
+                      (p.data->task() != TaskKind::kCausalLm ? "is not a causal-LM task" : "cannot attend within packed examples") +
+                      " (set padding_free: false)");
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
   if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);
   if (p.model->initialisation_deferred()) {
@@ -196,7 +202,13 @@ void place_on_device(ModelAndData& p, const RunSpec& spec, torch::Device device)
                       "; set both to none (or training.use_cpu: true to train on the CPU with offload)");
   if (device.is_cpu() && (spec.precision.fp16 || spec.training.fp16_full_eval))  // a CUDA build's CPU worker
     throw ConfigError(std::string(spec.precision.fp16 ? "precision.fp16: " : "training.fp16_full_eval: ") + kFp16NeedsCuda);
+  if (device.is_cpu() && spec.training.tf32.value_or(false)) throw ConfigError(std::string("training.tf32: ") + kTf32NeedsGpu);
   p.device = device;
+  p.pin_memory = spec.training.dataloader_pin_memory;
+  if (!device.is_cpu() && spec.training.tf32) {  // HF's tf32: LibTorch's switches for cuBLAS and cuDNN
+    at::globalContext().setAllowTF32CuBLAS(*spec.training.tf32);
+    at::globalContext().setAllowTF32CuDNN(*spec.training.tf32);
+  }
   if (device.is_cpu() || p.model->initialisation_deferred()) return;
   p.model->to(device);
 }

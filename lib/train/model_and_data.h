@@ -28,6 +28,7 @@ struct ModelAndData {
   // Where this worker computes (place_on_device): the model's parameters and buffers, every batch, the
   // engine's buffers. The host until placed.
   torch::Device device = torch::kCPU;
+  bool pin_memory = true;  // training.dataloader_pin_memory: how batches reach a GPU (data/batch_placement)
 };
 
 // Loads model.from_pretrained: an HF model directory (config.json + model.safetensors or the sharded

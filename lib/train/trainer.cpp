@@ -153,6 +153,7 @@ std::unique_ptr<Trainer::TrainingRun> Trainer::start_run() {
   // Sortish batches of the global batch size: the distributed shard deals each one out to the ranks, so every
   // rank's batch comes from one run of similar lengths.
   if (args.sortish_sampler) loader.sortish(args.per_device_train_batch_size * world_size, args.length_column_name);
+  if (args.padding_free) loader.flatten_batches();
   // A resumed run continues from the checkpoint's data position to the end this run asks for (resume_plan.h).
   run->start = plan_resume(make_training_plan(args, loader.batches_per_epoch(), world_size), loader);
   const TrainingPlan& plan = run->start.plan;
@@ -198,7 +199,7 @@ double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
     torch::Tensor loss;
     {
       AutocastScope autocast(pipeline_.compute_dtype);  // forward in the run's 16-bit dtype, if any
-      const Batch placed = batch_on(batches[m], pipeline_.device);
+      const Batch placed = batch_on(batches[m], pipeline_.device, pipeline_.pin_memory);
       loss = compute_loss(*pipeline_.model, placed, spec_.training.label_smoothing_factor).loss * scale.multiplier /
              scale.divisor;
     }

@@ -115,7 +115,7 @@ void Trainer::save_checkpoint(bool for_resume) {
   if (!model_only)
     for (const auto& part : resumable_parts_) part->save(contents);
   trainer_state_file_->save(contents);
-  contents.add(ckpt::kRunSpecFile, dump_run_spec(spec_, components_.catalog()));
+  contents.add(ckpt::kRunSpecFile, saved_run_spec(spec_, components_.catalog()));
   const CheckpointFiles& files = contents.shared();
   const CheckpointFiles& own_files = contents.own();
 

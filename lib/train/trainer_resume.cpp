@@ -56,7 +56,7 @@ ResumePlan Trainer::plan_resume(const TrainingPlan& plan, const DataLoader& load
   std::vector<SettingChange> changes = layout_changes(LayoutFigures{saved.world_size, saved_global, saved.state.max_steps},
                                                       LayoutFigures{world_size, plan.global_batch_size, r.plan.max_steps});
   if (!saved.spec_text.empty())
-    for (auto& c : spec_changes(saved.spec_text, dump_run_spec(spec_, components_.catalog()))) changes.push_back(std::move(c));
+    for (auto& c : spec_changes(saved.spec_text, saved_run_spec(spec_, components_.catalog()))) changes.push_back(std::move(c));
   std::string block;
   if (saved.world_size != world_size || saved.zero_stage != spec_.zero.stage)
     block = "resuming a checkpoint of " + workers_phrase(saved.world_size) + " at stage " + std::to_string(saved.zero_stage) +

@@ -4,8 +4,11 @@
 namespace hftrain {
 
 ModelOutput compute_loss(Model& model, const Batch& batch, double label_smoothing_factor) {
-  ModelOutput out = model.forward(batch);
-  if (label_smoothing_factor != 0 && batch.labels.defined())
+  if (label_smoothing_factor == 0 || !batch.labels.defined()) return model.forward(batch);
+  Batch smoothed = batch;  // a language model that computes its loss without logits smooths it itself
+  smoothed.label_smoothing = label_smoothing_factor;
+  ModelOutput out = model.forward(smoothed);
+  if (out.logits.defined())
     out.loss = label_smoothed_loss(out.logits, batch.labels, label_smoothing_factor, model.is_causal_lm(), batch.loss_denominator);
   return out;
 }

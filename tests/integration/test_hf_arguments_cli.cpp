@@ -144,7 +144,7 @@ TEST_CASE("HfArgumentParser flags after the spec are overrides, and unknown ones
              R"({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 16, "n_positions": 32, "vocab_size": 256})");
   write_text(dir + "/clm.yaml", "data: {type: text, tokenizer: bytes}\ntraining: {output_dir: out}\n");
   CliResult c = run_hftrain("train clm.yaml --model_name_or_path tiny --train_file train.txt --validation_file valid.txt "
-                            "--block_size 8 --dump-config",
+                            "--block_size 8 --max_train_samples 2 --dump-config",
                             dir);
   INFO(c.output);
   REQUIRE(c.exit_code == 0);
@@ -152,6 +152,7 @@ TEST_CASE("HfArgumentParser flags after the spec are overrides, and unknown ones
   CHECK_THAT(c.output, Catch::Contains("train_file: train.txt  # --set data.train_file"));
   CHECK_THAT(c.output, Catch::Contains("validation_file: valid.txt  # --set data.validation_file"));
   CHECK_THAT(c.output, Catch::Contains("block_size: 8  # --set data.block_size"));
+  CHECK_THAT(c.output, Catch::Contains("max_train_samples: 2  # --set data.max_train_samples"));
   // Unknown flags and keys without their section.
   CliResult u = run_hftrain("train spec.yaml --lerning_rate 1e-4", dir);
   CHECK(u.exit_code == 2);

@@ -302,3 +302,24 @@ TEST_CASE("predict --prompts on the shakespeare_char recipe: one continuation pe
   CHECK_THAT(r.output, Catch::Contains("--prompts: line 2: character 'z' is not in the character vocabulary"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("predict generates its prompts in batches with the lines of one at a time, and writes non-UTF-8 bytes as U+FFFD",
+          "[integration][predict]") {
+  const std::string dir = fresh_dir("predict_batched");
+  train_tiny_run(dir);
+  write_text(dir + "/prompts.txt", "the cat\nsat on a mat and the dog\nran\nfar far\na\nthe dog ran far and sat on\n");
+  std::map<int, std::string> lines;
+  for (const int batch : {1, 4}) {
+    const std::string out = "b" + std::to_string(batch);
+    CliResult r = run_hftrain("predict run --prompts prompts.txt --max-new-tokens 24 --set training.output_dir=" + out +
+                                  " --set training.per_device_eval_batch_size=" + std::to_string(batch),
+                              dir);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    lines[batch] = read_bytes(dir + "/" + out + "/predictions.jsonl");
+    CHECK(read_jsonl(dir + "/" + out + "/predictions.jsonl").size() == 6);
+  }
+  CHECK(lines[4] == lines[1]);
+  // A barely trained byte-level model emits bytes that are no UTF-8: HF's decode(errors="replace") writes U+FFFD.
+  CHECK(lines[1].find("\xEF\xBF\xBD") != std::string::npos);
+}

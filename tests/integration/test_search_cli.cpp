@@ -1,6 +1,6 @@
 // `hftrain search` through the real binary, its study read back with Optuna's own Python API
 // (optuna.load_study(...).trials, Debian's python3-optuna): a TPE search on the quickstart beats the spec's
-// own values, two processes on one SQLite storage run disjoint trials of one study, the median pruner stops
+// own values, two processes on one SQLite storage run disjoint trials of one study, the median and hyperband pruners stop
 // a poor trial early, a trial with an invalid spec is recorded FAIL with its error, SIGINT leaves the study
 // resumable, and a bad search section is refused (exit 2) at its file:line before anything runs.
 #include <catch2/catch.hpp>
@@ -206,6 +206,35 @@ TEST_CASE("search: the median pruner stops a poor trial early and a trial with a
   CHECK(trials[3]["user_attrs"]["exit_code"] == 2);
   CHECK(r.output.find("PRUNED") != std::string::npos);
   CHECK(r.output.find("FAIL") != std::string::npos);
+}
+
+TEST_CASE("search: the hyperband pruner stops a poor trial early", "[integration][search]") {
+  if (!optuna_available()) {
+    WARN("python3-optuna is not installed: the search runs are skipped");
+    return;
+  }
+  const std::string dir = fresh_dir("search_hyperband");
+  // One bracket (min_resource = max_resource = the first evaluation's step): successive halving with rungs at
+  // steps 10 and 30, so that which trials compete does not depend on Optuna's hash of trial numbers.
+  write_text(dir + "/spec.yaml", small_spec("  learning_rate: {type: float, low: 1.0e-6, high: 1.0e-2, log: true}\n"
+                                            "  pruner: {type: hyperband, min_resource: 10, max_resource: 10, "
+                                            "reduction_factor: 3}\n"));
+  write_text(dir + "/enqueue.py",
+             "import optuna\n"
+             "s = optuna.create_study(study_name='h', storage='sqlite:///h.db', direction='minimize')\n"
+             "for lr in [1e-2, 1e-6]:\n"
+             "    s.enqueue_trial({'learning_rate': lr})\n");
+  REQUIRE(run_shell("cd '" + dir + "' && /usr/bin/python3 enqueue.py 2>&1").exit_code == 0);
+  const CliResult r = run_hftrain("search spec.yaml --n-trials 2 --storage sqlite:///h.db --study-name h --metric eval_loss", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const json trials = optuna_trials(dir, "sqlite:///h.db", "h");
+  REQUIRE(trials.size() == 2);
+  CHECK(trials[0]["state"] == "COMPLETE");
+  CHECK(trials[0]["intermediate"].size() == 3);
+  CHECK(trials[1]["state"] == "PRUNED");
+  CHECK(trials[1]["params"]["learning_rate"].get<double>() == 1e-6);
+  CHECK(trials[1]["intermediate"].size() < 3);
 }
 
 TEST_CASE("search: SIGINT stops the running trial and records it FAIL with exit 130, then a rerun continues the study",

@@ -190,7 +190,9 @@ fp8_config: {}
 deepspeed_config: {}
 fsdp_config: {}
 parallelism_config: {}
+tp_config: {}
 megatron_lm_config: {}
+ipex_config: {}
 mpirun_config: {}
 downcast_bf16: 'no'
 tpu_name: null
@@ -293,6 +295,9 @@ TEST_CASE("accelerate: accelerate config default's file and every documented key
   RunSpec all = load_with("every_key.yaml", kEveryKey);
   CHECK(all.training.use_cpu);
   CHECK(all.distributed.nproc_per_node.count == 2);
+  std::string ipex = kEveryKey;
+  ipex.replace(ipex.find("ipex_config: {}"), 15, "ipex_config: {ipex: true}");
+  CHECK(has_note(load_with("ipex.yaml", ipex), "Intel Extension for PyTorch"));
 }
 
 TEST_CASE("accelerate: an unknown key is an error with did-you-mean at file:line", "[unit][accelerate]") {
@@ -338,6 +343,8 @@ TEST_CASE("accelerate: features hftrain lacks are refused with a reason", "[unit
   hybrid.replace(hybrid.find("fsdp_sharding_strategy: 1"), 25, "fsdp_sharding_strategy: 4");
   CHECK_THAT(error_with("r10.yaml", hybrid), Catch::Contains("HYBRID_SHARD") && Catch::Contains("no equivalent"));
   CHECK_THAT(error_with("r11.yaml", with("distributed_type: MULTI_GPU\n", "")), Catch::Contains("distributed_type: required key is missing"));
+  CHECK_THAT(error_with("r12.yaml", kMultiGpu + "tp_config:\n  tp_size: 2\n"),
+             Catch::Contains("tp_config: ") && Catch::Contains("tensor parallelism"));
 }
 
 TEST_CASE("accelerate: values that disagree with the spec are conflicts and the command line wins", "[unit][accelerate]") {

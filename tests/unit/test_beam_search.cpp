@@ -87,13 +87,13 @@ TEST_CASE("no_repeat_ngram_size and min_new_tokens forbid exactly the tokens HF'
   CHECK(forbidden(scores[0]).empty());
 }
 
-TEST_CASE("select_cache_rows gives each beam its parent's keys and values", "[unit][generate]") {
+TEST_CASE("KvCache::keep_rows gives each beam its parent's keys and values", "[unit][generate]") {
   KvCache cache;
   auto k = torch::arange(3 * 2 * 4 * 2, torch::kFloat).view({3, 2, 4, 2});
   cache.append(0, k, k + 1000);
   cache.append(1, k * 2, k * 2 + 1000);
   cache.length = 4;
-  select_cache_rows(cache, torch::tensor(std::vector<int64_t>{2, 0, 0, 1}));
+  cache.keep_rows(torch::tensor(std::vector<int64_t>{2, 0, 0, 1}));
   REQUIRE(cache.keys[0].size(0) == 4);
   CHECK(torch::equal(cache.keys[0][0], k[2]));
   CHECK(torch::equal(cache.keys[0][1], k[0]));

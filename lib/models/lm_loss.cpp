@@ -1,0 +1,103 @@
+// The fused, chunked language-model loss (see lm_loss.h).
+#include "models/lm_loss.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+#include "util/autocast.h"
+
+namespace hftrain {
+namespace {
+
+// Loss and gradients of scored rows `h` [M, H] (already in the compute dtype) through `w` [V, H] (+ `b`)
+// against labels `y` [M], chunk by chunk. Everything is formed in forward; backward scales the stored
+// gradients by the loss's incoming gradient.
+class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, torch::Tensor w, torch::Tensor b,
+                               torch::Tensor y, double scale, double epsilon, int64_t chunk) {
+    const bool has_bias = b.numel() > 0;
+    const bool grad_h = h.requires_grad(), grad_w = w.requires_grad(), grad_b = has_bias && b.requires_grad();
+    const int64_t rows = h.size(0), vocab = w.size(0);
+    torch::Tensor dh = grad_h ? torch::empty_like(h) : torch::Tensor();
+    torch::Tensor dw = grad_w ? torch::zeros(w.sizes(), w.options().dtype(torch::kFloat)) : torch::Tensor();
+    torch::Tensor db = grad_b ? torch::zeros({vocab}, b.options().dtype(torch::kFloat)) : torch::Tensor();
+    torch::Tensor total = torch::zeros({}, h.options().dtype(torch::kFloat));
+    const torch::Tensor wt = w.t();
+    for (int64_t start = 0; start < rows; start += chunk) {
+      const int64_t end = std::min(rows, start + chunk);
+      const torch::Tensor hc = h.slice(0, start, end), yc = y.slice(0, start, end).unsqueeze(1);
+      torch::Tensor z = has_bias ? torch::addmm(b, hc, wt) : torch::mm(hc, wt);
+      z = z.to(torch::kFloat);
+      const torch::Tensor lse = z.logsumexp(1, /*keepdim=*/true);
+      torch::Tensor row_loss = (lse - z.gather(1, yc)) * (1.0 - epsilon);
+      if (epsilon != 0) row_loss = row_loss + (lse - z.mean(1, /*keepdim=*/true)) * epsilon;
+      total += row_loss.sum();
+      if (!(grad_h || grad_w || grad_b)) continue;
+      // d loss / d z = scale * (softmax - (1 - eps) onehot - eps / V), formed in place over z.
+      torch::Tensor g = z.sub_(lse).exp_();
+      g.scatter_add_(1, yc, torch::full({end - start, 1}, -(1.0 - epsilon), g.options()));
+      if (epsilon != 0) g.sub_(epsilon / static_cast<double>(vocab));
+      g.mul_(scale);
+      if (grad_b) db += g.sum(0);
+      const torch::Tensor gc = g.to(h.scalar_type());
+      if (grad_h) dh.slice(0, start, end).copy_(torch::mm(gc, w));
+      if (grad_w) dw += torch::mm(gc.t(), hc).to(torch::kFloat);
+    }
+    ctx->save_for_backward({dh, dw, db});
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    ctx->saved_data["b_dtype"] = static_cast<int64_t>(has_bias ? b.scalar_type() : torch::kFloat);
+    return total * scale;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& go = grad_outputs[0];
+    auto scaled = [&](const torch::Tensor& g, int64_t dtype) {
+      return g.defined() ? (g * go).to(static_cast<torch::ScalarType>(dtype)) : torch::Tensor();
+    };
+    return {saved[0].defined() ? saved[0] * go.to(saved[0].scalar_type()) : torch::Tensor(),
+            scaled(saved[1], ctx->saved_data["w_dtype"].toInt()),
+            scaled(saved[2], ctx->saved_data["b_dtype"].toInt()),
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+int64_t next_power_of_two(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+int64_t auto_chunk_tokens(int64_t tokens, int64_t vocab, int64_t hidden) {
+  const int64_t factor = std::max<int64_t>(1, (vocab + hidden - 1) / std::max<int64_t>(1, hidden));
+  return next_power_of_two(std::max<int64_t>(1, (tokens + factor - 1) / factor));
+}
+
+torch::Tensor linear_cross_entropy(const torch::Tensor& features, const torch::Tensor& weight, const torch::Tensor& bias,
+                                   const torch::Tensor& labels, double epsilon, double denominator, int64_t chunk_tokens) {
+  const int64_t hidden = features.size(-1);
+  const torch::Tensor flat_labels = labels.reshape({-1});
+  const torch::Tensor scored = flat_labels.ne(-100).nonzero().squeeze(1);
+  torch::Tensor h = features.reshape({-1, hidden}).index_select(0, scored);
+  const torch::Tensor y = flat_labels.index_select(0, scored);
+  const int64_t rows = h.size(0);
+  if (chunk_tokens <= 0) chunk_tokens = auto_chunk_tokens(rows, weight.size(0), hidden);
+  // The casts autocast would make for linear, as ordinary ops (their backward casts the gradients back).
+  torch::Tensor w = weight, b = bias.defined() ? bias : torch::empty({0}, weight.options());
+  const torch::ScalarType compute = current_autocast_dtype();
+  if (compute != torch::kFloat) {
+    h = h.to(compute);
+    w = w.to(compute);
+    if (bias.defined()) b = b.to(compute);
+  }
+  // HF divides by the batch's label-token count unless num_items_in_batch is given (0 tokens: 0 / 0).
+  const double scale = denominator > 0 ? 1.0 / denominator : 1.0 / static_cast<double>(rows);
+  return LinearCrossEntropy::apply(h, w, b, y, scale, epsilon, std::max<int64_t>(1, chunk_tokens));
+}
+
+}  // namespace hftrain
