@@ -54,12 +54,14 @@ def make_pruner(p):
 
 def sqlite_storage(url):
     # Processes that start together may each find the file without tables and create them: the loser's
-    # CREATE TABLE fails. Trying again finds the tables made.
-    for attempt in range(5):
+    # CREATE TABLE fails ("already exists"), or its INSERT of the schema version does ("UNIQUE constraint
+    # failed: alembic_version..."). Trying again finds the tables and the version made.
+    races = ("already exists", "UNIQUE constraint failed", "database is locked")
+    for attempt in range(8):
         try:
             return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
         except Exception as e:
-            if attempt == 4 or "already exists" not in str(e):
+            if attempt == 7 or not any(r in str(e) for r in races):
                 raise
             time.sleep(0.2 * (attempt + 1))
 

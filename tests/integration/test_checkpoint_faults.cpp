@@ -246,7 +246,7 @@ TEST_CASE("a weight whose shape does not match stops the resume naming file and 
   const auto before = tree(dir + "/out/checkpoint-6");
   CliResult r = run_with_fault("", "train spec.yaml --set model.n_embd=32 --resume out/checkpoint-6", dir);
   INFO(r.output);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 2);  // the spec's model does not describe the checkpoint's weights: a setting to fix
   CHECK_THAT(r.output, Catch::Contains("out/checkpoint-6/model.safetensors") && Catch::Contains("tensor '") &&
                            Catch::Contains("shape"));
   CHECK(tree(dir + "/out/checkpoint-6") == before);

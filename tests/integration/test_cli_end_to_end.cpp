@@ -173,11 +173,11 @@ TEST_CASE("bad input exits 2 with a clear message and writes nothing", "[integra
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("per_device_train_batch_size: must be >= 1, got -1"));
   }
-  SECTION("unreadable text file") {
+  SECTION("missing text file") {
     write_text(dir + "/t.yaml", "model: {type: gpt}\ndata: {type: text_file, path: missing.txt}\ntraining: {output_dir: out}\n");
     CliResult r = run_hftrain("train t.yaml", dir);
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Contains("data.path: cannot read text file 'missing.txt'"));
+    CHECK_THAT(r.output, Catch::Contains("t.yaml:2:31: data.path: 'missing.txt' does not exist"));
   }
   SECTION("non-empty output_dir") {
     fs::create_directories(dir + "/out");

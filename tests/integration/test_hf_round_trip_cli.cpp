@@ -118,10 +118,14 @@ TEST_CASE("a run directory evaluates from any directory: its saved spec names th
           "[integration][hf_round_trip]") {
   const std::string dir = fresh_dir("round_trip_paths");
   fs::create_directories(dir + "/data");
-  std::string rows;
-  for (int i = 0; i < 24; ++i) rows += "{\"text\": \"the king shall speak of this night " + std::to_string(i) + "\"}\n";
+  std::string rows, eval_rows;
+  for (int i = 0; i < 24; ++i) {
+    const std::string row = "{\"text\": \"the king shall speak of this night " + std::to_string(i) + "\"}\n";
+    rows += row;
+    if (i < 8) eval_rows += row;
+  }
   write_text(dir + "/data/train.jsonl", rows);
-  write_text(dir + "/data/eval.jsonl", rows.substr(0, rows.size() / 3));
+  write_text(dir + "/data/eval.jsonl", eval_rows);
   write_text(dir + "/spec.yaml", "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n"
                                  "data: {type: jsonl, train_file: data/train.jsonl, validation_file: data/eval.jsonl, "
                                  "tokenizer: bytes, max_length: 48}\n" + std::string(kTraining));

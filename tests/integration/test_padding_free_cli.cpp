@@ -19,7 +19,8 @@ namespace {
 // The logged loss and grad_norm of every step.
 std::vector<std::pair<double, double>> step_logs(const std::string& trainer_state) {
   std::vector<std::pair<double, double>> out;
-  for (const auto& e : json::parse(read_text(trainer_state)).at("log_history"))
+  const json state = json::parse(read_text(trainer_state));  // alive while its entries are read
+  for (const auto& e : state.at("log_history"))
     if (e.contains("loss") && e.contains("grad_norm")) out.emplace_back(e["loss"].get<double>(), e["grad_norm"].get<double>());
   return out;
 }

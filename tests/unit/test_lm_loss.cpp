@@ -4,6 +4,7 @@
 // language-model family's loss and parameter gradients with chunking on against the same model with it off.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -155,10 +156,17 @@ TEST_CASE("every language-model family's loss and gradients are the same with th
         };
         const auto plain = run(false), chunked = run(true);
         CHECK(plain.size() == chunked.size());
+        // Relative to each gradient's own size, with a floor of 1e-4 of the model's largest gradient: an
+        // attention key bias has a gradient that is zero in exact arithmetic (softmax is shift-invariant), so
+        // both paths give rounding noise there, of no relative meaning.
+        double largest = 0;
+        for (const auto& [name, g] : plain)
+          if (name != "loss") largest = std::max(largest, g.abs().max().item<double>());
         for (const auto& [name, expected] : plain) {
           INFO(name << " denominator " << denominator << " smoothing " << smoothing);
           REQUIRE(chunked.count(name));
-          CHECK(max_relative_difference(chunked.at(name), expected) < 1e-5);
+          const double scale = std::max(expected.abs().max().item<double>(), name == "loss" ? 0.0 : 1e-4 * largest);
+          CHECK((chunked.at(name) - expected).abs().max().item<double>() <= 1e-5 * scale);
         }
       }
   }
