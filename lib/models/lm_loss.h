@@ -19,8 +19,9 @@ struct LmLossSettings {
   int64_t chunk_tokens = 0;  // tokens per chunk; 0 = auto_chunk_tokens
 };
 
-// Liger's rule: chunks of next_power_of_2(ceil(tokens / ceil(vocab / hidden))) tokens, so that a chunk's
-// logits are about as large as the features of all the tokens.
+// Liger's rule, chunks of next_power_of_2(ceil(tokens / ceil(vocab / hidden))) tokens so that a chunk's
+// logits are about as large as the features of all the tokens, but never fewer tokens than keep a chunk's
+// logits at 2^23 values (the largest power of two that does).
 int64_t auto_chunk_tokens(int64_t tokens, int64_t vocab, int64_t hidden);
 
 // The loss of `features` [..., H] through the output layer (`weight` [V, H], `bias` [V] or undefined)

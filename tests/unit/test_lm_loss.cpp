@@ -103,11 +103,12 @@ TEST_CASE("chunked linear cross-entropy under bf16 autocast follows autocast's l
   for (int i = 1; i <= 3; ++i) CHECK(max_relative_difference(got[i], expected[i]) < 3e-2);
 }
 
-TEST_CASE("auto chunk size follows Liger's rule", "[unit][lm_loss]") {
-  CHECK(auto_chunk_tokens(4096, 32000, 4096) == 512);  // ceil(32000 / 4096) = 8; 4096 / 8 = 512
-  CHECK(auto_chunk_tokens(1000, 50257, 768) == 16);    // ceil(50257 / 768) = 66; ceil(1000 / 66) = 16
-  CHECK(auto_chunk_tokens(100, 65, 128) == 128);       // a vocabulary smaller than the width: one chunk
-  CHECK(auto_chunk_tokens(0, 100, 10) == 1);
+TEST_CASE("auto chunk size follows Liger's rule with a floor of 2^23 logits", "[unit][lm_loss]") {
+  CHECK(auto_chunk_tokens(65536, 32000, 4096) == 8192);  // Liger: ceil(32000 / 4096) = 8; 65536 / 8
+  CHECK(auto_chunk_tokens(4096, 32000, 4096) == 512);    // Liger: 4096 / 8 = 512 (floor 256)
+  CHECK(auto_chunk_tokens(2040, 32000, 256) == 256);     // Liger's 32, floor: 256 x 32000 <= 2^23
+  CHECK(auto_chunk_tokens(1000, 128256, 768) == 64);     // Liger's 16, floor 64
+  CHECK(auto_chunk_tokens(100, 65, 128) == 65536);       // a tiny vocabulary: one chunk whatever the tokens
 }
 
 TEST_CASE("every language-model family's loss and gradients are the same with the chunked loss", "[unit][lm_loss]") {
