@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # `hftrain predict` one example at a time (per_device_eval_batch_size 1) against batched generation
-# (per_device_eval_batch_size 16), greedy, for a gpt2 and a t5 shape trained briefly on the built-in
-# digit-reversal tasks: examples/s of each, alternating runs so that the ratio is measured side by side,
-# and whether predictions.jsonl is identical. Goal of issue #34: >= 5x at batch 16 with identical output.
+# (per_device_eval_batch_size 16), greedy, for two gpt2 shapes and a t5 shape trained briefly on the built-in
+# digit-reversal tasks (n_positions 64 leaves room for the 13-token prompt and 32 new tokens; with the
+# context taken from the data, 26, generation would slide its window and rerun the context each step):
+# examples/s of each, alternating runs so that the ratio is measured side by side, and whether
+# predictions.jsonl is identical. Goal of issue #34: >= 5x at batch 16 with identical output.
 #
 #   bench/batched_predict.py --hftrain build/hftrain [--examples 128] [--repeats 2]
 import argparse
@@ -14,7 +16,13 @@ import tempfile
 from eval_memory import run
 
 SPECS = {
-    "gpt2": """model: {type: gpt2, n_layer: 4, n_head: 4, n_embd: 256}
+    "gpt2": """model: {type: gpt2, n_layer: 4, n_head: 4, n_embd: 256, n_positions: 64}
+data: {type: digit_reversal, num_digits: 12, train_size: 256, eval_size: 16, test_size: %(examples)d}
+generation: {max_new_tokens: 32}
+training: {output_dir: out, max_steps: 20, per_device_train_batch_size: 16, learning_rate: 0.001, save_strategy: "no",
+           do_eval: false}
+""",
+    "gpt2-6x512": """model: {type: gpt2, n_layer: 6, n_head: 8, n_embd: 512, n_positions: 64}
 data: {type: digit_reversal, num_digits: 12, train_size: 256, eval_size: 16, test_size: %(examples)d}
 generation: {max_new_tokens: 32}
 training: {output_dir: out, max_steps: 20, per_device_train_batch_size: 16, learning_rate: 0.001, save_strategy: "no",

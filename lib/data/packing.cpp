@@ -29,4 +29,37 @@ Batch flatten_examples(const std::vector<Example>& examples) {
   return b;
 }
 
+Batch flatten_seq2seq_examples(const std::vector<Example>& examples) {
+  std::vector<int64_t> ids, labels, positions, source_lengths, target_lengths;
+  for (const Example& e : examples) {
+    const auto source = static_cast<int64_t>(e.input_ids.size()), target = static_cast<int64_t>(e.labels.size());
+    if (source == 0 && target == 0) continue;
+    if (source == 0)
+      throw RuntimeFailure("padding_free: an example has a target of " + std::to_string(target) +
+                           " tokens but an empty source; a packed row cannot give its decoder an empty encoder "
+                           "segment to attend to (drop such rows or set padding_free: false)");
+    source_lengths.push_back(source);
+    target_lengths.push_back(target);
+    for (int64_t t = 0; t < source; ++t) positions.push_back(t);
+    ids.insert(ids.end(), e.input_ids.begin(), e.input_ids.end());
+    labels.insert(labels.end(), e.labels.begin(), e.labels.end());
+  }
+  if (source_lengths.empty()) throw RuntimeFailure("padding_free: a micro-batch holds no tokens");
+  Batch b;
+  const auto S = static_cast<int64_t>(ids.size()), T = static_cast<int64_t>(labels.size());
+  b.input_ids = torch::tensor(ids, torch::kLong).view({1, S});
+  b.attention_mask = torch::ones({1, S}, torch::kLong);
+  b.position_ids = torch::tensor(positions, torch::kLong).view({1, S});
+  b.labels = T > 0 ? torch::tensor(labels, torch::kLong).view({1, T}) : torch::empty({1, 0}, torch::kLong);
+  b.packed_lengths = std::move(source_lengths);
+  b.packed_label_lengths = std::move(target_lengths);
+  return b;
+}
+
+Batch flatten_for_task(const std::vector<Example>& examples, TaskKind task) {
+  if (task == TaskKind::kCausalLm) return flatten_examples(examples);
+  if (task == TaskKind::kSeq2Seq) return flatten_seq2seq_examples(examples);
+  throw RuntimeFailure("padding_free: packs causal-LM and sequence-to-sequence examples only");
+}
+
 }  // namespace hftrain

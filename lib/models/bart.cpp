@@ -9,11 +9,13 @@
 #include "models/bart.h"
 #include "models/construction.h"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
 #include "models/checkpointing.h"
 #include "models/hf_layers.h"
+#include "models/packed_seq2seq.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -224,27 +226,31 @@ torch::Tensor Bart::shift_right(const torch::Tensor& labels) const {
   return shift_tokens_right(labels, options_.pad_token_id, options_.decoder_start_token_id);
 }
 
-torch::Tensor Bart::embed(bool decoder, const torch::Tensor& ids, int64_t past) {
+torch::Tensor Bart::embed(bool decoder, const torch::Tensor& ids, int64_t past, const std::vector<int64_t>* segments) {
   const std::size_t unit = decoder ? encoder_layers_.size() + 1 : 0;
   return in_unit(unit, [&] {
     const int64_t T = ids.size(1);
-    if (past + T > options_.max_position_embeddings)
+    const int64_t extent = segments && !segments->empty() ? *std::max_element(segments->begin(), segments->end()) : past + T;
+    if (extent > options_.max_position_embeddings)
       throw RuntimeFailure(std::string("bart: the ") + (decoder ? "decoder" : "encoder") + " reads " +
-                           std::to_string(past + T) + " positions, more than max_position_embeddings (" +
+                           std::to_string(extent) + " positions, more than max_position_embeddings (" +
                            std::to_string(options_.max_position_embeddings) + ")");
     auto e = shared_(ids);
     if (options_.scale_embedding) e = e * std::sqrt(static_cast<double>(options_.d_model));
     e = add_neftune_noise(e, is_training() ? neftune_noise_alpha_ : 0.0);  // HF's hook on the input embedding
-    auto rows = torch::arange(past + kPositionOffset, past + T + kPositionOffset,
-                              torch::TensorOptions().dtype(torch::kLong).device(ids.device()));
+    auto rows = segments ? restarting_positions(*segments, ids.device()) + kPositionOffset
+                         : torch::arange(past + kPositionOffset, past + T + kPositionOffset,
+                                         torch::TensorOptions().dtype(torch::kLong).device(ids.device()));
     auto h = embedding_norms_[decoder](e + positions_[decoder](rows));
     return torch::dropout(h, options_.dropout, is_training());
   });
 }
 
-torch::Tensor Bart::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
-  auto x = embed(false, input_ids, 0);
-  const torch::Tensor padding = padding_bias(attention_mask, x.scalar_type());
+torch::Tensor Bart::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, const Batch* packed) {
+  auto x = embed(false, input_ids, 0, packed ? &packed->packed_lengths : nullptr);
+  const torch::Tensor padding =
+      packed ? segment_bias(packed->packed_lengths, packed->packed_lengths, /*causal=*/false, x.scalar_type(), x.device())
+             : padding_bias(attention_mask, x.scalar_type());
   for (std::size_t i = 0; i < encoder_layers_.size(); ++i) {
     Layer* l = encoder_layers_[i].get();
     auto body = [this, l, padding, i](const torch::Tensor& in) {
@@ -257,11 +263,16 @@ torch::Tensor Bart::encode(const torch::Tensor& input_ids, const torch::Tensor& 
 }
 
 torch::Tensor Bart::decode(const torch::Tensor& ids, const torch::Tensor& memory, const torch::Tensor& encoder_mask,
-                           KvCache* cache) {
+                           KvCache* cache, const Batch* packed) {
   const int64_t T = ids.size(1), past = cache ? cache->length : 0;
-  auto x = embed(true, ids, past);
-  const torch::Tensor causal = causal_bias(T, past, {}, x.scalar_type(), x.device());
-  const torch::Tensor cross = padding_bias(encoder_mask, x.scalar_type());
+  auto x = embed(true, ids, past, packed ? &packed->packed_label_lengths : nullptr);
+  const auto dtype = x.scalar_type();
+  const torch::Tensor causal =
+      packed ? segment_bias(packed->packed_label_lengths, packed->packed_label_lengths, /*causal=*/true, dtype, x.device())
+             : causal_bias(T, past, {}, dtype, x.device());
+  const torch::Tensor cross =
+      packed ? segment_bias(packed->packed_label_lengths, packed->packed_lengths, /*causal=*/false, dtype, x.device())
+             : padding_bias(encoder_mask, dtype);
   const std::size_t first = encoder_layers_.size() + 2;  // the first decoder layer's unit
   for (std::size_t i = 0; i < decoder_layers_.size(); ++i) {
     Layer* l = decoder_layers_[i].get();
@@ -302,8 +313,10 @@ std::vector<GatherUnit> Bart::gather_units() const {
 
 ModelOutput Bart::forward(const Batch& batch) {
   require_seq2seq_labels(batch, "bart");
-  auto memory = encode(batch.input_ids, batch.attention_mask);
-  const torch::Tensor hidden = decode(shift_right(batch.labels), memory, batch.attention_mask, nullptr);
+  const Batch* packed = is_packed_seq2seq(batch) ? &batch : nullptr;  // training.padding_free
+  auto memory = encode(batch.input_ids, batch.attention_mask, packed);
+  const torch::Tensor decoder_inputs = decoder_input_ids(batch, options_.pad_token_id, options_.decoder_start_token_id);
+  const torch::Tensor hidden = decode(decoder_inputs, memory, batch.attention_mask, nullptr, packed);
   return language_model_output(head_unit(), batch, /*shift=*/false, [&] { return head(hidden); });
 }
 

@@ -62,6 +62,7 @@ class Bart : public Model {
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
 
   bool is_encoder_decoder() const override { return true; }
+  bool supports_padding_free() const override { return true; }  // models/packed_seq2seq.h
   int64_t decoder_start_token_id() const override { return options_.decoder_start_token_id; }
   // Self-attention keys / values appended to cache.keys / values (positions continue at cache.length);
   // cross-attention keys / values computed on first use and kept in cache.cross_keys / cross_values.
@@ -71,16 +72,18 @@ class Bart : public Model {
   const Options& options() const { return options_; }
   // HF shift_tokens_right: decoder_start_token_id, then labels[:, :-1] with -100 replaced by pad_token_id.
   torch::Tensor shift_right(const torch::Tensor& labels) const;
-  // The encoder's output [B, S, d_model].
-  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  // The encoder's output [B, S, d_model]. `packed`: a padding-free row (models/packed_seq2seq.h) whose
+  // attention stays inside each example and whose positions restart at each.
+  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, const Batch* packed = nullptr);
 
  private:
   struct Attention;
   struct Layer;
   // A stack's embedding unit: shared (scaled) + embed_positions (offset 2) -> layernorm_embedding -> dropout.
-  torch::Tensor embed(bool decoder, const torch::Tensor& ids, int64_t past);
+  // Positions continue at `past`, or restart at each of `segments` (a padding-free row) when given.
+  torch::Tensor embed(bool decoder, const torch::Tensor& ids, int64_t past, const std::vector<int64_t>* segments = nullptr);
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& encoder_hidden,
-                       const torch::Tensor& encoder_mask, KvCache* cache);
+                       const torch::Tensor& encoder_mask, KvCache* cache, const Batch* packed = nullptr);
   LmHead head(const torch::Tensor& decoder_hidden);  // lm_head + final_logits_bias
   std::size_t head_unit() const;
   torch::Tensor lm_logits(const torch::Tensor& decoder_hidden);

@@ -25,8 +25,11 @@ struct Batch {
   // Padding-free (data/packing.h): one row holding several examples; position_ids [1, T] restart at 0 for
   // each, packed_lengths are their lengths in order, and attention stays inside each. Empty = one example
   // per row.
+  // An encoder-decoder row (models/packed_seq2seq.h) packs the sources into input_ids (packed_lengths) and
+  // their targets into labels (packed_label_lengths, in the same order).
   torch::Tensor position_ids;
   std::vector<int64_t> packed_lengths;
+  std::vector<int64_t> packed_label_lengths;
   // HF num_items_in_batch: when > 0, a label-token loss is its sum over the batch's label tokens divided
   // by this (the label tokens of the whole optimizer step, see train/loss_normaliser.h); 0 = the batch's
   // own token mean. Per-example losses ignore it.

@@ -12,6 +12,7 @@
 
 #include "models/checkpointing.h"
 #include "models/hf_layers.h"
+#include "models/packed_seq2seq.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -289,11 +290,14 @@ torch::Tensor T5::embed(std::size_t unit, const torch::Tensor& ids) {
   });
 }
 
-torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, const Batch* packed) {
   const int64_t S = input_ids.size(1);
   auto x = embed(0, input_ids);
-  // HF get_extended_attention_mask: (1 - mask) * finfo.min, added to the position bias.
-  const torch::Tensor padding = padding_bias(attention_mask, x.scalar_type());
+  // HF get_extended_attention_mask: (1 - mask) * finfo.min, added to the position bias. A packed row keeps
+  // each source to itself; its relative positions within a source are those of the source alone.
+  const torch::Tensor padding =
+      packed ? segment_bias(packed->packed_lengths, packed->packed_lengths, /*causal=*/false, x.scalar_type(), x.device())
+             : padding_bias(attention_mask, x.scalar_type());
   Attention* relative = encoder_blocks_.front()->self_attn.get();
   for (std::size_t i = 0; i < encoder_blocks_.size(); ++i) {
     Block* b = encoder_blocks_[i].get();
@@ -313,12 +317,17 @@ torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& at
 }
 
 torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_mask, const torch::Tensor& memory,
-                         const torch::Tensor& encoder_mask, KvCache* cache) {
+                         const torch::Tensor& encoder_mask, KvCache* cache, const Batch* packed) {
   const int64_t T = ids.size(1), past = cache ? cache->length : 0, K = past + T;
   const std::size_t first = encoder_blocks_.size() + 2;  // the decoder's embedding unit
   auto x = embed(first, ids);
-  const torch::Tensor causal = causal_bias(T, past, decoder_mask, x.scalar_type(), x.device());
-  const torch::Tensor cross = padding_bias(encoder_mask, x.scalar_type());
+  const auto dtype = x.scalar_type();
+  const torch::Tensor causal =
+      packed ? segment_bias(packed->packed_label_lengths, packed->packed_label_lengths, /*causal=*/true, dtype, x.device())
+             : causal_bias(T, past, decoder_mask, dtype, x.device());
+  const torch::Tensor cross =
+      packed ? segment_bias(packed->packed_label_lengths, packed->packed_lengths, /*causal=*/false, dtype, x.device())
+             : padding_bias(encoder_mask, dtype);
   Attention* relative = decoder_blocks_.front()->self_attn.get();
   for (std::size_t i = 0; i < decoder_blocks_.size(); ++i) {
     Block* b = decoder_blocks_[i].get();
@@ -368,8 +377,10 @@ std::vector<GatherUnit> T5::gather_units() const {
 
 ModelOutput T5::forward(const Batch& batch) {
   require_seq2seq_labels(batch, "t5");
-  auto memory = encode(batch.input_ids, batch.attention_mask);
-  const torch::Tensor hidden = decode(shift_right(batch.labels), {}, memory, batch.attention_mask, nullptr);
+  const Batch* packed = is_packed_seq2seq(batch) ? &batch : nullptr;  // training.padding_free
+  auto memory = encode(batch.input_ids, batch.attention_mask, packed);
+  const torch::Tensor decoder_inputs = decoder_input_ids(batch, options_.pad_token_id, options_.decoder_start_token_id);
+  const torch::Tensor hidden = decode(decoder_inputs, {}, memory, batch.attention_mask, nullptr, packed);
   return language_model_output(head_unit(), batch, /*shift=*/false, [&] { return head(hidden); });
 }
 

@@ -50,6 +50,7 @@ class T5 : public Model {
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
 
   bool is_encoder_decoder() const override { return true; }
+  bool supports_padding_free() const override { return true; }  // models/packed_seq2seq.h
   int64_t decoder_start_token_id() const override { return options_.decoder_start_token_id; }
   // Self-attention keys / values appended to cache.keys / values; cross-attention keys / values computed
   // on first use and kept in cache.cross_keys / cross_values.
@@ -60,7 +61,8 @@ class T5 : public Model {
   // HF _shift_right: decoder_start_token_id, then labels[:, :-1] with -100 replaced by pad_token_id.
   torch::Tensor shift_right(const torch::Tensor& labels) const;
   // The encoder's output [B, S, d_model] (after final_layer_norm and dropout).
-  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  // `packed`: a padding-free row (models/packed_seq2seq.h) whose attention stays inside each example.
+  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, const Batch* packed = nullptr);
 
  private:
   struct Attention;
@@ -68,7 +70,8 @@ class T5 : public Model {
   struct Block;
   // decoder_attention_mask may be undefined (all tokens); `cache` non-null = cached generation.
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& decoder_attention_mask,
-                       const torch::Tensor& encoder_hidden, const torch::Tensor& encoder_mask, KvCache* cache);
+                       const torch::Tensor& encoder_hidden, const torch::Tensor& encoder_mask, KvCache* cache,
+                       const Batch* packed = nullptr);
   torch::Tensor embed(std::size_t unit, const torch::Tensor& ids);
   LmHead head(const torch::Tensor& decoder_hidden);  // final norm, dropout, the tied head's scaling
   std::size_t head_unit() const;

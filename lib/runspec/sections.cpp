@@ -105,7 +105,8 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "Training micro-batches without padding (TRL's padding_free, HF DataCollatorWithFlattening): the "
         "examples of a micro-batch are concatenated into one row, positions restart at each example and "
         "attention stays inside it, so no compute goes to padding; the same loss and gradients as the padded "
-        "batch. Causal LMs (gpt, gpt2, llama); evaluation batches stay padded.");
+        "batch. Causal LMs (gpt, gpt2, llama) and sequence-to-sequence pairs (t5, bart: sources and targets "
+        "packed side by side, each target attending to its own source); evaluation batches stay padded.");
   s.add("length_column_name", &TrainingArgs::length_column_name,
         "group_by_length: the dataset column with precomputed lengths; token counts when the dataset has none.");
   s.add("average_tokens_across_devices", &TrainingArgs::average_tokens_across_devices,

@@ -136,10 +136,11 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
     throw ConfigError("model.type: data '" + spec.data.type + "' is a sequence-to-sequence task (source and target of "
                       "their own lengths) and needs an encoder-decoder model such as t5, not '" + spec.model.type + "'");
   p.model->set_lm_loss({spec.training.chunked_lm_loss, spec.training.lm_loss_chunk_tokens});
-  if (for_training && spec.training.padding_free && (p.data->task() != TaskKind::kCausalLm || !p.model->supports_padding_free()))
-    throw ConfigError("training.padding_free: packs causal-LM examples (model types gpt, gpt2, llama); model '" +
-                      spec.model.type + "' on data '" + spec.data.type + "' " +
-                      (p.data->task() != TaskKind::kCausalLm ? "is not a causal-LM task" : "cannot attend within packed examples") +
+  const bool packable_task = p.data->task() == TaskKind::kCausalLm || p.data->task() == TaskKind::kSeq2Seq;
+  if (for_training && spec.training.padding_free && (!packable_task || !p.model->supports_padding_free()))
+    throw ConfigError("training.padding_free: packs causal-LM examples (model types gpt, gpt2, llama) and "
+                      "sequence-to-sequence pairs (t5, bart); model '" + spec.model.type + "' on data '" + spec.data.type +
+                      "' " + (!packable_task ? "is neither task" : "cannot attend within packed examples") +
                       " (set padding_free: false)");
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
   if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);

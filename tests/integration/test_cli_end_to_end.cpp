@@ -275,3 +275,20 @@ TEST_CASE("quickstart learns digit reversal (eval exact match >= 0.9)", "[integr
   json eval = json::parse(read_text(dir + "/run/eval_results.json"));
   CHECK(eval["eval_exact_match"].get<double>() >= 0.9);
 }
+
+// The suite runs with GOMP_SPINCOUNT set (tests/CMakeLists.txt); here it is cleared, so hftrain must set the
+// short spin itself by re-executing (util/threads.h). libgomp reports what it read (OMP_DISPLAY_ENV).
+TEST_CASE("without a wait policy hftrain gives OpenMP a short spin, and keeps the user's own", "[integration]") {
+  const std::string dir = fresh_dir("openmp_spin");
+  auto spin_read = [&](const std::string& env) {
+    CliResult r = run_shell("cd '" + dir + "' && env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY " + env +
+                            " OMP_DISPLAY_ENV=verbose '" + HFTRAIN_BINARY + "' --version 2>&1");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("hftrain "));
+    return r.output;
+  };
+  CHECK_THAT(spin_read(""), Catch::Contains("GOMP_SPINCOUNT = '1000'"));
+  CHECK_THAT(spin_read("GOMP_SPINCOUNT=77"), Catch::Contains("GOMP_SPINCOUNT = '77'"));
+  CHECK_THAT(spin_read("OMP_WAIT_POLICY=active"), !Catch::Contains("GOMP_SPINCOUNT = '1000'"));
+}

@@ -168,7 +168,10 @@ const std::string kGalore = "--set training.optim_target_modules=[attn,mlp] --se
 // The learning rates (docs/design.md, "Memory-efficient optimizers"): adamw_8bit 3e-3 (the quickstart's);
 // GaLore 1e-2 (the paper's range: the projected step is scaled by 0.25); lomo 0.5 with weight_decay 0 (plain
 // SGD: decoupled decay at that lr would shrink the weights 5 % per step); adalomo 3e-2 (its step is scaled
-// by the parameter RMS).
+// by the parameter RMS). Every optimizer's arithmetic is checked step by step against PyTorch loops by the
+// reference test "memory-efficient optimizers ... match PyTorch loops" (all nine, 50 steps); these whole
+// runs show that each kind learns the task: 8-bit state, LOMO, AdaLomo, GaLore with AdamW, with 8-bit AdamW,
+// and layer-wise with Adafactor (the layer-wise forms of the others are the same per-layer updates).
 TEST_CASE("memory optimizers learn the quickstart task: adamw_8bit, lomo, adalomo", "[integration][slow]") {
   CHECK(quickstart_exact_match("adamw_8bit", "--set optimizer.type=adamw_8bit") >= 0.9);
   CHECK(quickstart_exact_match("lomo", "--set optimizer.type=lomo --set training.learning_rate=0.5 "
@@ -177,15 +180,13 @@ TEST_CASE("memory optimizers learn the quickstart task: adamw_8bit, lomo, adalom
 }
 
 TEST_CASE("memory optimizers learn the quickstart task: GaLore", "[integration][slow]") {
-  for (const std::string opt : {"galore_adamw", "galore_adamw_8bit", "galore_adafactor"}) {
+  for (const std::string opt : {"galore_adamw", "galore_adamw_8bit"}) {
     INFO(opt);
     CHECK(quickstart_exact_match(opt, kGalore + "--set optimizer.type=" + opt) >= 0.9);
   }
 }
 
 TEST_CASE("memory optimizers learn the quickstart task: layer-wise GaLore", "[integration][slow]") {
-  for (const std::string opt : {"galore_adamw_layerwise", "galore_adamw_8bit_layerwise", "galore_adafactor_layerwise"}) {
-    INFO(opt);
-    CHECK(quickstart_exact_match(opt, kGalore + "--set training.max_grad_norm=0 --set optimizer.type=" + opt) >= 0.9);
-  }
+  CHECK(quickstart_exact_match("galore_adafactor_layerwise",
+                               kGalore + "--set training.max_grad_norm=0 --set optimizer.type=galore_adafactor_layerwise") >= 0.9);
 }

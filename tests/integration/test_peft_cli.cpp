@@ -373,3 +373,59 @@ TEST_CASE("a bert classifier trains LoRA with its head saved whole (task_type SE
   CHECK(p.exit_code == 0);
   CHECK(fs::exists(dir + "/out/predictions.jsonl"));
 }
+
+TEST_CASE("gpt2 and llama LoRA runs on jsonl resume bitwise, and their checkpoints hold only the adapter's state",
+          "[integration][peft][checkpoint]") {
+  const std::string dir = fresh_dir("peft_jsonl_resume");
+  std::string rows;
+  const char* words[] = {"to", "be", "or", "not", "that", "is", "the", "question", "whether"};
+  for (int i = 0; i < 40; ++i) {
+    std::string text;
+    for (int w = 0; w < 5 + i % 7; ++w) text += std::string(w ? " " : "") + words[(i * 5 + w * 2) % 9];
+    rows += json{{"text", text}}.dump() + "\n";
+  }
+  write_text(dir + "/train.jsonl", rows);
+  const std::string data = "data: {type: jsonl, train_file: train.jsonl, tokenizer: bytes, max_length: 48}\n";
+  const std::vector<std::pair<std::string, std::string>> bases = {
+      {"gpt2", "{type: gpt2, n_layer: 2, n_head: 2, n_embd: 32, n_positions: 64}"},
+      {"llama", "{type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, "
+                "num_key_value_heads: 2, max_position_embeddings: 64}"}};
+  for (const auto& [family, model] : bases) {
+    INFO(family);
+    write_text(dir + "/make_" + family + ".yaml", "model: " + model + "\n" + data + "training: {output_dir: base_" + family +
+                                                      ", max_steps: 2, save_strategy: \"no\", do_eval: false}\n");
+    CliResult made = run_hftrain("train make_" + family + ".yaml", dir);
+    INFO(made.output);
+    REQUIRE(made.exit_code == 0);
+    // Default targets (gpt2 c_attn, llama q_proj / v_proj), dropout on the adapters' input: the RNG state resumes too.
+    write_text(dir + "/" + family + ".yaml", "model: {from_pretrained: base_" + family + "}\n" + data +
+                                                 "peft: {r: 4, lora_alpha: 8, lora_dropout: 0.1}\n"
+                                                 "training: {output_dir: out, max_steps: 6, learning_rate: 0.01, "
+                                                 "per_device_train_batch_size: 4, save_steps: 3, do_eval: false}\n");
+    const std::string full = family + "_full", resumed = family + "_resumed";
+    CliResult a = run_hftrain("train " + family + ".yaml --set training.output_dir=" + full, dir);
+    INFO(a.output);
+    REQUIRE(a.exit_code == 0);
+    fs::create_directories(dir + "/" + resumed);
+    fs::copy(dir + "/" + full + "/checkpoint-3", dir + "/" + resumed + "/checkpoint-3", fs::copy_options::recursive);
+    CliResult b = run_hftrain("train " + family + ".yaml --set training.output_dir=" + resumed + " --resume " + resumed +
+                                  "/checkpoint-3",
+                              dir);
+    INFO(b.output);
+    REQUIRE(b.exit_code == 0);
+    CHECK(same_tensors(dir + "/" + full + "/adapter_model.safetensors", dir + "/" + resumed + "/adapter_model.safetensors"));
+    CHECK(same_tensors(dir + "/" + full + "/checkpoint-6/optimizer.safetensors",
+                       dir + "/" + resumed + "/checkpoint-6/optimizer.safetensors"));
+    // A checkpoint: the adapter, its two Adam moments and small files; no copy of the frozen base.
+    const std::string checkpoint = dir + "/" + full + "/checkpoint-3";
+    CHECK_FALSE(fs::exists(checkpoint + "/model.safetensors"));
+    const auto adapter_bytes = static_cast<int64_t>(fs::file_size(checkpoint + "/adapter_model.safetensors"));
+    const auto base_bytes = static_cast<int64_t>(fs::file_size(dir + "/base_" + family + "/model.safetensors"));
+    int64_t checkpoint_bytes = 0;
+    for (const auto& entry : fs::recursive_directory_iterator(checkpoint))
+      if (entry.is_regular_file()) checkpoint_bytes += static_cast<int64_t>(entry.file_size());
+    INFO("checkpoint " << checkpoint_bytes << " bytes, adapter " << adapter_bytes << ", base " << base_bytes);
+    CHECK(checkpoint_bytes < 3 * adapter_bytes + 64 * 1024);
+    CHECK(checkpoint_bytes < base_bytes / 2);
+  }
+}
