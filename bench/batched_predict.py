@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # `hftrain predict` one example at a time (per_device_eval_batch_size 1) against batched generation
-# (per_device_eval_batch_size 16), greedy, for two gpt2 shapes and a t5 shape trained briefly on the built-in
+# (per_device_eval_batch_size 16), greedy, for two gpt2 and two t5 shapes trained briefly on the built-in
 # digit-reversal tasks (n_positions 64 leaves room for the 13-token prompt and 32 new tokens; with the
 # context taken from the data, 26, generation would slide its window and rerun the context each step):
 # examples/s of each, alternating runs so that the ratio is measured side by side, and whether
@@ -29,6 +29,12 @@ training: {output_dir: out, max_steps: 20, per_device_train_batch_size: 16, lear
            do_eval: false}
 """,
     "t5": """model: {type: t5, d_model: 256, d_kv: 32, d_ff: 1024, num_layers: 3, num_heads: 8}
+data: {type: digit_reversal_seq2seq, num_digits: 12, train_size: 256, eval_size: 16, test_size: %(examples)d}
+generation: {max_new_tokens: 32}
+training: {output_dir: out, max_steps: 20, per_device_train_batch_size: 16, learning_rate: 0.001, save_strategy: "no",
+           do_eval: false}
+""",
+    "t5-6x512": """model: {type: t5, d_model: 512, d_kv: 64, d_ff: 2048, num_layers: 6, num_heads: 8}
 data: {type: digit_reversal_seq2seq, num_digits: 12, train_size: 256, eval_size: 16, test_size: %(examples)d}
 generation: {max_new_tokens: 32}
 training: {output_dir: out, max_steps: 20, per_device_train_batch_size: 16, learning_rate: 0.001, save_strategy: "no",

@@ -111,6 +111,19 @@ Bart::Options resolved(Bart::Options o, const ModelContext& context) {
 
 torch::nn::LayerNorm layer_norm(int64_t d) { return new_layer_norm(d, 1e-5); }
 
+// A padding-free row's attention: query segment i to key segment i, causal within it when `causal`.
+AttentionBias segments(const std::vector<int64_t>& queries, const std::vector<int64_t>& keys, bool causal,
+                       const torch::Tensor& like) {
+  AttentionBias bias;
+  bias.query_segments = queries;
+  bias.key_segments = keys;
+  if (causal)
+    bias.per_segment = [dtype = like.scalar_type(), device = like.device()](int64_t q, int64_t k) {
+      return causal_bias(q, k - q, {}, dtype, device);
+    };
+  return bias;
+}
+
 }  // namespace
 
 struct Bart::Attention : torch::nn::Module {
@@ -126,10 +139,14 @@ struct Bart::Attention : torch::nn::Module {
   }
 
   // out_proj(softmax(q(x) k^T / sqrt(head_dim) + bias) v) for keys / values [B, H, Tk, head_dim] (of x
-  // itself, the cache, or the encoder output).
+  // itself, the cache, or the encoder output); a padding-free row's bias is segmented (packed_seq2seq.h).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& k_all, const torch::Tensor& v_all,
-                        const torch::Tensor& bias, bool training) {
-    auto y = attend(heads(q_proj(x)), k_all, v_all, bias, /*causal=*/false, training ? dropout : 0.0);
+                        const AttentionBias& bias, bool training) {
+    const double p = training ? dropout : 0.0;
+    auto block = [p](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& b) {
+      return attend(q, k, v, b, /*causal=*/false, p);
+    };
+    auto y = attend_by_segments(heads(q_proj(x)), k_all, v_all, bias, block);
     return out_proj(y.transpose(1, 2).contiguous().view({x.size(0), x.size(1), x.size(2)}));
   }
 
@@ -157,8 +174,8 @@ struct Bart::Layer : torch::nn::Module {
   // `self_bias`: the self-attention mask; `memory` / `cross_bias`: the encoder output and its padding
   // mask (decoder); `cache`: cached generation (self keys / values appended, cross keys / values computed
   // once) for decoder layer `index`.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& self_bias, const torch::Tensor& memory,
-                        const torch::Tensor& cross_bias, KvCache* cache = nullptr, std::size_t index = 0) {
+  torch::Tensor forward(const torch::Tensor& x, const AttentionBias& self_bias, const torch::Tensor& memory,
+                        const AttentionBias& cross_bias, KvCache* cache = nullptr, std::size_t index = 0) {
     const bool train = is_training();
     auto drop = [&](const torch::Tensor& t) { return torch::dropout(t, o.dropout, train); };
     auto k = self_attn->heads(self_attn->k_proj(x)), v = self_attn->heads(self_attn->v_proj(x));
@@ -248,9 +265,8 @@ torch::Tensor Bart::embed(bool decoder, const torch::Tensor& ids, int64_t past, 
 
 torch::Tensor Bart::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, const Batch* packed) {
   auto x = embed(false, input_ids, 0, packed ? &packed->packed_lengths : nullptr);
-  const torch::Tensor padding =
-      packed ? segment_bias(packed->packed_lengths, packed->packed_lengths, /*causal=*/false, x.scalar_type(), x.device())
-             : padding_bias(attention_mask, x.scalar_type());
+  AttentionBias padding(padding_bias(attention_mask, x.scalar_type()));
+  if (packed) padding = segments(packed->packed_lengths, packed->packed_lengths, false, x);
   for (std::size_t i = 0; i < encoder_layers_.size(); ++i) {
     Layer* l = encoder_layers_[i].get();
     auto body = [this, l, padding, i](const torch::Tensor& in) {
@@ -267,12 +283,10 @@ torch::Tensor Bart::decode(const torch::Tensor& ids, const torch::Tensor& memory
   const int64_t T = ids.size(1), past = cache ? cache->length : 0;
   auto x = embed(true, ids, past, packed ? &packed->packed_label_lengths : nullptr);
   const auto dtype = x.scalar_type();
-  const torch::Tensor causal =
-      packed ? segment_bias(packed->packed_label_lengths, packed->packed_label_lengths, /*causal=*/true, dtype, x.device())
-             : causal_bias(T, past, {}, dtype, x.device());
-  const torch::Tensor cross =
-      packed ? segment_bias(packed->packed_label_lengths, packed->packed_lengths, /*causal=*/false, dtype, x.device())
-             : padding_bias(encoder_mask, dtype);
+  const AttentionBias causal = packed ? segments(packed->packed_label_lengths, packed->packed_label_lengths, true, x)
+                                      : AttentionBias(causal_bias(T, past, {}, dtype, x.device()));
+  const AttentionBias cross = packed ? segments(packed->packed_label_lengths, packed->packed_lengths, false, x)
+                                     : AttentionBias(padding_bias(encoder_mask, dtype));
   const std::size_t first = encoder_layers_.size() + 2;  // the first decoder layer's unit
   for (std::size_t i = 0; i < decoder_layers_.size(); ++i) {
     Layer* l = decoder_layers_[i].get();

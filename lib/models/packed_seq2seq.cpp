@@ -8,42 +8,37 @@
 #include "util/error.h"
 
 namespace hftrain {
-namespace {
-
-// Each position's segment index and its position within the segment.
-std::pair<torch::Tensor, torch::Tensor> segment_ids(const std::vector<int64_t>& lengths, torch::Device device) {
-  std::vector<int64_t> ids, within;
-  for (std::size_t s = 0; s < lengths.size(); ++s)
-    for (int64_t t = 0; t < lengths[s]; ++t) {
-      ids.push_back(static_cast<int64_t>(s));
-      within.push_back(t);
-    }
-  const auto n = static_cast<int64_t>(ids.size());
-  return {torch::tensor(ids, torch::kLong).view({n}).to(device), torch::tensor(within, torch::kLong).view({n}).to(device)};
-}
-
-}  // namespace
-
 bool is_packed_seq2seq(const Batch& batch) { return !batch.packed_lengths.empty() && !batch.packed_label_lengths.empty(); }
 
-torch::Tensor segment_bias(const std::vector<int64_t>& q_lengths, const std::vector<int64_t>& k_lengths, bool causal,
-                           torch::ScalarType dtype, torch::Device device) {
-  if (q_lengths.size() != k_lengths.size())
-    throw RuntimeFailure("padding_free: " + std::to_string(q_lengths.size()) + " query segments against " +
-                         std::to_string(k_lengths.size()) + " key segments");
-  if (causal && q_lengths != k_lengths)
-    throw RuntimeFailure("padding_free: a causal segment mask needs the same segments for queries and keys");
-  const auto [q_ids, q_pos] = segment_ids(q_lengths, device);
-  const auto [k_ids, k_pos] = segment_ids(k_lengths, device);
-  auto allowed = q_ids.unsqueeze(1).eq(k_ids.unsqueeze(0));
-  if (causal) allowed = allowed.logical_and(k_pos.unsqueeze(0).le(q_pos.unsqueeze(1)));
-  auto bias = torch::zeros(allowed.sizes(), torch::TensorOptions().dtype(dtype).device(device))
-                  .masked_fill(allowed.logical_not(), lowest_finite(dtype));
-  return bias.view({1, 1, q_ids.size(0), k_ids.size(0)});
+torch::Tensor attend_by_segments(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 const AttentionBias& bias, const AttentionBlock& block) {
+  if (!bias.segmented()) return block(q, k, v, bias.full);
+  const auto& qs = bias.query_segments;
+  const auto& ks = bias.key_segments;
+  if (qs.size() != ks.size())
+    throw RuntimeFailure("padding_free: " + std::to_string(qs.size()) + " query segments against " +
+                         std::to_string(ks.size()) + " key segments");
+  std::vector<torch::Tensor> outputs;
+  int64_t q_start = 0, k_start = 0;
+  for (std::size_t i = 0; i < qs.size(); ++i) {
+    if (qs[i] > 0)
+      outputs.push_back(block(q.narrow(2, q_start, qs[i]), k.narrow(2, k_start, ks[i]), v.narrow(2, k_start, ks[i]),
+                              bias.per_segment ? bias.per_segment(qs[i], ks[i]) : torch::Tensor()));
+    q_start += qs[i];
+    k_start += ks[i];
+  }
+  if (q_start != q.size(2) || k_start != k.size(2))
+    throw RuntimeFailure("padding_free: segments of " + std::to_string(q_start) + " queries and " + std::to_string(k_start) +
+                         " keys against a row of " + std::to_string(q.size(2)) + " and " + std::to_string(k.size(2)));
+  return outputs.size() == 1 ? outputs[0] : torch::cat(outputs, 2);
 }
 
 torch::Tensor restarting_positions(const std::vector<int64_t>& lengths, torch::Device device) {
-  return segment_ids(lengths, device).second.unsqueeze(0);
+  std::vector<int64_t> positions;
+  for (const int64_t length : lengths)
+    for (int64_t t = 0; t < length; ++t) positions.push_back(t);
+  const auto n = static_cast<int64_t>(positions.size());
+  return torch::tensor(positions, torch::kLong).view({1, n}).to(device);
 }
 
 torch::Tensor shift_segments_right(const torch::Tensor& labels, const std::vector<int64_t>& lengths, int64_t pad_token_id,

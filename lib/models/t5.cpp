@@ -133,14 +133,17 @@ struct T5::Attention : torch::nn::Module {
 
   // softmax(q(x) k^T + bias) v, projected by o: k_all / v_all [B, H, Tk, d_kv] are the keys and values
   // (of x itself, the cache, or the encoder output).
+  // A padding-free row's bias is segmented: each example attends within itself (packed_seq2seq.h).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& k_all, const torch::Tensor& v_all,
-                        const torch::Tensor& bias, bool training) {
-    auto qh = heads(q(x));
-    auto scores = torch::matmul(qh, k_all.transpose(-2, -1));
-    if (bias.defined()) scores = scores + bias;
-    auto probs = torch::softmax(scores.to(torch::kFloat), -1).to(scores.scalar_type());
-    if (training && o.dropout_rate > 0) probs = torch::dropout(probs, o.dropout_rate, true);
-    auto y = torch::matmul(probs, v_all).transpose(1, 2).contiguous();
+                        const AttentionBias& bias, bool training) {
+    auto block = [&](const torch::Tensor& qh, const torch::Tensor& kh, const torch::Tensor& vh, const torch::Tensor& b) {
+      auto scores = torch::matmul(qh, kh.transpose(-2, -1));
+      if (b.defined()) scores = scores + b;
+      auto probs = torch::softmax(scores.to(torch::kFloat), -1).to(scores.scalar_type());
+      if (training && o.dropout_rate > 0) probs = torch::dropout(probs, o.dropout_rate, true);
+      return torch::matmul(probs, vh);
+    };
+    auto y = attend_by_segments(heads(q(x)), k_all, v_all, bias, block).transpose(1, 2).contiguous();
     return out(y.view({x.size(0), x.size(1), o.num_heads * o.d_kv}));
   }
 
@@ -195,8 +198,8 @@ struct T5::Block : torch::nn::Module {
   // `self_bias`: position bias + mask for self-attention; `memory` / `cross_bias`: the encoder output
   // and its padding mask (decoder); `cache`: cached generation (self keys / values appended, cross
   // keys / values computed once) for decoder block `index`.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& self_bias, const torch::Tensor& memory,
-                        const torch::Tensor& cross_bias, KvCache* cache = nullptr, std::size_t index = 0) {
+  torch::Tensor forward(const torch::Tensor& x, const AttentionBias& self_bias, const torch::Tensor& memory,
+                        const AttentionBias& cross_bias, KvCache* cache = nullptr, std::size_t index = 0) {
     const bool train = is_training();
     auto drop = [&](const torch::Tensor& t) { return torch::dropout(t, o.dropout_rate, train); };
     auto h = rms_norm(x, self_norm, o.layer_norm_epsilon);
@@ -293,18 +296,25 @@ torch::Tensor T5::embed(std::size_t unit, const torch::Tensor& ids) {
 torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, const Batch* packed) {
   const int64_t S = input_ids.size(1);
   auto x = embed(0, input_ids);
-  // HF get_extended_attention_mask: (1 - mask) * finfo.min, added to the position bias. A packed row keeps
-  // each source to itself; its relative positions within a source are those of the source alone.
-  const torch::Tensor padding =
-      packed ? segment_bias(packed->packed_lengths, packed->packed_lengths, /*causal=*/false, x.scalar_type(), x.device())
-             : padding_bias(attention_mask, x.scalar_type());
+  // HF get_extended_attention_mask: (1 - mask) * finfo.min, added to the position bias. A packed row
+  // attends within each source, with the source's own position bias.
+  const torch::Tensor padding = packed ? torch::Tensor() : padding_bias(attention_mask, x.scalar_type());
   Attention* relative = encoder_blocks_.front()->self_attn.get();
   for (std::size_t i = 0; i < encoder_blocks_.size(); ++i) {
     Block* b = encoder_blocks_[i].get();
-    auto body = [this, b, relative, padding, S, i](const torch::Tensor& in) {
+    auto body = [this, b, relative, padding, packed, S, i](const torch::Tensor& in) {
       return in_unit(i + 1, [&] {
-        auto bias = relative->position_bias(0, S, S, /*bidirectional=*/true).to(in.scalar_type());
-        if (padding.defined()) bias = bias + padding;
+        const auto dtype = in.scalar_type();
+        AttentionBias bias;
+        if (packed) {
+          bias.query_segments = bias.key_segments = packed->packed_lengths;
+          bias.per_segment = [relative, dtype](int64_t q, int64_t k) {
+            return relative->position_bias(0, q, k, /*bidirectional=*/true).to(dtype);
+          };
+        } else {
+          bias.full = relative->position_bias(0, S, S, /*bidirectional=*/true).to(dtype);
+          if (padding.defined()) bias.full = bias.full + padding;
+        }
         return b->forward(in, bias, {}, {});
       });
     };
@@ -322,20 +332,29 @@ torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_
   const std::size_t first = encoder_blocks_.size() + 2;  // the decoder's embedding unit
   auto x = embed(first, ids);
   const auto dtype = x.scalar_type();
-  const torch::Tensor causal =
-      packed ? segment_bias(packed->packed_label_lengths, packed->packed_label_lengths, /*causal=*/true, dtype, x.device())
-             : causal_bias(T, past, decoder_mask, dtype, x.device());
-  const torch::Tensor cross =
-      packed ? segment_bias(packed->packed_label_lengths, packed->packed_lengths, /*causal=*/false, dtype, x.device())
-             : padding_bias(encoder_mask, dtype);
+  const torch::Tensor causal = packed ? torch::Tensor() : causal_bias(T, past, decoder_mask, dtype, x.device());
+  AttentionBias cross = packed ? AttentionBias() : AttentionBias(padding_bias(encoder_mask, dtype));
+  if (packed) {  // each target attends to its own source only (no position bias in cross-attention)
+    cross.query_segments = packed->packed_label_lengths;
+    cross.key_segments = packed->packed_lengths;
+  }
   Attention* relative = decoder_blocks_.front()->self_attn.get();
   for (std::size_t i = 0; i < decoder_blocks_.size(); ++i) {
     Block* b = decoder_blocks_[i].get();
     const std::size_t unit = first + 1 + i;
-    auto body = [this, b, relative, causal, cross, past, T, K, unit, cache, i](const torch::Tensor& in,
-                                                                            const torch::Tensor& mem) {
+    auto body = [this, b, relative, causal, cross, packed, past, T, K, unit, cache, i](const torch::Tensor& in,
+                                                                                    const torch::Tensor& mem) {
       return in_unit(unit, [&] {
-        auto bias = relative->position_bias(past, T, K, /*bidirectional=*/false).to(in.scalar_type()) + causal;
+        const auto dtype = in.scalar_type();
+        AttentionBias bias;
+        if (packed) {  // causal within each target, with the target's own position bias
+          bias.query_segments = bias.key_segments = packed->packed_label_lengths;
+          bias.per_segment = [relative, dtype, device = in.device()](int64_t q, int64_t k) {
+            return relative->position_bias(0, q, k, /*bidirectional=*/false).to(dtype) + causal_bias(q, k - q, {}, dtype, device);
+          };
+        } else {
+          bias.full = relative->position_bias(past, T, K, /*bidirectional=*/false).to(dtype) + causal;
+        }
         return b->forward(in, bias, mem, cross, cache, i);
       });
     };

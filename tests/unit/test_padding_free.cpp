@@ -127,13 +127,23 @@ TEST_CASE("a padding-free encoder-decoder row packs sources and targets, each ta
   for (const int64_t first : {0, 4, 5, 11}) CHECK(shifted[0][first].item<int64_t>() == 2);
   CHECK(shifted[0][1].item<int64_t>() == b.labels[0][0].item<int64_t>());
   CHECK(shifted[0][6].item<int64_t>() == b.labels[0][5].item<int64_t>());
-  // Attention: decoder position 5 (the third target's first token) sees only its own source (tokens 14-15)
-  // in cross-attention, and only itself in causal self-attention.
-  const torch::Tensor cross = segment_bias(b.packed_label_lengths, b.packed_lengths, false, torch::kFloat, torch::kCPU);
-  CHECK(cross.sizes() == torch::IntArrayRef({1, 1, 14, 23}));
-  CHECK(cross[0][0][5].eq(0).nonzero().view({-1}).equal(torch::tensor({14, 15}, torch::kLong)));
-  const torch::Tensor self = segment_bias(b.packed_label_lengths, b.packed_label_lengths, true, torch::kFloat, torch::kCPU);
-  CHECK(self[0][0][7].eq(0).nonzero().view({-1}).equal(torch::tensor({5, 6, 7}, torch::kLong)));
+  // Attention stays inside each example: per segment, each with its own bias (causal here).
+  AttentionBias causal;
+  causal.query_segments = causal.key_segments = b.packed_label_lengths;
+  causal.per_segment = [](int64_t q, int64_t k) {
+    return torch::zeros({q, k}).masked_fill(torch::ones({q, k}, torch::kBool).tril().logical_not(), -1e30);
+  };
+  const torch::Tensor v = torch::arange(14, torch::kFloat).view({1, 1, 14, 1});
+  const torch::Tensor mean_of_visible = attend_by_segments(
+      torch::zeros({1, 1, 14, 1}), torch::zeros({1, 1, 14, 1}), v, causal,
+      [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& vv, const torch::Tensor& bias) {
+        return torch::matmul(torch::softmax(torch::matmul(q, k.transpose(-2, -1)) + bias, -1), vv);
+      });
+  // Equal scores: each query averages the values it may see. Position 7 is the third example's third
+  // token (its example spans 5-10), so it sees 5, 6 and 7.
+  CHECK(mean_of_visible[0][0][7][0].item<float>() == Approx(6.0));
+  CHECK(mean_of_visible[0][0][5][0].item<float>() == Approx(5.0));
+  CHECK(mean_of_visible[0][0][4][0].item<float>() == Approx(4.0));  // the second example: itself alone
   // A target without a source cannot be packed (its decoder would attend to nothing).
   std::vector<Example> bad = pairs();
   bad[2].input_ids.clear();
