@@ -1,6 +1,8 @@
 // Filesystem helpers (see fs.h).
 #include "util/fs.h"
 
+#include <atomic>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -45,7 +47,10 @@ void fsync_directory(const std::string& dir) {
 }
 
 void write_file_atomic(const std::string& path, const void* data, std::size_t size) {
-  const std::string tmp = path + ".tmp";
+  // Unique per process and call: two writers of one path (e.g. two `hftrain search` processes sharing a
+  // study's output_dir) never rename each other's temporary file away; the last rename wins whole.
+  static std::atomic<uint64_t> calls{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw RuntimeFailure("cannot write '" + path + "': " + errno_text());
   const char* p = static_cast<const char*>(data);

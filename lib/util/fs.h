@@ -10,7 +10,7 @@ namespace hftrain {
 std::string read_text_file(const std::string& path);
 std::vector<char> read_binary_file(const std::string& path);
 
-// Writes into "<path>.tmp", fsyncs it, renames it over `path` and fsyncs the directory, so a reader
+// Writes into "<path>.tmp.<pid>.<n>", fsyncs it, renames it over `path` and fsyncs the directory, so a reader
 // sees either the old or the new file, never a partial one. Throws RuntimeFailure naming the path.
 void write_file_atomic(const std::string& path, const void* data, std::size_t size);
 void write_file_atomic(const std::string& path, const std::string& text);

@@ -3,8 +3,10 @@
 // resolution skips such checkpoints (and hidden .partial leftovers) and picks the highest complete one.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_finder.h"
@@ -43,6 +45,30 @@ void collect(const std::string& w) { warnings.push_back(w); }
 TEST_CASE("xxh64 matches the reference value", "[unit][checkpoint]") {
   // XXH64 of the empty input with seed 0, as published with the xxHash specification.
   CHECK(xxh64_hex(xxh64_of("", 0)) == "ef46db3751d8e999");
+}
+
+TEST_CASE("concurrent atomic writes of one path never fail and leave one whole file", "[unit][checkpoint]") {
+  // Two `hftrain search` processes sharing a study's output_dir both write best_trial.json; with one shared
+  // temporary name, one writer renamed the other's file away and the other failed (ENOENT).
+  const fs::path dir = fresh("atomic_writers");
+  const std::string path = (dir / "best_trial.json").string();
+  std::vector<std::string> contents;
+  for (char c : {'a', 'b', 'c', 'd'}) contents.push_back(std::string(4096, c));
+  std::vector<std::string> errors(contents.size());
+  std::vector<std::thread> writers;
+  for (std::size_t w = 0; w < contents.size(); ++w)
+    writers.emplace_back([&, w] {
+      try {
+        for (int i = 0; i < 100; ++i) write_file_atomic(path, contents[w]);
+      } catch (const std::exception& e) {
+        errors[w] = e.what();
+      }
+    });
+  for (auto& t : writers) t.join();
+  for (const auto& e : errors) CHECK(e.empty());
+  const std::string final_text = read_text_file(path);
+  CHECK(std::find(contents.begin(), contents.end(), final_text) != contents.end());
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1);  // no temporary left behind
 }
 
 TEST_CASE("checkpoint directory names", "[unit][checkpoint]") {
