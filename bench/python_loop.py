@@ -13,6 +13,8 @@ Usage: python_loop.py nanogpt --text FILE [--steps N]
        python_loop.py gpt2 --text FILE [--steps N]
        python_loop.py mlp [--steps N]
 Thread settings are torch's defaults unless --threads N is given (torch.set_num_threads(N)).
+--bf16 runs each forward and loss under torch.autocast("cpu", dtype=torch.bfloat16), as a PyTorch user
+trains in mixed precision on a CPU (weights and optimizer stay float32).
 """
 import argparse
 import json
@@ -123,6 +125,9 @@ def adamw(model, lr, betas, weight_decay):
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=1e-8)
 
 
+AUTOCAST = {"enabled": False}
+
+
 def train(model, batches, steps, opt, lr_at, max_grad_norm, tokens_per_step):
     step_ms, last_loss = [], None
     model.train()
@@ -132,9 +137,10 @@ def train(model, batches, steps, opt, lr_at, max_grad_norm, tokens_per_step):
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         x, y = next(batches)
-        loss = model(x, y)
-        if isinstance(loss, tuple):
-            loss = loss[0]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=AUTOCAST["enabled"]):
+            loss = model(x, y)
+            if isinstance(loss, tuple):
+                loss = loss[0]
         loss.backward()
         if max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
@@ -199,7 +205,9 @@ def main():
     ap.add_argument("--steps", type=int)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--no-eval", dest="eval", action="store_false")
+    ap.add_argument("--bf16", action="store_true", help="torch.autocast('cpu', torch.bfloat16) around forward and loss")
     args = ap.parse_args()
+    AUTOCAST["enabled"] = args.bf16
     if args.threads:
         torch.set_num_threads(args.threads)
 
