@@ -38,7 +38,9 @@ StateBytes estimate_state_bytes(const ModelSize& model, const StateLayout& layou
   } else {
     b.params = psi * p;
   }
-  b.params += (layout.stage == 3 ? share(model.frozen_elements) : model.frozen_elements) * p;
+  // Frozen parameters (an adapter's base) stay whole on every rank at every stage: the engines partition
+  // only what trains (docs/peft.md, "Under ZeRO and mixed precision"); in 16 bits with mixed precision.
+  b.params += model.frozen_elements * p;
   b.grads = (layout.stage >= 2 ? share(psi) : psi) * p;
   // fp32 runs update the parameters (or their partition) in place: no separate master copy.
   const int64_t owned = layout.stage >= 1 ? share(psi) : psi;

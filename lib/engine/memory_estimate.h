@@ -12,8 +12,8 @@ namespace hftrain {
 // The model as the estimate sees it: every trainable tensor's element count and the module it belongs to.
 struct ModelSize {
   std::vector<std::pair<std::string, int64_t>> tensors;  // parameter name -> elements (tied weights once)
-  // Frozen parameters (a PEFT adapter's base): held as parameters (partitioned at stage 3), with no
-  // gradient, master copy or optimizer state.
+  // Frozen parameters (a PEFT adapter's base): held whole on every rank at every stage (not yet
+  // partitioned at stage 3), with no gradient, master copy or optimizer state.
   int64_t frozen_elements = 0;
   int64_t parameters() const;
   // DeepSpeed's largest_layer_params: the most elements one module holds directly (its own parameters,

@@ -1,6 +1,6 @@
 // `hftrain estimate` through the real binary: its per-rank figures agree with what the engine reports it
 // holds after the first step (a small gpt at stages 0-3, the quickstart and the nanoGPT configs; bf16 and
-// fp32; two workers), and a Llama-2-7B config.json
+// fp32; two workers; a LoRA run at stages 2 and 3), and a Llama-2-7B config.json
 // (no weights) is sized and compared with DeepSpeed's formulas recomputed here, without building it.
 #include <catch2/catch.hpp>
 
@@ -75,6 +75,42 @@ TEST_CASE("the estimate agrees with the engine's own memory report at every stag
     check_close(row["grads"], rank0["grad_bytes"]);
     check_close(row["optimizer"], rank0["optimizer_state_bytes"]);
     if (c.precision == "bf16") check_close(row["master"], rank0["master_bytes"]);
+  }
+}
+
+TEST_CASE("with LoRA the estimate counts the adapter's state as the engine holds it, and the frozen base whole",
+          "[integration][estimate][peft]") {
+  const std::string dir = dist_dir("estimate_lora");
+  write_text(dir + "/lora.yaml",
+             "model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 64, dropout: 0.0}\n"
+             "data: {type: digit_reversal, num_digits: 4, train_size: 64, eval_size: 16}\n"
+             "peft: {r: 4, lora_alpha: 8, target_modules: [c_attn]}\n"
+             "training: {output_dir: out, max_steps: 1, save_strategy: \"no\", do_eval: false, eval_strategy: \"no\", "
+             "per_device_train_batch_size: 8}\n");
+  for (const int stage : {2, 3}) {
+    INFO("stage " << stage);
+    const std::string sets = " --nproc-per-node 2 --set zero.stage=" + std::to_string(stage) +
+                             " --set precision.bf16=true --set zero.stage3_param_persistence_threshold=20";
+    CliResult train = run_hftrain("train lora.yaml --set training.output_dir=run" + std::to_string(stage) + sets, dir);
+    INFO(train.output);
+    REQUIRE(train.exit_code == 0);
+    const json report = engine_memory_report(train.output);
+    REQUIRE(report.is_object());
+    const json& rank0 = report["ranks"][0];
+    CliResult est = run_hftrain("estimate lora.yaml --json" + sets + " 2>/dev/null", dir);
+    INFO(est.output);
+    REQUIRE(est.exit_code == 0);
+    const json estimate = json::parse(est.output.substr(est.output.find('{')));  // after PEFT's count line
+    CHECK(estimate["parameters"] == report["numel"]);  // the engine flattens the adapters only
+    const int64_t frozen = estimate["frozen_parameters"].get<int64_t>();
+    CHECK(frozen > 20 * estimate["parameters"].get<int64_t>());
+    const json row = estimate_row(estimate, stage, "bf16", "none");
+    // The engine's param_bytes are the adapters' (a partition at stage 3); the frozen base stays whole on every
+    // rank at every stage, in bf16 (docs/peft.md), which the estimate adds: 2 bytes each, not a rank's share.
+    check_close(row["params"].get<int64_t>() - 2 * frozen, rank0["param_bytes"]);
+    check_close(row["grads"], rank0["grad_bytes"]);
+    check_close(row["optimizer"], rank0["optimizer_state_bytes"]);
+    check_close(row["master"], rank0["master_bytes"]);
   }
 }
 
