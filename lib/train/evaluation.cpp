@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include "data/batch_placement.h"
 #include "data/loader.h"
 #include "engine/precision.h"
 #include "generate/generate.h"
+#include "log/logger.h"
+#include "train/example_generation.h"
 #include "train/training_loss.h"
 #include "util/error.h"
 
@@ -91,6 +94,12 @@ nlohmann::json evaluate_split(ModelAndData& p, const Components& components, con
   DataLoader loader(dataset, p.data->task(), batch_size, /*shuffle=*/false, 0, /*drop_last=*/false);
   loader.start_epoch(0);
   LoopProgress shown(prefix, dataset->size(), progress);
+  // Several workers with whole parameters: each rank generates every world-th batch, and the generations
+  // are gathered and scored in order after the loop (HF splits evaluation over the processes likewise).
+  Comm& comm = world();
+  const bool split_generation = generating && !known && comm.world_size() > 1 && !p.parameters_sharded;
+  std::map<int64_t, GeneratedIds> mine;
+  std::vector<std::vector<std::string>> split_references;  // per batch, scored after the gather
   double loss_sum = 0;
   int64_t samples = 0, steps = 0, generated_tokens = 0;
   Batch batch;
@@ -113,6 +122,19 @@ nlohmann::json evaluate_split(ModelAndData& p, const Components& components, con
       continue;
     }
     std::vector<std::string> predictions, references;
+    if (split_generation) {
+      const int64_t first = samples - n;
+      if ((steps - 1) % comm.world_size() == comm.rank()) {
+        const auto generations = generate_for(p, examples, config, generator);
+        for (std::size_t i = 0; i < generations.size(); ++i)
+          mine[first + static_cast<int64_t>(i)] = {generations[i].sequences.front().tokens,
+                                                   generated_length(p, generations[i], dataset->collate_options().pad_id)};
+      }
+      for (const Example& ex : examples) references.push_back(generated_text(p, prepare_generation(p, ex).reference, config));
+      split_references.push_back(std::move(references));
+      shown.advance(n);
+      continue;
+    }
     if (known) {
       for (std::size_t i = 0; i < examples.size(); ++i) {
         const auto k = static_cast<std::size_t>(samples) - examples.size() + i;
@@ -133,6 +155,22 @@ nlohmann::json evaluate_split(ModelAndData& p, const Components& components, con
     shown.advance(n);
   }
   shown.finish();
+  if (split_generation) {
+    const auto all = gather_generated(comm, samples, mine);
+    std::size_t k = 0;
+    for (const auto& references : split_references) {
+      std::vector<std::string> predictions;
+      for (std::size_t i = 0; i < references.size(); ++i, ++k) {
+        predictions.push_back(generated_text(p, all[k].ids, config));
+        generated_tokens += all[k].length;
+      }
+      for (auto& m : metrics)
+        if (scores_text(*m)) m->update_text(predictions, references);
+    }
+    if (is_main_rank())
+      log_info(prefix + ": generation split over " + std::to_string(comm.world_size()) + " workers (this rank generated " +
+               std::to_string(mine.size()) + " of " + std::to_string(samples) + " examples)");
+  }
   p.model->train(was_training);
   const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double mean_loss = loss_sum / static_cast<double>(samples);

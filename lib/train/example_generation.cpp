@@ -5,6 +5,7 @@
 
 #include "data/dataset.h"
 #include "generate/batch_generate.h"
+#include "util/error.h"
 
 namespace hftrain {
 
@@ -44,6 +45,37 @@ int64_t generated_length(const ModelAndData& p, const ExampleGeneration& g, int6
   std::vector<int64_t> returned = p.model->is_encoder_decoder() ? std::vector<int64_t>{p.model->decoder_start_token_id()} : g.prompt;
   returned.insert(returned.end(), g.sequences.front().tokens.begin(), g.sequences.front().tokens.end());
   return static_cast<int64_t>(std::count_if(returned.begin(), returned.end(), [&](int64_t t) { return t != pad_id; }));
+}
+
+std::vector<GeneratedIds> gather_generated(Comm& comm, int64_t total, const std::map<int64_t, GeneratedIds>& mine) {
+  std::vector<int64_t> record;  // per example: index, gen_len, number of ids, ids
+  for (const auto& [index, g] : mine) {
+    record.insert(record.end(), {index, g.length, static_cast<int64_t>(g.ids.size())});
+    record.insert(record.end(), g.ids.begin(), g.ids.end());
+  }
+  const auto sizes = comm.all_gather_ints({static_cast<int64_t>(record.size())}, "evaluation generation sizes");
+  int64_t longest = 0;
+  for (const auto& s : sizes) longest = std::max(longest, s.at(0));
+  record.resize(static_cast<std::size_t>(longest), -1);
+  const auto records = comm.all_gather_ints(record, "evaluation generations");
+  std::vector<GeneratedIds> out(static_cast<std::size_t>(total));
+  std::vector<bool> seen(out.size(), false);
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    const auto& rec = records[r];
+    for (int64_t at = 0; at < sizes[r].at(0);) {
+      const int64_t index = rec.at(static_cast<std::size_t>(at)), count = rec.at(static_cast<std::size_t>(at + 2));
+      if (index < 0 || index >= total) throw RuntimeFailure("evaluation: rank " + std::to_string(r) + " sent example " +
+                                                            std::to_string(index) + " of " + std::to_string(total));
+      GeneratedIds& g = out[static_cast<std::size_t>(index)];
+      g.length = rec.at(static_cast<std::size_t>(at + 1));
+      g.ids.assign(rec.begin() + at + 3, rec.begin() + at + 3 + count);
+      seen[static_cast<std::size_t>(index)] = true;
+      at += 3 + count;
+    }
+  }
+  for (std::size_t k = 0; k < seen.size(); ++k)
+    if (!seen[k]) throw RuntimeFailure("evaluation: no rank generated for example " + std::to_string(k));
+  return out;
 }
 
 }  // namespace hftrain

@@ -2,9 +2,11 @@
 // generated from an example, its decoded text and the length HF reports as gen_len.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "distributed/comm.h"
 #include "generate/generate.h"
 #include "train/model_and_data.h"
 
@@ -39,5 +41,15 @@ struct SplitGenerations {
   std::vector<std::string> predictions, references;
   std::vector<int64_t> lengths;  // generated_length of each example
 };
+
+// Evaluation's generation split over ranks (several workers, parameters not sharded): each rank generates
+// its share of the batches, then every rank receives every example's generated ids and gen_len.
+struct GeneratedIds {
+  std::vector<int64_t> ids;
+  int64_t length = 0;  // generated_length
+};
+// `mine`: this rank's examples by their index in loader order; `total` examples in all. Returns all of
+// them in order; RuntimeFailure naming the example when no rank generated it.
+std::vector<GeneratedIds> gather_generated(Comm& comm, int64_t total, const std::map<int64_t, GeneratedIds>& mine);
 
 }  // namespace hftrain

@@ -168,6 +168,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   p.prediction_loss_only = spec.training.prediction_loss_only;
   p.seed = spec.training.seed;
   p.predict_with_generate = spec.training.predict_with_generate;
+  p.parameters_sharded = spec.zero.stage == 3;
   p.generation = spec.generation;
   p.generation_sources = spec.generation_sources;
   // The model's own generation defaults (HF GenerationConfig.from_model_config), where the spec and its

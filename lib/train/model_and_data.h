@@ -29,6 +29,9 @@ struct ModelAndData {
   // engine's buffers. The host until placed.
   torch::Device device = torch::kCPU;
   bool pin_memory = true;  // training.dataloader_pin_memory: how batches reach a GPU (data/batch_placement)
+  // ZeRO stage 3: every forward gathers parameters collectively, so the ranks must run the same forwards
+  // (evaluation then generates every example on every rank rather than a share each).
+  bool parameters_sharded = false;
 };
 
 // Loads model.from_pretrained: an HF model directory (config.json + model.safetensors or the sharded
