@@ -90,7 +90,7 @@ int run_estimate(const EstimateRequest& request) {
     const AdapterSummary summary = attach_lora(*built, spec.model.type, args, "peft");
     for (const auto& np : built->named_parameters()) {
       if (!np.value().requires_grad()) {
-        model.frozen_elements += np.value().numel();
+        model.frozen_tensors.emplace_back(np.key(), np.value().numel());
         continue;
       }
       model.tensors.emplace_back(np.key(), np.value().numel());
@@ -168,7 +168,7 @@ int run_estimate(const EstimateRequest& request) {
   if (request.json) {
     json out = {{"model_type", spec.model.type},
                 {"parameters", model.parameters()},
-                {"frozen_parameters", model.frozen_elements},
+                {"frozen_parameters", model.frozen_elements()},
                 {"largest_layer_parameters", model.largest_layer()},
                 {"optimizer", spec.optimizer.type},
                 {"optimizer_state_elements", state_elements},
@@ -200,7 +200,7 @@ int run_estimate(const EstimateRequest& request) {
   auto size = [&](int64_t bytes) { return in_unit(bytes, u); };
   std::ostringstream o;
   o << "model: " << spec.model.type << ", " << thousands(model.parameters()) << " parameters in " << model.tensors.size()
-    << " tensors" << (model.frozen_elements ? " trained, " + thousands(model.frozen_elements) + " frozen" : std::string())
+    << " tensors" << (model.frozen_elements() ? " trained, " + thousands(model.frozen_elements()) + " frozen" : std::string())
     << " (largest module " << thousands(model.largest_layer()) << "); optimizer " << spec.optimizer.type << " ("
     << thousands(state_elements) << " fp32 state elements)\n";
   o << "workers: " << world << " (" << local << " per node x " << nodes << " node" << (nodes == 1 ? "" : "s")

@@ -30,6 +30,7 @@ struct EngineMemory {
   int64_t master_offloaded_bytes = 0;  // fp32 master weights in swap files (NVMe offload with mixed precision)
   int64_t param_offloaded_bytes = 0;   // stage 3 parameter shards in swap files (offload_param nvme)
   int64_t param_gathered_peak = 0;    // stage 3: peak bytes of parameters gathered whole at one time
+  int64_t frozen_param_bytes = 0;     // parameters not trained (an adapter's base): whole, or a stage-3 partition
 };
 
 // One rank's share of a sharded checkpoint: tensors plus string metadata (written as safetensors).

@@ -28,13 +28,14 @@ void optimizer_capabilities(const EngineRequest& r, EngineConfig& c) {
   c.optimizer_traits = r.optimizer_traits;
 }
 
-// ZeRO-3: parameters are gathered per module, so the model names its gather units.
+// ZeRO-3: parameters are gathered per module, so the model names its gather units; the frozen ones (an
+// adapter's base) are partitioned and gathered too.
 void gather_units(const EngineRequest& r, EngineConfig& c) {
   if (c.stage != 3) return;
-  std::vector<std::string> trainable;
-  for (const auto& np : r.model->named_parameters())
-    if (np.value().requires_grad()) trainable.push_back(np.key());
+  std::vector<std::string> trainable, frozen;
+  for (const auto& np : r.model->named_parameters()) (np.value().requires_grad() ? trainable : frozen).push_back(np.key());
   c.gather_units = resolve_gather_units(*r.model, trainable);
+  if (!frozen.empty()) c.frozen_gather_units = resolve_gather_units(*r.model, frozen);
   c.persistence_threshold = r.spec.zero.stage3_param_persistence_threshold;
   c.gather_limits = CoordinatorLimits{r.spec.zero.stage3_prefetch_bucket_size, r.spec.zero.stage3_max_live_parameters};
 }

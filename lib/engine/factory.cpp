@@ -24,7 +24,8 @@ std::vector<std::string> trainable_names(const EngineInputs& in) {
   return names;
 }
 
-ZeroOptions zero_options(const EngineConfig& config) {
+ZeroOptions zero_options(const EngineInputs& in) {
+  const EngineConfig& config = in.config;
   ZeroOptions o;
   o.device = config.device;
   o.stage = config.stage;
@@ -36,6 +37,9 @@ ZeroOptions zero_options(const EngineConfig& config) {
   o.gather_limits = config.gather_limits;
   o.nvme_offload = config.nvme_offload;
   o.initial_values = config.initial_values;
+  for (const auto& [name, p] : in.named_params)
+    if (!p.requires_grad()) o.frozen.emplace_back(name, p);
+  o.frozen_gather_units = config.frozen_gather_units;
   return o;
 }
 
@@ -47,7 +51,7 @@ std::unique_ptr<Engine> make_stage0(const EngineInputs& in) {
     return std::make_unique<LocalEngine>(params, in.build_optimizer(std::move(in.groups)), in.config.max_grad_norm);
   }
   return std::make_unique<ZeroEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
-                                              zero_options(in.config), in.comm);
+                                              zero_options(in), in.comm);
 }
 
 std::unique_ptr<Engine> make_partitioned(const EngineInputs& in) {
@@ -55,7 +59,7 @@ std::unique_ptr<Engine> make_partitioned(const EngineInputs& in) {
     throw ConfigError("zero.stage " + std::to_string(in.config.stage) + ": optimizer '" + in.config.optimizer_type +
                       "' does not update element by element, so it cannot step a flat partition of the parameters");
   return std::make_unique<ZeroEngine>(std::move(in.groups), trainable_names(in), in.build_optimizer,
-                                              zero_options(in.config), in.comm);
+                                              zero_options(in), in.comm);
 }
 
 const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>>& makers() {

@@ -24,6 +24,7 @@ struct EngineConfig {
   MixedPrecision precision;    // fp32 by default
   // Stage 3: trainable parameter names per gather unit of the model, and the zero.stage3_* settings.
   std::vector<std::vector<std::string>> gather_units;
+  std::vector<std::vector<std::string>> frozen_gather_units;  // the frozen parameters (an adapter's base) per unit
   int64_t persistence_threshold = 100000;
   CoordinatorLimits gather_limits;
   std::optional<SwapOptions> nvme_offload;  // zero.offload_optimizer device nvme

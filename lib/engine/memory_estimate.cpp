@@ -16,6 +16,12 @@ int64_t ModelSize::parameters() const {
   return n;
 }
 
+int64_t ModelSize::frozen_elements() const {
+  int64_t n = 0;
+  for (const auto& [name, numel] : frozen_tensors) n += numel;
+  return n;
+}
+
 int64_t ModelSize::largest_layer() const {
   std::map<std::string, int64_t> per_module;
   for (const auto& [name, numel] : tensors) per_module[name.substr(0, name.rfind('.') == std::string::npos ? 0 : name.rfind('.'))] += numel;
@@ -30,17 +36,17 @@ StateBytes estimate_state_bytes(const ModelSize& model, const StateLayout& layou
   const int64_t p = layout.mixed_precision ? 2 : 4;  // bytes per parameter and gradient element
   auto share = [&](int64_t elements) { return (elements + n - 1) / n; };  // one rank's partition, padded up
   StateBytes b;
-  if (layout.stage == 3) {  // partitions, and whole copies of the tensors below the persistence threshold
-    int64_t whole = 0;
-    for (const auto& [name, numel] : model.tensors)
+  // Stage 3: partitions, and whole copies of the tensors below the persistence threshold; the frozen
+  // parameters (an adapter's base, in 16 bits with mixed precision) are partitioned the same way.
+  auto held = [&](const std::vector<std::pair<std::string, int64_t>>& tensors) {
+    int64_t all = 0, whole = 0;
+    for (const auto& [name, numel] : tensors) {
+      all += numel;
       if (numel < layout.persistence_threshold) whole += numel;
-    b.params = (share(psi - whole) + whole) * p;
-  } else {
-    b.params = psi * p;
-  }
-  // Frozen parameters (an adapter's base) stay whole on every rank at every stage: the engines partition
-  // only what trains (docs/peft.md, "Under ZeRO and mixed precision"); in 16 bits with mixed precision.
-  b.params += model.frozen_elements * p;
+    }
+    return layout.stage == 3 ? share(all - whole) + whole : all;
+  };
+  b.params = (held(model.tensors) + held(model.frozen_tensors)) * p;
   b.grads = (layout.stage >= 2 ? share(psi) : psi) * p;
   // fp32 runs update the parameters (or their partition) in place: no separate master copy.
   const int64_t owned = layout.stage >= 1 ? share(psi) : psi;

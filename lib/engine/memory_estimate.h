@@ -12,10 +12,11 @@ namespace hftrain {
 // The model as the estimate sees it: every trainable tensor's element count and the module it belongs to.
 struct ModelSize {
   std::vector<std::pair<std::string, int64_t>> tensors;  // parameter name -> elements (tied weights once)
-  // Frozen parameters (a PEFT adapter's base): held whole on every rank at every stage (not yet
-  // partitioned at stage 3), with no gradient, master copy or optimizer state.
-  int64_t frozen_elements = 0;
+  // Frozen parameters (a PEFT adapter's base), name -> elements: whole on every rank at stages 0-2, partitioned
+  // like the trainable ones at stage 3; no gradient, master copy or optimizer state.
+  std::vector<std::pair<std::string, int64_t>> frozen_tensors;
   int64_t parameters() const;
+  int64_t frozen_elements() const;
   // DeepSpeed's largest_layer_params: the most elements one module holds directly (its own parameters,
   // not its children's), i.e. parameters grouped by the name up to the last '.'.
   int64_t largest_layer() const;

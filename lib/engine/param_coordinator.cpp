@@ -47,6 +47,23 @@ ParamCoordinator::ParamCoordinator(Comm& comm, std::vector<torch::Tensor> full, 
   live_peak_ = live_elements_;  // from here on: what training gathers (the model was built whole)
 }
 
+void ParamCoordinator::add_frozen(const std::vector<torch::Tensor>& full, const std::vector<torch::Tensor>& shard,
+                                  const std::vector<std::vector<std::size_t>>& unit_groups) {
+  const std::size_t first = groups_.size();
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    Group group;
+    group.full = full[i];
+    group.shard = shard[i];
+    group.frozen = true;
+    group.state = State::kLive;
+    live_elements_ += group.full.numel();
+    groups_.push_back(std::move(group));
+  }
+  for (std::size_t u = 0; u < unit_groups.size() && u < units_.size(); ++u)
+    for (std::size_t i : unit_groups[u]) units_[u].push_back(first + i);
+  for (std::size_t g = first; g < groups_.size(); ++g) release(g);
+}
+
 ParamCoordinator::~ParamCoordinator() {
   // Gathers still in flight must finish before their buffers go; one that failed (a worker died, the
   // error that unwinds us is already on its way) must not throw from a destructor.
@@ -70,7 +87,7 @@ void ParamCoordinator::start_gather(std::size_t g) {
 
 void ParamCoordinator::gather_into_full(std::size_t g) {
   Group& group = groups_[g];
-  group.source = read_shard_ ? read_shard_(g) : group.shard;
+  group.source = read_shard_ && !group.frozen ? read_shard_(g) : group.shard;
   group.state = State::kInFlight;
   group.op = comm_.all_gather_async(group.source, group.full, "ZeRO-3 parameters of flat group " + std::to_string(g));
 }
@@ -117,11 +134,26 @@ void ParamCoordinator::prefetch_from(std::size_t unit, int direction) {
     }
 }
 
+void ParamCoordinator::enter_backward_unit(std::size_t unit) {
+  const std::size_t left = backward_unit_;
+  backward_unit_ = unit;
+  if (left == kNoUnit || left == unit) return;
+  const auto& now = units_[unit];
+  for (std::size_t g : units_[left]) {
+    Group& group = groups_[g];
+    if (!group.frozen || std::find(now.begin(), now.end(), g) != now.end()) continue;
+    group.held = false;
+    release_if_unused(g);
+  }
+}
+
 void ParamCoordinator::before_unit(std::size_t unit) {
   for (std::size_t g : units_[unit]) {
     wait_live(g);
     groups_[g].uses += 1;
   }
+  // A recomputation inside backward (activation checkpointing): backward is about to enter this unit.
+  if (in_backward_) enter_backward_unit(unit);
   prefetch_from(unit, in_backward_ ? -1 : 1);
 }
 
@@ -143,6 +175,7 @@ void ParamCoordinator::before_unit_backward(std::size_t unit) {
     wait_live(g);
     groups_[g].held = true;
   }
+  enter_backward_unit(unit);
   prefetch_from(unit, -1);
 }
 
@@ -151,10 +184,14 @@ void ParamCoordinator::gradients_done(std::size_t group) {
   release_if_unused(group);
 }
 
-void ParamCoordinator::begin_backward() { in_backward_ = true; }
+void ParamCoordinator::begin_backward() {
+  in_backward_ = true;
+  backward_unit_ = kNoUnit;
+}
 
 void ParamCoordinator::end_backward() {
   in_backward_ = false;
+  backward_unit_ = kNoUnit;
   for (auto& group : groups_) group.held = false;
   release_all();
 }

@@ -6,7 +6,9 @@
 // needs it: after the unit's forward, or in backward once every parameter of the group has received
 // its gradient (the engine reports that). Backward finds the parameters again through an autograd node
 // placed on each unit's output, which gathers the unit before its own backward runs. Persistent groups
-// (parameters below the persistence threshold) stay whole all the time.
+// (parameters below the persistence threshold) stay whole all the time. Frozen groups (engine/frozen_partition.h)
+// get no gradients: in backward the coordinator holds them while backward is inside a unit that uses them,
+// and releases them when backward enters another unit (through its node, or its recomputation).
 // The released-storage technique is the one PyTorch FSDP uses: autograd's saved tensors (e.g. a
 // transposed weight) share the parameter's storage, so they see the re-gathered values in backward.
 #pragma once
@@ -39,6 +41,10 @@ class ParamCoordinator : public GatherHooks {
                    std::vector<bool> persistent, std::vector<std::vector<std::size_t>> units, CoordinatorLimits limits,
                    ShardReader read_shard = nullptr);
   ~ParamCoordinator() override;
+  // Adds groups of frozen parameters (whole now; released here), used by the units `unit_groups[u]` names
+  // (indices into `full`). Their shards stay in memory (never read through `read_shard`).
+  void add_frozen(const std::vector<torch::Tensor>& full, const std::vector<torch::Tensor>& shard,
+                  const std::vector<std::vector<std::size_t>>& unit_groups);
 
   void before_unit(std::size_t unit) override;
   torch::Tensor after_unit(std::size_t unit, torch::Tensor output) override;
@@ -69,6 +75,7 @@ class ParamCoordinator : public GatherHooks {
     torch::Tensor full, shard;
     torch::Tensor source;  // the shard a gather in flight reads (read_shard's tensor lives until it completes)
     bool persistent = false;
+    bool frozen = false;   // no gradients: held in backward while backward is inside a unit that uses it
     State state = State::kReleased;
     int uses = 0;          // running units (forward or recomputation) that need it
     bool held = false;     // backward needs it until its gradients are done
@@ -82,6 +89,8 @@ class ParamCoordinator : public GatherHooks {
   void release(std::size_t g);
   void release_if_unused(std::size_t g);
   void prefetch_from(std::size_t unit, int direction);
+  // Backward has moved on to `unit`: the frozen groups of the unit it left are no longer held.
+  void enter_backward_unit(std::size_t unit);
 
   Comm& comm_;
   std::vector<Group> groups_;
@@ -90,6 +99,8 @@ class ParamCoordinator : public GatherHooks {
   ShardReader read_shard_;
   bool in_backward_ = false;
   bool keep_all_ = false;
+  static constexpr std::size_t kNoUnit = static_cast<std::size_t>(-1);
+  std::size_t backward_unit_ = kNoUnit;  // the unit backward is inside (its node ran, or it was recomputed)
   int64_t live_elements_ = 0, live_peak_ = 0;
 };
 

@@ -70,6 +70,7 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
                                           options_.bucket_cap_mb);
   this->build_optimizer(groups, build_optimizer);
   if (partitions_params_) build_coordinator(layout.persistent, layout.unit_groups);
+  if (partitions_params_) partition_frozen_parameters();
   stats_at_window_start_ = comm_.stats();
 }
 
@@ -158,6 +159,21 @@ void ZeroEngine::build_coordinator(const std::vector<bool>& persistent, const st
   coordinator_ = std::make_unique<ParamCoordinator>(comm_, flat_.flat, mixed_ ? shard16_ : masters_.tensors(), persistent,
                                                     unit_groups, options_.gather_limits, read_shard);
   grads_->on_group_done([this](std::size_t g) { coordinator_->gradients_done(g); });
+}
+
+void ZeroEngine::partition_frozen_parameters() {
+  std::map<std::string, torch::Tensor> by_name(options_.frozen.begin(), options_.frozen.end());
+  std::vector<NamedTensorList> units(options_.frozen_gather_units.size());
+  for (std::size_t u = 0; u < units.size(); ++u)
+    for (const std::string& name : options_.frozen_gather_units[u]) {
+      auto it = by_name.find(name);
+      if (it == by_name.end())
+        throw RuntimeFailure("ZeRO-3 engine: frozen parameter '" + name + "' of gather unit " + std::to_string(u) +
+                             " is not among the model's frozen parameters");
+      units[u].emplace_back(name, it->second);
+    }
+  frozen_ = partition_frozen(units, options_.persistence_threshold, rank_, world_);
+  coordinator_->add_frozen(frozen_.full, frozen_.shard, frozen_.unit_groups);
 }
 
 void ZeroEngine::backward(const torch::Tensor& loss, bool is_last_micro_step) {

@@ -34,6 +34,7 @@
 #include "distributed/comm.h"
 #include "engine/engine.h"
 #include "engine/flat_parameters.h"
+#include "engine/frozen_partition.h"
 #include "engine/gradient_sync.h"
 #include "engine/master_store.h"
 #include "engine/param_coordinator.h"
@@ -55,6 +56,10 @@ struct ZeroOptions {
   // the size under which a parameter stays whole on every rank, and the coordinator's budgets.
   std::vector<std::vector<std::string>> gather_units;
   int64_t persistence_threshold = 100000;  // zero.stage3_param_persistence_threshold
+  // The parameters the run does not train (an adapter's base), and at stage 3 the names of those each gather
+  // unit uses: stage 3 partitions them (engine/frozen_partition.h); stages 0-2 leave them whole in the model.
+  NamedTensorList frozen;
+  std::vector<std::vector<std::string>> frozen_gather_units;
   CoordinatorLimits gather_limits;
   // zero.offload_optimizer device nvme (stages 1-3): the optimizer state -- with mixed precision the fp32
   // master weights too -- in swap files under nvme_offload->swap_dir (the engine adds this rank's
@@ -108,6 +113,7 @@ class ZeroEngine : public Engine {
   std::vector<ParamGroup> optimizer_groups(const std::vector<ParamGroup>& model_groups);
   void build_optimizer(const std::vector<ParamGroup>& model_groups, const OptimizerFactory& build);
   void build_coordinator(const std::vector<bool>& persistent, const std::vector<std::vector<std::size_t>>& unit_groups);
+  void partition_frozen_parameters();  // stage 3: the frozen parameters join the coordinator
   // The update rule (zero_step.cpp).
   StepResult step_fp32(double lr);
   StepResult step_mixed(double lr);
@@ -138,6 +144,7 @@ class ZeroEngine : public Engine {
   std::vector<std::vector<torch::Tensor>> master_views_;  // mixed, whole groups: per-parameter views of the masters
   std::vector<torch::Tensor> shard16_;  // mixed stage 3: this rank's 16-bit partition (gather source)
   std::unique_ptr<ParamCoordinator> coordinator_;  // stage 3
+  FrozenGroups frozen_;                             // stage 3: the frozen parameters' shards
   std::unique_ptr<Optimizer> optimizer_;
   LossScaler scaler_;
   int64_t steps_ = 0;

@@ -26,6 +26,13 @@ EngineMemory ZeroEngine::memory() const {
   } else {
     for (const auto& f : flat_.flat) m.param_bytes += tensor_bytes(f);
   }
+  if (partitions_params_) {  // the frozen shards, and the small frozen tensors left whole
+    m.frozen_param_bytes = frozen_.shard_bytes();
+    for (const auto& [name, p] : options_.frozen)
+      if (p.numel() < options_.persistence_threshold) m.frozen_param_bytes += tensor_bytes(p);
+  } else {
+    for (const auto& [name, p] : options_.frozen) m.frozen_param_bytes += tensor_bytes(p);
+  }
   // (fp32 stage 3: the masters are the shards, counted above)
   if (mixed_ || !partitions_params_) (masters_.swapped() ? m.master_offloaded_bytes : m.master_bytes) += masters_.bytes();
   m.grad_bytes = grads_->resident_bytes();
@@ -41,7 +48,7 @@ void ZeroEngine::report_first_step() {
   const EngineMemory m = memory();
   std::vector<int64_t> mine = {m.param_bytes, m.master_bytes, m.grad_bytes, m.grad_transient_peak, m.optimizer_state_bytes,
                                m.param_gathered_peak, m.optimizer_state_offloaded_bytes, m.master_offloaded_bytes,
-                               m.param_offloaded_bytes};
+                               m.param_offloaded_bytes, m.frozen_param_bytes};
   for (const char* op : {"all_reduce", "reduce_scatter", "all_gather"}) {
     auto it = last_step_bytes_.find(op);
     mine.push_back(it == last_step_bytes_.end() ? 0 : static_cast<int64_t>(it->second));
@@ -61,7 +68,8 @@ void ZeroEngine::report_first_step() {
                      {"optimizer_state_offloaded_bytes", v[6]},
                      {"master_offloaded_bytes", v[7]},
                      {"param_offloaded_bytes", v[8]},
-                     {"sent_bytes_first_step", {{"all_reduce", v[9]}, {"reduce_scatter", v[10]}, {"all_gather", v[11]}}}});
+                     {"frozen_param_bytes", v[9]},
+                     {"sent_bytes_first_step", {{"all_reduce", v[10]}, {"reduce_scatter", v[11]}, {"all_gather", v[12]}}}});
   }
   nlohmann::json report = {{"zero_stage", stage_}, {"world_size", world_}, {"numel", map_.total_numel()},
                            {"padded_numel", map_.total_padded()}, {"ranks", ranks}};

@@ -87,8 +87,8 @@ void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training) {
            std::to_string(summary.adapted_layers) + " layers" + (for_training ? ", base frozen" : ""));
   if (for_training) log_info(summary.line());  // PEFT's print_trainable_parameters
   if (for_training && spec.zero.stage == 3)
-    log_info("zero.stage 3: the adapters are partitioned and gathered per module; the frozen base is held whole on "
-             "each rank (partitioning it is not built yet)");
+    log_info("zero.stage 3: the adapters and the frozen base are partitioned and gathered per module; the base gets "
+             "no gradients, master weights or optimizer state");
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include "fixture_text.h"
 #include "test_tensor_files.h"
 
+#include "test_dist_helpers.h"
+
 using namespace hftrain_test;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -43,6 +45,16 @@ int64_t elements(const std::map<std::string, torch::Tensor>& tensors) {
   int64_t n = 0;
   for (const auto& [name, t] : tensors) n += t.numel();
   return n;
+}
+
+// Two adapters with the same tensors, equal to 1e-4 of each tensor's scale.
+void check_same_adapter(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, t] : a) {
+    INFO(name);
+    REQUIRE(b.count(name));
+    CHECK((b.at(name) - t).abs().max().item<double>() <= 1e-4 * std::max(1.0, t.abs().max().item<double>()));
+  }
 }
 
 double json_number(const std::string& path, const std::string& key) { return json::parse(read_text(path)).at(key).get<double>(); }
@@ -173,7 +185,8 @@ TEST_CASE("LoRA targets that match nothing or no linear layer are refused naming
   }
 }
 
-TEST_CASE("LoRA under ZeRO-3 on 2 workers follows one process, in fp32 and bf16", "[integration][peft][distributed]") {
+TEST_CASE("LoRA under ZeRO-3 on 2 workers follows one process, in fp32 and bf16, with the base partitioned",
+          "[integration][peft][distributed]") {
   const std::string dir = with_base("peft_zero3");
   const std::string peft = "{r: 4, lora_alpha: 8, target_modules: [c_attn, c_proj], init_lora_weights: gaussian}";
   const std::string training = "{output_dir: one, max_steps: 4, learning_rate: 0.01, per_device_train_batch_size: 4, "
@@ -182,21 +195,34 @@ TEST_CASE("LoRA under ZeRO-3 on 2 workers follows one process, in fp32 and bf16"
   CliResult one = run_hftrain("train spec.yaml", dir);
   INFO(one.output);
   REQUIRE(one.exit_code == 0);
-  // The same global batch (4 x 2 x 1 = 4 x 1 x 2) on two workers at stage 3: only the adapters are partitioned.
-  const std::string two_workers = "train spec.yaml --nproc-per-node 2 --set zero.stage=3 --set training.gradient_accumulation_steps=1 ";
-  CliResult two = run_hftrain(two_workers + "--set training.output_dir=two", dir);
-  INFO(two.output);
-  REQUIRE(two.exit_code == 0);
-  CHECK_THAT(two.output, Catch::Contains("1408 trainable elements"));
   const auto a = hftrain::load_safetensors(dir + "/one/adapter_model.safetensors").tensors;
-  const auto b = hftrain::load_safetensors(dir + "/two/adapter_model.safetensors").tensors;
-  REQUIRE(a.size() == b.size());
-  for (const auto& [name, t] : a) {
-    INFO(name);
-    REQUIRE(b.count(name));
-    CHECK((b.at(name) - t).abs().max().item<double>() <= 1e-4 * std::max(1.0, t.abs().max().item<double>()));
+  const int64_t base_elements = elements(hftrain::load_safetensors(dir + "/base/model.safetensors").tensors);
+  // The same global batch (4 x 2 x 1 = 4 x 1 x 2) on two workers at stage 3. With the threshold at 20 elements
+  // every base tensor but the biases is partitioned too, and gathered per block.
+  const std::string two_workers = "train spec.yaml --nproc-per-node 2 --set zero.stage=3 --set training.gradient_accumulation_steps=1 "
+                                  "--set zero.stage3_param_persistence_threshold=20 ";
+  for (const std::string checkpointing : {"false", "true"}) {
+    INFO("gradient checkpointing " << checkpointing);  // recomputation gathers and holds the base in backward too
+    const std::string out = "two_" + checkpointing;
+    CliResult two = run_hftrain(two_workers + "--set training.output_dir=" + out + " --set training.gradient_checkpointing=" + checkpointing, dir);
+    INFO(two.output);
+    REQUIRE(two.exit_code == 0);
+    CHECK_THAT(two.output, Catch::Contains("1408 trainable elements"));
+    CHECK_THAT(two.output, Catch::Contains("the adapters and the frozen base are partitioned"));
+    const json report = engine_memory_report(two.output);
+    REQUIRE(report.is_object());
+    for (const json& rank : report["ranks"]) {  // about half the base each (fp32), far from the whole of it
+      const int64_t frozen = rank["frozen_param_bytes"].get<int64_t>();
+      CHECK(frozen > 4 * base_elements * 45 / 100);
+      CHECK(frozen < 4 * base_elements * 55 / 100);
+    }
+    const auto b = hftrain::load_safetensors(dir + "/" + out + "/adapter_model.safetensors").tensors;
+    check_same_adapter(a, b);
+    // Evaluation after training runs through the gathered base as well: the same loss as one process.
+    const double eval_one = json_number(dir + "/one/eval_results.json", "eval_loss");
+    CHECK(std::abs(json_number(dir + "/" + out + "/eval_results.json", "eval_loss") - eval_one) <= 1e-4 * std::abs(eval_one));
   }
-  // bf16: the base held in bfloat16, fp32 masters of the adapters; the loss follows the fp32 run.
+  // bf16: the base held in bfloat16 (and partitioned), fp32 masters of the adapters; the loss follows the fp32 run.
   CliResult bf16 = run_hftrain(two_workers + "--set training.output_dir=bf16 --set precision.bf16=true", dir);
   INFO(bf16.output);
   REQUIRE(bf16.exit_code == 0);
@@ -227,12 +253,7 @@ TEST_CASE("an adapter checkpoint of 2 workers resumes on 1 and at ZeRO-2", "[int
     REQUIRE(one.exit_code == 0);
     const auto a = hftrain::load_safetensors(dir + "/out/adapter_model.safetensors").tensors;
     const auto b = hftrain::load_safetensors(dir + "/" + out + "/adapter_model.safetensors").tensors;
-    REQUIRE(a.size() == b.size());
-    for (const auto& [name, t] : a) {
-      INFO(name);
-      REQUIRE(b.count(name));
-      CHECK((b.at(name) - t).abs().max().item<double>() <= 1e-4 * std::max(1.0, t.abs().max().item<double>()));
-    }
+    check_same_adapter(a, b);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "generate/generate.h"
 #include "models/gpt.h"
 #include "models/gpt2.h"
+#include "models/lora.h"
 #include "models/mlp.h"
 #include "optim/adamw.h"
 
@@ -140,5 +141,101 @@ TEST_CASE("a model built under DeferredInit holds no parameter memory and materi
     }
     CHECK_THROWS_WITH(deferred->materialise_parameters([](const std::string&, const torch::Tensor&) { return false; }),
                       Catch::Contains("not waiting to be materialised"));
+  }
+}
+
+// An adapter's frozen base at stage 3: partitioned like the trainable parameters and gathered per unit, held
+// in backward only while backward is inside a unit that uses it (also when the unit is recomputed), so that
+// the gathered peak stays near two blocks' worth rather than the whole base. One AdamW step gives the
+// parameters of the same model under the stage-0 engine.
+TEST_CASE("a stage-3 LoRA gpt partitions its frozen base and releases it as backward leaves each unit", "[unit][zero3][peft]") {
+  for (const bool checkpointing : {false, true}) {
+    INFO("gradient checkpointing " << checkpointing);
+    Gpt::Options o;
+    o.n_layer = 4;
+    o.n_head = 2;
+    o.n_embd = 32;
+    o.dropout = 0.0;
+    ModelContext context;
+    context.vocab_size = 11;
+    context.max_length = 24;
+    auto build = [&](int stage, std::shared_ptr<Gpt>& model, std::unique_ptr<ZeroEngine>& engine, LocalComm& comm) {
+      torch::manual_seed(5);
+      model = std::make_shared<Gpt>(o, context);
+      PeftArgs args;
+      args.r = 4;
+      args.lora_alpha = 8;
+      args.init_lora_weights = "gaussian";
+      attach_lora(*model, "gpt", args, "peft");
+      if (checkpointing) model->enable_gradient_checkpointing();
+      std::vector<std::pair<std::string, torch::Tensor>> trainable;
+      std::vector<std::string> names, frozen_names;
+      ZeroOptions options;
+      options.stage = stage;
+      options.report_memory = false;
+      options.persistence_threshold = 20;
+      options.gather_limits.prefetch_elements = 0;  // no prefetch: what is live is what the units hold
+      for (auto& np : model->named_parameters()) {
+        if (np.value().requires_grad()) {
+          trainable.emplace_back(np.key(), np.value());
+          names.push_back(np.key());
+        } else {
+          options.frozen.emplace_back(np.key(), np.value());
+          frozen_names.push_back(np.key());
+        }
+      }
+      if (stage == 3) {
+        options.gather_units = resolve_gather_units(*model, names);
+        options.frozen_gather_units = resolve_gather_units(*model, frozen_names);
+      }
+      auto adamw = [](std::vector<ParamGroup> groups) {
+        return std::make_unique<AdamW>(AdamW::Options{}, std::move(groups), OptimizerHyper{});
+      };
+      engine = std::make_unique<ZeroEngine>(make_param_groups(trainable, 0.0), names, adamw, options, comm);
+      model->set_gather_hooks(engine->gather_hooks());
+    };
+    LocalComm comm0, comm3;
+    std::shared_ptr<Gpt> reference, model;
+    std::unique_ptr<ZeroEngine> whole, partitioned;
+    build(0, reference, whole, comm0);
+    build(3, model, partitioned, comm3);
+
+    int64_t frozen_elements = 0, block_elements = 0;
+    for (auto& np : model->named_parameters())
+      if (!np.value().requires_grad()) {
+        frozen_elements += np.value().numel();
+        if (np.key().rfind("transformer.h.0.", 0) == 0) block_elements += np.value().numel();
+      }
+    CHECK(model->named_parameters()["transformer.h.1.attn.c_attn.weight"].storage().nbytes() == 0);
+    const int64_t frozen_bytes = partitioned->memory().frozen_param_bytes;
+    CHECK(frozen_bytes >= 4 * frozen_elements);  // one process: its shard is the whole (padded) base
+
+    Batch batch;
+    torch::manual_seed(9);
+    batch.input_ids = torch::randint(0, 11, {3, 12}, torch::kLong);
+    batch.labels = batch.input_ids.clone();
+    for (auto* m : {reference.get(), model.get()}) m->train();
+    whole->backward(reference->forward(batch).loss, true);
+    partitioned->backward(model->forward(batch).loss, true);
+    // Gathered at once in backward: the unit entered plus the one just left (trainable groups included), far
+    // below the whole base that holding every frozen group until the end of backward would reach.
+    const int64_t peak = partitioned->memory().param_gathered_peak / 4;
+    CHECK(peak < 3 * block_elements);  // (the whole base: more than 4 blocks)
+    CHECK(frozen_elements > 4 * block_elements);
+    CHECK(model->named_parameters()["transformer.h.1.attn.c_attn.weight"].storage().nbytes() == 0);
+    whole->step(1e-2);
+    partitioned->step(1e-2);
+
+    model->eval();
+    reference->eval();
+    torch::NoGradGuard no_grad;
+    const torch::Tensor expected = reference->forward(batch).logits, got = model->forward(batch).logits;
+    CHECK((got - expected).abs().max().item<double>() < 1e-5);
+    CHECK(!torch::equal(expected, [&] {  // the step changed the adapters: the comparison is not of the base alone
+      torch::manual_seed(5);
+      auto base = std::make_shared<Gpt>(o, context);
+      base->eval();
+      return base->forward(batch).logits;
+    }()));
   }
 }
