@@ -30,9 +30,9 @@ def write_rows(path, n, seed):
             f.write(json.dumps({"text": " ".join(r.choice(words) for _ in range(r.randint(4, 30)))}) + "\n")
 
 
-def run(cmd, cwd):
-    """Runs cmd; returns (peak RSS in MiB of that process, output)."""
-    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+def run(cmd, cwd, env=None):
+    """Runs cmd (in `env`, default ours); returns (peak RSS in MiB of that process, output)."""
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env)
     out = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "models/checkpointing.h"
+#include "models/fused_attention.h"
 #include "models/hf_layers.h"
 #include "util/error.h"
 
@@ -60,6 +61,8 @@ struct Gpt::Block : torch::nn::Module {
       y = attend(q, kv.first, kv.second, key_bias, /*causal=*/true, 0.0);
     } else if (!segments.empty()) {  // padding-free: each example attends to itself only
       y = attend_packed(q, k, v, segments, is_training() ? dropout : 0.0);
+    } else if (fused_attention_applies(q, k, v, {}, is_training() ? dropout : 0.0)) {
+      y = fused_attention(q, k, v, {}, 1.0 / std::sqrt(static_cast<double>(k.size(-1))), /*causal=*/true);
     } else {
 #if HFTRAIN_HAS_SDPA
       y = at::scaled_dot_product_attention(q, k, v, {}, is_training() ? dropout : 0.0, /*is_causal=*/true);

@@ -1,6 +1,8 @@
 // Shared HF building blocks (see hf_layers.h).
 #include "models/hf_layers.h"
+
 #include "models/construction.h"
+#include "models/fused_attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -93,6 +95,8 @@ std::pair<torch::Tensor, torch::Tensor> cross_attention_kv(
 
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
                      bool causal, double dropout_p) {
+  if (fused_attention_applies(q, k, v, bias, dropout_p))
+    return fused_attention(q, k, v, bias, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), causal);
   const auto Tq = q.size(2), Tk = k.size(2);
   torch::Tensor full_bias = bias;
   if (causal) {

@@ -2,12 +2,8 @@
 // intra-op threads, each thread walking its range in blocks small enough to stay in the L2 cache.
 #include <ATen/Parallel.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <iostream>
-
+#include "kernels/table_choice.h"
 #include "optim/kernels/kernel_table.h"
-#include "util/error.h"
 
 namespace hftrain {
 namespace optim_kernels {
@@ -16,51 +12,14 @@ namespace {
 // 16384 elements: about 450 KB of AdamW traffic (28 B per element), within every current core's L2.
 constexpr int64_t kBlock = 16384;
 
-bool cpu_runs(const KernelTable* t) {
-  if (t == nullptr) return false;
-  const std::string name = t->name;
-#if defined(__x86_64__) || defined(__i386__)
-  if (name == "avx512")
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("avx2");
-  if (name == "avx2+fma") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
-  return true;  // scalar; NEON is compiled only for AArch64, where it is always present
+simd::TableChoice<KernelTable>& choice() {
+  static simd::TableChoice<KernelTable> c(
+      [] { return std::vector<const KernelTable*>{avx512_table(), avx2_table(), neon_table(), scalar_table()}; },
+      "HFTRAIN_OPTIM_ISA", "optimizer kernels");
+  return c;
 }
 
-std::vector<const KernelTable*> available() {
-  std::vector<const KernelTable*> out;
-  for (const KernelTable* t : {avx512_table(), avx2_table(), neon_table(), scalar_table()})
-    if (cpu_runs(t)) out.push_back(t);
-  return out;
-}
-
-const KernelTable* find_table(const std::string& name) {
-  const std::string wanted = name == "avx2" ? "avx2+fma" : name;
-  for (const KernelTable* t : available())
-    if (wanted == t->name) return t;
-  return nullptr;
-}
-
-const KernelTable* automatic_table() {
-  static const KernelTable* chosen = [] {
-    const char* env = std::getenv("HFTRAIN_OPTIM_ISA");
-    if (env != nullptr && *env != '\0') {
-      if (const KernelTable* t = find_table(env)) return t;
-      std::cerr << "warning: HFTRAIN_OPTIM_ISA=" << env << " is not available on this CPU or build; using "
-                << available().front()->name << std::endl;
-    }
-    return available().front();
-  }();
-  return chosen;
-}
-
-std::atomic<const KernelTable*> forced{nullptr};
-
-const KernelTable* table() {
-  const KernelTable* t = forced.load(std::memory_order_relaxed);
-  return t != nullptr ? t : automatic_table();
-}
+const KernelTable* table() { return choice().current(); }
 
 Stream slice(const Stream& s, int64_t begin, int64_t end) {
   Stream out = s;
@@ -109,21 +68,9 @@ void adagrad_update(const Stream& s, float* state_sum, const AdagradCoef& c) {
 
 std::string active_isa() { return table()->name; }
 
-std::vector<std::string> supported_isas() {
-  std::vector<std::string> out;
-  for (const KernelTable* t : available()) out.push_back(t->name);
-  return out;
-}
+std::vector<std::string> supported_isas() { return choice().names(); }
 
-void set_isa(const std::string& name) {
-  if (name.empty()) {
-    forced.store(nullptr);
-    return;
-  }
-  const KernelTable* t = find_table(name);
-  if (t == nullptr) throw RuntimeFailure("optimizer kernels: instruction set '" + name + "' is not available here");
-  forced.store(t);
-}
+void set_isa(const std::string& name) { choice().force(name); }
 
 std::string describe_kernels() {
   const int threads = at::get_num_threads();

@@ -3,11 +3,11 @@
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include "optim/kernels/kernel_body.h"
-#include "optim/kernels/simd_avx2.h"
+#include "kernels/simd_avx2.h"
 
 namespace hftrain {
 namespace optim_kernels {
-const KernelTable* avx2_table() { return make_table<Avx2Isa>(); }
+const KernelTable* avx2_table() { return make_table<simd::Avx2Isa>(); }
 }  // namespace optim_kernels
 }  // namespace hftrain
 #else

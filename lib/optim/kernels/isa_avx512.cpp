@@ -3,11 +3,11 @@
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__)
 #include "optim/kernels/kernel_body.h"
-#include "optim/kernels/simd_avx512.h"
+#include "kernels/simd_avx512.h"
 
 namespace hftrain {
 namespace optim_kernels {
-const KernelTable* avx512_table() { return make_table<Avx512Isa>(); }
+const KernelTable* avx512_table() { return make_table<simd::Avx512Isa>(); }
 }  // namespace optim_kernels
 }  // namespace hftrain
 #else

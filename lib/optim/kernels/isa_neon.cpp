@@ -3,11 +3,11 @@
 
 #if defined(__aarch64__)
 #include "optim/kernels/kernel_body.h"
-#include "optim/kernels/simd_neon.h"
+#include "kernels/simd_neon.h"
 
 namespace hftrain {
 namespace optim_kernels {
-const KernelTable* neon_table() { return make_table<NeonIsa>(); }
+const KernelTable* neon_table() { return make_table<simd::NeonIsa>(); }
 }  // namespace optim_kernels
 }  // namespace hftrain
 #else

@@ -6,7 +6,7 @@
 #include <cstring>
 
 namespace hftrain {
-namespace optim_kernels {
+namespace simd {
 
 inline uint32_t float_bits(float f) {
   uint32_t u;
@@ -55,5 +55,5 @@ inline uint16_t float_to_fp16(float f) {
   return static_cast<uint16_t>(sign | ((magnitude + 0xC8000FFFu + odd) >> 13));
 }
 
-}  // namespace optim_kernels
+}  // namespace simd
 }  // namespace hftrain

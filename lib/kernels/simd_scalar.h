@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "optim/kernels/half_convert.h"
+#include "kernels/half_convert.h"
 
 namespace hftrain {
-namespace optim_kernels {
+namespace simd {
 
 struct ScalarIsa {
   using R = float;
@@ -25,8 +25,14 @@ struct ScalarIsa {
   static R sqrt(R a) { return std::sqrt(a); }
   static R fmadd(R a, R b, R c) { return a * b + c; }   // c + a*b (contracted only where the ISA has FMA)
   static R fnmadd(R a, R b, R c) { return c - a * b; }  // c - a*b
+  static R zero() { return 0.0f; }
+  // For the model kernels (kernels/attention_body.h): lane-wise max, exp, and sums / maxima across the lane.
+  static R max(R a, R b) { return a > b ? a : b; }
+  static float reduce_add(R a) { return a; }
+  static float reduce_max(R a) { return a; }
+  static R exp(R x) { return x < -87.3365447505531f ? 0.0f : std::exp(x); }
   static R sign(R a) { return static_cast<float>((a > 0.0f) - (a < 0.0f)); }  // NaN -> 0, as torch.sign on CPU
 };
 
-}  // namespace optim_kernels
+}  // namespace simd
 }  // namespace hftrain

@@ -3,10 +3,10 @@
 
 #include <arm_neon.h>
 
-#include "optim/kernels/half_convert.h"
+#include "kernels/half_convert.h"
 
 namespace hftrain {
-namespace optim_kernels {
+namespace simd {
 
 struct NeonIsa {
   using R = float32x4_t;
@@ -45,5 +45,5 @@ struct NeonIsa {
   }
 };
 
-}  // namespace optim_kernels
+}  // namespace simd
 }  // namespace hftrain

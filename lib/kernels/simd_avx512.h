@@ -6,7 +6,7 @@
 #include <cstdint>
 
 namespace hftrain {
-namespace optim_kernels {
+namespace simd {
 
 struct Avx512Isa {
   using R = __m512;
@@ -37,6 +37,30 @@ struct Avx512Isa {
   static R sqrt(R a) { return _mm512_sqrt_ps(a); }
   static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R fnmadd(R a, R b, R c) { return _mm512_fnmadd_ps(a, b, c); }
+  static R zero() { return _mm512_setzero_ps(); }
+  // For the model kernels (kernels/attention_body.h): lane-wise max, exp, and sums / maxima across the lane.
+  static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static float reduce_add(R a) { return _mm512_reduce_add_ps(a); }
+  static float reduce_max(R a) { return _mm512_reduce_max_ps(a); }
+  // e^x to about 2 ulp (Cephes' expf: x = n ln2 + r, a degree-6 polynomial in r, times 2^n); 0 below -87.3.
+  static R exp(R x) {
+    const R lo = _mm512_set1_ps(-87.3365447505531f), hi = _mm512_set1_ps(88.3762626647949f);
+    const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    const R n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    R r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    R y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_mul_ps(y, _mm512_castsi512_ps(e)));
+  }
   static R sign(R a) {
     const R zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
     const R pos = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, zero, _CMP_GT_OQ), one);
@@ -45,5 +69,5 @@ struct Avx512Isa {
   }
 };
 
-}  // namespace optim_kernels
+}  // namespace simd
 }  // namespace hftrain

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 namespace hftrain {
-namespace optim_kernels {
+namespace simd {
 
 struct Avx2Isa {
   using R = __m256;
@@ -39,6 +39,38 @@ struct Avx2Isa {
   static R sqrt(R a) { return _mm256_sqrt_ps(a); }
   static R fmadd(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R fnmadd(R a, R b, R c) { return _mm256_fnmadd_ps(a, b, c); }
+  static R zero() { return _mm256_setzero_ps(); }
+  // For the model kernels (kernels/attention_body.h): lane-wise max, exp, and sums / maxima across the lane.
+  static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  static float reduce_add(R a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
+  static float reduce_max(R a) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+  }
+  // e^x to about 2 ulp (Cephes' expf: x = n ln2 + r, a degree-6 polynomial in r, times 2^n); 0 below -87.3.
+  static R exp(R x) {
+    const R lo = _mm256_set1_ps(-87.3365447505531f), hi = _mm256_set1_ps(88.3762626647949f);
+    const R keep = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    const R n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    R r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    R y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(keep, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+  }
   static R sign(R a) {
     const R zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     return _mm256_sub_ps(_mm256_and_ps(_mm256_cmp_ps(a, zero, _CMP_GT_OQ), one),
@@ -46,5 +78,5 @@ struct Avx2Isa {
   }
 };
 
-}  // namespace optim_kernels
+}  // namespace simd
 }  // namespace hftrain

@@ -1,0 +1,47 @@
+// Internal to the attention kernels: what one instruction set provides (one (batch, head) per call, on scratch
+// memory the caller allocates), and the per-ISA constructors (nullptr when the ISA is not compiled in).
+#pragma once
+
+#include "kernels/attention.h"
+
+namespace hftrain {
+namespace kernels {
+
+struct AttentionTable {
+  const char* name;
+  int width;  // floats per lane: rows in scratch are padded to a multiple of it
+  void (*forward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
+                       const HeadLayout& v, const HeadLayout& o, float* lse, float* scratch);
+  void (*backward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
+                        const HeadLayout& v, const HeadLayout& o, const HeadLayout& d_o, const float* lse,
+                        const HeadLayout& dq, const HeadLayout& dk, const HeadLayout& dv, float* scratch);
+};
+
+const AttentionTable* attention_scalar_table();
+const AttentionTable* attention_avx2_table();
+const AttentionTable* attention_avx512_table();
+
+namespace {  // internal linkage: each file compiled for its own ISA keeps its own copy
+
+constexpr int64_t kRows = 4;           // forward: query rows per block
+constexpr int64_t kBackwardRows = 16;  // backward: query rows whose P and dS are kept at once
+
+inline int64_t padded_to(int64_t n, int64_t width) { return (n + width - 1) / width * width; }
+
+// Scratch floats per call (' = padded to the lane width). Forward: K transposed [dim x keys'], V [keys x dim'],
+// bias [keys'], scores [kRows x keys'], q and the output accumulator [kRows x dim']. Backward: K and V
+// transposed, K and the dK / dV accumulators [keys x dim'], bias, P and dS [kBackwardRows x keys'], q, dO and
+// dQ [kBackwardRows x dim'].
+inline int64_t forward_scratch(const AttentionShape& s, int64_t width) {
+  const int64_t tk = padded_to(s.keys, width), d = padded_to(s.dim, width);
+  return s.dim * tk + s.keys * d + tk + kRows * tk + 2 * kRows * d;
+}
+inline int64_t backward_scratch(const AttentionShape& s, int64_t width) {
+  const int64_t tk = padded_to(s.keys, width), d = padded_to(s.dim, width);
+  return 2 * s.dim * tk + 3 * s.keys * d + tk + 2 * kBackwardRows * tk + 3 * kBackwardRows * d;
+}
+
+}  // namespace
+
+}  // namespace kernels
+}  // namespace hftrain
