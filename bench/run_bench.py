@@ -44,7 +44,8 @@ def run(cmd, cwd, env=None):
     return proc.returncode, out, time.perf_counter() - start, usage.ru_maxrss / 1024.0
 
 
-def run_hftrain(args, workload, workdir):
+def run_hftrain(args, workload, workdir, env=None, extra=()):
+    """`env`: the environment of the run (default ours); `extra`: more command-line arguments."""
     spec, tokens_per_step = WORKLOADS[workload]
     out_dir = os.path.join(workdir, "hftrain-" + workload)
     cmd = [args.hftrain, "train", spec, "--set", "training.output_dir=" + out_dir,
@@ -55,7 +56,8 @@ def run_hftrain(args, workload, workdir):
         cmd += ["--set", "data.path=" + os.path.abspath(args.text)]
     if args.steps:
         cmd += ["--set", "training.max_steps=%d" % args.steps]
-    code, out, wall, rss = run(cmd, workdir)
+    cmd += list(extra)
+    code, out, wall, rss = run(cmd, workdir, env)
     if code != 0:
         sys.exit("hftrain failed (exit %d):\n%s" % (code, out[-3000:]))
     results = json.load(open(os.path.join(out_dir, "train_results.json")))
@@ -72,8 +74,8 @@ def run_hftrain(args, workload, workdir):
     return r
 
 
-def run_python(args, workload, workdir):
-    cmd = [args.python, os.path.join(HERE, "python_loop.py"), workload]
+def run_python(args, workload, workdir, extra=()):
+    cmd = [args.python, os.path.join(HERE, "python_loop.py"), workload] + list(extra)
     if workload in ("nanogpt", "gpt2"):
         cmd += ["--text", os.path.abspath(args.text)]
     if args.steps:

@@ -4,12 +4,10 @@
 // row; no [queries x keys] matrix is kept, only one row of it per thread and each row's log-sum-exp, from
 // which backward recomputes the probabilities (the scheme of FlashAttention-2's backward, arXiv:2307.08691).
 // Heads run in parallel on the intra-op threads (the OpenMP pool the GEMMs use). One body over the SIMD
-// lanes (kernels/simd_*.h), picked at run time: AVX-512, AVX2+FMA, or scalar (also on ARM for now).
+// lanes (kernels/simd_*.h), picked at run time (kernels/kernel_choice.h): AVX-512, AVX2+FMA, or scalar (also on ARM for now).
 #pragma once
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 namespace hftrain {
 namespace kernels {
@@ -37,10 +35,6 @@ void attention_forward(const AttentionShape& shape, const HeadLayout& q, const H
 void attention_backward(const AttentionShape& shape, const HeadLayout& q, const HeadLayout& k, const HeadLayout& v,
                         const HeadLayout& o, const HeadLayout& d_o, const float* lse, const HeadLayout& dq,
                         const HeadLayout& dk, const HeadLayout& dv);
-
-std::string attention_isa();                // the instruction set the kernels run on
-std::vector<std::string> attention_isas();  // those this CPU and build have
-void set_attention_isa(const std::string& name);  // tests: force one ("" = automatic)
 
 }  // namespace kernels
 }  // namespace hftrain

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/attention_table.h"
+#include "kernels/kernel_table.h"
 
 namespace hftrain {
 namespace kernels {
@@ -228,12 +228,6 @@ struct AttentionBody {
     }
   }
 };
-
-template <class V>
-const AttentionTable* make_attention_table() {
-  static const AttentionTable table = {V::kName, V::kWidth, &AttentionBody<V>::forward_head, &AttentionBody<V>::backward_head};
-  return &table;
-}
 
 }  // namespace
 }  // namespace kernels

@@ -1,23 +1,12 @@
-// Picks the attention kernels' instruction set (the best this CPU runs, HFTRAIN_KERNEL_ISA, or
-// set_attention_isa) and runs the (batch, head) pairs in parallel on the intra-op threads, each thread with
-// its own scratch memory.
+// Runs the attention kernels' (batch, head) pairs in parallel on the intra-op threads, each thread with its
+// own scratch memory.
 #include <ATen/Parallel.h>
 
-#include "kernels/attention_table.h"
-#include "kernels/table_choice.h"
+#include "kernels/kernel_table.h"
 
 namespace hftrain {
 namespace kernels {
 namespace {
-
-simd::TableChoice<AttentionTable>& choice() {
-  static simd::TableChoice<AttentionTable> c(
-      [] { return std::vector<const AttentionTable*>{attention_avx512_table(), attention_avx2_table(), attention_scalar_table()}; },
-      "HFTRAIN_KERNEL_ISA", "attention kernels");
-  return c;
-}
-
-const AttentionTable* table() { return choice().current(); }
 
 // Runs fn(b, h, scratch) for every (batch, head) pair over the intra-op threads.
 template <class Fn>
@@ -32,7 +21,7 @@ void for_each_head(const AttentionShape& s, int64_t scratch_floats, Fn fn) {
 
 void attention_forward(const AttentionShape& s, const HeadLayout& q, const HeadLayout& k, const HeadLayout& v,
                        const HeadLayout& o, float* lse) {
-  const AttentionTable* t = table();
+  const ModelKernelTable* t = model_kernels();
   for_each_head(s, forward_scratch(s, t->width),
                 [&](int64_t b, int64_t h, float* scratch) { t->forward_head(s, b, h, q, k, v, o, lse, scratch); });
 }
@@ -40,17 +29,11 @@ void attention_forward(const AttentionShape& s, const HeadLayout& q, const HeadL
 void attention_backward(const AttentionShape& s, const HeadLayout& q, const HeadLayout& k, const HeadLayout& v,
                         const HeadLayout& o, const HeadLayout& d_o, const float* lse, const HeadLayout& dq,
                         const HeadLayout& dk, const HeadLayout& dv) {
-  const AttentionTable* t = table();
+  const ModelKernelTable* t = model_kernels();
   for_each_head(s, backward_scratch(s, t->width), [&](int64_t b, int64_t h, float* scratch) {
     t->backward_head(s, b, h, q, k, v, o, d_o, lse, dq, dk, dv, scratch);
   });
 }
-
-std::string attention_isa() { return table()->name; }
-
-std::vector<std::string> attention_isas() { return choice().names(); }
-
-void set_attention_isa(const std::string& name) { choice().force(name); }
 
 }  // namespace kernels
 }  // namespace hftrain

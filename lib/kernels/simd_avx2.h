@@ -71,6 +71,9 @@ struct Avx2Isa {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(keep, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
   }
+  static R where_negative(R x, R if_negative, R otherwise) {
+    return _mm256_blendv_ps(otherwise, if_negative, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  }
   static R sign(R a) {
     const R zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     return _mm256_sub_ps(_mm256_and_ps(_mm256_cmp_ps(a, zero, _CMP_GT_OQ), one),

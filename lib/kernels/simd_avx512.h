@@ -61,6 +61,9 @@ struct Avx512Isa {
     const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_mul_ps(y, _mm512_castsi512_ps(e)));
   }
+  static R where_negative(R x, R if_negative, R otherwise) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), otherwise, if_negative);
+  }
   static R sign(R a) {
     const R zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
     const R pos = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, zero, _CMP_GT_OQ), one);

@@ -31,6 +31,7 @@ struct ScalarIsa {
   static float reduce_add(R a) { return a; }
   static float reduce_max(R a) { return a; }
   static R exp(R x) { return x < -87.3365447505531f ? 0.0f : std::exp(x); }
+  static R where_negative(R x, R if_negative, R otherwise) { return x < 0.0f ? if_negative : otherwise; }
   static R sign(R a) { return static_cast<float>((a > 0.0f) - (a < 0.0f)); }  // NaN -> 0, as torch.sign on CPU
 };
 

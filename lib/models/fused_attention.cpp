@@ -4,10 +4,9 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/attention.h"
+#include "kernels/kernel_choice.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -90,32 +89,13 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
 
 std::atomic<int64_t> calls{0};
 
-std::atomic<int>& kernels_switch() {  // -1: not read yet
-  static std::atomic<int> on{-1};
-  return on;
-}
-
 }  // namespace
-
-bool fused_kernels_enabled() {
-  int on = kernels_switch().load(std::memory_order_relaxed);
-  if (on < 0) {
-    const char* env = std::getenv("HFTRAIN_KERNELS");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "fused") == 0) on = 1;
-    else if (std::strcmp(env, "torch") == 0) on = 0;
-    else throw ConfigError(std::string("HFTRAIN_KERNELS='") + env + "': expected 'fused' (the default) or 'torch'");
-    kernels_switch().store(on);
-  }
-  return on == 1;
-}
 
 int64_t fused_attention_calls() { return calls.load(std::memory_order_relaxed); }
 
-void set_fused_kernels_enabled(bool on) { kernels_switch().store(on ? 1 : 0); }
-
 bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& bias, double dropout_p) {
-  if (!fused_kernels_enabled() || dropout_p > 0) return false;
+  if (!kernels::fused_kernels_enabled() || dropout_p > 0) return false;
   for (const torch::Tensor* t : {&q, &k, &v}) {
     if (t->dim() != 4 || !t->device().is_cpu()) return false;
     if (t->scalar_type() != torch::kFloat && t->scalar_type() != torch::kBFloat16) return false;

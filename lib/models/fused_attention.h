@@ -10,11 +10,6 @@
 
 namespace hftrain {
 
-// Whether the fused kernels are on (HFTRAIN_KERNELS unset or "fused"; "torch" = off; read once), and the
-// switch tests use to compare both paths in one process.
-bool fused_kernels_enabled();
-void set_fused_kernels_enabled(bool on);
-
 // Whether fused_attention computes this attention: q [B, H, Tq, d], k and v [B, H, Tk, d]; `bias` undefined or
 // broadcastable to [B, 1, 1, Tk], and not trained.
 bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

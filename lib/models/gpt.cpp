@@ -7,6 +7,7 @@
 
 #include "models/checkpointing.h"
 #include "models/fused_attention.h"
+#include "models/fused_gelu.h"
 #include "models/hf_layers.h"
 #include "util/error.h"
 
@@ -82,7 +83,7 @@ struct Gpt::Block : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const std::vector<int64_t>& segments, KvCache* cache = nullptr,
                         std::size_t layer = 0, const torch::Tensor& key_bias = {}) {
     auto h = x + attention(ln_1(x), cache, layer, segments, key_bias);
-    return h + resid_dropout(mlp_proj(torch::gelu(c_fc(ln_2(h)))));
+    return h + resid_dropout(mlp_proj(gelu_activation(c_fc(ln_2(h)))));
   }
 
   int64_t n_head;

@@ -1,6 +1,7 @@
 // `mlp` classifier implementation (see mlp.h). Parameters: layers.N.weight / layers.N.bias.
 #include "models/mlp.h"
 #include "models/construction.h"
+#include "models/fused_gelu.h"
 
 #include <cmath>
 #include <map>
@@ -80,7 +81,7 @@ MlpClassifier::MlpClassifier(const Options& options, const ModelContext& context
 ModelOutput MlpClassifier::forward(const Batch& batch) {
   auto x = batch.features;
   if (!x.defined()) throw RuntimeFailure("mlp: the batch has no 'features' tensor (the data is not a feature task)");
-  for (std::size_t i = 0; i + 1 < layers_.size(); ++i) x = in_unit(i, [&] { return dropout_(torch::gelu(layers_[i](x))); });
+  for (std::size_t i = 0; i + 1 < layers_.size(); ++i) x = in_unit(i, [&] { return dropout_(gelu_activation(layers_[i](x))); });
   ModelOutput out;
   out.logits = in_unit(layers_.size() - 1, [&] { return layers_.back()(x); });
   if (batch.labels.defined()) out.loss = torch::nn::functional::cross_entropy(out.logits.to(torch::kFloat), batch.labels);

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kernels/attention.h"
+#include "kernels/kernel_choice.h"
 #include "models/bert.h"
 #include "models/fused_attention.h"
 #include "models/gpt.h"
@@ -49,8 +50,8 @@ TEST_CASE("fused attention equals softmax(q k^T / sqrt(d) + bias) v and its grad
   const std::vector<Case> cases = {{2, 3, 7, 7, 5, true, 0},   {1, 2, 17, 17, 33, true, 1}, {2, 2, 5, 9, 16, true, 1},
                                    {3, 1, 1, 13, 8, true, 2},  {2, 2, 6, 6, 32, false, 1},  {1, 1, 40, 40, 64, true, 0},
                                    {2, 4, 3, 11, 20, false, 2}};
-  for (const std::string& isa : kernels::attention_isas()) {
-    kernels::set_attention_isa(isa);
+  for (const std::string& isa : kernels::model_kernel_isas()) {
+    kernels::set_model_kernel_isa(isa);
     for (const Case& c : cases) {
       INFO(isa << ": B " << c.B << " H " << c.H << " Tq " << c.Tq << " Tk " << c.Tk << " d " << c.d << " causal "
                 << c.causal << " bias " << c.bias);
@@ -90,7 +91,7 @@ TEST_CASE("fused attention equals softmax(q k^T / sqrt(d) + bias) v and its grad
       CHECK(max_rel(outb, wantb) < 1e-2);
     }
   }
-  kernels::set_attention_isa("");
+  kernels::set_model_kernel_isa("");
 }
 
 TEST_CASE("fused attention is not used where its math differs from the LibTorch ops'", "[unit][kernels]") {
@@ -101,23 +102,23 @@ TEST_CASE("fused attention is not used where its math differs from the LibTorch 
   CHECK_FALSE(fused_attention_applies(q, k, v, torch::zeros({2, 1, 1, 4}).requires_grad_(true), 0.0));  // trained bias
   CHECK_FALSE(fused_attention_applies(q.to(torch::kDouble), k, v, {}, 0.0));
   CHECK(fused_attention_applies(q, k, v, torch::zeros({2, 1, 1, 4}), 0.0));
-  set_fused_kernels_enabled(false);
+  kernels::set_fused_kernels_enabled(false);
   CHECK_FALSE(fused_attention_applies(q, k, v, {}, 0.0));
-  set_fused_kernels_enabled(true);
+  kernels::set_fused_kernels_enabled(true);
 }
 
 namespace {
 
 // Loss and every gradient of `model` on `batch`, with the fused kernels on or off.
 std::map<std::string, torch::Tensor> loss_and_gradients(Model& model, const Batch& batch, bool fused) {
-  set_fused_kernels_enabled(fused);
+  kernels::set_fused_kernels_enabled(fused);
   model.zero_grad();
   auto out = model.forward(batch);
   out.loss.backward();
   std::map<std::string, torch::Tensor> r = {{"loss", out.loss.detach().clone()}};
   for (const auto& np : model.named_parameters())
     if (np.value().grad().defined()) r[np.key()] = np.value().grad().clone();
-  set_fused_kernels_enabled(true);
+  kernels::set_fused_kernels_enabled(true);
   return r;
 }
 

@@ -1,15 +1,19 @@
-// Internal to the attention kernels: what one instruction set provides (one (batch, head) per call, on scratch
-// memory the caller allocates), and the per-ISA constructors (nullptr when the ISA is not compiled in).
+// Internal to the model kernels: what one instruction set provides -- attention for one (batch, head) per call
+// on scratch memory the caller allocates, the activations over a range of elements -- and the per-ISA
+// constructors (nullptr when the ISA is not compiled in); `model_kernels()` is the table in use.
 #pragma once
 
+#include "kernels/activation.h"
 #include "kernels/attention.h"
 
 namespace hftrain {
 namespace kernels {
 
-struct AttentionTable {
+struct ModelKernelTable {
   const char* name;
   int width;  // floats per lane: rows in scratch are padded to a multiple of it
+  void (*gelu_forward)(const float* x, float* y, int64_t n, GeluForm form);
+  void (*gelu_backward)(const float* x, const float* dy, float* dx, int64_t n, GeluForm form);
   void (*forward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
                        const HeadLayout& v, const HeadLayout& o, float* lse, float* scratch);
   void (*backward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
@@ -17,9 +21,11 @@ struct AttentionTable {
                         const HeadLayout& dq, const HeadLayout& dk, const HeadLayout& dv, float* scratch);
 };
 
-const AttentionTable* attention_scalar_table();
-const AttentionTable* attention_avx2_table();
-const AttentionTable* attention_avx512_table();
+const ModelKernelTable* scalar_model_kernels();
+const ModelKernelTable* avx2_model_kernels();
+const ModelKernelTable* avx512_model_kernels();
+
+const ModelKernelTable* model_kernels();  // the chosen one (kernel_choice.cpp)
 
 namespace {  // internal linkage: each file compiled for its own ISA keeps its own copy
 

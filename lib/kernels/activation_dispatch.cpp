@@ -1,0 +1,26 @@
+// Runs the GELU kernels over the intra-op threads in blocks of 16K elements.
+#include <ATen/Parallel.h>
+
+#include "kernels/kernel_table.h"
+
+namespace hftrain {
+namespace kernels {
+namespace {
+
+constexpr int64_t kBlock = 16384;
+
+}  // namespace
+
+void gelu_forward(const float* x, float* y, int64_t n, GeluForm form) {
+  const ModelKernelTable* t = model_kernels();
+  at::parallel_for(0, n, kBlock, [&](int64_t begin, int64_t end) { t->gelu_forward(x + begin, y + begin, end - begin, form); });
+}
+
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, GeluForm form) {
+  const ModelKernelTable* t = model_kernels();
+  at::parallel_for(0, n, kBlock,
+                   [&](int64_t begin, int64_t end) { t->gelu_backward(x + begin, dy + begin, dx + begin, end - begin, form); });
+}
+
+}  // namespace kernels
+}  // namespace hftrain

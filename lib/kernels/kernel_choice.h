@@ -1,0 +1,21 @@
+// Whether the models use the fused kernels at all (HFTRAIN_KERNELS unset or "fused"; "torch" = LibTorch's ops,
+// for comparison; read once; tests switch it to compare both paths in one process), and which instruction set
+// the model kernels (attention, GELU) run on: the best this CPU runs, unless HFTRAIN_KERNEL_ISA names another
+// (scalar, avx2, avx512) or a test forces one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hftrain {
+namespace kernels {
+
+bool fused_kernels_enabled();
+void set_fused_kernels_enabled(bool on);
+
+std::string model_kernel_isa();                  // the one in use
+std::vector<std::string> model_kernel_isas();     // those this CPU and build have
+void set_model_kernel_isa(const std::string& name);  // tests: force one ("" = automatic)
+
+}  // namespace kernels
+}  // namespace hftrain

@@ -1,0 +1,25 @@
+// One instruction set's table of model kernels: the attention and GELU bodies instantiated over lane V.
+// Included only by the per-ISA files (isa_*.cpp); internal linkage.
+#pragma once
+
+#include "kernels/activation_body.h"
+#include "kernels/attention_body.h"
+
+namespace hftrain {
+namespace kernels {
+namespace {
+
+template <class V>
+const ModelKernelTable* make_model_kernel_table() {
+  static const ModelKernelTable table = {V::kName,
+                                         V::kWidth,
+                                         &GeluBody<V>::forward,
+                                         &GeluBody<V>::backward,
+                                         &AttentionBody<V>::forward_head,
+                                         &AttentionBody<V>::backward_head};
+  return &table;
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace hftrain

@@ -1,0 +1,52 @@
+// The fused GELU kernels (kernels/activation, models/fused_gelu) against float64 GELU, values and gradients,
+// in both forms, on every instruction set this machine has, over sizes with lane tails and inputs from the far
+// negative tail (where the value is tiny and needs relative accuracy) to large x. The float64 reference is
+// written without cancellation -- x erfc(-x / sqrt 2) / 2 and x / (1 + e^(-2u)) -- since 0.5 x (1 + erf) and
+// 0.5 x (1 + tanh) lose every digit below x = -6 even in float64; and torch's float32 gelu agrees with it
+// where its digits last.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "kernels/kernel_choice.h"
+#include "models/fused_gelu.h"
+
+using namespace hftrain;
+
+TEST_CASE("fused GELU equals torch's gelu in both forms, values and gradients, on every instruction set", "[unit][kernels]") {
+  for (const std::string& isa : kernels::model_kernel_isas()) {
+    kernels::set_model_kernel_isa(isa);
+    for (const std::string approximate : {"none", "tanh"}) {
+      for (const int64_t n : {1, 15, 16, 17, 100003}) {
+        INFO(isa << " " << approximate << " n " << n);
+        torch::manual_seed(n);
+        auto x64 = torch::randn({n}, torch::kDouble) * 4;
+        if (n > 16) x64.narrow(0, 0, 16).copy_(torch::linspace(-12, 12, 16, torch::kDouble));
+        auto x = x64.to(torch::kFloat).requires_grad_(true);
+        auto y = gelu_activation(x, approximate);
+        auto xr = x.detach().to(torch::kDouble).requires_grad_(true);
+        const double k = std::sqrt(2.0 / M_PI);
+        auto want = approximate == "none" ? xr * 0.5 * torch::erfc(-xr / std::sqrt(2.0))
+                                          : xr / (1 + torch::exp(-2 * k * (xr + 0.044715 * xr.pow(3))));
+        CHECK((torch::gelu(x.detach(), approximate).to(torch::kDouble) - want).abs().max().item<double>() < 1e-5);
+        // Relative to each value. In float32 the exponent -x^2/2 carries an absolute rounding of about x^2 ulp,
+        // so the relative error of e^(-x^2/2), and of the tail's value, grows as x^2 * 6e-8: the bound allows 2e-7 x^2.
+        const auto err = (y.to(torch::kDouble) - want).abs();
+        const auto rel = 1e-6 + 2e-7 * xr.detach().pow(2);
+        const auto excess = err - rel * want.abs();
+        const int64_t worst = excess.argmax().item<int64_t>();
+        INFO("worst at x = " << x64[worst].item<double>() << ": " << y[worst].item<double>() << " vs " << want[worst].item<double>());
+        CHECK(excess.max().item<double>() <= 1e-30);
+        const auto dy = torch::randn({n}, torch::kDouble);
+        y.backward(dy.to(torch::kFloat));
+        want.backward(dy);
+        const auto gerr = (x.grad().to(torch::kDouble) - xr.grad()).abs();
+        CHECK((gerr - (rel + 1e-6) * xr.grad().abs() - 1e-7 * dy.abs()).max().item<double>() <= 0);
+      }
+    }
+  }
+  kernels::set_model_kernel_isa("");
+  // bf16 and non-contiguous inputs take torch's op.
+  auto xb = torch::randn({8}).to(torch::kBFloat16);
+  CHECK(torch::equal(gelu_activation(xb), torch::gelu(xb)));
+}
