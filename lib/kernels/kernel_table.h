@@ -1,10 +1,11 @@
 // Internal to the model kernels: what one instruction set provides -- attention for one (batch, head) per call
-// on scratch memory the caller allocates, the activations over a range of elements -- and the per-ISA
+// on scratch memory the caller allocates, GELU over a range of elements, LayerNorm and RMSNorm over a block of rows -- and the per-ISA
 // constructors (nullptr when the ISA is not compiled in); `model_kernels()` is the table in use.
 #pragma once
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/normalization.h"
 
 namespace hftrain {
 namespace kernels {
@@ -14,6 +15,13 @@ struct ModelKernelTable {
   int width;  // floats per lane: rows in scratch are padded to a multiple of it
   void (*gelu_forward)(const float* x, float* y, int64_t n, GeluForm form);
   void (*gelu_backward)(const float* x, const float* dy, float* dx, int64_t n, GeluForm form);
+  void (*layer_norm_forward)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                             int64_t rows, int64_t cols, float eps);
+  void (*layer_norm_backward)(const float* x, const float* w, const float* dy, const float* mean, const float* rstd,
+                              float* dx, float* dw_part, float* db_part, int64_t rows, int64_t cols);
+  void (*rms_norm_forward)(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t cols, float eps);
+  void (*rms_norm_backward)(const float* x, const float* w, const float* dy, const float* rstd, float* dx, float* dw_part,
+                            int64_t rows, int64_t cols);
   void (*forward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
                        const HeadLayout& v, const HeadLayout& o, float* lse, float* scratch);
   void (*backward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,

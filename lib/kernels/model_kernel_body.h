@@ -1,9 +1,10 @@
-// One instruction set's table of model kernels: the attention and GELU bodies instantiated over lane V.
+// One instruction set's table of model kernels: the attention, GELU, LayerNorm and RMSNorm bodies instantiated over lane V.
 // Included only by the per-ISA files (isa_*.cpp); internal linkage.
 #pragma once
 
 #include "kernels/activation_body.h"
 #include "kernels/attention_body.h"
+#include "kernels/normalization_body.h"
 
 namespace hftrain {
 namespace kernels {
@@ -15,6 +16,10 @@ const ModelKernelTable* make_model_kernel_table() {
                                          V::kWidth,
                                          &GeluBody<V>::forward,
                                          &GeluBody<V>::backward,
+                                         &LayerNormBody<V>::forward_rows,
+                                         &LayerNormBody<V>::backward_rows,
+                                         &RmsNormBody<V>::forward_rows,
+                                         &RmsNormBody<V>::backward_rows,
                                          &AttentionBody<V>::forward_head,
                                          &AttentionBody<V>::backward_head};
   return &table;

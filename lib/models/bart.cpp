@@ -8,6 +8,7 @@
 // the token embedding zero; LayerNorms 1 / 0).
 #include "models/bart.h"
 #include "models/construction.h"
+#include "models/fused_norms.h"
 
 #include <algorithm>
 #include <cmath>
@@ -180,16 +181,16 @@ struct Bart::Layer : torch::nn::Module {
     auto drop = [&](const torch::Tensor& t) { return torch::dropout(t, o.dropout, train); };
     auto k = self_attn->heads(self_attn->k_proj(x)), v = self_attn->heads(self_attn->v_proj(x));
     if (cache) std::tie(k, v) = cache->append(index, k, v);
-    auto h = self_attn_layer_norm(x + drop(self_attn->forward(x, k, v, self_bias, train)));
+    auto h = apply_layer_norm(self_attn_layer_norm, x + drop(self_attn->forward(x, k, v, self_bias, train)));
     if (decoder) {
       auto [ck, cv] = cross_attention_kv(cache, index, [&] {
         return std::make_pair(encoder_attn->heads(encoder_attn->k_proj(memory)),
                               encoder_attn->heads(encoder_attn->v_proj(memory)));
       });
-      h = encoder_attn_layer_norm(h + drop(encoder_attn->forward(h, ck, cv, cross_bias, train)));
+      h = apply_layer_norm(encoder_attn_layer_norm, h + drop(encoder_attn->forward(h, ck, cv, cross_bias, train)));
     }
     auto f = torch::dropout(apply_activation(o.activation_function, fc1(h)), o.activation_dropout, train);
-    return final_layer_norm(h + drop(fc2(f)));
+    return apply_layer_norm(final_layer_norm, h + drop(fc2(f)));
   }
 
   Options o;
@@ -258,7 +259,7 @@ torch::Tensor Bart::embed(bool decoder, const torch::Tensor& ids, int64_t past, 
     auto rows = segments ? restarting_positions(*segments, ids.device()) + kPositionOffset
                          : torch::arange(past + kPositionOffset, past + T + kPositionOffset,
                                          torch::TensorOptions().dtype(torch::kLong).device(ids.device()));
-    auto h = embedding_norms_[decoder](e + positions_[decoder](rows));
+    auto h = apply_layer_norm(embedding_norms_[decoder], e + positions_[decoder](rows));
     return torch::dropout(h, options_.dropout, is_training());
   });
 }

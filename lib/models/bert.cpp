@@ -2,6 +2,7 @@
 // extended attention mask ((1 - mask) * float min), softmax, dropout; post-LayerNorm residual blocks.
 #include "models/bert.h"
 #include "models/construction.h"
+#include "models/fused_norms.h"
 
 #include <cmath>
 
@@ -121,7 +122,7 @@ class BertEncoder : public torch::nn::Module {
         const double magnitude = neftune_noise_alpha / std::sqrt(static_cast<double>(T * o_.hidden_size));
         words = words + torch::empty_like(words).uniform_(-magnitude, magnitude);
       }
-      return torch::dropout(emb_norm_(words + token_type_(types) + position_(pos)), o_.hidden_dropout_prob, is_training());
+      return torch::dropout(apply_layer_norm(emb_norm_, words + token_type_(types) + position_(pos)), o_.hidden_dropout_prob, is_training());
     });
     auto bias = padding_bias(batch.attention_mask, x.scalar_type());
     for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -183,9 +184,9 @@ class BertEncoder : public torch::nn::Module {
                         is_training() ? o.attention_probs_dropout_prob : 0.0);
       ctx = ctx.transpose(1, 2).contiguous().view({B, T, H});
       const bool train = is_training();
-      auto a = attn_norm(torch::dropout(attn_dense(ctx), o.hidden_dropout_prob, train) + x);
+      auto a = apply_layer_norm(attn_norm, torch::dropout(attn_dense(ctx), o.hidden_dropout_prob, train) + x);
       auto i = apply_activation(o.hidden_act, inter_dense(a));
-      return out_norm(torch::dropout(out_dense(i), o.hidden_dropout_prob, train) + a);
+      return apply_layer_norm(out_norm, torch::dropout(out_dense(i), o.hidden_dropout_prob, train) + a);
     }
 
     BertConfig o;
@@ -306,7 +307,7 @@ BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& con
 ModelOutput BertForMaskedLM::forward(const Batch& batch) {
   auto h = bert_->forward(batch);
   return language_model_output(bert_->head_unit(), batch, /*shift=*/false, [&] {
-    auto t = transform_norm_(apply_activation(options_.hidden_act, transform_dense_(h)));
+    auto t = apply_layer_norm(transform_norm_, apply_activation(options_.hidden_act, transform_dense_(h)));
     return LmHead{t, bert_->word_->weight, decoder_bias_};  // decoder tied to embeddings
   });
 }

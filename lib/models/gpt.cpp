@@ -8,6 +8,7 @@
 #include "models/checkpointing.h"
 #include "models/fused_attention.h"
 #include "models/fused_gelu.h"
+#include "models/fused_norms.h"
 #include "models/hf_layers.h"
 #include "util/error.h"
 
@@ -82,8 +83,8 @@ struct Gpt::Block : torch::nn::Module {
   // `segments`: a padding-free row's example lengths; empty = one example per row.
   torch::Tensor forward(const torch::Tensor& x, const std::vector<int64_t>& segments, KvCache* cache = nullptr,
                         std::size_t layer = 0, const torch::Tensor& key_bias = {}) {
-    auto h = x + attention(ln_1(x), cache, layer, segments, key_bias);
-    return h + resid_dropout(mlp_proj(gelu_activation(c_fc(ln_2(h)))));
+    auto h = x + attention(apply_layer_norm(ln_1, x), cache, layer, segments, key_bias);
+    return h + resid_dropout(mlp_proj(gelu_activation(c_fc(apply_layer_norm(ln_2, h)))));
   }
 
   int64_t n_head;
@@ -176,7 +177,7 @@ torch::Tensor Gpt::hidden_states(const Batch& batch, KvCache* cache) {
   return x;
 }
 
-Model::LmHead Gpt::head(const torch::Tensor& hidden) { return {ln_f_(hidden), wte_->weight, {}}; }  // tied head
+Model::LmHead Gpt::head(const torch::Tensor& hidden) { return {apply_layer_norm(ln_f_, hidden), wte_->weight, {}}; }  // tied head
 
 torch::Tensor Gpt::lm_logits(const torch::Tensor& hidden) {
   return head_logits(blocks_.size() + 1, [&] { return head(hidden); });

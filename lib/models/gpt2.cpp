@@ -3,6 +3,7 @@
 // residual projections (c_proj) drawn with std initializer_range / sqrt(2 * n_layer).
 #include "models/gpt2.h"
 #include "models/construction.h"
+#include "models/fused_norms.h"
 
 #include <cmath>
 #include <tuple>
@@ -47,7 +48,7 @@ struct Gpt2::Block : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& bias, const std::vector<int64_t>& segments,
                         KvCache* cache = nullptr, std::size_t layer = 0) {
     const auto B = x.size(0), T = x.size(1), C = x.size(2);
-    auto qkv = c_attn->forward(ln_1(x)).split(C, 2);
+    auto qkv = c_attn->forward(apply_layer_norm(ln_1, x)).split(C, 2);
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, o.n_head, C / o.n_head}).transpose(1, 2); };
     auto q = heads(qkv[0]);
     // HF divides the scores by sqrt(head_dim) only when scale_attn_weights; attend() always scales.
@@ -58,7 +59,7 @@ struct Gpt2::Block : torch::nn::Module {
     auto y = segments.empty() ? attend(q, k, v, bias, /*causal=*/true, dropout) : attend_packed(q, k, v, segments, dropout);
     y = y.transpose(1, 2).contiguous().view({B, T, C});
     auto h = x + torch::dropout(attn_proj->forward(y), o.resid_pdrop, is_training());
-    auto m = mlp_proj->forward(apply_activation(o.activation_function, c_fc->forward(ln_2(h))));
+    auto m = mlp_proj->forward(apply_activation(o.activation_function, c_fc->forward(apply_layer_norm(ln_2, h))));
     return h + torch::dropout(m, o.resid_pdrop, is_training());
   }
 
@@ -148,7 +149,7 @@ torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {
 }
 
 Model::LmHead Gpt2::head(const torch::Tensor& hidden) {
-  return {ln_f_(hidden), options_.tie_word_embeddings ? wte_->weight : lm_head_, {}};
+  return {apply_layer_norm(ln_f_, hidden), options_.tie_word_embeddings ? wte_->weight : lm_head_, {}};
 }
 
 torch::Tensor Gpt2::lm_logits(const torch::Tensor& hidden) {

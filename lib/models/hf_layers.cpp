@@ -161,11 +161,5 @@ InitPass hf_init_pass(double std, const std::vector<std::string>& norm_markers) 
   return pass;
 }
 
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  auto h = x.to(torch::kFloat);
-  auto variance = h.pow(2).mean(-1, /*keepdim=*/true);
-  h = h * torch::rsqrt(variance + eps);
-  return weight * h.to(x.scalar_type());
-}
 
 }  // namespace hftrain

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "models/adaptable_linear.h"
+#include "models/fused_norms.h"  // rms_norm (T5 / Llama) and LayerNorm, for every family that includes this
 #include "models/model.h"
 #include "util/torch_compat.h"
 
@@ -71,9 +72,6 @@ torch::Tensor token_positions(const Batch& batch, int64_t past, int64_t T, torch
 // every parameter (Model::initialise_parameters): weights N(0, std), biases 0, norm weights 1 (names
 // containing one of `norm_markers`).
 InitPass hf_init_pass(double std, const std::vector<std::string>& norm_markers);
-
-// RMSNorm as in HF Llama: x * rsqrt(mean(x^2) + eps) computed in float32, times weight.
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 // Owns the per-forward block functions handed to checkpointed(), which keeps only their address until
 // backward: the functions of the last `keep` blocks run stay alive (deque: stable references).

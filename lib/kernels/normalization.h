@@ -1,0 +1,25 @@
+// Fused LayerNorm and RMSNorm on the CPU over the last dimension of contiguous fp32 rows, forward and backward
+// in one pass over each row (after the statistics), split over the intra-op threads. LayerNorm:
+// y = (x - mean) rstd w + b, rstd = 1 / sqrt(var + eps); RMSNorm (T5 / Llama): y = x rstd w, rstd =
+// 1 / sqrt(mean(x^2) + eps). The statistics are kept per row for backward, which gives dx and sums dw (db) over
+// rows in a fixed number of row blocks added in order, so the result does not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace hftrain {
+namespace kernels {
+
+// `b` may be null (no bias).
+void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t rows,
+                        int64_t cols, float eps);
+// `dw` and `db` may be null (not needed); when given they are overwritten with the sums over rows.
+void layer_norm_backward(const float* x, const float* w, const float* dy, const float* mean, const float* rstd, float* dx,
+                         float* dw, float* db, int64_t rows, int64_t cols);
+
+void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t cols, float eps);
+void rms_norm_backward(const float* x, const float* w, const float* dy, const float* rstd, float* dx, float* dw,
+                       int64_t rows, int64_t cols);
+
+}  // namespace kernels
+}  // namespace hftrain

@@ -1,0 +1,151 @@
+// The LayerNorm and RMSNorm kernels written once over a SIMD lane type V (kernels/simd_*.h); included by the per-ISA
+// files, internal linkage throughout (see attention_body.h). Whole lanes first, the row's tail element by
+// element.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/kernel_table.h"
+
+namespace hftrain {
+namespace kernels {
+namespace {
+
+template <class V>
+struct LayerNormBody {
+  using R = typename V::R;
+  static constexpr int64_t W = V::kWidth;
+
+  static void forward_rows(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                           int64_t rows, int64_t cols, float eps) {
+    const int64_t full = cols / W * W;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      float* yr = y + r * cols;
+      R acc = V::zero();
+      for (int64_t c = 0; c < full; c += W) acc = V::add(acc, V::load(xr + c));
+      float sum = V::reduce_add(acc);
+      for (int64_t c = full; c < cols; ++c) sum += xr[c];
+      const float m = sum / static_cast<float>(cols);
+      const R mv = V::set1(m), one = V::set1(1.0f);
+      acc = V::zero();
+      for (int64_t c = 0; c < full; c += W) {
+        const R d = V::fnmadd(mv, one, V::load(xr + c));
+        acc = V::fmadd(d, d, acc);
+      }
+      float sq = V::reduce_add(acc);
+      for (int64_t c = full; c < cols; ++c) sq += (xr[c] - m) * (xr[c] - m);
+      const float s = 1.0f / std::sqrt(sq / static_cast<float>(cols) + eps);
+      const R sv = V::set1(s);
+      for (int64_t c = 0; c < full; c += W) {
+        const R xhat = V::mul(V::fnmadd(mv, one, V::load(xr + c)), sv);
+        const R out = V::mul(xhat, V::load(w + c));
+        V::store(yr + c, b != nullptr ? V::add(out, V::load(b + c)) : out);
+      }
+      for (int64_t c = full; c < cols; ++c) yr[c] = (xr[c] - m) * s * w[c] + (b != nullptr ? b[c] : 0.0f);
+      mean[r] = m;
+      rstd[r] = s;
+    }
+  }
+
+  // dx for `rows` rows; dw_part / db_part (when not null) accumulate this block's sums.
+  static void backward_rows(const float* x, const float* w, const float* dy, const float* mean, const float* rstd,
+                            float* dx, float* dw_part, float* db_part, int64_t rows, int64_t cols) {
+    const int64_t full = cols / W * W;
+    const float inv_n = 1.0f / static_cast<float>(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      const float* gr = dy + r * cols;
+      float* dxr = dx + r * cols;
+      const R mv = V::set1(mean[r]), sv = V::set1(rstd[r]), one = V::set1(1.0f);
+      R sg = V::zero(), sgx = V::zero();  // sums of g = dy w and of g xhat
+      for (int64_t c = 0; c < full; c += W) {
+        const R xhat = V::mul(V::fnmadd(mv, one, V::load(xr + c)), sv);
+        const R g = V::mul(V::load(gr + c), V::load(w + c));
+        sg = V::add(sg, g);
+        sgx = V::fmadd(g, xhat, sgx);
+        if (dw_part != nullptr) V::store(dw_part + c, V::fmadd(V::load(gr + c), xhat, V::load(dw_part + c)));
+        if (db_part != nullptr) V::store(db_part + c, V::add(V::load(gr + c), V::load(db_part + c)));
+      }
+      float g_sum = V::reduce_add(sg), gx_sum = V::reduce_add(sgx);
+      for (int64_t c = full; c < cols; ++c) {
+        const float xhat = (xr[c] - mean[r]) * rstd[r], g = gr[c] * w[c];
+        g_sum += g;
+        gx_sum += g * xhat;
+        if (dw_part != nullptr) dw_part[c] += gr[c] * xhat;
+        if (db_part != nullptr) db_part[c] += gr[c];
+      }
+      const float c1 = g_sum * inv_n, c2 = gx_sum * inv_n;
+      const R c1v = V::set1(c1), c2v = V::set1(c2);
+      for (int64_t c = 0; c < full; c += W) {  // dx = rstd (g - c1 - xhat c2)
+        const R xhat = V::mul(V::fnmadd(mv, one, V::load(xr + c)), sv);
+        const R g = V::mul(V::load(gr + c), V::load(w + c));
+        V::store(dxr + c, V::mul(sv, V::fnmadd(xhat, c2v, V::fnmadd(c1v, one, g))));
+      }
+      for (int64_t c = full; c < cols; ++c) {
+        const float xhat = (xr[c] - mean[r]) * rstd[r];
+        dxr[c] = rstd[r] * (gr[c] * w[c] - c1 - xhat * c2);
+      }
+    }
+  }
+};
+
+template <class V>
+struct RmsNormBody {
+  using R = typename V::R;
+  static constexpr int64_t W = V::kWidth;
+
+  static void forward_rows(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t cols, float eps) {
+    const int64_t full = cols / W * W;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      float* yr = y + r * cols;
+      R acc = V::zero();
+      for (int64_t c = 0; c < full; c += W) {
+        const R v = V::load(xr + c);
+        acc = V::fmadd(v, v, acc);
+      }
+      float sq = V::reduce_add(acc);
+      for (int64_t c = full; c < cols; ++c) sq += xr[c] * xr[c];
+      const float s = 1.0f / std::sqrt(sq / static_cast<float>(cols) + eps);
+      const R sv = V::set1(s);
+      for (int64_t c = 0; c < full; c += W) V::store(yr + c, V::mul(V::load(w + c), V::mul(V::load(xr + c), sv)));
+      for (int64_t c = full; c < cols; ++c) yr[c] = w[c] * (xr[c] * s);
+      rstd[r] = s;
+    }
+  }
+
+  static void backward_rows(const float* x, const float* w, const float* dy, const float* rstd, float* dx, float* dw_part,
+                            int64_t rows, int64_t cols) {
+    const int64_t full = cols / W * W;
+    const float inv_n = 1.0f / static_cast<float>(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      const float* gr = dy + r * cols;
+      float* dxr = dx + r * cols;
+      const R sv = V::set1(rstd[r]);
+      R sgx = V::zero();  // sum of g xhat, g = dy w
+      for (int64_t c = 0; c < full; c += W) {
+        const R xhat = V::mul(V::load(xr + c), sv);
+        sgx = V::fmadd(V::mul(V::load(gr + c), V::load(w + c)), xhat, sgx);
+        if (dw_part != nullptr) V::store(dw_part + c, V::fmadd(V::load(gr + c), xhat, V::load(dw_part + c)));
+      }
+      float gx_sum = V::reduce_add(sgx);
+      for (int64_t c = full; c < cols; ++c) {
+        const float xhat = xr[c] * rstd[r];
+        gx_sum += gr[c] * w[c] * xhat;
+        if (dw_part != nullptr) dw_part[c] += gr[c] * xhat;
+      }
+      const R c2v = V::set1(gx_sum * inv_n);
+      for (int64_t c = 0; c < full; c += W) {  // dx = rstd (g - xhat mean(g xhat))
+        const R xhat = V::mul(V::load(xr + c), sv);
+        V::store(dxr + c, V::mul(sv, V::fnmadd(xhat, c2v, V::mul(V::load(gr + c), V::load(w + c)))));
+      }
+      for (int64_t c = full; c < cols; ++c) dxr[c] = rstd[r] * (gr[c] * w[c] - xr[c] * rstd[r] * gx_sum * inv_n);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace kernels
+}  // namespace hftrain

@@ -1,0 +1,17 @@
+// LayerNorm and RMSNorm through the fused CPU kernels (kernels/normalization.h), each as one autograd
+// operation: LayerNorm called with the families' torch::nn::LayerNorm modules (their parameters, names and
+// construction unchanged), RMSNorm (T5, Llama) with its weight. Used for contiguous fp32 host input and
+// parameters while the fused kernels are on; anything else (bf16, another device, HFTRAIN_KERNELS=torch) runs
+// the module itself, or RMSNorm's LibTorch ops (HF's: in fp32, weight times the normalised input).
+#pragma once
+
+#include "util/torch_compat.h"
+
+namespace hftrain {
+
+torch::Tensor apply_layer_norm(torch::nn::LayerNorm norm, const torch::Tensor& x);
+
+// weight * x / sqrt(mean(x^2) + eps) over the last dimension.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+}  // namespace hftrain

@@ -1,0 +1,96 @@
+// The fused LayerNorm and RMSNorm (kernels/normalization, models/fused_norms) against float64 -- torch's
+// layer_norm, and RMSNorm written out as HF writes it -- values and the gradients of input, weight (and bias),
+// on every instruction set this machine has, for widths with and without lane tails, with and without a bias,
+// rows that sum dw / db over several blocks, and rows far from zero mean; and the same bits whatever the
+// thread count.
+#include <catch2/catch.hpp>
+
+#include <ATen/Parallel.h>
+
+#include "kernels/kernel_choice.h"
+#include "models/fused_norms.h"
+
+using namespace hftrain;
+
+namespace {
+
+double max_rel(const torch::Tensor& got, const torch::Tensor& want) {
+  return (got.to(torch::kDouble) - want).abs().max().item<double>() / std::max(1e-6, want.abs().max().item<double>());
+}
+
+}  // namespace
+
+TEST_CASE("fused LayerNorm equals torch's layer_norm, values and gradients, on every instruction set", "[unit][kernels]") {
+  for (const std::string& isa : kernels::model_kernel_isas()) {
+    kernels::set_model_kernel_isa(isa);
+    for (const int64_t cols : {1, 7, 16, 33, 768}) {
+      for (const bool bias : {true, false}) {
+        INFO(isa << " cols " << cols << " bias " << bias);
+        torch::manual_seed(cols);
+        torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({cols}).eps(1e-5));
+        {
+          torch::NoGradGuard no_grad;
+          norm->weight.copy_(torch::randn({cols}));
+          norm->bias.copy_(torch::randn({cols}));
+          if (!bias) norm->bias = torch::Tensor();  // the module without a bias, as a family may build it
+        }
+        auto x = (torch::randn({3, 37, cols}) * 3 + 10).requires_grad_(true);  // 111 rows: several blocks
+        auto y = apply_layer_norm(norm, x);
+        auto x64 = x.detach().to(torch::kDouble).requires_grad_(true);
+        auto w64 = norm->weight.detach().to(torch::kDouble).requires_grad_(true);
+        auto b64 = bias ? norm->bias.detach().to(torch::kDouble).requires_grad_(true) : torch::Tensor();
+        auto want = torch::layer_norm(x64, {cols}, w64, b64, 1e-5);
+        CHECK(max_rel(y, want) < 2e-6);
+        const auto dy = torch::randn(want.sizes(), torch::kDouble);
+        y.backward(dy.to(torch::kFloat));
+        want.backward(dy);
+        CHECK(max_rel(x.grad(), x64.grad()) < 2e-5);
+        CHECK(max_rel(norm->weight.grad(), w64.grad()) < 2e-5);
+        if (bias) CHECK(max_rel(norm->bias.grad(), b64.grad()) < 2e-5);
+      }
+    }
+  }
+  kernels::set_model_kernel_isa("");
+}
+
+TEST_CASE("fused RMSNorm equals weight * x / sqrt(mean(x^2) + eps), values and gradients, on every instruction set",
+          "[unit][kernels]") {
+  for (const std::string& isa : kernels::model_kernel_isas()) {
+    kernels::set_model_kernel_isa(isa);
+    // (No width 1: there dx = rstd g eps / (x^2 + eps) is a cancellation in float32 for any implementation.)
+    for (const int64_t cols : {2, 7, 16, 33, 512}) {
+      INFO(isa << " cols " << cols);
+      torch::manual_seed(cols + 1);
+      auto w = torch::randn({cols}).requires_grad_(true);
+      auto x = (torch::randn({2, 41, cols}) * 2 + 1).requires_grad_(true);
+      auto y = rms_norm(x, w, 1e-6);
+      auto x64 = x.detach().to(torch::kDouble).requires_grad_(true);
+      auto w64 = w.detach().to(torch::kDouble).requires_grad_(true);
+      auto want = w64 * (x64 * torch::rsqrt(x64.pow(2).mean(-1, true) + 1e-6));
+      CHECK(max_rel(y, want) < 2e-6);
+      const auto dy = torch::randn(want.sizes(), torch::kDouble);
+      y.backward(dy.to(torch::kFloat));
+      want.backward(dy);
+      CHECK(max_rel(x.grad(), x64.grad()) < 2e-5);
+      CHECK(max_rel(w.grad(), w64.grad()) < 2e-5);
+    }
+  }
+  kernels::set_model_kernel_isa("");
+}
+
+TEST_CASE("fused LayerNorm gives the same bits on one thread as on several", "[unit][kernels]") {
+  torch::manual_seed(5);
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({48}));
+  auto run = [&](int threads) {
+    at::set_num_threads(threads);
+    norm->zero_grad();
+    torch::manual_seed(6);
+    auto x = torch::randn({64, 48}).requires_grad_(true);
+    apply_layer_norm(norm, x).pow(2).sum().backward();
+    return std::vector<torch::Tensor>{x.grad().clone(), norm->weight.grad().clone(), norm->bias.grad().clone()};
+  };
+  const int before = at::get_num_threads();
+  const auto one = run(1), two = run(2);
+  at::set_num_threads(before);
+  for (std::size_t i = 0; i < one.size(); ++i) CHECK(torch::equal(one[i], two[i]));
+}
