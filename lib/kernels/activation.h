@@ -1,4 +1,4 @@
-// Fused GELU on the CPU, forward and backward in one pass each over contiguous fp32 elements, split over the
+// Fused GELU and SwiGLU on the CPU, forward and backward in one pass each over contiguous fp32 elements, split over the
 // intra-op threads: the exact form x Phi(x) (torch.nn.functional.gelu, HF "gelu") and the tanh form
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (HF "gelu_new", "gelu_pytorch_tanh"). The exact form takes
 // Phi from erfc with relative accuracy (Numerical Recipes' erfcc, fractional error below 1.2e-7), so the
@@ -15,6 +15,11 @@ enum class GeluForm { kErf, kTanh };
 void gelu_forward(const float* x, float* y, int64_t n, GeluForm form);
 // dx = dy * gelu'(x)
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, GeluForm form);
+
+// SwiGLU's product (Llama's MLP): y = silu(g) u, silu(g) = g / (1 + e^-g); and its backward
+// dg = dy u silu'(g), du = dy silu(g).
+void swiglu_forward(const float* g, const float* u, float* y, int64_t n);
+void swiglu_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n);
 
 }  // namespace kernels
 }  // namespace hftrain

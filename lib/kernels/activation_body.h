@@ -1,4 +1,4 @@
-// The GELU kernels written once over a SIMD lane type V (kernels/simd_*.h); included by the per-ISA files,
+// The GELU and SwiGLU kernels written once over a SIMD lane type V (kernels/simd_*.h); included by the per-ISA files,
 // internal linkage throughout (see attention_body.h). Tails shorter than a lane go through the same code on a
 // padded copy, so every element rounds alike.
 #pragma once
@@ -83,6 +83,59 @@ struct GeluBody {
       std::memcpy(g, dy + i, sizeof(float) * (n - i));
       V::store(out, backward_lane(V::load(in), V::load(g), form));
       std::memcpy(dx + i, out, sizeof(float) * (n - i));
+    }
+  }
+};
+
+template <class V>
+struct SwiGluBody {
+  using R = typename V::R;
+  static constexpr int64_t W = V::kWidth;
+
+  static R sigmoid(R g) {
+    const R one = V::set1(1.0f);
+    return V::div(one, V::add(one, V::exp(V::fnmadd(g, one, V::zero()))));  // 1 / (1 + e^-g)
+  }
+
+  static void forward(const float* g, const float* u, float* y, int64_t n) {
+    int64_t i = 0;
+    auto lane = [](R gv, R uv) { return V::mul(V::mul(gv, sigmoid(gv)), uv); };
+    for (; i + W <= n; i += W) V::store(y + i, lane(V::load(g + i), V::load(u + i)));
+    if (i < n) {
+      float gs[W] = {}, us[W] = {}, out[W];
+      std::memcpy(gs, g + i, sizeof(float) * (n - i));
+      std::memcpy(us, u + i, sizeof(float) * (n - i));
+      V::store(out, lane(V::load(gs), V::load(us)));
+      std::memcpy(y + i, out, sizeof(float) * (n - i));
+    }
+  }
+
+  static void backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n) {
+    auto lane = [](R gv, R uv, R dyv, R& dgv, R& duv) {
+      const R one = V::set1(1.0f), s = sigmoid(gv);
+      const R silu = V::mul(gv, s);
+      duv = V::mul(dyv, silu);
+      // silu'(g) = s (1 + g (1 - s))
+      dgv = V::mul(V::mul(dyv, uv), V::mul(s, V::fmadd(gv, V::fnmadd(s, one, one), one)));
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      R a, b;
+      lane(V::load(g + i), V::load(u + i), V::load(dy + i), a, b);
+      V::store(dg + i, a);
+      V::store(du + i, b);
+    }
+    if (i < n) {
+      float gs[W] = {}, us[W] = {}, ds[W] = {}, a_out[W], b_out[W];
+      std::memcpy(gs, g + i, sizeof(float) * (n - i));
+      std::memcpy(us, u + i, sizeof(float) * (n - i));
+      std::memcpy(ds, dy + i, sizeof(float) * (n - i));
+      R a, b;
+      lane(V::load(gs), V::load(us), V::load(ds), a, b);
+      V::store(a_out, a);
+      V::store(b_out, b);
+      std::memcpy(dg + i, a_out, sizeof(float) * (n - i));
+      std::memcpy(du + i, b_out, sizeof(float) * (n - i));
     }
   }
 };

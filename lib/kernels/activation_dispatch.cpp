@@ -1,4 +1,4 @@
-// Runs the GELU kernels over the intra-op threads in blocks of 16K elements.
+// Runs the GELU and SwiGLU kernels over the intra-op threads in blocks of 16K elements.
 #include <ATen/Parallel.h>
 
 #include "kernels/kernel_table.h"
@@ -20,6 +20,18 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, GeluFo
   const ModelKernelTable* t = model_kernels();
   at::parallel_for(0, n, kBlock,
                    [&](int64_t begin, int64_t end) { t->gelu_backward(x + begin, dy + begin, dx + begin, end - begin, form); });
+}
+
+void swiglu_forward(const float* g, const float* u, float* y, int64_t n) {
+  const ModelKernelTable* t = model_kernels();
+  at::parallel_for(0, n, kBlock, [&](int64_t begin, int64_t end) { t->swiglu_forward(g + begin, u + begin, y + begin, end - begin); });
+}
+
+void swiglu_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n) {
+  const ModelKernelTable* t = model_kernels();
+  at::parallel_for(0, n, kBlock, [&](int64_t begin, int64_t end) {
+    t->swiglu_backward(g + begin, u + begin, dy + begin, dg + begin, du + begin, end - begin);
+  });
 }
 
 }  // namespace kernels

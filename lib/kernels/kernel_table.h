@@ -1,5 +1,5 @@
 // Internal to the model kernels: what one instruction set provides -- attention for one (batch, head) per call
-// on scratch memory the caller allocates, GELU over a range of elements, LayerNorm and RMSNorm over a block of rows -- and the per-ISA
+// on scratch memory the caller allocates, GELU and SwiGLU over a range of elements, LayerNorm and RMSNorm over a block of rows -- and the per-ISA
 // constructors (nullptr when the ISA is not compiled in); `model_kernels()` is the table in use.
 #pragma once
 
@@ -15,6 +15,8 @@ struct ModelKernelTable {
   int width;  // floats per lane: rows in scratch are padded to a multiple of it
   void (*gelu_forward)(const float* x, float* y, int64_t n, GeluForm form);
   void (*gelu_backward)(const float* x, const float* dy, float* dx, int64_t n, GeluForm form);
+  void (*swiglu_forward)(const float* g, const float* u, float* y, int64_t n);
+  void (*swiglu_backward)(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n);
   void (*layer_norm_forward)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
                              int64_t rows, int64_t cols, float eps);
   void (*layer_norm_backward)(const float* x, const float* w, const float* dy, const float* mean, const float* rstd,

@@ -1,4 +1,4 @@
-// One instruction set's table of model kernels: the attention, GELU, LayerNorm and RMSNorm bodies instantiated over lane V.
+// One instruction set's table of model kernels: the attention, GELU, SwiGLU, LayerNorm and RMSNorm bodies instantiated over lane V.
 // Included only by the per-ISA files (isa_*.cpp); internal linkage.
 #pragma once
 
@@ -16,6 +16,8 @@ const ModelKernelTable* make_model_kernel_table() {
                                          V::kWidth,
                                          &GeluBody<V>::forward,
                                          &GeluBody<V>::backward,
+                                         &SwiGluBody<V>::forward,
+                                         &SwiGluBody<V>::backward,
                                          &LayerNormBody<V>::forward_rows,
                                          &LayerNormBody<V>::backward_rows,
                                          &RmsNormBody<V>::forward_rows,

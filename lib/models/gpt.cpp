@@ -7,7 +7,7 @@
 
 #include "models/checkpointing.h"
 #include "models/fused_attention.h"
-#include "models/fused_gelu.h"
+#include "models/fused_activations.h"
 #include "models/fused_norms.h"
 #include "models/hf_layers.h"
 #include "util/error.h"

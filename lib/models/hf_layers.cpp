@@ -3,7 +3,7 @@
 
 #include "models/construction.h"
 #include "models/fused_attention.h"
-#include "models/fused_gelu.h"
+#include "models/fused_activations.h"
 
 #include <algorithm>
 #include <cmath>

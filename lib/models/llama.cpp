@@ -3,6 +3,7 @@
 // repeated num_attention_heads / num_key_value_heads times, causal + padding mask, softmax in float32.
 #include "models/llama.h"
 #include "models/construction.h"
+#include "models/fused_activations.h"
 
 #include <cmath>
 #include <tuple>
@@ -86,7 +87,8 @@ struct Llama::Layer : torch::nn::Module {
     y = y.transpose(1, 2).contiguous().view({B, T, o.num_attention_heads * head_dim});
     auto r = x + o_proj(y);
     auto m = rms_norm(r, post_norm, o.rms_norm_eps);
-    return r + down_proj(apply_activation(o.hidden_act, gate_proj(m)) * up_proj(m));
+    const bool silu = o.hidden_act == "silu" || o.hidden_act == "swish";
+    return r + down_proj(silu ? silu_gated(gate_proj(m), up_proj(m)) : apply_activation(o.hidden_act, gate_proj(m)) * up_proj(m));
   }
 
   Options o;

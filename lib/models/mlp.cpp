@@ -1,7 +1,7 @@
 // `mlp` classifier implementation (see mlp.h). Parameters: layers.N.weight / layers.N.bias.
 #include "models/mlp.h"
 #include "models/construction.h"
-#include "models/fused_gelu.h"
+#include "models/fused_activations.h"
 
 #include <cmath>
 #include <map>

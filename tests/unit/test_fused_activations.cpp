@@ -1,4 +1,5 @@
-// The fused GELU kernels (kernels/activation, models/fused_gelu) against float64 GELU, values and gradients,
+// The fused GELU and SwiGLU kernels (kernels/activation, models/fused_activations) against float64, values and
+// gradients. GELU:
 // in both forms, on every instruction set this machine has, over sizes with lane tails and inputs from the far
 // negative tail (where the value is tiny and needs relative accuracy) to large x. The float64 reference is
 // written without cancellation -- x erfc(-x / sqrt 2) / 2 and x / (1 + e^(-2u)) -- since 0.5 x (1 + erf) and
@@ -9,7 +10,7 @@
 #include <cmath>
 
 #include "kernels/kernel_choice.h"
-#include "models/fused_gelu.h"
+#include "models/fused_activations.h"
 
 using namespace hftrain;
 
@@ -49,4 +50,26 @@ TEST_CASE("fused GELU equals torch's gelu in both forms, values and gradients, o
   // bf16 and non-contiguous inputs take torch's op.
   auto xb = torch::randn({8}).to(torch::kBFloat16);
   CHECK(torch::equal(gelu_activation(xb), torch::gelu(xb)));
+}
+
+TEST_CASE("fused SwiGLU equals silu(gate) * up, values and both gradients, on every instruction set", "[unit][kernels]") {
+  for (const std::string& isa : kernels::model_kernel_isas()) {
+    kernels::set_model_kernel_isa(isa);
+    for (const int64_t n : {1, 15, 16, 17, 50001}) {
+      INFO(isa << " n " << n);
+      torch::manual_seed(n + 3);
+      auto g = (torch::randn({n}) * 5).requires_grad_(true), u = torch::randn({n}).requires_grad_(true);
+      auto y = silu_gated(g, u);
+      auto g64 = g.detach().to(torch::kDouble).requires_grad_(true), u64 = u.detach().to(torch::kDouble).requires_grad_(true);
+      auto want = g64 / (1 + torch::exp(-g64)) * u64;
+      CHECK(((y.to(torch::kDouble) - want).abs() - 1e-6 * want.abs() - 1e-12).max().item<double>() <= 0);
+      const auto dy = torch::randn({n}, torch::kDouble);
+      y.backward(dy.to(torch::kFloat));
+      want.backward(dy);
+      const double scale_g = g64.grad().abs().max().item<double>(), scale_u = u64.grad().abs().max().item<double>();
+      CHECK((g.grad().to(torch::kDouble) - g64.grad()).abs().max().item<double>() <= 2e-6 * scale_g);
+      CHECK((u.grad().to(torch::kDouble) - u64.grad()).abs().max().item<double>() <= 2e-6 * scale_u);
+    }
+  }
+  kernels::set_model_kernel_isa("");
 }

@@ -1,0 +1,67 @@
+// GELU and SwiGLU as autograd operations over the fused kernels (see fused_activations.h).
+#include "models/fused_activations.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "kernels/activation.h"
+#include "kernels/kernel_choice.h"
+
+namespace hftrain {
+namespace {
+
+class FusedGelu : public torch::autograd::Function<FusedGelu> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, bool tanh) {
+    torch::Tensor y = torch::empty_like(x);
+    const auto form = tanh ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
+    kernels::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), form);
+    ctx->save_for_backward({x});
+    ctx->saved_data["tanh"] = tanh;
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const torch::Tensor x = ctx->get_saved_variables()[0];
+    const torch::Tensor dy = grads[0].contiguous();
+    torch::Tensor dx = torch::empty_like(x);
+    const auto form = ctx->saved_data["tanh"].toBool() ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
+    kernels::gelu_backward(x.data_ptr<float>(), dy.data_ptr<float>(), dx.data_ptr<float>(), x.numel(), form);
+    return {dx, torch::Tensor()};
+  }
+};
+
+class FusedSwiGlu : public torch::autograd::Function<FusedSwiGlu> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& gate, const torch::Tensor& up) {
+    torch::Tensor y = torch::empty_like(gate);
+    kernels::swiglu_forward(gate.data_ptr<float>(), up.data_ptr<float>(), y.data_ptr<float>(), gate.numel());
+    ctx->save_for_backward({gate, up});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor dy = grads[0].contiguous();
+    torch::Tensor dg = torch::empty_like(saved[0]), du = torch::empty_like(saved[1]);
+    kernels::swiglu_backward(saved[0].data_ptr<float>(), saved[1].data_ptr<float>(), dy.data_ptr<float>(),
+                             dg.data_ptr<float>(), du.data_ptr<float>(), dy.numel());
+    return {dg, du};
+  }
+};
+
+bool fusable(const torch::Tensor& t) {
+  return kernels::fused_kernels_enabled() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+}
+
+}  // namespace
+
+torch::Tensor silu_gated(const torch::Tensor& gate, const torch::Tensor& up) {
+  if (fusable(gate) && fusable(up) && gate.sizes() == up.sizes()) return FusedSwiGlu::apply(gate, up);
+  return torch::silu(gate) * up;
+}
+
+torch::Tensor gelu_activation(const torch::Tensor& x, const std::string& approximate) {
+  const bool fused = fusable(x) && (approximate == "none" || approximate == "tanh");
+  if (!fused) return torch::gelu(x, approximate);
+  return FusedGelu::apply(x, approximate == "tanh");
+}
+
+}  // namespace hftrain
