@@ -68,7 +68,11 @@ std::vector<std::string> write_rank_checkpoint_files(const std::string& tmp_dir,
         const bool whole = model.adapter() == nullptr;
         for (const auto& np : model.named_parameters()) {
           order.push_back(np.key());
-          if (!np.value().requires_grad() && whole) full.emplace_back(np.key(), np.value());
+          if (np.value().requires_grad() || !whole) continue;
+          if (np.value().storage().nbytes() == 0)  // a stage-3 shard view: only adapter models have frozen parameters
+            throw RuntimeFailure("checkpoint: frozen parameter '" + np.key() +
+                                 "' is partitioned at ZeRO-3 and cannot be written whole into " + kZeroModelStatesFile);
+          full.emplace_back(np.key(), np.value());
         }
         for (const auto& nb : model.named_buffers()) {
           order.push_back(nb.key());

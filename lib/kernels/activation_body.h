@@ -1,6 +1,6 @@
 // The GELU and SwiGLU kernels written once over a SIMD lane type V (kernels/simd_*.h); included by the per-ISA files,
 // internal linkage throughout (see attention_body.h). Tails shorter than a lane go through the same code on a
-// padded copy, so every element rounds alike.
+// padded copy (map_lanes), so every element rounds alike.
 #pragma once
 
 #include <cstring>
@@ -10,6 +10,32 @@
 namespace hftrain {
 namespace kernels {
 namespace {
+
+// y[k][i] = fn(x[0][i], ...) over n elements, a lane at a time; the tail through the same lane code on a
+// zero-padded copy. fn(const R (&in)[In], R (&out)[Out]).
+template <class V, int In, int Out, class Fn>
+void map_lanes(const float* const (&x)[In], float* const (&y)[Out], int64_t n, Fn fn) {
+  using R = typename V::R;
+  constexpr int64_t W = V::kWidth;
+  R in[In], out[Out];
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    for (int k = 0; k < In; ++k) in[k] = V::load(x[k] + i);
+    fn(in, out);
+    for (int k = 0; k < Out; ++k) V::store(y[k] + i, out[k]);
+  }
+  if (i == n) return;
+  float pad[W] = {}, res[W];
+  for (int k = 0; k < In; ++k) {
+    std::memcpy(pad, x[k] + i, sizeof(float) * (n - i));
+    in[k] = V::load(pad);
+  }
+  fn(in, out);
+  for (int k = 0; k < Out; ++k) {
+    V::store(res, out[k]);
+    std::memcpy(y[k] + i, res, sizeof(float) * (n - i));
+  }
+}
 
 template <class V>
 struct GeluBody {
@@ -64,26 +90,12 @@ struct GeluBody {
   }
 
   static void forward(const float* x, float* y, int64_t n, GeluForm form) {
-    int64_t i = 0;
-    for (; i + W <= n; i += W) V::store(y + i, forward_lane(V::load(x + i), form));
-    if (i < n) {
-      float in[W] = {}, out[W];
-      std::memcpy(in, x + i, sizeof(float) * (n - i));
-      V::store(out, forward_lane(V::load(in), form));
-      std::memcpy(y + i, out, sizeof(float) * (n - i));
-    }
+    map_lanes<V, 1, 1>({x}, {y}, n, [form](const R (&in)[1], R (&out)[1]) { out[0] = forward_lane(in[0], form); });
   }
 
   static void backward(const float* x, const float* dy, float* dx, int64_t n, GeluForm form) {
-    int64_t i = 0;
-    for (; i + W <= n; i += W) V::store(dx + i, backward_lane(V::load(x + i), V::load(dy + i), form));
-    if (i < n) {
-      float in[W] = {}, g[W] = {}, out[W];
-      std::memcpy(in, x + i, sizeof(float) * (n - i));
-      std::memcpy(g, dy + i, sizeof(float) * (n - i));
-      V::store(out, backward_lane(V::load(in), V::load(g), form));
-      std::memcpy(dx + i, out, sizeof(float) * (n - i));
-    }
+    map_lanes<V, 2, 1>({x, dy}, {dx}, n,
+                       [form](const R (&in)[2], R (&out)[1]) { out[0] = backward_lane(in[0], in[1], form); });
   }
 };
 
@@ -98,45 +110,18 @@ struct SwiGluBody {
   }
 
   static void forward(const float* g, const float* u, float* y, int64_t n) {
-    int64_t i = 0;
-    auto lane = [](R gv, R uv) { return V::mul(V::mul(gv, sigmoid(gv)), uv); };
-    for (; i + W <= n; i += W) V::store(y + i, lane(V::load(g + i), V::load(u + i)));
-    if (i < n) {
-      float gs[W] = {}, us[W] = {}, out[W];
-      std::memcpy(gs, g + i, sizeof(float) * (n - i));
-      std::memcpy(us, u + i, sizeof(float) * (n - i));
-      V::store(out, lane(V::load(gs), V::load(us)));
-      std::memcpy(y + i, out, sizeof(float) * (n - i));
-    }
+    map_lanes<V, 2, 1>({g, u}, {y}, n, [](const R (&in)[2], R (&out)[1]) {
+      out[0] = V::mul(V::mul(in[0], sigmoid(in[0])), in[1]);  // silu(g) u
+    });
   }
 
   static void backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n) {
-    auto lane = [](R gv, R uv, R dyv, R& dgv, R& duv) {
-      const R one = V::set1(1.0f), s = sigmoid(gv);
-      const R silu = V::mul(gv, s);
-      duv = V::mul(dyv, silu);
-      // silu'(g) = s (1 + g (1 - s))
-      dgv = V::mul(V::mul(dyv, uv), V::mul(s, V::fmadd(gv, V::fnmadd(s, one, one), one)));
-    };
-    int64_t i = 0;
-    for (; i + W <= n; i += W) {
-      R a, b;
-      lane(V::load(g + i), V::load(u + i), V::load(dy + i), a, b);
-      V::store(dg + i, a);
-      V::store(du + i, b);
-    }
-    if (i < n) {
-      float gs[W] = {}, us[W] = {}, ds[W] = {}, a_out[W], b_out[W];
-      std::memcpy(gs, g + i, sizeof(float) * (n - i));
-      std::memcpy(us, u + i, sizeof(float) * (n - i));
-      std::memcpy(ds, dy + i, sizeof(float) * (n - i));
-      R a, b;
-      lane(V::load(gs), V::load(us), V::load(ds), a, b);
-      V::store(a_out, a);
-      V::store(b_out, b);
-      std::memcpy(dg + i, a_out, sizeof(float) * (n - i));
-      std::memcpy(du + i, b_out, sizeof(float) * (n - i));
-    }
+    map_lanes<V, 3, 2>({g, u, dy}, {dg, du}, n, [](const R (&in)[3], R (&out)[2]) {
+      const R one = V::set1(1.0f), s = sigmoid(in[0]);
+      out[1] = V::mul(in[2], V::mul(in[0], s));  // du = dy silu(g)
+      // dg = dy u silu'(g), silu'(g) = s (1 + g (1 - s))
+      out[0] = V::mul(V::mul(in[2], in[1]), V::mul(s, V::fmadd(in[0], V::fnmadd(s, one, one), one)));
+    });
   }
 };
 
