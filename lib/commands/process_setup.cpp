@@ -89,8 +89,9 @@ DeviceChoice select_device(const RunSpec& spec, const DistEnv& env) {
   const std::string mine = describe_device(choice, probe);
   if (choice.on_gpu()) {
     set_current_gpu(choice.cuda_index);
-    log_warning("device: " + mine + ": the device path (placement, engines, collectives through host memory) is "
-                "checked on the CPU build with torch's lazy device only and not yet on a GPU (docs/gpu.md)");
+    if (world().world_size() > 1)  // one process has trained on an H100; several GPUs have not yet (docs/gpu.md)
+      log_warning("device: " + mine + ": training on several GPUs (collectives over gloo through host memory) "
+                  "has not yet run on a machine with more than one GPU (docs/gpu.md)");
   }
   log_debug("device: " + mine + (choice.reason.empty() ? "" : " (" + choice.reason + ")") + ", collectives over " +
             choice.backend);

@@ -28,16 +28,18 @@ void check_index(int index) {
 // The caching allocator's counters of one device, as torch.cuda.memory_stats reports them ("all" pool).
 class CudaMemoryCounters : public GpuMemoryCounters {
  public:
-  explicit CudaMemoryCounters(int index) : index_(index) {}
-  int64_t allocated() override { return stat().current; }
-  int64_t peak_allocated() override { return stat().peak; }
+  // The caching allocator has no per-device state until CUDA is initialised (PyTorch's memory_stats
+  // initialises it first): one small allocation does that.
+  explicit CudaMemoryCounters(int index) : index_(index) { torch::empty({1}, torch::Device(torch::kCUDA, index)); }
+  int64_t allocated() override { return allocated_bytes().current; }
+  int64_t peak_allocated() override { return allocated_bytes().peak; }
   void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(index_); }
   void release_cached() override { c10::cuda::CUDACachingAllocator::emptyCache(); }
 
  private:
-  auto stat() const {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index_);
-    return stats.allocated_bytes[0];  // StatType::AGGREGATE
+  // The "all pools" counter (StatType::AGGREGATE) of allocated bytes.
+  std::decay_t<decltype(c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0])> allocated_bytes() const {
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(index_).allocated_bytes[0];
   }
   int index_;
 };

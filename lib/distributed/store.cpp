@@ -369,6 +369,10 @@ c10::intrusive_ptr<StoreClient> StoreClient::connect(const std::string& host, in
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   auto client = c10::make_intrusive<StoreClient>(fd, where, timeout);
+  client->host_ = host;
+  client->port_ = port;
+  client->token_ = token;
+  client->who_ = who;
   try {
     client->call(kHello, {token, who}, "joining");
   } catch (const RuntimeFailure& e) {
@@ -379,6 +383,13 @@ c10::intrusive_ptr<StoreClient> StoreClient::connect(const std::string& host, in
 
 StoreClient::StoreClient(int fd, std::string where, std::chrono::milliseconds timeout)
     : c10d::Store(timeout), fd_(fd), where_(std::move(where)) {}
+
+c10::intrusive_ptr<c10d::Store> StoreClient::clone() {
+  std::string error;
+  auto copy = connect(host_, port_, token_, who_, timeout_, error);
+  if (!copy) throw RuntimeFailure("rendezvous store at " + where_ + ": a second connection failed: " + error);
+  return copy;
+}
 
 StoreClient::~StoreClient() {
   if (fd_ >= 0) ::close(fd_);

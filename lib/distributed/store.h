@@ -79,6 +79,9 @@ class StoreClient : public c10d::Store {
   int64_t getNumKeys() override;
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  // A second connection to the same server, as c10d's TCPStore::clone gives (LibTorch 2.x declares clone()
+  // in c10d::Store; on 1.13 this is a plain member nobody calls).
+  c10::intrusive_ptr<c10d::Store> clone();
 
   // String forms for hftrain's own keys.
   void set_text(const std::string& key, const std::string& value);
@@ -94,6 +97,8 @@ class StoreClient : public c10d::Store {
 
   int fd_ = -1;
   std::string where_;
+  std::string host_, token_, who_;  // what connect() was given, for clone()
+  int port_ = 0;
   bool broken_ = false;  // a reply timed out or the connection closed: no further use
   std::mutex mu_;
 };

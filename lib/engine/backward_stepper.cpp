@@ -50,7 +50,7 @@ void BackwardStepper::on_gradient(std::size_t index, const torch::Tensor& grad) 
   {
     torch::NoGradGuard no_grad;
     if (!measured_) {
-      const double n = torch::linalg::vector_norm(grad, 2, c10::nullopt, false, c10::nullopt).item<double>();
+      const double n = at::linalg_vector_norm(grad, 2, c10::nullopt, false, c10::nullopt).item<double>();
       norm_sq_ += n * n;
     }
     if (!measure_only_) optimizer_.step_parameter(entries_[index].name, coef_ ? grad * *coef_ : grad, lr_);

@@ -9,9 +9,9 @@ namespace hftrain {
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   std::vector<torch::Tensor> norms;
   for (const auto& p : params)
-    if (p.grad().defined()) norms.push_back(torch::linalg::vector_norm(p.grad().detach(), 2, c10::nullopt, false, c10::nullopt));
+    if (p.grad().defined()) norms.push_back(at::linalg_vector_norm(p.grad().detach(), 2, c10::nullopt, false, c10::nullopt));
   if (norms.empty()) return 0.0;
-  auto total = torch::linalg::vector_norm(torch::stack(norms), 2, c10::nullopt, false, c10::nullopt);
+  auto total = at::linalg_vector_norm(torch::stack(norms), 2, c10::nullopt, false, c10::nullopt);
   if (max_norm > 0) {
     // Same rounding as torch 1.13: reciprocal first, then scale.
     auto coef = torch::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);

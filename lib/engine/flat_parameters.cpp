@@ -65,6 +65,14 @@ UnitLayout unit_layout(const std::vector<ParamGroup>& groups, const std::vector<
   return layout;
 }
 
+namespace {
+
+// A parameter of sharded construction (zero.Init) waits on the host without memory: its initial value is
+// computed there (the host generator's draws) and only this rank's partition goes to the engine's device.
+bool released_on_host(const torch::Tensor& p) { return p.is_cpu() && p.numel() > 0 && p.storage().nbytes() == 0; }
+
+}  // namespace
+
 PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector<std::string>& model_order, int world,
                         torch::Device device) {
   std::map<std::string, int64_t> index_of;
@@ -76,7 +84,7 @@ PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector
     in.weight_decay = g.weight_decay;
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       const auto& p = g.params[i];
-      if (p.scalar_type() != torch::kFloat32 || p.device() != device)
+      if (p.scalar_type() != torch::kFloat32 || (p.device() != device && !released_on_host(p)))
         throw RuntimeFailure("data-parallel engine: parameter '" + g.names[i] + "' is not an fp32 tensor on " + device.str() +
                              " (it is " + std::string(c10::toString(p.scalar_type())) + " on " + p.device().str() + ")");
       if (!seen.insert(p.unsafeGetTensorImpl()).second)

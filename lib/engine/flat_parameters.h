@@ -35,7 +35,8 @@ UnitLayout unit_layout(const std::vector<ParamGroup>& groups, const std::vector<
                        int64_t persistence_threshold);
 
 // The partition map of `groups` over `world` ranks; `model_order` (trainable names in the model's order)
-// fixes each parameter's readiness order in backward. Every parameter must be fp32 on `device`.
+// fixes each parameter's readiness order in backward. Every parameter must be fp32 on `device`, or released on
+// the host by sharded construction (zero.Init: only its partitions reach `device`).
 PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector<std::string>& model_order, int world,
                         torch::Device device);
 

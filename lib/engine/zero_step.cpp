@@ -13,7 +13,7 @@ namespace {
 int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
 
 double squared_norm(const torch::Tensor& g) {
-  const double n = torch::linalg::vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
+  const double n = at::linalg_vector_norm(g, 2, c10::nullopt, false, c10::nullopt).item<double>();
   return n * n;
 }
 
@@ -93,7 +93,7 @@ StepResult ZeroEngine::step_mixed(double lr) {
     const int64_t chunk = int64_t{1} << 20;
     for (int64_t begin = 0; begin < g.numel(); begin += chunk) {
       const auto part = g.narrow(0, begin, std::min(chunk, g.numel() - begin));
-      const double n = torch::linalg::vector_norm(part, 2, c10::nullopt, false, torch::kFloat).item<double>() / scale;
+      const double n = at::linalg_vector_norm(part, 2, c10::nullopt, false, torch::kFloat).item<double>() / scale;
       local += n * n;
     }
   }

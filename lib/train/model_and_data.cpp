@@ -211,7 +211,12 @@ void place_on_device(ModelAndData& p, const RunSpec& spec, torch::Device device)
     at::globalContext().setAllowTF32CuBLAS(*spec.training.tf32);
     at::globalContext().setAllowTF32CuDNN(*spec.training.tf32);
   }
-  if (device.is_cpu() || p.model->initialisation_deferred()) return;
+  if (device.is_cpu()) return;
+  if (p.model->initialisation_deferred()) {  // the parameters wait on the host; the engine puts its partitions here
+    torch::NoGradGuard no_grad;
+    for (auto& buffer : p.model->buffers()) buffer.set_data(buffer.to(device));
+    return;
+  }
   p.model->to(device);
 }
 

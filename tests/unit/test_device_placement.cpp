@@ -13,12 +13,14 @@
 #include "data/batch_placement.h"
 #include "distributed/comm.h"
 #include "engine/engine.h"
+#include "engine/flat_parameters.h"
 #include "engine/factory.h"
 #include "lazy_device.h"
 #include "models/construction.h"
 #include "optim/adamw.h"
 #include "runspec/run_spec.h"
 #include "train/training_loss.h"
+#include "util/tensor_storage.h"
 
 using namespace hftrain;
 using hftrain_test::lazy_device;
@@ -176,4 +178,27 @@ TEST_CASE("device placement: the engine keeps parameters and optimizer state on 
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".step") == 0) continue;  // a host counter, as torch keeps it
     CHECK(tensor.device() == lazy);
   }
+}
+
+TEST_CASE("device placement: a stage-3 engine on a device takes sharded construction's host placeholders, nothing else "
+          "from the host",
+          "[device]") {
+  // Found on the first GPU run: with zero.zero3_init_flag the parameters wait on the host without memory (their
+  // values are drawn there) and only the partitions go to the device; the engine refused them as host tensors.
+  const torch::Device lazy = lazy_device();
+  auto placeholder = torch::empty({4, 3});
+  release_storage(placeholder);
+  auto on_device = torch::zeros({5}, torch::TensorOptions().device(lazy));
+  ParamGroup group;
+  group.names = {"w", "b"};
+  group.params = {placeholder, on_device};
+  const PartitionMap map = map_groups({group}, {"w", "b"}, 2, lazy);
+  REQUIRE(map.groups.size() == 1);
+  CHECK(map.groups[0].params.size() == 2);
+
+  ParamGroup host_values;  // a host parameter holding its values is not on the device: refused, named
+  host_values.names = {"w"};
+  host_values.params = {torch::ones({4, 3})};
+  CHECK_THROWS_WITH(map_groups({host_values}, {"w"}, 2, lazy),
+                    Catch::Contains("parameter 'w' is not an fp32 tensor on lazy") && Catch::Contains("on cpu"));
 }

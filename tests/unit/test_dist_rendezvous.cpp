@@ -100,6 +100,14 @@ TEST_CASE("rendezvous store listens on 127.0.0.1 only and keeps TCPStore's seman
   CHECK(a->compareSet("c", bytes("x"), bytes("y")) == bytes("y"));
   CHECK(a->deleteKey("c"));
   CHECK_FALSE(a->deleteKey("c"));
+  // clone() (pure virtual in LibTorch 2.x's c10d::Store): a second connection to the same store, usable
+  // while the first one waits.
+  auto twin = c10::static_intrusive_pointer_cast<StoreClient>(a->clone());
+  REQUIRE(twin);
+  CHECK(twin.get() != a.get());
+  CHECK(twin->get_text("k") == "v1");
+  twin->set_text("from_twin", "t");
+  CHECK(b->get_text("from_twin") == "t");
   // get() waits for a key another client sets later.
   std::thread later([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));

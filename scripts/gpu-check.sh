@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The first checks on a machine with an NVIDIA GPU (docs/gpu.md): builds hftrain against the CUDA LibTorch of
+# the machine's PyTorch, then trains the same specs on the GPU and on the CPU and keeps every log.
+#   scripts/gpu-check.sh OUT_DIR [build-dir]
+# Without apt (e.g. a container that has PyTorch but not hftrain's libraries), put Debian 12's .deb files of
+# scripts/install-deps.sh's libraries in a folder and set HFTRAIN_DEPS_DEBS to it: they are unpacked into
+# /tmp/hftrain-deps and used from there (nothing is installed into /). HFTRAIN_GPU_TESTS=1 also builds and
+# runs the unit tests.
+set -u
+out=${1:?usage: scripts/gpu-check.sh OUT_DIR [build-dir]}
+build=${2:-build-cuda}
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+start=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - start )) s] $*" | tee -a "$out/summary.txt"; }
+
+torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+extra_prefix="" cxxflags="" pkgconf=()
+if [ -n "${HFTRAIN_DEPS_DEBS:-}" ]; then
+  deps=/tmp/hftrain-deps
+  mkdir -p "$deps/root" "$deps/gloo"
+  for f in "$HFTRAIN_DEPS_DEBS"/*.deb; do
+    dest="$deps/root"; case "$f" in *libgloo*) dest="$deps/gloo" ;; esac
+    dpkg -x "$f" "$dest"
+  done
+  export LD_LIBRARY_PATH="$deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  export PKG_CONFIG_SYSROOT_DIR="$deps/root"
+  export PKG_CONFIG_LIBDIR="$deps/root/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/root/usr/share/pkgconfig"
+  extra_prefix=";$deps/root/usr"
+  # These headers win over same-named ones inside LibTorch's include folder (its fmt is not the fmt linked
+  # here); gloo's come last, so LibTorch's own gloo headers are used when it ships them.
+  cxxflags="-I$deps/root/usr/include -idirafter $deps/gloo/usr/include"
+  pkgconf=(-DPKG_CONFIG_EXECUTABLE="$deps/root/usr/bin/pkgconf")
+fi
+
+{
+  nvidia-smi; g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -2
+  python3 -c 'import torch,os;print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available());print(sorted(os.listdir(os.path.join(os.path.dirname(torch.__file__),"include"))))'
+} > "$out/env.txt" 2>&1
+stamp "environment in env.txt"
+
+tests=OFF; [ "${HFTRAIN_GPU_TESTS:-0}" = 1 ] && tests=ON
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHFTRAIN_BUILD_TESTS=$tests -DHFTRAIN_BUILD_BENCH=OFF \
+      -DCMAKE_PREFIX_PATH="$torch_prefix$extra_prefix" -DCMAKE_CXX_FLAGS="$cxxflags" "${pkgconf[@]}" \
+      > "$out/configure.log" 2>&1 || { stamp "configure FAILED (configure.log)"; exit 1; }
+stamp "configured: $(grep 'hftrain: LibTorch' "$out/configure.log")"
+timeout "${HFTRAIN_BUILD_TIMEOUT:-480}" cmake --build "$build" --parallel "$(nproc)" -- -k 0 > "$out/build.log" 2>&1
+rc=$?
+grep -E "error: |undefined reference" "$out/build.log" | sed -E 's/^[^ ]*\/(lib|app|tests)\//\1\//' | sort | uniq -c \
+  | sort -rn > "$out/build_errors.txt"
+stamp "build rc=$rc, $(wc -l < "$out/build_errors.txt") distinct error lines (build_errors.txt)"
+[ -x "$build/hftrain" ] || exit 1
+
+hf="$build/hftrain"
+run() {  # run NAME SECONDS hftrain-args...: one run, its log kept, its last log lines in the summary
+  local name=$1 secs=$2; shift 2
+  timeout "$secs" "$hf" "$@" > "$out/run_$name.log" 2>&1
+  stamp "run $name rc=$?: $(grep -E "train_loss|eval_loss|samples_per_second|Device =" "$out/run_$name.log" | tail -4 | tr '\n' ' ')"
+}
+quick=(configs/quickstart.yaml --set training.max_steps=300 --set training.eval_steps=300 --set training.logging_steps=50)
+run gpu_fp32 90 train "${quick[@]}" --set training.output_dir=/tmp/q_gpu
+run cpu_fp32 120 train "${quick[@]}" --set training.output_dir=/tmp/q_cpu --set training.use_cpu=true
+run gpu_bf16 90 train "${quick[@]}" --set training.output_dir=/tmp/q_bf16 --set precision.bf16=true
+run gpu_zero3 90 train "${quick[@]}" --set training.output_dir=/tmp/q_z3 --set zero.stage=3
+run gpu_zero2_bf16 90 train "${quick[@]}" --set training.output_dir=/tmp/q_z2 --set zero.stage=2 --set precision.bf16=true
+run gpu_predict 60 predict /tmp/q_gpu
+if [ -f "${HFTRAIN_SHAKESPEARE:-}" ]; then
+  sk=(configs/shakespeare_char.yaml --set data.path="$HFTRAIN_SHAKESPEARE" --set training.max_steps=300)
+  run gpu_nanogpt 120 train "${sk[@]}" --set training.output_dir=/tmp/sk_gpu
+  run gpu_nanogpt_bf16 120 train "${sk[@]}" --set training.output_dir=/tmp/sk_bf16 --set precision.bf16=true
+fi
+if [ "$tests" = ON ]; then
+  (cd "$build" && timeout "${HFTRAIN_TEST_TIMEOUT:-300}" ctest -j8 --timeout 120 -L unit > "$out/ctest_unit.log" 2>&1)
+  stamp "unit tests rc=$?: $(grep -E 'tests passed|tests failed' "$out/ctest_unit.log")"
+fi
+stamp "done"
