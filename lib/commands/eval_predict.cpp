@@ -127,6 +127,7 @@ Prepared prepare_inference(const std::string& target, const std::vector<std::str
   apply_determinism(spec.training);
   setup_threads(spec.distributed);
   const DeviceChoice device = select_device(spec, DistEnv{});
+  report_rank_devices(device);
   p.memory = std::make_unique<MemoryTracker>(!spec.training.skip_memory_metrics);
   if (device.on_gpu()) p.memory->set_gpu(cuda_memory_counters(device.cuda_index));
   p.memory->start("init");

@@ -89,12 +89,17 @@ DeviceChoice select_device(const RunSpec& spec, const DistEnv& env) {
   const std::string mine = describe_device(choice, probe);
   if (choice.on_gpu()) {
     set_current_gpu(choice.cuda_index);
-    if (world().world_size() > 1)  // one process has trained on an H100; several GPUs have not yet (docs/gpu.md)
-      log_warning("device: " + mine + ": training on several GPUs (collectives over gloo through host memory) "
+    if (env.world_size > 1)  // one process has trained on an H100; several GPUs have not yet (docs/gpu.md)
+      log_warning("device: " + mine + ": training on several GPUs (collectives over " + choice.backend + ") "
                   "has not yet run on a machine with more than one GPU (docs/gpu.md)");
   }
   log_debug("device: " + mine + (choice.reason.empty() ? "" : " (" + choice.reason + ")") + ", collectives over " +
             choice.backend);
+  return choice;
+}
+
+void report_rank_devices(const DeviceChoice& choice) {
+  const std::string mine = describe_device(choice, TorchDeviceProbe());
   std::vector<std::string> all{mine};
   if (world().world_size() > 1) {
     constexpr std::size_t kMaxChars = 160;
@@ -110,7 +115,6 @@ DeviceChoice select_device(const RunSpec& spec, const DistEnv& env) {
     }
   }
   set_compute_device(describe_rank_devices(all));
-  return choice;
 }
 
 }  // namespace hftrain

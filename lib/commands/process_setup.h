@@ -27,9 +27,12 @@ void setup_threads(const DistributedArgs& d, int local_workers = 1);
 void fit_threads_to_step(const DistributedArgs& d, int local_workers, const ModelAndData& p, int64_t batch_size,
                          double flops_per_param_token);
 
-// This process's device (dist/devices.h), made current and recorded for the run-start block. Every rank
-// takes part in the exchange of device names (one small all-gather), so rank 0's block names each rank's.
+// This process's device and collective backend (dist/devices.h), the GPU made current. Chosen before the
+// process group forms: NCCL binds to the device.
 DeviceChoice select_device(const RunSpec& spec, const DistEnv& env);
+// Records every rank's device for the run-start block: each rank takes part in the exchange of device
+// names (one small all-gather over world()), so rank 0's block names each rank's.
+void report_rank_devices(const DeviceChoice& choice);
 
 // distributed.nproc_per_node auto, in a process that is not a worker: the number of workers this node
 // starts (dist/devices.h), logged with the reason, and written into the spec and into `overrides` (which

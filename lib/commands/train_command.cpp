@@ -10,6 +10,7 @@
 #include "commands/commands.h"
 #include "commands/process_setup.h"
 #include "distributed/comm.h"
+#include "distributed/comm_nccl.h"
 #include "distributed/device_probe.h"
 #include "distributed/launcher.h"
 #include "distributed/rendezvous.h"
@@ -225,11 +226,14 @@ int run_train(const TrainRequest& given_request) {
                       "' already exists and is not empty; set training.overwrite_output_dir=true or resume");
   setup_threads(spec.distributed, env.local_world_size);
   // Every rank has checked output_dir before the rendezvous, so rank 0 writing into it cannot fail another's check.
+  const DeviceChoice device = select_device(spec, env);
   if (env.world_size > 1) {
-    set_world(make_gloo_comm(env, rendezvous_options_for(spec.distributed, resolved)));
+    const RendezvousOptions rendezvous_options = rendezvous_options_for(spec.distributed, resolved);
+    set_world(device.backend == "nccl" ? make_nccl_comm(env, rendezvous_options, device.cuda_index)
+                                       : make_gloo_comm(env, rendezvous_options));
     log_debug("worker " + env.describe());
   }
-  const DeviceChoice device = select_device(spec, env);
+  report_rank_devices(device);
   const bool main_rank = env.rank == 0;
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));

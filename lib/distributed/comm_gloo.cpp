@@ -1,5 +1,6 @@
 // The Gloo communicator: our rendezvous (rendezvous.h, store.h) + c10d::ProcessGroupGloo, with fallbacks
-// for the collectives Gloo lacks in LibTorch 1.13 and byte counters (see comm.h).
+// for the collectives Gloo lacks in LibTorch 1.13 and byte counters (see comm.h); device tensors travel
+// through host copies (collective_work.h StagedOp).
 #define USE_C10D_GLOO 1
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "distributed/collective_work.h"
 #include "distributed/comm.h"
 #include "distributed/env.h"
 #include "distributed/rendezvous.h"
@@ -14,76 +16,6 @@
 
 namespace hftrain {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-std::string short_error(const std::exception& e) {
-  std::string msg = e.what();
-  // c10 errors carry a backtrace after the message ("Exception raised from ..." or "frame #0: ...").
-  for (const char* marker : {"\nException raised from", "\nframe #"}) {
-    auto cut = msg.find(marker);
-    if (cut != std::string::npos) msg = msg.substr(0, cut);
-  }
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  return msg;
-}
-
-std::string human_bytes(uint64_t b) {
-  char buf[64];
-  if (b >= (1u << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  return buf;
-}
-
-// A Gloo work item plus what to do once it has finished (e.g. sum the received segments).
-class GlooPending : public PendingOp {
- public:
-  GlooPending(c10::intrusive_ptr<c10d::Work> work, std::string op, std::string what, uint64_t bytes, int rank,
-              std::chrono::milliseconds timeout, std::function<void()> finish)
-      : work_(std::move(work)), op_(std::move(op)), what_(std::move(what)), bytes_(bytes), rank_(rank),
-        timeout_(timeout), finish_(std::move(finish)), start_(Clock::now()) {}
-
-  // No wait in the destructor: the Gloo work item keeps its tensors alive until it finishes, and an
-  // abandoned operation only happens on the way to exiting the worker.
-  void wait() override {
-    if (done_) return;
-    done_ = true;
-    try {
-      // Gloo enforces the same timeout on its own transfers; the slack lets its message win.
-      work_->wait(timeout_ + std::chrono::milliseconds(2000));
-    } catch (const std::exception& e) {
-      const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-      const double limit = std::chrono::duration<double>(timeout_).count();
-      char head[256];
-      std::snprintf(head, sizeof head, "%s of %s (%s) on rank %d ", op_.c_str(), what_.c_str(),
-                    human_bytes(bytes_).c_str(), rank_);
-      std::string msg = head;
-      const std::string cause = short_error(e);
-      if (cause.find("can't allocate memory") != std::string::npos) {
-        msg += "ran out of memory on this rank";
-      } else if (elapsed + 0.05 >= limit) {
-        std::snprintf(head, sizeof head, "did not finish within distributed.ddp_timeout (%g s)", limit);
-        msg += head;
-      } else {
-        std::snprintf(head, sizeof head, "failed after %.1f s (another worker probably exited; see its error)", elapsed);
-        msg += head;
-      }
-      throw RuntimeFailure("collective " + msg + ": " + cause);
-    }
-    if (finish_) finish_();
-  }
-
- private:
-  c10::intrusive_ptr<c10d::Work> work_;
-  std::string op_, what_;
-  uint64_t bytes_;
-  int rank_;
-  std::chrono::milliseconds timeout_;
-  std::function<void()> finish_;
-  Clock::time_point start_;
-  bool done_ = false;
-};
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
@@ -103,24 +35,6 @@ void sum_segments(const torch::Tensor& received, int64_t size, int64_t n, torch:
   for (int64_t r = 1; r < size; ++r) acc.add_(parts[r]);
   output.copy_(acc);
 }
-
-// An operation on host copies of device tensors, then `copy_back` (host -> device) once it is done.
-class StagedOp : public PendingOp {
- public:
-  StagedOp(std::unique_ptr<PendingOp> inner, std::function<void()> copy_back)
-      : inner_(std::move(inner)), copy_back_(std::move(copy_back)) {}
-  void wait() override {
-    if (!inner_) return;
-    inner_->wait();
-    inner_.reset();
-    torch::NoGradGuard no_grad;
-    copy_back_();
-  }
-
- private:
-  std::unique_ptr<PendingOp> inner_;
-  std::function<void()> copy_back_;
-};
 
 bool on_device(const torch::Tensor& t) { return t.defined() && !t.device().is_cpu(); }
 torch::Tensor host_copy(const torch::Tensor& t) { return t.to(torch::kCPU).contiguous(); }
@@ -190,10 +104,7 @@ class GlooComm : public Comm {
     }
     require_cpu_contiguous(input, "reduce_scatter", what);
     require_cpu_contiguous(output, "reduce_scatter", what);
-    int64_t total = 0;
-    for (auto c : counts) total += c;
-    if (static_cast<int>(counts.size()) != size_ || total != input.numel() || output.numel() != counts[rank_])
-      throw RuntimeFailure("reduce_scatter (" + what + "): segment counts do not match the tensors");
+    const int64_t total = check_segment_counts(counts, size_, rank_, input, output, what);
     // Fallback: all-to-all-v sends segment j to rank j; rank r receives its segment from every rank and
     // sums them in rank order.
     const int64_t mine = counts[rank_];
@@ -288,7 +199,8 @@ class GlooComm : public Comm {
       throw RuntimeFailure("collective " + op + " of " + what + " on rank " + std::to_string(rank_) +
                            " could not start: " + short_error(e));
     }
-    return std::make_unique<GlooPending>(std::move(work), op, what, bytes, rank_, timeout_, std::move(finish));
+    return std::make_unique<WorkPending<c10::intrusive_ptr<c10d::Work>>>(std::move(work), op, what, bytes, rank_, timeout_,
+                                                                       std::move(finish));
   }
 
   int rank_, size_;

@@ -214,13 +214,9 @@ DeviceChoice choose_device(bool cuda_build, bool use_cpu, const std::string& bac
                       std::to_string(visible_gpus - 1) + " after CUDA_VISIBLE_DEVICES); start at most " +
                       std::to_string(visible_gpus) + " workers on this node (--nproc-per-node auto), or set "
                       "training.use_cpu: true");
-  // hftrain's Comm has no NCCL implementation yet: GPU tensors travel through host memory over Gloo
-  // (distributed/comm.h), so `auto` means gloo on GPUs too, and nccl is refused rather than pretended.
-  if (backend == "nccl")
-    throw ConfigError("distributed.backend: nccl collectives are not built into hftrain yet; on GPUs the workers "
-                      "exchange gradients over gloo through host memory: use gloo (or auto)");
+  // On GPUs `auto` means nccl, as torchrun and HF's Trainer choose; gloo stays possible (through host memory).
   c.cuda_index = local_rank;
-  c.backend = "gloo";
+  c.backend = backend == "gloo" ? "gloo" : "nccl";
   return c;
 }
 

@@ -5,8 +5,8 @@
 //   - otherwise the worker with LOCAL_RANK r takes cuda:r, the r-th GPU CUDA enumerates after applying
 //     CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (a LOCAL_RANK at or beyond the visible count is a
 //     ConfigError naming both);
-//   - distributed.backend auto = gloo everywhere: there is no NCCL Comm yet, so GPU tensors travel over
-//     Gloo through host memory and an explicit nccl is refused;
+//   - distributed.backend auto = nccl on GPUs (comm_nccl.h), gloo on the CPU; gloo on GPUs moves the
+//     tensors through host memory; nccl on the CPU is refused;
 //   - nproc_per_node auto = the number of visible GPUs, or 1 on the CPU (with the reason).
 // The launcher counts GPUs without creating a CUDA context (a forked worker could not use one): it asks
 // the driver (NVML) for the machine's GPUs and applies CUDA_VISIBLE_DEVICES itself, as PyTorch's

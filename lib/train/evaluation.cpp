@@ -13,6 +13,7 @@
 #include "log/logger.h"
 #include "train/example_generation.h"
 #include "train/training_loss.h"
+#include "util/device_clock.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -172,7 +173,7 @@ nlohmann::json evaluate_split(ModelAndData& p, const Components& components, con
                std::to_string(mine.size()) + " of " + std::to_string(samples) + " examples)");
   }
   p.model->train(was_training);
-  const double runtime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double runtime = seconds_since(start, p.device);
   const double mean_loss = loss_sum / static_cast<double>(samples);
   nlohmann::json result;
   result[prefix + "_loss"] = mean_loss;

@@ -26,6 +26,7 @@
 #include "train/reporting.h"
 #include "train/step_metrics.h"
 #include "train/training_loss.h"
+#include "util/device_clock.h"
 #include "util/fault_injection.h"
 #include "util/fs.h"
 #include "util/signals.h"
@@ -136,7 +137,7 @@ nlohmann::json Trainer::train() {
       if (const int sig = agreed_stop_signal(comm_)) stop_for_signal(sig);
     }
   }
-  return finish_run(*run, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count());
+  return finish_run(*run, seconds_since(start_time, pipeline_.device));
 }
 
 std::unique_ptr<Trainer::TrainingRun> Trainer::start_run() {

@@ -156,18 +156,17 @@ TEST_CASE("dist devices: nproc_per_node auto starts one worker per visible GPU, 
   CHECK_THAT(no_cuda.reason, Catch::Contains("has no CUDA"));
 }
 
-TEST_CASE("dist devices: each LOCAL_RANK takes its own GPU, backend auto is gloo on both (no NCCL Comm yet)",
+TEST_CASE("dist devices: each LOCAL_RANK takes its own GPU, backend auto is nccl there and gloo on the CPU",
           "[unit][dist]") {
   for (int rank = 0; rank < 4; ++rank) {
     const DeviceChoice d = choose_device(true, false, "auto", rank, 4);
     CHECK(d.on_gpu());
     CHECK(d.cuda_index == rank);
     CHECK(d.device() == "cuda:" + std::to_string(rank));
-    CHECK(d.backend == "gloo");  // no NCCL Comm yet: GPU tensors travel over gloo through host memory
+    CHECK(d.backend == "nccl");  // as torchrun and HF's Trainer choose for CUDA
   }
-  CHECK(choose_device(true, false, "gloo", 1, 2).backend == "gloo");
-  CHECK_THROWS_WITH(choose_device(true, false, "nccl", 1, 2),
-                    Catch::Contains("nccl collectives are not built into hftrain yet") && Catch::Contains("use gloo"));
+  CHECK(choose_device(true, false, "gloo", 1, 2).backend == "gloo");  // asked for: through host memory
+  CHECK(choose_device(true, false, "nccl", 1, 2).backend == "nccl");
   const DeviceChoice no_gpu = choose_device(true, false, "auto", 0, 0);
   CHECK(no_gpu.device() == "cpu");
   CHECK(no_gpu.backend == "gloo");

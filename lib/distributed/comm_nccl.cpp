@@ -1,0 +1,43 @@
+// The NCCL communicator (see comm_nccl.h). Everything NCCL is under HFTRAIN_WITH_CUDA (util/torch_compat.h).
+#include "distributed/comm_nccl.h"
+
+#include "distributed/env.h"
+#include "distributed/rendezvous.h"
+#include "util/error.h"
+#include "util/torch_compat.h"
+
+#if HFTRAIN_WITH_CUDA
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include "distributed/comm_native.h"
+#endif
+
+namespace hftrain {
+
+std::unique_ptr<Comm> make_nccl_comm(const DistEnv& env, const RendezvousOptions& options, int cuda_index) {
+#if HFTRAIN_WITH_CUDA
+  auto met = std::make_shared<Rendezvous>(rendezvous(env, options));
+  auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+  nccl_options->timeout = options.store_timeout;
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group;
+  try {
+    group = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("hftrain/world", met->store),
+                                                        env.rank, env.world_size, nccl_options);
+  } catch (const std::exception& e) {
+    throw RuntimeFailure("rendezvous: rank " + std::to_string(env.rank) + " could not form the NCCL group of " +
+                         std::to_string(env.world_size) + " workers on cuda:" + std::to_string(cuda_index) + ": " +
+                         short_error(e));
+  }
+  return std::make_unique<NativeCollectivesComm<c10d::ProcessGroupNCCL>>(
+      group, env.rank, env.world_size, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_index)),
+      options.store_timeout, "nccl", met);
+#else
+  (void)env;
+  (void)options;
+  (void)cuda_index;
+  throw ConfigError("distributed.backend: nccl needs CUDA, and this build runs on the CPU; use gloo (or auto)");
+#endif
+}
+
+}  // namespace hftrain
