@@ -13,8 +13,9 @@ Usage: python_loop.py nanogpt --text FILE [--steps N]
        python_loop.py gpt2 --text FILE [--steps N]
        python_loop.py mlp [--steps N]
 Thread settings are torch's defaults unless --threads N is given (torch.set_num_threads(N)).
---bf16 runs each forward and loss under torch.autocast("cpu", dtype=torch.bfloat16), as a PyTorch user
-trains in mixed precision on a CPU (weights and optimizer stay float32).
+--bf16 runs each forward and loss under torch.autocast(<device type>, dtype=torch.bfloat16), as a PyTorch
+user trains in mixed precision (weights and optimizer stay float32). --device cuda trains on the GPU (the
+model, every batch and the optimizer there; each step ends with loss.item(), which waits for the GPU).
 """
 import argparse
 import json
@@ -42,7 +43,7 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         att = att.masked_fill(~mask, float("-inf"))
         att = F.softmax(att, dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
@@ -80,7 +81,7 @@ class GPT(nn.Module):
                 nn.init.normal_(p, 0.0, std)
 
     def forward(self, idx, labels):
-        pos = torch.arange(idx.size(1))
+        pos = torch.arange(idx.size(1), device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.h:
             x = block(x)
@@ -125,7 +126,8 @@ def adamw(model, lr, betas, weight_decay):
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=1e-8)
 
 
-AUTOCAST = {"enabled": False}
+AUTOCAST = {"enabled": False, "device_type": "cpu"}
+DEVICE = {"device": torch.device("cpu")}
 
 
 def train(model, batches, steps, opt, lr_at, max_grad_norm, tokens_per_step):
@@ -136,8 +138,8 @@ def train(model, batches, steps, opt, lr_at, max_grad_norm, tokens_per_step):
         t0 = time.perf_counter()
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        x, y = next(batches)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=AUTOCAST["enabled"]):
+        x, y = (t.to(DEVICE["device"], non_blocking=True) for t in next(batches))
+        with torch.autocast(AUTOCAST["device_type"], dtype=torch.bfloat16, enabled=AUTOCAST["enabled"]):
             loss = model(x, y)
             if isinstance(loss, tuple):
                 loss = loss[0]
@@ -183,7 +185,7 @@ def epochs_of_batches(blocks, batch_size, seed):
 def lm_workload(args, n_layer, n_head, n_embd, block, batch, tokenizer, vocab_override, lr_at, lr, betas, wd, clip):
     vocab, train_blocks, eval_blocks = text_blocks(args.text, tokenizer, block, 0.1)
     torch.manual_seed(1337)
-    model = GPT(vocab_override or vocab, block, n_layer, n_head, n_embd, bias=False)
+    model = GPT(vocab_override or vocab, block, n_layer, n_head, n_embd, bias=False).to(DEVICE["device"])
     opt = adamw(model, lr, betas, wd)
     result = train(model, epochs_of_batches(train_blocks, batch, 1337), args.steps, opt, lr_at, clip, batch * block)
     if args.eval:
@@ -191,7 +193,7 @@ def lm_workload(args, n_layer, n_head, n_embd, block, batch, tokenizer, vocab_ov
         total, count = 0.0, 0
         with torch.no_grad():
             for i in range(0, len(eval_blocks), 64):
-                b = eval_blocks[i:i + 64]
+                b = eval_blocks[i:i + 64].to(DEVICE["device"])
                 total += model(b, b).item() * len(b)
                 count += len(b)
         result["eval_loss"] = total / count
@@ -205,9 +207,12 @@ def main():
     ap.add_argument("--steps", type=int)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--no-eval", dest="eval", action="store_false")
-    ap.add_argument("--bf16", action="store_true", help="torch.autocast('cpu', torch.bfloat16) around forward and loss")
+    ap.add_argument("--bf16", action="store_true", help="torch.autocast(device, torch.bfloat16) around forward and loss")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     args = ap.parse_args()
     AUTOCAST["enabled"] = args.bf16
+    DEVICE["device"] = torch.device(args.device)
+    AUTOCAST["device_type"] = DEVICE["device"].type
     if args.threads:
         torch.set_num_threads(args.threads)
 

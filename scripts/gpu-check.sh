@@ -2,8 +2,9 @@
 # The first checks on a machine with an NVIDIA GPU (docs/gpu.md): builds hftrain against the CUDA LibTorch of
 # the machine's PyTorch, then trains the same specs on the GPU and on the CPU and keeps every log.
 #   scripts/gpu-check.sh OUT_DIR [build-dir]
+# The build folder is reused when it exists (remove it for a clean build).
 # Without apt (e.g. a container that has PyTorch but not hftrain's libraries), put Debian 12's .deb files of
-# scripts/install-deps.sh's libraries in a folder and set HFTRAIN_DEPS_DEBS to it: they are unpacked into
+# scripts/install-deps.sh's libraries in a folder (scripts/gpu-debs.sh) and set HFTRAIN_DEPS_DEBS to it: they are unpacked into
 # /tmp/hftrain-deps and used from there (nothing is installed into /). HFTRAIN_GPU_TESTS=1 also builds and
 # runs the unit tests.
 set -u
@@ -52,10 +53,13 @@ stamp "build rc=$rc, $(wc -l < "$out/build_errors.txt") distinct error lines (bu
 [ -x "$build/hftrain" ] || exit 1
 
 hf="$build/hftrain"
-run() {  # run NAME SECONDS hftrain-args...: one run, its log kept, its last log lines in the summary
+run() {  # run NAME SECONDS hftrain-args...: one run, its log appended to runs.log, its last lines in the summary
   local name=$1 secs=$2; shift 2
-  timeout "$secs" "$hf" "$@" > "$out/run_$name.log" 2>&1
-  stamp "run $name rc=$?: $(grep -E "train_loss|eval_loss|samples_per_second|Device =" "$out/run_$name.log" | tail -4 | tr '\n' ' ')"
+  echo "===== $name: hftrain $*" >> "$out/runs.log"
+  timeout "$secs" "$hf" "$@" > /tmp/hftrain-run.log 2>&1
+  local rc=$?
+  cat /tmp/hftrain-run.log >> "$out/runs.log"
+  stamp "run $name rc=$rc: $(grep -E "train_loss|eval_loss|samples_per_second|error" /tmp/hftrain-run.log | tail -4 | tr '\n' ' ')"
 }
 quick=(configs/quickstart.yaml --set training.max_steps=300 --set training.eval_steps=300 --set training.logging_steps=50)
 run gpu_fp32 90 train "${quick[@]}" --set training.output_dir=/tmp/q_gpu
@@ -68,6 +72,14 @@ if [ -f "${HFTRAIN_SHAKESPEARE:-}" ]; then
   sk=(configs/shakespeare_char.yaml --set data.path="$HFTRAIN_SHAKESPEARE" --set training.max_steps=300)
   run gpu_nanogpt 120 train "${sk[@]}" --set training.output_dir=/tmp/sk_gpu
   run gpu_nanogpt_bf16 120 train "${sk[@]}" --set training.output_dir=/tmp/sk_bf16 --set precision.bf16=true
+fi
+if [ -f "${HFTRAIN_SHAKESPEARE:-}" ] && [ "${HFTRAIN_GPU_BENCH:-1}" = 1 ]; then  # against PyTorch's loop on the GPU
+  for precision in fp32 bf16; do
+    flag=(); [ $precision = bf16 ] && flag=(--bf16)
+    PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu_compare.py --hftrain "$hf" --text "$HFTRAIN_SHAKESPEARE" \
+      --workload gpt2 --steps 30 --repeats 2 "${flag[@]}" >> "$out/gpu_compare.txt" 2>&1
+    stamp "gpu compare gpt2 $precision: $(tail -1 "$out/gpu_compare.txt")"
+  done
 fi
 if [ "$tests" = ON ]; then
   (cd "$build" && timeout "${HFTRAIN_TEST_TIMEOUT:-300}" ctest -j8 --timeout 120 -L unit > "$out/ctest_unit.log" 2>&1)
