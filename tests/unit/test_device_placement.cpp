@@ -16,6 +16,7 @@
 #include "engine/flat_parameters.h"
 #include "engine/factory.h"
 #include "lazy_device.h"
+#include "seq2seq_model_helpers.h"
 #include "models/construction.h"
 #include "optim/adamw.h"
 #include "runspec/run_spec.h"
@@ -201,4 +202,45 @@ TEST_CASE("device placement: a stage-3 engine on a device takes sharded construc
   host_values.params = {torch::ones({4, 3})};
   CHECK_THROWS_WITH(map_groups({host_values}, {"w"}, 2, lazy),
                     Catch::Contains("parameter 'w' is not an fp32 tensor on lazy") && Catch::Contains("on cpu"));
+}
+
+TEST_CASE("device placement: every family builds on the device, every parameter and buffer there with the host "
+          "build's values",
+          "[device]") {
+  // The policy's "model construction on the device": torch's layers draw on the host as their constructors
+  // do, then each tensor moves, so the values equal a host build's; a tensor a family made on the host by
+  // itself (a mask, a table) would show up here as a buffer off the device.
+  const std::map<std::string, std::string> families = {
+      {"mlp", "{hidden_sizes: [12, 8], num_labels: 3, num_features: 5}"},
+      {"gpt", "{vocab_size: 29, block_size: 16, n_layer: 2, n_head: 2, n_embd: 16, dropout: 0}"},
+      {"gpt2", "{vocab_size: 29, n_positions: 16, n_embd: 32, n_layer: 2, n_head: 4, tie_word_embeddings: false}"},
+      {"llama", "{vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+                "num_key_value_heads: 2, max_position_embeddings: 16}"},
+      {"bert_mlm", "{vocab_size: 31, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 48, "
+                   "max_position_embeddings: 16}"},
+      {"t5", "{vocab_size: 29, d_model: 32, d_kv: 8, d_ff: 48, num_layers: 2, num_decoder_layers: 2, num_heads: 4, "
+             "relative_attention_num_buckets: 8, relative_attention_max_distance: 6}"},
+      {"bart", "{vocab_size: 29, d_model: 24, encoder_layers: 2, decoder_layers: 2, encoder_attention_heads: 4, "
+               "decoder_attention_heads: 2, encoder_ffn_dim: 40, decoder_ffn_dim: 36, max_position_embeddings: 16}"}};
+  const torch::Device lazy = lazy_device();
+  for (const auto& [family, options] : families) {
+    INFO(family);
+    const auto host = hftrain_test::build_model(family, options, /*seed=*/5);
+    std::shared_ptr<Model> placed;
+    {
+      DeviceConstruction on_device(lazy);
+      placed = hftrain_test::build_model(family, options, /*seed=*/5);
+    }
+    auto compare = [&](const auto& host_tensors, const auto& placed_tensors, const char* what) {
+      REQUIRE(host_tensors.size() == placed_tensors.size());
+      for (std::size_t i = 0; i < host_tensors.size(); ++i) {
+        INFO(what << " " << placed_tensors[i].key());
+        CHECK(placed_tensors[i].key() == host_tensors[i].key());
+        CHECK(placed_tensors[i].value().device() == lazy);
+        CHECK(torch::equal(placed_tensors[i].value().to(torch::kCPU), host_tensors[i].value()));
+      }
+    };
+    compare(host->named_parameters().items(), placed->named_parameters().items(), "parameter");
+    compare(host->named_buffers().items(), placed->named_buffers().items(), "buffer");
+  }
 }
