@@ -46,8 +46,8 @@ struct GeluBody {
   // Numerical Recipes' Chebyshev fit: t exp(-z^2 - 1.26551223 + t (1.00002368 + ...)), t = 1 / (1 + z / 2).
   static void normal(R x, R& cdf, R& pdf) {
     const R half = V::set1(0.5f), one = V::set1(1.0f);
-    const R z = V::mul(V::mul(x, V::sign(x)), V::set1(0.70710678118654752f));
-    const R t = V::div(one, V::fmadd(half, z, one));
+    const R z = V::mul(V::abs(x), V::set1(0.70710678118654752f));
+    const R t = V::reciprocal(V::fmadd(half, z, one));
     R poly = V::set1(0.17087277f);
     for (const float c : {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f,
                           0.37409196f, 1.00002368f, -1.26551223f})
@@ -63,7 +63,7 @@ struct GeluBody {
     const R one = V::set1(1.0f), k = V::set1(0.79788456080286536f), c = V::set1(0.044715f);
     const R x2 = V::mul(x, x);
     const R u = V::mul(k, V::fmadd(V::mul(c, x2), x, x));
-    s = V::div(one, V::add(one, V::exp(V::mul(V::set1(-2.0f), u))));
+    s = V::reciprocal(V::add(one, V::exp(V::mul(V::set1(-2.0f), u))));
     du = V::mul(k, V::fmadd(V::set1(3.0f * 0.044715f), x2, one));
   }
 
@@ -106,7 +106,7 @@ struct SwiGluBody {
 
   static R sigmoid(R g) {
     const R one = V::set1(1.0f);
-    return V::div(one, V::add(one, V::exp(V::fnmadd(g, one, V::zero()))));  // 1 / (1 + e^-g)
+    return V::reciprocal(V::add(one, V::exp(V::fnmadd(g, one, V::zero()))));  // 1 / (1 + e^-g)
   }
 
   static void forward(const float* g, const float* u, float* y, int64_t n) {

@@ -34,6 +34,12 @@ struct Avx512Isa {
   static R add(R a, R b) { return _mm512_add_ps(a, b); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
   static R div(R a, R b) { return _mm512_div_ps(a, b); }
+  // 1 / a within about an ulp: the 14-bit estimate and one Newton step (2 FMAs), far cheaper than a division.
+  static R reciprocal(R a) {
+    const R r = _mm512_rcp14_ps(a);
+    return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(a, r, _mm512_set1_ps(1.0f)), r);
+  }
+  static R abs(R a) { return _mm512_abs_ps(a); }
   static R sqrt(R a) { return _mm512_sqrt_ps(a); }
   static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R fnmadd(R a, R b, R c) { return _mm512_fnmadd_ps(a, b, c); }

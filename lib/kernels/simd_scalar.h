@@ -22,6 +22,8 @@ struct ScalarIsa {
   static R add(R a, R b) { return a + b; }
   static R mul(R a, R b) { return a * b; }
   static R div(R a, R b) { return a / b; }
+  static R reciprocal(R a) { return 1.0f / a; }
+  static R abs(R a) { return std::fabs(a); }
   static R sqrt(R a) { return std::sqrt(a); }
   static R fmadd(R a, R b, R c) { return a * b + c; }   // c + a*b (contracted only where the ISA has FMA)
   static R fnmadd(R a, R b, R c) { return c - a * b; }  // c - a*b
