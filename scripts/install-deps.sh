@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libgloo-dev           # LibTorch 1.13 (CPU) and the gloo headers c10d includes
+  libdnnl-dev                        # oneDNN's sgemm for the linear layers (LibTorch already loads libdnnl)
   libopenblas0-openmp                # optimised BLAS sharing LibTorch's OpenMP pool; see README "Threads and BLAS"
   libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libxxhash-dev
   libsentencepiece-dev libpcre2-dev libutf8proc-dev  # tokenizers: sentencepiece models, Unicode regex, NFD / categories

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models/construction.h"
+#include "models/fused_linear.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -20,12 +21,7 @@ int64_t AdaptableLinearImpl::out_features() const { return layout_ == Layout::kO
 torch::Tensor AdaptableLinearImpl::weight_out_in() const { return layout_ == Layout::kOutIn ? weight : weight.t(); }
 
 torch::Tensor AdaptableLinearImpl::base_output(const torch::Tensor& x, bool with_bias) const {
-  const torch::Tensor b = with_bias ? bias : torch::Tensor();
-  if (layout_ == Layout::kOutIn) return torch::nn::functional::linear(x, weight, b);
-  auto sizes = x.sizes().vec();
-  sizes.back() = weight.size(1);
-  const torch::Tensor flat = x.reshape({-1, x.size(-1)});
-  return (b.defined() ? torch::addmm(b, flat, weight) : torch::mm(flat, weight)).view(sizes);
+  return linear_product(x, weight, with_bias ? bias : torch::Tensor(), layout_ == Layout::kInOut);
 }
 
 torch::Tensor AdaptableLinearImpl::forward(const torch::Tensor& x) {

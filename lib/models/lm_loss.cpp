@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "models/fused_linear.h"
 #include "util/autocast.h"
 
 namespace hftrain {
@@ -24,11 +25,12 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     torch::Tensor dw = grad_w ? torch::zeros(w.sizes(), w.options().dtype(torch::kFloat)) : torch::Tensor();
     torch::Tensor db = grad_b ? torch::zeros({vocab}, b.options().dtype(torch::kFloat)) : torch::Tensor();
     torch::Tensor total = torch::zeros({}, h.options().dtype(torch::kFloat));
-    const torch::Tensor wt = w.t();
     for (int64_t start = 0; start < rows; start += chunk) {
       const int64_t end = std::min(rows, start + chunk);
       const torch::Tensor hc = h.slice(0, start, end), yc = y.slice(0, start, end).unsqueeze(1);
-      torch::Tensor z = has_bias ? torch::addmm(b, hc, wt) : torch::mm(hc, wt);
+      torch::Tensor z = torch::empty({end - start, vocab}, h.options());
+      if (has_bias) z.copy_(b.expand({end - start, vocab}));
+      matmul_into(z, hc, false, w, true, has_bias ? 1.0f : 0.0f);
       z = z.to(torch::kFloat);
       const torch::Tensor lse = z.logsumexp(1, /*keepdim=*/true);
       torch::Tensor row_loss = (lse - z.gather(1, yc)) * (1.0 - epsilon);
@@ -44,10 +46,10 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       const torch::Tensor gc = g.to(h.scalar_type());
       if (grad_h) {
         torch::Tensor rows_of_dh = dh.slice(0, start, end);
-        torch::mm_out(rows_of_dh, gc, w);
+        matmul_into(rows_of_dh, gc, false, w, false, 0.0f);
       }
       if (grad_w) {  // accumulated in fp32 across chunks, in place where the product already is fp32
-        if (gc.scalar_type() == torch::kFloat) dw.addmm_(gc.t(), hc);
+        if (gc.scalar_type() == torch::kFloat) matmul_into(dw, gc, true, hc, false, 1.0f);
         else dw += torch::mm(gc.t(), hc).to(torch::kFloat);
       }
     }

@@ -1,0 +1,22 @@
+// Single-precision matrix products for the model kernels, row-major as LibTorch lays tensors out, through
+// oneDNN's sgemm (dnnl_sgemm: JIT-compiled AVX-512 / AVX2 kernels on the OpenMP threads LibTorch uses) when the
+// build found oneDNN (libdnnl-dev; Debian's LibTorch already loads libdnnl). On the shapes of a transformer step
+// it runs 1.2-1.5x faster than the OpenBLAS sgemm behind LibTorch's matmul on the development machine (bench/
+// RESULTS.md), and it has no separate pass that zero-fills the output first. Without oneDNN gemm_available() is
+// false and the callers keep LibTorch's ops.
+#pragma once
+
+#include <cstdint>
+
+namespace hftrain {
+namespace kernels {
+
+bool gemm_available();
+
+// C[m x n] = alpha op(A) op(B) + beta C, every matrix row-major with the given row strides (lda, ldb, ldc);
+// op(X) = X^T when trans_x. A is m x k after op, B is k x n after op. RuntimeFailure if oneDNN refuses.
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace kernels
+}  // namespace hftrain

@@ -1,0 +1,21 @@
+// The linear layers' product y = x W^T + b (nn.Linear's [out, in] weight) or y = x W + b (HF's Conv1D
+// [in, out] weight) as one autograd operation over oneDNN's sgemm (kernels/gemm.h): the forward product
+// writes into the bias-filled output, and backward forms dX and dW with one product each (db as dY's
+// column sums). Used for fp32 host tensors while the fused kernels are on and autocast is off; anything else
+// (bf16 under autocast, another device, HFTRAIN_KERNELS=torch, a build without oneDNN) takes LibTorch's ops.
+#pragma once
+
+#include "util/torch_compat.h"
+
+namespace hftrain {
+
+// `weight_in_out`: the weight is [in, out] (Conv1D) rather than [out, in]. `bias` may be undefined.
+torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                             bool weight_in_out = false);
+
+// c = op(a) op(b) + beta c for 2-D tensors (op = transpose when trans_x; beta 0 or 1), outside autograd: the
+// products inside hand-written backward passes (the chunked LM loss). oneDNN's sgemm for contiguous fp32 host
+// tensors while the fused kernels are on, else LibTorch's mm / addmm.
+void matmul_into(torch::Tensor& c, const torch::Tensor& a, bool trans_a, const torch::Tensor& b, bool trans_b, float beta);
+
+}  // namespace hftrain

@@ -1,0 +1,79 @@
+// The linear product over oneDNN's sgemm (models/fused_linear.h) against float64 LibTorch ops: values and the
+// gradients of input, weight and bias, for nn.Linear's [out, in] and Conv1D's [in, out] weights, with and
+// without bias, 2-D and 3-D inputs, a transposed (non-contiguous) input and empty batches; and the cases that
+// must keep LibTorch's ops (autocast, the torch switch, a non-contiguous weight).
+#include <catch2/catch.hpp>
+
+#include "kernels/gemm.h"
+#include "kernels/kernel_choice.h"
+#include "models/fused_linear.h"
+#include "util/autocast.h"
+
+using namespace hftrain;
+
+namespace {
+
+std::string node_name(const torch::Tensor& y) { return y.grad_fn() ? y.grad_fn()->name() : "none"; }
+
+double max_abs(const torch::Tensor& t) { return t.numel() == 0 ? 0.0 : t.abs().max().item<double>(); }
+
+}  // namespace
+
+TEST_CASE("fused linear equals float64 linear in values and every gradient, for both weight layouts", "[unit][kernels]") {
+  REQUIRE(kernels::gemm_available());  // install-deps.sh installs libdnnl-dev, so the suite's build has it
+  struct Case {
+    std::vector<int64_t> x_shape;
+    int64_t out;
+    bool bias, in_out, transposed_x;
+  };
+  const std::vector<Case> cases = {{{3, 5, 7}, 11, true, false, false}, {{4, 7}, 1, false, false, false},
+                                   {{2, 9, 16}, 33, true, true, false}, {{6, 13}, 5, false, true, false},
+                                   {{13, 6}, 4, true, false, true},     {{0, 7}, 3, true, false, false},
+                                   {{1, 1}, 17, true, true, false}};
+  for (const Case& c : cases) {
+    const int64_t in = c.transposed_x ? c.x_shape.front() : c.x_shape.back();
+    INFO("x " << c.x_shape << " out " << c.out << " bias " << c.bias << " in_out " << c.in_out << " transposed " << c.transposed_x);
+    torch::manual_seed(in * 7 + c.out);
+    auto x = torch::randn(c.x_shape);
+    if (c.transposed_x) x = x.t();  // [6, 13] viewed as [13 rows... ] -> a non-contiguous [6 x 13]^T input
+    x.requires_grad_(true);
+    auto w = (c.in_out ? torch::randn({in, c.out}) : torch::randn({c.out, in})).requires_grad_(true);
+    auto b = c.bias ? torch::randn({c.out}).requires_grad_(true) : torch::Tensor();
+    auto y = linear_product(x, w, b, c.in_out);
+    CHECK(node_name(y).find("FusedLinear") != std::string::npos);
+
+    auto x64 = x.detach().to(torch::kDouble).requires_grad_(true);
+    auto w64 = w.detach().to(torch::kDouble).requires_grad_(true);
+    auto b64 = c.bias ? b.detach().to(torch::kDouble).requires_grad_(true) : torch::Tensor();
+    auto want = torch::matmul(x64, c.in_out ? w64 : w64.t());
+    if (c.bias) want = want + b64;
+    REQUIRE(y.sizes() == want.sizes());
+    const auto tol = [&](const torch::Tensor& ref) { return 1e-5 * (1.0 + max_abs(ref)); };
+    CHECK(max_abs(y.detach().to(torch::kDouble) - want) <= tol(want));
+    const auto dy = torch::randn(want.sizes(), torch::kDouble);
+    y.backward(dy.to(torch::kFloat));
+    want.backward(dy);
+    CHECK(max_abs(x.grad().to(torch::kDouble) - x64.grad()) <= tol(x64.grad()));
+    CHECK(max_abs(w.grad().to(torch::kDouble) - w64.grad()) <= tol(w64.grad()));
+    if (c.bias) CHECK(max_abs(b.grad().to(torch::kDouble) - b64.grad()) <= tol(b64.grad()));
+  }
+}
+
+TEST_CASE("fused linear leaves autocast, the torch switch and strided weights to LibTorch's ops", "[unit][kernels]") {
+  auto x = torch::randn({4, 8}, torch::requires_grad());
+  auto w = torch::randn({3, 8}, torch::requires_grad());
+  auto b = torch::randn({3}, torch::requires_grad());
+  {
+    AutocastScope bf16(torch::kBFloat16);  // autocast's own casts and a bf16 product, as torch::linear under autocast
+    const auto y = linear_product(x, w, b);
+    CHECK(y.scalar_type() == torch::kBFloat16);
+    CHECK(node_name(y).find("FusedLinear") == std::string::npos);
+  }
+  kernels::set_fused_kernels_enabled(false);
+  CHECK(node_name(linear_product(x, w, b)).find("FusedLinear") == std::string::npos);
+  kernels::set_fused_kernels_enabled(true);
+  const auto strided = torch::randn({8, 3}, torch::requires_grad()).t();  // a [3, 8] view of a transposed weight
+  const auto y = linear_product(x, strided, b);
+  CHECK(node_name(y).find("FusedLinear") == std::string::npos);
+  CHECK(torch::allclose(y, torch::nn::functional::linear(x, strided, b)));
+}
