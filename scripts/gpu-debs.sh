@@ -7,9 +7,10 @@ dir=${1:?usage: scripts/gpu-debs.sh DIR}
 mkdir -p "$dir"
 cd "$dir"
 # The -dev packages of scripts/install-deps.sh that a PyTorch wheel does not bring, their runtime libraries,
-# pkg-config, Catch2 (the tests) and gloo's headers (LibTorch 2.x wheels ship none).
+# pkg-config, Catch2 (the tests), gloo's headers (LibTorch 2.x wheels ship none) and oneDNN (the CPU linear layers'
+# sgemm, kernels/gemm.h).
 apt-get download libyaml-cpp-dev libyaml-cpp0.7 libcli11-dev libfmt-dev libfmt9 libspdlog-dev libspdlog1.10 \
   nlohmann-json3-dev libxxhash-dev libxxhash0 libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 \
   libutf8proc-dev libutf8proc2 libsentencepiece-dev libsentencepiece0 libprotobuf-lite32 libaio-dev libaio1 \
-  libgloo-dev catch2 pkgconf pkgconf-bin libpkgconf3 pkg-config
-ls "$dir"
+  libgloo-dev catch2 pkgconf pkgconf-bin libpkgconf3 pkg-config libdnnl-dev libdnnl2
+ls

@@ -430,9 +430,15 @@ TIED = {"gpt2": ["lm_head.weight"], "bert_mlm": ["cls.predictions.decoder.weight
         "llama": ["lm_head.weight"], "bert": []}
 
 
-def close(a, b):
+# The logits of a trained model (larger weights) through hftrain's oneDNN products against this file's LibTorch
+# (OpenBLAS) products: the two sum in different orders, and t5 v1.1's gated-GELU case measured 1.09e-5 (3e-6 with
+# HFTRAIN_KERNELS=torch, whose products are OpenBLAS's as here). A saving bug moves them by far more.
+TRAINED_TOL = 2e-5
+
+
+def close(a, b, tol=TOL):
     err = ((a.double() - b.double()).abs() / b.double().abs().clamp(min=1.0)).max().item()
-    return err <= TOL, err
+    return err <= tol, err
 
 
 def check_resaved(case):
@@ -573,7 +579,7 @@ def seq2seq_checks(model_type, architecture, needed_keys, forward, expected_valu
     directories in HF layout (model_type, architectures, torch_dtype, needed_keys equal to
     expected_value(case config, key) unless that is None, the case's tensor names -- tied tensors once)
     giving hftrain's logits under forward(cfg, W, input_ids, attention_mask, labels)."""
-    def check_saved(case, sub, expected_logits, original_weights):
+    def check_saved(case, sub, expected_logits, original_weights, tol=TOL):
         d = os.path.join(case["dir"], sub)
         with open(os.path.join(d, "config.json")) as f:
             cfg = json.load(f)
@@ -600,7 +606,7 @@ def seq2seq_checks(model_type, architecture, needed_keys, forward, expected_valu
         elif all(torch.equal(t, case["weights"][k]) for k, t in W.items()):
             problems.append("no tensor changed in training")
         i = case["inputs"]
-        ok, err = close(forward(cfg, W, i["input_ids"], i["attention_mask"], i["labels"]), expected_logits)
+        ok, err = close(forward(cfg, W, i["input_ids"], i["attention_mask"], i["labels"]), expected_logits, tol)
         if not ok:
             problems.append("logits from the saved directory differ by %.3g" % err)
         return problems
@@ -625,7 +631,7 @@ def seq2seq_checks(model_type, architecture, needed_keys, forward, expected_valu
         if trained is None:
             failures.append("%s: hftrain wrote no trained logits" % case["name"])
         else:
-            for p in check_saved(case, "trained", trained, False):
+            for p in check_saved(case, "trained", trained, False, TRAINED_TOL):
                 failures.append("%s: trained: %s" % (case["name"], p))
         return ", gradients max err %.3g" % grad_err
     return family_checks
