@@ -43,7 +43,8 @@ int main() {
       k::set_model_kernel_isa(isa);
       const double forward = median_ns_per_element([&] { k::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), n, form); }, n);
       const double backward = median_ns_per_element(
-          [&] { k::gelu_backward(x.data_ptr<float>(), dy.data_ptr<float>(), dx.data_ptr<float>(), n, form); }, n);
+          [&] { k::gelu_backward(x.data_ptr<float>(), y.data_ptr<float>(), dy.data_ptr<float>(), dx.data_ptr<float>(), n, form); },
+          n);
       std::printf("gelu %-4s fused %-8s forward %.3f  backward %.3f ns/element\n", form_name, isa.c_str(), forward, backward);
     }
     k::set_model_kernel_isa("");

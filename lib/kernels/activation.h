@@ -13,8 +13,9 @@ namespace kernels {
 enum class GeluForm { kErf, kTanh };
 
 void gelu_forward(const float* x, float* y, int64_t n, GeluForm form);
-// dx = dy * gelu'(x)
-void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, GeluForm form);
+// dx = dy * gelu'(x), given the forward's output y = x g(x) too (g = Phi, or the tanh form's gate): g is read
+// back as y / x (1/2 at x = 0), so backward evaluates no erfc (and the tanh form no exponential) again.
+void gelu_backward(const float* x, const float* y, const float* dy, float* dx, int64_t n, GeluForm form);
 
 // SwiGLU's product (Llama's MLP): y = silu(g) u, silu(g) = g / (1 + e^-g); and its backward
 // dg = dy u silu'(g), du = dy silu(g).

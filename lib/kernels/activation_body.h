@@ -42,9 +42,9 @@ struct GeluBody {
   using R = typename V::R;
   static constexpr int64_t W = V::kWidth;
 
-  // Phi(x) and phi(x) (the standard normal's distribution and density). erfc(z), z = |x| / sqrt(2), from
-  // Numerical Recipes' Chebyshev fit: t exp(-z^2 - 1.26551223 + t (1.00002368 + ...)), t = 1 / (1 + z / 2).
-  static void normal(R x, R& cdf, R& pdf) {
+  // Phi(x), the standard normal's distribution. erfc(z), z = |x| / sqrt(2), from Numerical Recipes' Chebyshev
+  // fit: t exp(-z^2 - 1.26551223 + t (1.00002368 + ...)), t = 1 / (1 + z / 2).
+  static R normal_cdf(R x) {
     const R half = V::set1(0.5f), one = V::set1(1.0f);
     const R z = V::mul(V::abs(x), V::set1(0.70710678118654752f));
     const R t = V::reciprocal(V::fmadd(half, z, one));
@@ -53,49 +53,46 @@ struct GeluBody {
                           0.37409196f, 1.00002368f, -1.26551223f})
       poly = V::fmadd(poly, t, V::set1(c));
     const R erfc = V::mul(t, V::exp(V::fnmadd(z, z, poly)));  // t e^(poly - z^2)
-    const R tail = V::mul(half, erfc);                         // Phi(-|x|)
-    cdf = V::where_negative(x, tail, V::fnmadd(half, erfc, one));
-    pdf = V::mul(V::set1(0.39894228040143268f), V::exp(V::fnmadd(z, z, V::zero())));  // e^(-x^2/2) / sqrt(2 pi)
+    return V::where_negative(x, V::mul(half, erfc), V::fnmadd(half, erfc, one));  // Phi(-|x|) or 1 - Phi(-|x|)
   }
 
-  // s = 1 / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3); and du/dx.
-  static void tanh_gate(R x, R& s, R& du) {
+  // The tanh form's gate s = 1 / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+  static R tanh_gate(R x) {
     const R one = V::set1(1.0f), k = V::set1(0.79788456080286536f), c = V::set1(0.044715f);
-    const R x2 = V::mul(x, x);
-    const R u = V::mul(k, V::fmadd(V::mul(c, x2), x, x));
-    s = V::reciprocal(V::add(one, V::exp(V::mul(V::set1(-2.0f), u))));
-    du = V::mul(k, V::fmadd(V::set1(3.0f * 0.044715f), x2, one));
+    const R u = V::mul(k, V::fmadd(V::mul(c, V::mul(x, x)), x, x));
+    return V::reciprocal(V::add(one, V::exp(V::mul(V::set1(-2.0f), u))));
   }
 
   static R forward_lane(R x, GeluForm form) {
-    R a, b;
-    if (form == GeluForm::kTanh) {
-      tanh_gate(x, a, b);
-      return V::mul(x, a);
-    }
-    normal(x, a, b);
-    return V::mul(x, a);
+    return V::mul(x, form == GeluForm::kTanh ? tanh_gate(x) : normal_cdf(x));
   }
 
-  static R backward_lane(R x, R dy, GeluForm form) {
-    R a, b;
-    if (form == GeluForm::kTanh) {  // s + x 2 s (1 - s) du/dx
-      tanh_gate(x, a, b);
-      const R one = V::set1(1.0f);
-      const R ds = V::mul(V::mul(V::set1(2.0f), a), V::fnmadd(a, one, one));
-      return V::mul(dy, V::fmadd(V::mul(x, ds), b, a));
+  // The gate g(x) from the forward's output y = x g: y / x, and g(0) = 1/2 where |x| is below the smallest
+  // normal float (y / x has g's relative accuracy to within two roundings wherever y is a normal float).
+  static R gate_from_output(R x, R y) {
+    const R tiny = V::set1(1.17549435e-38f), one = V::set1(1.0f);
+    return V::where_negative(V::fnmadd(one, tiny, V::abs(x)), V::set1(0.5f), V::mul(y, V::reciprocal(x)));
+  }
+
+  static R backward_lane(R x, R y, R dy, GeluForm form) {
+    const R one = V::set1(1.0f), g = gate_from_output(x, y);
+    if (form == GeluForm::kTanh) {  // s + x 2 s (1 - s) du/dx, du/dx = sqrt(2/pi) (1 + 3 0.044715 x^2)
+      const R du = V::mul(V::set1(0.79788456080286536f), V::fmadd(V::set1(3.0f * 0.044715f), V::mul(x, x), one));
+      const R ds = V::mul(V::mul(V::set1(2.0f), g), V::fnmadd(g, one, one));
+      return V::mul(dy, V::fmadd(V::mul(x, ds), du, g));
     }
-    normal(x, a, b);  // Phi + x phi
-    return V::mul(dy, V::fmadd(x, b, a));
+    // Phi + x phi, phi = e^(-x^2/2) / sqrt(2 pi)
+    const R pdf = V::mul(V::set1(0.39894228040143268f), V::exp(V::mul(V::set1(-0.5f), V::mul(x, x))));
+    return V::mul(dy, V::fmadd(x, pdf, g));
   }
 
   static void forward(const float* x, float* y, int64_t n, GeluForm form) {
     map_lanes<V, 1, 1>({x}, {y}, n, [form](const R (&in)[1], R (&out)[1]) { out[0] = forward_lane(in[0], form); });
   }
 
-  static void backward(const float* x, const float* dy, float* dx, int64_t n, GeluForm form) {
-    map_lanes<V, 2, 1>({x, dy}, {dx}, n,
-                       [form](const R (&in)[2], R (&out)[1]) { out[0] = backward_lane(in[0], in[1], form); });
+  static void backward(const float* x, const float* y, const float* dy, float* dx, int64_t n, GeluForm form) {
+    map_lanes<V, 3, 1>({x, y, dy}, {dx}, n,
+                       [form](const R (&in)[3], R (&out)[1]) { out[0] = backward_lane(in[0], in[1], in[2], form); });
   }
 };
 

@@ -16,10 +16,11 @@ void gelu_forward(const float* x, float* y, int64_t n, GeluForm form) {
   at::parallel_for(0, n, kBlock, [&](int64_t begin, int64_t end) { t->gelu_forward(x + begin, y + begin, end - begin, form); });
 }
 
-void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, GeluForm form) {
+void gelu_backward(const float* x, const float* y, const float* dy, float* dx, int64_t n, GeluForm form) {
   const ModelKernelTable* t = model_kernels();
   at::parallel_for(0, n, kBlock,
-                   [&](int64_t begin, int64_t end) { t->gelu_backward(x + begin, dy + begin, dx + begin, end - begin, form); });
+                   [&](int64_t begin, int64_t end) { t->gelu_backward(x + begin, y + begin, dy + begin, dx + begin, end - begin, form);
+                   });
 }
 
 void swiglu_forward(const float* g, const float* u, float* y, int64_t n) {

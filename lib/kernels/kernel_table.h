@@ -14,7 +14,7 @@ struct ModelKernelTable {
   const char* name;
   int width;  // floats per lane: rows in scratch are padded to a multiple of it
   void (*gelu_forward)(const float* x, float* y, int64_t n, GeluForm form);
-  void (*gelu_backward)(const float* x, const float* dy, float* dx, int64_t n, GeluForm form);
+  void (*gelu_backward)(const float* x, const float* y, const float* dy, float* dx, int64_t n, GeluForm form);
   void (*swiglu_forward)(const float* g, const float* u, float* y, int64_t n);
   void (*swiglu_backward)(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n);
   void (*layer_norm_forward)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,

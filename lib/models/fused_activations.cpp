@@ -15,16 +15,18 @@ class FusedGelu : public torch::autograd::Function<FusedGelu> {
     torch::Tensor y = torch::empty_like(x);
     const auto form = tanh ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
     kernels::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), form);
-    ctx->save_for_backward({x});
+    ctx->save_for_backward({x, y});  // y: usually saved anyway, as the next linear layer's input
     ctx->saved_data["tanh"] = tanh;
     return y;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
-    const torch::Tensor x = ctx->get_saved_variables()[0];
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &y = saved[1];
     const torch::Tensor dy = grads[0].contiguous();
     torch::Tensor dx = torch::empty_like(x);
     const auto form = ctx->saved_data["tanh"].toBool() ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
-    kernels::gelu_backward(x.data_ptr<float>(), dy.data_ptr<float>(), dx.data_ptr<float>(), x.numel(), form);
+    kernels::gelu_backward(x.data_ptr<float>(), y.data_ptr<float>(), dy.data_ptr<float>(), dx.data_ptr<float>(), x.numel(),
+                           form);
     return {dx, torch::Tensor()};
   }
 };

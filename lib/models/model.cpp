@@ -2,6 +2,7 @@
 #include "models/model.h"
 
 #include "models/construction.h"
+#include "models/fused_linear.h"
 
 #include <mutex>
 #include <set>
@@ -27,7 +28,7 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
 torch::Tensor Model::head_logits(std::size_t unit, const std::function<LmHead()>& head) {
   return in_unit(unit, [&] {
     const LmHead h = head();
-    return torch::nn::functional::linear(h.features, h.weight, h.bias);
+    return linear_product(h.features, h.weight, h.bias);
   });
 }
 
