@@ -112,12 +112,15 @@ class NativeCollectivesComm : public Comm {
     return launch([&] { return group_->broadcast(tensors, o); }, "broadcast", what, t.nbytes(), nullptr);
   }
 
-  void barrier(const std::string& what) override {  // a tiny all-reduce: it honours the timeout and names the operation
+  // A tiny all-reduce: it honours the timeout and names the operation. Its result is read on the host, since
+  // waiting on a GPU work item may only order the caller's stream after it, and a barrier must hold the host.
+  void barrier(const std::string& what) override {
     auto t = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
     std::vector<at::Tensor> tensors{t};
     c10d::AllreduceOptions o;
     o.timeout = timeout_;
     launch([&] { return group_->allreduce(tensors, o); }, "barrier", what, 0, nullptr)->wait();
+    (void)t.item<float>();
   }
 
  private:

@@ -1,6 +1,8 @@
 // The NCCL communicator (see comm_nccl.h). Everything NCCL is under HFTRAIN_WITH_CUDA (util/torch_compat.h).
 #include "distributed/comm_nccl.h"
 
+#include <cstdlib>
+
 #include "distributed/env.h"
 #include "distributed/rendezvous.h"
 #include "util/error.h"
@@ -17,6 +19,12 @@ namespace hftrain {
 
 std::unique_ptr<Comm> make_nccl_comm(const DistEnv& env, const RendezvousOptions& options, int cuda_index) {
 #if HFTRAIN_WITH_CUDA
+  // Blocking wait (unless the user chose otherwise): wait() then holds the host until the collective is done and
+  // enforces distributed.ddp_timeout, so a worker that went away surfaces as this rank's named error rather than a
+  // hang (LibTorch 1.x reads NCCL_BLOCKING_WAIT, 2.x TORCH_NCCL_BLOCKING_WAIT). Collectives still overlap the work
+  // issued between their launch and their wait.
+  ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  ::setenv("NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
   auto met = std::make_shared<Rendezvous>(rendezvous(env, options));
   auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
   nccl_options->timeout = options.store_timeout;

@@ -67,10 +67,11 @@ struct GeluBody {
     return V::mul(x, form == GeluForm::kTanh ? tanh_gate(x) : normal_cdf(x));
   }
 
-  // The gate g(x) from the forward's output y = x g: y / x, and g(0) = 1/2 where |x| is below the smallest
-  // normal float (y / x has g's relative accuracy to within two roundings wherever y is a normal float).
+  // The gate g(x) from the forward's output y = x g: y / x, and g(0) = 1/2 where |x| is below twice the smallest
+  // normal float (so that y, about x / 2 there, is normal too, also with denormals flushed to zero; y / x has g's
+  // relative accuracy to within two roundings wherever y is a normal float).
   static R gate_from_output(R x, R y) {
-    const R tiny = V::set1(1.17549435e-38f), one = V::set1(1.0f);
+    const R tiny = V::set1(2.3509887e-38f), one = V::set1(1.0f);
     return V::where_negative(V::fnmadd(one, tiny, V::abs(x)), V::set1(0.5f), V::mul(y, V::reciprocal(x)));
   }
 

@@ -20,19 +20,20 @@ class FusedLinear : public torch::autograd::Function<FusedLinear> {
     const torch::Tensor x2 = x.reshape({-1, in}).contiguous();
     const int64_t rows = x2.size(0);
     const bool has_bias = bias.numel() > 0;
-    torch::Tensor y = torch::empty({rows, out}, x.options());
-    if (has_bias) y.copy_(bias.expand({rows, out}));  // a copy: with one row, expand().contiguous() is the bias itself
-    if (rows > 0 && in > 0)
+    auto sizes = x.sizes().vec();
+    sizes.back() = out;
+    // The output itself, not a view of a [rows, out] result: autograd forbids in-place ops on a view that a
+    // custom Function returns.
+    torch::Tensor y = torch::empty(sizes, x.options());
+    torch::Tensor y2 = y.view({rows, out});
+    if (has_bias) y2.copy_(bias.expand({rows, out}));  // a copy: with one row, expand().contiguous() is the bias itself
+    if (rows > 0)
       kernels::sgemm(false, !in_out, rows, out, in, 1.0f, x2.data_ptr<float>(), in, weight.data_ptr<float>(),
-                     in_out ? out : in, has_bias ? 1.0f : 0.0f, y.data_ptr<float>(), out);
-    else if (!has_bias)
-      y.zero_();
+                     in_out ? out : in, has_bias ? 1.0f : 0.0f, y2.data_ptr<float>(), out);
     ctx->save_for_backward({x2, weight});
     ctx->saved_data["in_out"] = in_out;
     ctx->saved_data["has_bias"] = has_bias;
-    auto sizes = x.sizes().vec();
-    sizes.back() = out;
-    return y.view(sizes);
+    return y;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
@@ -42,7 +43,7 @@ class FusedLinear : public torch::autograd::Function<FusedLinear> {
     const int64_t rows = x2.size(0), in = x2.size(1), out = in_out ? weight.size(1) : weight.size(0);
     const torch::Tensor dy = grads[0].reshape({rows, out}).contiguous();
     torch::Tensor dx, dw, db;
-    const bool empty = rows == 0 || in == 0 || out == 0;
+    const bool empty = rows == 0;
     if (ctx->needs_input_grad(0)) {  // dX = dY op(W)^T: [rows, out] x [out, in]
       dx = torch::empty({rows, in}, dy.options());
       if (empty) dx.zero_();
@@ -90,7 +91,7 @@ void matmul_into(torch::Tensor& c, const torch::Tensor& a, bool trans_a, const t
 
 torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool weight_in_out) {
   const bool fused = kernels::fused_kernels_enabled() && kernels::gemm_available() && current_autocast_dtype() == torch::kFloat &&
-                     host_fp32(x) && host_fp32(weight) && weight.dim() == 2 && weight.is_contiguous() &&
+                     host_fp32(x) && host_fp32(weight) && weight.dim() == 2 && weight.numel() > 0 && weight.is_contiguous() &&
                      (!bias.defined() || (host_fp32(bias) && bias.dim() == 1 && bias.is_contiguous()));
   if (fused) return FusedLinear::apply(x, weight, bias.defined() ? bias : torch::empty({0}), weight_in_out);
   if (!weight_in_out) return torch::nn::functional::linear(x, weight, bias);

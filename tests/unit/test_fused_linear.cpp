@@ -72,6 +72,17 @@ TEST_CASE("fused linear leaves autocast, the torch switch and strided weights to
   kernels::set_fused_kernels_enabled(false);
   CHECK(node_name(linear_product(x, w, b)).find("FusedLinear") == std::string::npos);
   kernels::set_fused_kernels_enabled(true);
+  // The output is a tensor of its own: an in-place op on it (or on a view of it) is allowed, as on torch::linear's.
+  auto fused_y = linear_product(x.view({2, 2, 8}), w, b);
+  REQUIRE(node_name(fused_y).find("FusedLinear") != std::string::npos);
+  fused_y.mul_(2.0);
+  fused_y.select(0, 1).add_(1.0);
+  fused_y.sum().backward();
+  CHECK(torch::allclose(b.grad(), torch::full({3}, 8.0f)));
+  CHECK(torch::allclose(w.grad(), 2.0 * x.detach().sum(0).expand({3, 8})));
+  // A weight with no elements (out = 0) takes LibTorch's op.
+  const auto none = linear_product(x, torch::zeros({0, 8}), torch::Tensor());
+  CHECK(none.sizes() == torch::IntArrayRef({4, 0}));
   const auto strided = torch::randn({8, 3}, torch::requires_grad()).t();  // a [3, 8] view of a transposed weight
   const auto y = linear_product(x, strided, b);
   CHECK(node_name(y).find("FusedLinear") == std::string::npos);
