@@ -10,19 +10,13 @@ It prints ms per optimizer step of every run, the medians, and the median ratios
 """
 import argparse
 import os
-import statistics
-import tempfile
 
-from run_bench import ms_per_step, run_hftrain, run_python
+from run_bench import add_side_by_side_args, medians_side_by_side, run_hftrain, run_python
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--text", required=True)
-    ap.add_argument("--workload", default="nanogpt", choices=["nanogpt", "gpt2"])
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--bf16", action="store_true")
+    add_side_by_side_args(ap, "nanogpt", 400, 3)
     ap.add_argument("--hftrain", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                                       "build", "hftrain"))
     ap.add_argument("--python", default="/usr/bin/python3")
@@ -37,16 +31,8 @@ def main():
         ("hftrain torch ops", lambda w: run_hftrain(args, args.workload, w, torch_env, hf_extra)),
         ("pytorch loop", lambda w: run_python(args, args.workload, w, py_extra)),
     ]
-    times = {name: [] for name, _ in variants}
-    with tempfile.TemporaryDirectory(prefix="hftrain_fused_") as work:
-        for rep in range(args.repeats):
-            order = variants[rep % 3:] + variants[:rep % 3]
-            for name, fn in order:
-                ms = ms_per_step(fn(work))
-                times[name].append(ms)
-                print("repeat %d  %-18s %7.1f ms/step" % (rep + 1, name, ms), flush=True)
+    med = medians_side_by_side(variants, args.repeats, "hftrain_fused_")
     print("%s, %s, %d steps, %d repeats" % (args.workload, "bf16" if args.bf16 else "fp32", args.steps, args.repeats))
-    med = {name: statistics.median(v) for name, v in times.items()}
     for name, _ in variants:
         print("  %-18s median %7.1f ms/step" % (name, med[name]))
     print("  tokens/s fused / torch ops: %.3f" % (med["hftrain torch ops"] / med["hftrain fused"]))

@@ -11,20 +11,14 @@ ends with loss.item() and hftrain's runtime is read after the GPU has finished (
 """
 import argparse
 import os
-import statistics
 import sys
-import tempfile
 
-from run_bench import ms_per_step, run_hftrain, run_python
+from run_bench import add_side_by_side_args, medians_side_by_side, run_hftrain, run_python
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--text", required=True)
-    ap.add_argument("--workload", default="gpt2", choices=["nanogpt", "gpt2"])
-    ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--bf16", action="store_true")
+    add_side_by_side_args(ap, "gpt2", 50, 2)
     ap.add_argument("--hftrain", required=True)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--device", default="cuda", help="the loop's device (cpu: a smoke test of this script)")
@@ -38,14 +32,7 @@ def main():
         ("hftrain", lambda w: run_hftrain(args, args.workload, w, None, hf_extra)),
         ("pytorch loop", lambda w: run_python(args, args.workload, w, py_extra)),
     ]
-    times = {name: [] for name, _ in variants}
-    with tempfile.TemporaryDirectory(prefix="hftrain_gpu_") as work:
-        for rep in range(args.repeats):
-            for name, fn in (variants if rep % 2 == 0 else variants[::-1]):
-                ms = ms_per_step(fn(work))
-                times[name].append(ms)
-                print("repeat %d  %-13s %8.2f ms/step" % (rep + 1, name, ms), flush=True)
-    med = {name: statistics.median(v) for name, v in times.items()}
+    med = medians_side_by_side(variants, args.repeats, "hftrain_gpu_")
     print("%s, %s, %d steps, %d repeats, loop on %s" % (args.workload, "bf16" if args.bf16 else "fp32", args.steps,
                                                         args.repeats, args.device))
     for name, _ in variants:

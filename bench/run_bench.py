@@ -100,6 +100,29 @@ def ms_per_step(r):
     return 1e3 * r["train_seconds"] / r["steps"]
 
 
+def add_side_by_side_args(ap, workload, steps, repeats):
+    """The arguments the side-by-side scripts share (fused_kernels.py, gpu_compare.py)."""
+    ap.add_argument("--text", required=True)
+    ap.add_argument("--workload", default=workload, choices=["nanogpt", "gpt2"])
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--repeats", type=int, default=repeats)
+    ap.add_argument("--bf16", action="store_true")
+
+
+def medians_side_by_side(variants, repeats, prefix):
+    """Runs every (name, run(workdir)) of `variants` once per repeat, the order rotated each repeat so that
+    none always runs first; prints each run's ms per step; returns the median per name."""
+    times = {name: [] for name, _ in variants}
+    with tempfile.TemporaryDirectory(prefix=prefix) as work:
+        for rep in range(repeats):
+            k = rep % len(variants)
+            for name, fn in variants[k:] + variants[:k]:
+                ms = ms_per_step(fn(work))
+                times[name].append(ms)
+                print("repeat %d  %-18s %8.2f ms/step" % (rep + 1, name, ms), flush=True)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--text", help="text file for nanogpt and gpt2 (e.g. tinyshakespeare)")

@@ -6,7 +6,7 @@
 //                    order; a rank sends S - S_own bytes, as a ring reduce-scatter would;
 //   all_gather     = Gloo's list all-gather into views of the flat output; a rank sends (N-1) * n bytes.
 // Gloo reads and writes host memory only: tensors on a device go through host copies, copied back when
-// the operation is waited for (no NCCL implementation yet; docs/gpu.md).
+// the operation is waited for. Workers on GPUs use NCCL instead (comm_nccl.h, comm_native.h; docs/gpu.md).
 // Every operation counts the bytes this rank sends (the algorithm's payload, see docs/distributed.md)
 // and fails after distributed.ddp_timeout with a RuntimeFailure naming the operation and its purpose.
 #pragma once

@@ -12,7 +12,7 @@
 
 // CUDA: lib/CMakeLists.txt defines HFTRAIN_WITH_CUDA=1 when the LibTorch it found is a CUDA build (the
 // Debian package is not, so that build is unchanged). Code that calls CUDA is compiled under
-// `#if HFTRAIN_WITH_CUDA` (all of it in dist/device_probe.cpp); everything else asks kCudaBuild.
+// `#if HFTRAIN_WITH_CUDA` (distributed/device_probe.cpp, distributed/comm_nccl.cpp); everything else asks kCudaBuild.
 #ifndef HFTRAIN_WITH_CUDA
 #define HFTRAIN_WITH_CUDA 0
 #endif
