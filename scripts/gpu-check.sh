@@ -6,7 +6,8 @@
 # Without apt (e.g. a container that has PyTorch but not hftrain's libraries), put Debian 12's .deb files of
 # scripts/install-deps.sh's libraries in a folder (scripts/gpu-debs.sh) and set HFTRAIN_DEPS_DEBS to it: they are unpacked into
 # /tmp/hftrain-deps and used from there (nothing is installed into /). HFTRAIN_GPU_TESTS=1 also builds and
-# runs the unit tests.
+# runs the unit tests. HFTRAIN_GPU_TESTS=quick is the short check for a small time budget: the CLI and the
+# GPU tests alone (hftrain_gpu_tests: device placement, every ZeRO stage on the GPU, NCCL), then a few runs.
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [build-dir]}
 build=${2:-build-cuda}
@@ -40,14 +41,17 @@ fi
 } > "$out/env.txt" 2>&1
 stamp "environment in env.txt"
 
-tests=OFF; [ "${HFTRAIN_GPU_TESTS:-0}" = 1 ] && tests=ON
+tests=OFF; short=0
+case "${HFTRAIN_GPU_TESTS:-0}" in 1) tests=ON ;; quick) tests=ON short=1 ;; esac
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHFTRAIN_BUILD_TESTS=$tests -DHFTRAIN_BUILD_BENCH=OFF \
       -DCMAKE_PREFIX_PATH="$torch_prefix$extra_prefix" -DCMAKE_CXX_FLAGS="$cxxflags" "${pkgconf[@]}" \
       > "$out/configure.log" 2>&1 || { stamp "configure FAILED (configure.log)"; exit 1; }
 stamp "configured: $(grep 'hftrain: LibTorch' "$out/configure.log")"
 # The CLI first; with the tests on, their binary builds in the background while the GPU runs go (the
 # side-by-side benchmark waits for it, so its timings see an idle host).
-timeout "${HFTRAIN_BUILD_TIMEOUT:-480}" cmake --build "$build" --target hftrain --parallel "$(nproc)" -- -k 0 > "$out/build.log" 2>&1
+targets=(hftrain); [ $short = 1 ] && targets+=(hftrain_gpu_tests)
+timeout "${HFTRAIN_BUILD_TIMEOUT:-480}" cmake --build "$build" --target "${targets[@]}" --parallel "$(nproc)" -- -k 0 \
+  > "$out/build.log" 2>&1
 rc=$?
 summarise_errors() {
   grep -hE "error: |undefined reference" "$@" | sed -E 's/^[^ ]*\/(lib|app|tests)\//\1\//' | sort | uniq -c \
@@ -57,7 +61,7 @@ summarise_errors "$out/build.log"
 stamp "build rc=$rc, $(wc -l < "$out/build_errors.txt") distinct error lines (build_errors.txt)"
 [ -x "$build/hftrain" ] || exit 1
 test_build_pid=""
-if [ "$tests" = ON ]; then
+if [ "$tests" = ON ] && [ $short = 0 ]; then
   timeout "${HFTRAIN_BUILD_TIMEOUT:-480}" cmake --build "$build" --parallel "$(( $(nproc) - 4 ))" -- -k 0 \
     > "$out/test_build.log" 2>&1 &
   test_build_pid=$!
@@ -73,6 +77,22 @@ run() {  # run NAME SECONDS hftrain-args...: one run, its log appended to runs.l
   stamp "run $name rc=$rc: $(grep -E "train_loss|eval_loss|samples_per_second|error" /tmp/hftrain-run.log | tail -4 | tr '\n' ' ')"
 }
 quick=(configs/quickstart.yaml --set training.max_steps=300 --set training.eval_steps=300 --set training.logging_steps=50)
+if [ $short = 1 ]; then
+  timeout 150 "$build/tests/hftrain_gpu_tests" "[gpu]" > "$out/unit_gpu.log" 2>&1
+  stamp "[gpu] tests rc=$?: $(grep -E 'test cases|All tests passed' "$out/unit_gpu.log" | tail -1)"
+  grep -B4 -A8 "FAILED" "$out/unit_gpu.log" | head -60 >> "$out/summary.txt"
+  run gpu_bf16 90 train "${quick[@]}" --set training.output_dir=/tmp/q_bf16 --set precision.bf16=true
+  stamp "autocast warnings in gpu_bf16: $(grep -c 'is deprecated' /tmp/hftrain-run.log)"
+  run cpu_fp32 120 train "${quick[@]}" --set training.output_dir=/tmp/q_cpu --set training.use_cpu=true
+  grep -m1 "Device = " /tmp/hftrain-run.log >> "$out/summary.txt"
+  if [ -f "${HFTRAIN_SHAKESPEARE:-}" ] && [ "${HFTRAIN_GPU_BENCH:-1}" = 1 ]; then
+    PYTHONUNBUFFERED=1 timeout "${HFTRAIN_BENCH_TIMEOUT:-150}" python3 bench/gpu_compare.py --hftrain "$hf" \
+      --text "$HFTRAIN_SHAKESPEARE" --workload gpt2 --steps 30 --repeats 3 --bf16 >> "$out/gpu_compare.txt" 2>&1
+    stamp "gpu compare gpt2 bf16: $(tail -1 "$out/gpu_compare.txt")"
+  fi
+  stamp "done"
+  exit 0
+fi
 run gpu_fp32 90 train "${quick[@]}" --set training.output_dir=/tmp/q_gpu
 run gpu_zero3_init 90 train "${quick[@]}" --set training.output_dir=/tmp/q_z3 --set zero.stage=3
 run gpu_zero3_init_bf16 90 train "${quick[@]}" --set training.output_dir=/tmp/q_z3b --set zero.stage=3 --set precision.bf16=true

@@ -12,7 +12,40 @@
 namespace hftrain {
 namespace kernels {
 
-bool gemm_available() { return HFTRAIN_WITH_DNNL != 0; }
+namespace {
+
+struct GemmProbe {
+  bool usable = false;
+  std::string description;
+};
+
+// One exact product of small integers through dnnl_sgemm: [2 x 3] x [3 x 2] with beta 0 over a non-zero C.
+GemmProbe probe_gemm() {
+#if HFTRAIN_WITH_DNNL
+  const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12}, expected[4] = {58, 64, 139, 154};
+  float c[4] = {-1, -1, -1, -1};
+  const dnnl_status_t status = dnnl_sgemm('N', 'N', 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, c, 2);
+  if (status != dnnl_success)
+    return {false, "LibTorch's matmul (oneDNN sgemm refused a test product: status " +
+                       std::to_string(static_cast<int>(status)) + ")"};
+  for (int i = 0; i < 4; ++i)
+    if (c[i] != expected[i]) return {false, "LibTorch's matmul (oneDNN sgemm computed a test product wrongly)"};
+  return {true, "oneDNN sgemm"};
+#else
+  return {false, "LibTorch's matmul (built without oneDNN)"};
+#endif
+}
+
+const GemmProbe& gemm_probe() {
+  static const GemmProbe probe = probe_gemm();
+  return probe;
+}
+
+}  // namespace
+
+bool gemm_available() { return gemm_probe().usable; }
+
+std::string gemm_description() { return gemm_probe().description; }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

@@ -3,15 +3,21 @@
 // build found oneDNN (libdnnl-dev; Debian's LibTorch already loads libdnnl). On the shapes of a transformer step
 // it runs 1.2-1.5x faster than the OpenBLAS sgemm behind LibTorch's matmul on the development machine (bench/
 // RESULTS.md), and it has no separate pass that zero-fills the output first. Without oneDNN gemm_available() is
-// false and the callers keep LibTorch's ops.
+// false and the callers keep LibTorch's ops; so it is where the oneDNN found at build time does not compute a
+// small product exactly on first use (LibTorch 2.x wheels carry their own oneDNN, whose symbols can win over
+// the system library's: dnnl_sgemm then answered "unimplemented" on a GPU machine).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace hftrain {
 namespace kernels {
 
 bool gemm_available();
+
+// For the run-start line: "oneDNN sgemm", or why the linear layers use LibTorch's matmul.
+std::string gemm_description();
 
 // C[m x n] = alpha op(A) op(B) + beta C, every matrix row-major with the given row strides (lda, ldb, ldc);
 // op(X) = X^T when trans_x. A is m x k after op, B is k x n after op. RuntimeFailure if oneDNN refuses.

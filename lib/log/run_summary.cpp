@@ -1,6 +1,7 @@
 // Run start block (see run_summary.h).
 #include "log/run_summary.h"
 
+#include "kernels/gemm.h"
 #include "util/threads.h"
 #include "util/torch_compat.h"
 
@@ -19,7 +20,7 @@ void set_compute_device(const std::string& description) { compute_device() = des
 std::string describe_compute() {
   const int threads = at::get_num_threads();
   return compute_device() + ", " + std::to_string(threads) + " intra-op thread" + (threads == 1 ? "" : "s") +
-         " (BLAS: " + choose_threads(0, 1).blas + ")";
+         " (BLAS: " + choose_threads(0, 1).blas + "; linear layers on the host: " + kernels::gemm_description() + ")";
 }
 
 std::string thousands(int64_t v) {

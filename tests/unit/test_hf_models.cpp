@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "builtins/register_builtins.h"
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
