@@ -48,11 +48,14 @@ torch::Tensor AdaptableLinearImpl::forward(const torch::Tensor& x) {
 void AdaptableLinearImpl::attach_adapter(int64_t r, double scaling, double dropout, bool dora, const std::string& init) {
   if (adapter_) throw RuntimeFailure("a LoRA adapter is already attached to this layer");
   const auto options = torch::TensorOptions().dtype(torch::kFloat).device(weight.device());
+  // Drawn on the host and then moved, as PEFT builds adapters before moving them to the base layer's device:
+  // the same seed gives the same adapter on a GPU as on the CPU.
+  const auto draw_options = weight.is_meta() ? options : options.device(torch::kCPU);
   LowRankAdapter a;
   a.scaling = scaling;
   a.dropout = dropout;
-  a.lora_A = torch::empty({r, in_features()}, options);
-  a.lora_B = torch::empty({out_features(), r}, options);
+  a.lora_A = torch::empty({r, in_features()}, draw_options);
+  a.lora_B = torch::empty({out_features(), r}, draw_options);
   {
     torch::NoGradGuard no_grad;
     // nn.Linear's own initialisation of a weight: kaiming-uniform with a = sqrt(5).
@@ -70,6 +73,8 @@ void AdaptableLinearImpl::attach_adapter(int64_t r, double scaling, double dropo
       }
     }
   }
+  a.lora_A = a.lora_A.to(weight.device());
+  a.lora_B = a.lora_B.to(weight.device());
   a.lora_A = register_module("lora_A", std::make_shared<torch::nn::Module>())->register_parameter("weight", a.lora_A);
   a.lora_B = register_module("lora_B", std::make_shared<torch::nn::Module>())->register_parameter("weight", a.lora_B);
   if (dora) {

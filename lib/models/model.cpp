@@ -186,6 +186,24 @@ void Model::restate_constructor_initialisation(std::vector<InitPass> passes) {
   init_rng_state_ = construction_rng_state_;  // the constructors' draws advanced the generator already
 }
 
+namespace {
+
+// A pass draws from the host's generator wherever the parameter lives: on a device it runs on a host copy,
+// which then moves. So a model built on a GPU starts from the values of the same seed on the CPU, as HF's
+// models do (built on the host, then moved); the device's own generator draws a different sequence.
+void init_on_host(const InitPass& pass, const std::string& name, torch::Tensor& p) {
+  if (p.device().is_cpu() || p.is_meta()) {
+    pass.init(name, p);
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  torch::Tensor host = p.detach().to(torch::kCPU);
+  pass.init(name, host);
+  p.detach().copy_(host);
+}
+
+}  // namespace
+
 void Model::run_init_passes(const ParameterVisitor* visit) {
   auto params = named_parameters();
   std::vector<int> last(params.size(), -1);
@@ -197,7 +215,7 @@ void Model::run_init_passes(const ParameterVisitor* visit) {
       if (!init_passes_[k].selects(params[i].key())) continue;
       torch::Tensor& p = params[i].value();
       if (visit) allocate_storage(p);
-      init_passes_[k].init(params[i].key(), p);
+      init_on_host(init_passes_[k], params[i].key(), p);
       if (visit && !(last[i] == static_cast<int>(k) && (*visit)(params[i].key(), p))) release_storage(p);
     }
 }
