@@ -6,6 +6,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/kernel_choice.h"
+#include "log/run_summary.h"
 #include "models/fused_linear.h"
 #include "util/autocast.h"
 
@@ -87,4 +88,13 @@ TEST_CASE("fused linear leaves autocast, the torch switch and strided weights to
   const auto y = linear_product(x, strided, b);
   CHECK(node_name(y).find("FusedLinear") == std::string::npos);
   CHECK(torch::allclose(y, torch::nn::functional::linear(x, strided, b)));
+}
+
+TEST_CASE("the run-start line says how the host's linear layers multiply", "[unit][kernels]") {
+  // A CUDA PyTorch wheel's own oneDNN refused dnnl_sgemm ("unimplemented") on a GPU machine: gemm_available()
+  // checks a product before the layers rely on it, and the Device line says which path they take.
+  const std::string line = describe_compute();
+  CHECK_THAT(line, Catch::Contains("; linear layers on the host: " + kernels::gemm_description() + ")"));
+  if (kernels::gemm_available()) CHECK(kernels::gemm_description() == "oneDNN sgemm");
+  else CHECK_THAT(kernels::gemm_description(), Catch::StartsWith("LibTorch's matmul ("));
 }
