@@ -1,11 +1,13 @@
 // Adam / AdamW (see adam.h). The arithmetic follows torch 1.13's _single_tensor_adam and
 // _single_tensor_adamw. For contiguous CPU tensors the whole update runs as one pass over memory in the
 // optimizer kernels (optim/kernels; torch's nine elementwise ops and two temporaries cost several times
-// the memory traffic); other tensors take the op-by-op path. The two differ only by float rounding order.
+// the memory traffic); other tensors (a GPU's) take the same ops over the group's list at once
+// (optim/adam_foreach.h). The two differ only by float rounding order.
 #include "optim/adam.h"
 
 #include <cmath>
 
+#include "optim/adam_foreach.h"
 #include "optim/step_tensors.h"
 #include "util/error.h"
 
@@ -19,6 +21,8 @@ void AdamBase::step(double lr, const StepScaling& scaling) {
   const double beta1 = hyper_.beta1, beta2 = hyper_.beta2;
   for (auto& group : groups_) {
     const double wd = group.weight_decay;
+    AdamForeachList listed;  // the group's parameters the kernels do not take
+    std::vector<std::pair<StepTensors, torch::Tensor>> listed_out16;
     for (std::size_t i = 0; i < group.params.size(); ++i) {
       auto& param = group.params[i];
       const StepTensors in = step_tensors(group, i);
@@ -49,18 +53,12 @@ void AdamBase::step(double lr, const StepScaling& scaling) {
         optim_kernels::adam_update(stream, s.exp_avg.data_ptr<float>(), s.exp_avg_sq.data_ptr<float>(), c);
         continue;
       }
-      torch::Tensor grad = fp32_gradient(in.grad, scaling.grad_scale);
-      if (decoupled_) {
-        param.mul_(1 - lr * wd);  // AdamW: stepweight decay
-      } else if (wd != 0) {
-        grad = grad.add(param, wd);  // Adam: L2 penalty in the gradient
-      }
-      s.exp_avg.mul_(beta1).add_(grad, 1 - beta1);
-      s.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-      auto denom = (s.exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(hyper_.eps);
-      param.addcdiv_(s.exp_avg, denom, -step_size);
-      write_out16(in, param);
+      listed.add(param, fp32_gradient(in.grad, scaling.grad_scale), s.exp_avg, s.exp_avg_sq, step_size, bias_correction2_sqrt);
+      if (in.out16.defined()) listed_out16.emplace_back(in, param);
     }
+    // AdamW: stepweight decay on the parameter; Adam: L2 penalty in the gradient.
+    listed.update(decoupled_, 1 - lr * wd, decoupled_ ? 0.0 : wd, beta1, beta2, hyper_.eps);
+    for (const auto& [in, param] : listed_out16) write_out16(in, param);
   }
 }
 
