@@ -50,6 +50,7 @@ stamp "configured: $(grep 'hftrain: LibTorch' "$out/configure.log")"
 # The CLI first; with the tests on, their binary builds in the background while the GPU runs go (the
 # side-by-side benchmark waits for it, so its timings see an idle host).
 targets=(hftrain); [ $short = 1 ] && targets+=(hftrain_gpu_tests)
+rm -f "$build/tests/hftrain_gpu_tests"  # a reused build folder must not run an old test binary
 timeout "${HFTRAIN_BUILD_TIMEOUT:-480}" cmake --build "$build" --target "${targets[@]}" --parallel "$(nproc)" -- -k 0 \
   > "$out/build.log" 2>&1
 rc=$?
@@ -78,9 +79,18 @@ run() {  # run NAME SECONDS hftrain-args...: one run, its log appended to runs.l
 }
 quick=(configs/quickstart.yaml --set training.max_steps=300 --set training.eval_steps=300 --set training.logging_steps=50)
 if [ $short = 1 ]; then
-  timeout 150 "$build/tests/hftrain_gpu_tests" "[gpu]" > "$out/unit_gpu.log" 2>&1
-  stamp "[gpu] tests rc=$?: $(grep -E 'test cases|All tests passed' "$out/unit_gpu.log" | tail -1)"
-  grep -B4 -A8 "FAILED" "$out/unit_gpu.log" | head -60 >> "$out/summary.txt"
+  failed=0
+  if [ -x "$build/tests/hftrain_gpu_tests" ]; then
+    # the GPU's own tests, then the device tests written for torch's lazy device (on this build's LibTorch)
+    HFTRAIN_REQUIRE_GPU=1 timeout 150 "$build/tests/hftrain_gpu_tests" "[gpu]" > "$out/unit_gpu.log" 2>&1 || failed=1
+    stamp "[gpu] tests: $(grep -E 'test cases|All tests passed' "$out/unit_gpu.log" | tail -1)"
+    grep -B4 -A8 "FAILED" "$out/unit_gpu.log" | grep -v "^engine memory" | head -60 >> "$out/summary.txt"
+    timeout 60 "$build/tests/hftrain_gpu_tests" "[device]~[gpu]" > "$out/unit_device.log" 2>&1 || failed=1
+    stamp "[device] tests: $(grep -E 'test cases|All tests passed' "$out/unit_device.log" | tail -1)"
+  else
+    failed=1
+    stamp "hftrain_gpu_tests was not built (build.log)"
+  fi
   run gpu_bf16 90 train "${quick[@]}" --set training.output_dir=/tmp/q_bf16 --set precision.bf16=true
   stamp "autocast warnings in gpu_bf16: $(grep -c 'is deprecated' /tmp/hftrain-run.log)"
   run cpu_fp32 120 train "${quick[@]}" --set training.output_dir=/tmp/q_cpu --set training.use_cpu=true
@@ -90,8 +100,8 @@ if [ $short = 1 ]; then
       --text "$HFTRAIN_SHAKESPEARE" --workload gpt2 --steps 30 --repeats 3 --bf16 >> "$out/gpu_compare.txt" 2>&1
     stamp "gpu compare gpt2 bf16: $(tail -1 "$out/gpu_compare.txt")"
   fi
-  stamp "done"
-  exit 0
+  stamp "done (tests failed: $failed)"
+  exit $failed
 fi
 run gpu_fp32 90 train "${quick[@]}" --set training.output_dir=/tmp/q_gpu
 run gpu_zero3_init 90 train "${quick[@]}" --set training.output_dir=/tmp/q_z3 --set zero.stage=3

@@ -21,6 +21,12 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
   return total.item<double>();
 }
 
+std::map<std::string, torch::Tensor> state_on_device(const std::map<std::string, torch::Tensor>& state, torch::Device device) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, tensor] : state) out[name] = tensor.defined() && tensor.device() != device ? tensor.to(device) : tensor;
+  return out;
+}
+
 LocalEngine::LocalEngine(std::vector<torch::Tensor> params, std::unique_ptr<Optimizer> optimizer, double max_grad_norm)
     : params_(std::move(params)), optimizer_(std::move(optimizer)), max_grad_norm_(max_grad_norm) {
   if (optimizer_->steps_in_backward()) stepper_ = std::make_unique<BackwardStepper>(*optimizer_);
@@ -69,6 +75,10 @@ EngineMemory LocalEngine::memory() const {
   if (stepper_) m.grad_transient_peak = stepper_->peak_grad_bytes();
   for (const auto& kv : optimizer_->state()) m.optimizer_state_bytes += static_cast<int64_t>(kv.second.nbytes());
   return m;
+}
+
+void LocalEngine::load_optimizer_state(const std::map<std::string, torch::Tensor>& state) {
+  optimizer_->load_state(params_.empty() ? state : state_on_device(state, params_.front().device()));
 }
 
 }  // namespace hftrain

@@ -104,7 +104,7 @@ class LocalEngine : public Engine {
   void backward(const torch::Tensor& loss, bool is_last_micro_step) override;
   StepResult step(double lr) override;
   std::map<std::string, torch::Tensor> optimizer_state() const override { return optimizer_->state(); }
-  void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override { optimizer_->load_state(state); }
+  void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override;
   EngineMemory memory() const override;
 
  private:
@@ -114,6 +114,10 @@ class LocalEngine : public Engine {
   std::unique_ptr<BackwardStepper> stepper_;
   bool reported_ = false;
 };
+
+// Optimizer state as a checkpoint gives it (host tensors) moved to `device`, where the optimizer keeps its
+// state beside the parameters (nothing moves on the host).
+std::map<std::string, torch::Tensor> state_on_device(const std::map<std::string, torch::Tensor>& state, torch::Device device);
 
 // Global L2 norm of all gradients; when max_norm > 0 the gradients are scaled by
 // min(1, max_norm * 1/(norm + 1e-6)) exactly as torch.nn.utils.clip_grad_norm_ (1.13) does.

@@ -20,7 +20,9 @@ class SquaredNormSum {
   explicit SquaredNormSum(double divisor) : divisor_(divisor) {}
   void add(const torch::Tensor& part) {
     auto n = at::linalg_vector_norm(part, 2, c10::nullopt, false, torch::kFloat).to(torch::kDouble);
-    if (divisor_ != 1.0) n = n / divisor_;
+    // A 0-dim tensor on the device, not a host number: CUDA multiplies by the reciprocal of a host scalar,
+    // which is not the host's division when the loss scale is not a power of two.
+    if (divisor_ != 1.0) n = n / torch::scalar_tensor(divisor_, n.options());
     sum_ = sum_.defined() ? sum_ + n * n : n * n;
   }
   double read() const { return sum_.defined() ? sum_.item<double>() : 0.0; }

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "kernels/kernel_choice.h"
 #include "util/error.h"
 
 #if HFTRAIN_WITH_DNNL
@@ -45,7 +46,10 @@ const GemmProbe& gemm_probe() {
 
 bool gemm_available() { return gemm_probe().usable; }
 
-std::string gemm_description() { return gemm_probe().description; }
+std::string gemm_description() {
+  if (!fused_kernels_enabled()) return "LibTorch's matmul (HFTRAIN_KERNELS=torch)";
+  return gemm_probe().description;
+}
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

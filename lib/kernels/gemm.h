@@ -16,7 +16,8 @@ namespace kernels {
 
 bool gemm_available();
 
-// For the run-start line: "oneDNN sgemm", or why the linear layers use LibTorch's matmul.
+// For the run-start line: "oneDNN sgemm", or why the linear layers use LibTorch's matmul (also when
+// HFTRAIN_KERNELS=torch turns the fused kernels off).
 std::string gemm_description();
 
 // C[m x n] = alpha op(A) op(B) + beta C, every matrix row-major with the given row strides (lda, ldb, ldc);

@@ -31,7 +31,7 @@ class MetaConstruction {
 
 // While one lives on this thread, the functions below build their tensors on `device` (torch's own layers
 // draw their values on the host as their constructors do, then move), and the model's initialisation
-// passes run there. It puts a model's tensors on a device that torch::nn::Module::to cannot move them to
+// passes draw on the host too and copy there (the same seed gives the host build's values). It puts a model's tensors on a device that torch::nn::Module::to cannot move them to
 // (Module::to replaces a parameter's data in place, which only works between dense devices such as the
 // CPU and CUDA: not for torch's lazy tensor device, which the device tests use as a non-host device).
 class DeviceConstruction {

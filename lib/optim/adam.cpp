@@ -2,7 +2,7 @@
 // _single_tensor_adamw. For contiguous CPU tensors the whole update runs as one pass over memory in the
 // optimizer kernels (optim/kernels; torch's nine elementwise ops and two temporaries cost several times
 // the memory traffic); other tensors (a GPU's) take the same ops over the group's list at once
-// (optim/adam_foreach.h). The two differ only by float rounding order.
+// (optim/adam_foreach.h). The two differ only by float rounding.
 #include "optim/adam.h"
 
 #include <cmath>

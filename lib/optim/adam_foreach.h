@@ -2,7 +2,11 @@
 // ones): the arithmetic of torch 1.13's single-tensor Adam, each elementwise op applied to the whole list at
 // once through LibTorch's multi-tensor (_foreach_) ops, as torch's default "foreach" Adam does on CUDA: about
 // ten launches per parameter group instead of ten per parameter. Every op is the one the single-tensor path
-// would apply, in the same order, so the results are the same bit for bit.
+// would apply, in the same order: on the CPU (where LibTorch runs the list ops tensor by tensor) the results
+// are the same bit for bit; on CUDA they are those of torch's own foreach Adam, whose list division of the
+// denominator divides where a single tensor's division by a host number multiplies by its reciprocal (a last
+// bit). The list holds every listed parameter's fp32 gradient (a 16-bit one converted) and the denominators of
+// the whole group at once, as torch's foreach Adam does: transient memory of about 8 bytes per parameter.
 #pragma once
 
 #include <vector>

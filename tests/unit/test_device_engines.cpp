@@ -1,12 +1,14 @@
 // Every ZeRO stage of the engine on the worker's device, for transformer families: three AdamW steps of
-// gpt2, llama, t5 and bart at stages 0-3 (fp32, and bf16 with fp32 masters) on the device, against stage 0
-// on the host; every parameter, master weight and optimizer state is walked to check where it lives. On a
+// gpt2, llama, t5 and bart at stages 0-3 (fp32, and bf16 with fp32 masters) on the device, with the engine's
+// state saved to host tensors and loaded back before the last step (a checkpoint's round trip), against stage
+// 0 on the host; every parameter, master weight and optimizer state is walked to check where it lives. On a
 // CUDA build with a GPU the device is cuda:0 (the run on a GPU, docs/gpu.md); the CPU build runs the same
 // code with the host as the device, so it is compiled and checked in CI (torch's lazy device cannot hold
 // ZeroEngine's flat buffers: test_device_placement.cpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "builtins/register_builtins.h"
 #include "data/batch_placement.h"
@@ -65,6 +67,23 @@ bool is_step_counter(const std::string& name) {
   return name.size() > 5 && name.compare(name.size() - 5, 5, ".step") == 0;
 }
 
+// What a checkpoint does to the engine's state between two steps: saved as host tensors, read back as host
+// tensors (the files hold no device), loaded into the engine. The values are unchanged, so the run must go
+// on as if nothing happened, and the state must be back on the engine's device.
+void resume_from_host_copy(Engine& engine) {
+  auto to_host = [](const torch::Tensor& t) { return t.detach().to(torch::kCPU).clone(); };
+  if (engine.sharded()) {
+    const EngineShard shard = engine.export_shard();
+    std::map<std::string, torch::Tensor> saved;
+    for (const auto& [name, tensor] : shard.tensors) saved[name] = to_host(tensor);
+    engine.import_shard(saved, shard.metadata, "test shard");
+    return;
+  }
+  std::map<std::string, torch::Tensor> saved;
+  for (const auto& [name, tensor] : engine.optimizer_state()) saved[name] = to_host(tensor);
+  engine.load_optimizer_state(saved);
+}
+
 // Three AdamW steps of `c` at `stage` on `device` in `dtype` (fp32, or bf16 parameters with fp32 masters).
 StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch::ScalarType dtype) {
   StageRun r;
@@ -104,6 +123,7 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
   model->train();
   const Batch batch = batch_on(c.batch, device);
   for (int step = 0; step < 3; ++step) {
+    if (step == 2) resume_from_host_copy(*engine);
     engine->begin_step(1e-2);
     torch::Tensor loss;
     {
@@ -146,10 +166,14 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
   return r;
 }
 
+// cuda:0 when this build and machine have one; HFTRAIN_REQUIRE_GPU=1 (scripts/gpu-check.sh) makes a CUDA build
+// without a usable GPU fail here rather than quietly compare the host with itself.
 torch::Device engine_test_device() {
 #if HFTRAIN_WITH_CUDA
   if (torch::cuda::is_available()) return torch::Device(torch::kCUDA, 0);
 #endif
+  const char* required = std::getenv("HFTRAIN_REQUIRE_GPU");
+  if (required != nullptr && std::string(required) == "1") FAIL("HFTRAIN_REQUIRE_GPU=1 but no CUDA device is usable here");
   return torch::kCPU;
 }
 

@@ -181,6 +181,33 @@ TEST_CASE("device placement: the engine keeps parameters and optimizer state on 
   }
 }
 
+TEST_CASE("device placement: optimizer state read from a checkpoint (host tensors) resumes on the device", "[unit][device]") {
+  // A checkpoint's optimizer state comes back as host tensors; the optimizer keeps it beside the parameters.
+  const torch::Device lazy = lazy_device();
+  auto initial = build_mlp(3);
+  Trained straight = train_steps(/*stage=*/0, lazy, initial.get());
+  Trained resumed = train_steps(/*stage=*/0, lazy, initial.get());
+  std::map<std::string, torch::Tensor> saved;
+  for (const auto& [name, tensor] : resumed.engine->optimizer_state()) saved[name] = tensor.to(torch::kCPU);
+  resumed.engine->load_optimizer_state(saved);
+  for (const auto& [name, tensor] : resumed.engine->optimizer_state()) {
+    INFO(name);
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".step") == 0) continue;  // a host counter
+    CHECK(tensor.device() == lazy);
+  }
+  const Batch batch = batch_on(host_batch(), lazy);
+  for (Trained* t : {&straight, &resumed}) {  // one more step each: the same result
+    t->engine->begin_step(1e-2);
+    t->engine->backward(compute_loss(*t->model, batch, 0.0).loss, true);
+    t->engine->step(1e-2);
+  }
+  auto expected = straight.model->named_parameters();
+  for (const auto& np : resumed.model->named_parameters()) {
+    INFO(np.key());
+    CHECK(torch::equal(np.value().to(torch::kCPU), expected[np.key()].to(torch::kCPU)));
+  }
+}
+
 TEST_CASE("device placement: a stage-3 engine on a device takes sharded construction's host placeholders, nothing else "
           "from the host",
           "[device]") {
