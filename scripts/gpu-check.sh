@@ -76,6 +76,7 @@ run() {  # run NAME SECONDS hftrain-args...: one run, its log appended to runs.l
   local rc=$?
   cat /tmp/hftrain-run.log >> "$out/runs.log"
   stamp "run $name rc=$rc: $(grep -E "train_loss|eval_loss|samples_per_second|error" /tmp/hftrain-run.log | tail -4 | tr '\n' ' ')"
+  return $rc
 }
 quick=(configs/quickstart.yaml --set training.max_steps=300 --set training.eval_steps=300 --set training.logging_steps=50)
 if [ $short = 1 ]; then
@@ -93,6 +94,17 @@ if [ $short = 1 ]; then
   fi
   run gpu_bf16 90 train "${quick[@]}" --set training.output_dir=/tmp/q_bf16 --set precision.bf16=true
   stamp "autocast warnings in gpu_bf16: $(grep -c 'is deprecated' /tmp/hftrain-run.log)"
+  # Resume on the GPU with dropout: steps 21-40 of the resumed run should log what the straight run logged
+  # (optimizer state back on the GPU, the CUDA generator restored); a failed resume fails the run itself.
+  resume=(configs/quickstart.yaml --set model.dropout=0.1 --set training.max_steps=40 --set training.logging_steps=10
+          --set training.eval_strategy=no --set training.save_strategy=steps --set training.save_steps=20)
+  run gpu_resume_straight 60 train "${resume[@]}" --set training.output_dir=/tmp/r_a
+  grep -E "^step (30|40)/" /tmp/hftrain-run.log > /tmp/r_a.steps
+  run gpu_resume_from_20 60 train "${resume[@]}" --set training.output_dir=/tmp/r_b \
+    --set training.resume_from_checkpoint=/tmp/r_a/checkpoint-20 || failed=1
+  grep -E "^step (30|40)/" /tmp/hftrain-run.log > /tmp/r_b.steps
+  if [ -s /tmp/r_a.steps ] && cmp -s /tmp/r_a.steps /tmp/r_b.steps; then stamp "resume on the GPU: steps 30 and 40 equal"
+  else stamp "resume on the GPU differs (look closer: CUDA's atomic adds, e.g. the embedding's backward, are not bitwise repeatable): $(cat /tmp/r_a.steps /tmp/r_b.steps | tr '\n' ' ')"; fi
   run cpu_fp32 120 train "${quick[@]}" --set training.output_dir=/tmp/q_cpu --set training.use_cpu=true
   grep -m1 "Device = " /tmp/hftrain-run.log >> "$out/summary.txt"
   if [ -f "${HFTRAIN_SHAKESPEARE:-}" ] && [ "${HFTRAIN_GPU_BENCH:-1}" = 1 ]; then

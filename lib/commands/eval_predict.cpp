@@ -131,7 +131,7 @@ Prepared prepare_inference(const std::string& target, const std::vector<std::str
   p.memory = std::make_unique<MemoryTracker>(!spec.training.skip_memory_metrics);
   if (device.on_gpu()) p.memory->set_gpu(cuda_memory_counters(device.cuda_index));
   p.memory->start("init");
-  p.pipeline = build_model_and_data(spec, builtin_components(), /*for_training=*/false, use);
+  p.pipeline = build_model_and_data(spec, builtin_components(), /*for_training=*/false, use, torch_device_of(device));
   fit_threads_to_step(spec.distributed, 1, p.pipeline, spec.training.per_device_eval_batch_size, 2);
   if (!weights.trained_file.empty()) load_model_weights(weights.trained_file, *p.pipeline.model);
   log_info("model weights: " + weights.description);

@@ -238,7 +238,8 @@ int run_train(const TrainRequest& given_request) {
   MemoryTracker memory(!spec.training.skip_memory_metrics);
   if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));
   memory.start("init");
-  ModelAndData pipeline = build_model_and_data(spec, c, /*for_training=*/true);  // fails on bad data before anything is written
+  // Fails on bad data before anything is written.
+  ModelAndData pipeline = build_model_and_data(spec, c, /*for_training=*/true, {}, torch_device_of(device));
   if (spec.training.eval_strategy != "no" && split_size(pipeline, "eval") == 0)  // as HF's Trainer, before training
     throw ConfigError("training.eval_strategy: '" + spec.training.eval_strategy +
                       "' needs evaluation examples, and the data source has none (give data an evaluation split, or "

@@ -93,9 +93,17 @@ void DataPositionState::load(const CheckpointReader& in) {
   loop_.samples_seen = resumed_->position.samples_seen;
 }
 
+namespace {
+
+// The generator of a GPU worker's device (CUDA's default generator of that index).
+at::Generator device_generator(torch::Device device) { return at::globalContext().defaultGenerator(device); }
+
+}  // namespace
+
 void RngState::save(CheckpointContents& out) {
-  out.add_own(ckpt::rng_state_file(comm_.rank(), comm_.world_size()),
-              serialize_safetensors({{"cpu", at::detail::getDefaultCPUGenerator().get_state()}}));
+  NamedTensors states{{"cpu", at::detail::getDefaultCPUGenerator().get_state()}};
+  if (device_.is_cuda()) states.emplace_back("cuda", device_generator(device_).get_state());
+  out.add_own(ckpt::rng_state_file(comm_.rank(), comm_.world_size()), serialize_safetensors(states));
 }
 
 void RngState::load(const CheckpointReader& in) {
@@ -106,6 +114,12 @@ void RngState::load(const CheckpointReader& in) {
   if (!rng.tensors.count("cpu")) throw RuntimeFailure("'" + in.path(name) + "': tensor 'cpu' is missing");
   state_ = rng.tensors.at("cpu");
   source_ = in.path(name);
+  device_state_ = torch::Tensor();
+  if (!device_.is_cuda()) return;  // a GPU run's "cuda" state means nothing to a CPU worker
+  if (rng.tensors.count("cuda")) device_state_ = rng.tensors.at("cuda");
+  else if (comm_.rank() == 0)
+    warn("'" + source_ + "' holds no CUDA generator state (saved by a run on the CPU): random draws on " + device_.str() +
+         " (dropout) continue from this run's seed, not from the saved run's");
 }
 
 void RngState::restore() {
@@ -120,8 +134,18 @@ void RngState::restore() {
     } catch (const c10::Error& e) {
       throw RuntimeFailure("'" + source_ + "': tensor 'cpu' is not a CPU generator state: " + e.what_without_backtrace());
     }
+    if (device_state_.defined()) {
+      try {
+        at::Generator gen = device_generator(device_);
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(device_state_);
+      } catch (const c10::Error& e) {
+        throw RuntimeFailure("'" + source_ + "': tensor 'cuda' is not a CUDA generator state: " + e.what_without_backtrace());
+      }
+    }
   }
   state_ = torch::Tensor();
+  device_state_ = torch::Tensor();
 }
 
 void TrainerStateFile::save(CheckpointContents& out) {

@@ -69,7 +69,10 @@ class DataPositionState : public Stateful {
 // rank r continues the stream of saved rank r mod W (dropout then differs from an uninterrupted run).
 class RngState : public Stateful {
  public:
-  RngState(Comm& comm, int64_t saved_world_size) : comm_(comm), saved_world_size_(saved_world_size) {}
+  // `device`: the worker's; on a GPU its generator (dropout's masks there) is saved as "cuda" beside "cpu",
+  // as HF's rng_state.pth holds both.
+  RngState(Comm& comm, int64_t saved_world_size, torch::Device device = torch::kCPU)
+      : comm_(comm), saved_world_size_(saved_world_size), device_(device) {}
   void save(CheckpointContents& out) override;
   void load(const CheckpointReader& in) override;
   // Restores the loaded state once (nothing when none was loaded).
@@ -78,7 +81,8 @@ class RngState : public Stateful {
  private:
   Comm& comm_;
   int64_t saved_world_size_;
-  torch::Tensor state_;
+  torch::Device device_;
+  torch::Tensor state_, device_state_;
   std::string source_;
 };
 

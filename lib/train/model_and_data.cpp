@@ -7,6 +7,7 @@
 #include "data/sample_limits.h"
 #include "engine/precision.h"
 #include "log/logger.h"
+#include "models/construction.h"
 #include "models/lora.h"
 #include "runspec/spec_rules.h"
 #include "util/fs.h"
@@ -110,7 +111,7 @@ AdapterSummary attach_adapter_dir(Model& model, const std::string& model_type, c
 }
 
 ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training,
-                                  const DataUse& use) {
+                                  const DataUse& use, torch::Device device) {
   ModelAndData p;
   p.data = components.data.build(spec.data.type, spec.data.options, use);
   const DataSampleLimits& l = spec.data_limits;
@@ -128,7 +129,12 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   const bool hf_dir = !spec.model.from_pretrained.empty() &&
                       std::filesystem::exists(spec.model.from_pretrained + "/config.json");
   {
-    DeferredInit deferred(sharded_init && (spec.model.from_pretrained.empty() || hf_dir));
+    const bool deferred_build = sharded_init && (spec.model.from_pretrained.empty() || hf_dir);
+    DeferredInit deferred(deferred_build);
+    // Straight to the worker's device, a tensor at a time (the host never holds the whole model); under zero.Init
+    // the engine places each rank's partition instead.
+    std::unique_ptr<DeviceConstruction> on_device;
+    if (!device.is_cpu() && !deferred_build) on_device = std::make_unique<DeviceConstruction>(device);
     p.model = components.models.build(spec.model.type, spec.model.options, context);
   }
   if (hf_dir) keep_loaded_config(*p.model, spec.model.from_pretrained);

@@ -52,12 +52,14 @@ AdapterSummary attach_adapter_dir(Model& model, const std::string& model_type, c
 // `for_training`: at ZeRO stage 3 with zero.zero3_init_flag the model is built without holding it whole
 // (DeferredInit; the engine materialises each rank's partition), where the model family supports it.
 // `use`: the splits the command reads (data/dataset.h DataUse). The data section's max_*_samples limit
-// the splits (data/sample_limits.h).
+// the splits (data/sample_limits.h). `device`: the worker's; the model is built there and its pretrained
+// weights are copied there one tensor at a time (models/construction.h DeviceConstruction: the same values as a
+// host build), except under zero.Init, whose engine places the partitions.
 ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training = false,
-                                  const DataUse& use = {});
+                                  const DataUse& use = {}, torch::Device device = torch::kCPU);
 
-// The "place on device" step: the model (built and loaded on the host, with the same random draws on
-// every device) moves to `device` and the pipeline remembers it, so batches, the engine and generation
+// The "place on device" step: the model (built on `device` already, or on the host, with the same random
+// draws either way) moves to `device` and the pipeline remembers it, so batches, the engine and generation
 // follow. A model under sharded construction (zero.Init) stays where it is: the engine places each rank's
 // partition. ConfigError for what the device cannot run yet (NVMe offload off the CPU).
 void place_on_device(ModelAndData& pipeline, const RunSpec& spec, torch::Device device);

@@ -51,7 +51,7 @@ void Trainer::prepare_checkpointing(const TrainingPlan& plan) {
   resumable_parts_.push_back(std::make_unique<EngineState>(*engine_, *pipeline_.model, comm_, with_optimizer));
   resumable_parts_.push_back(
       std::make_unique<ScheduleState>(*schedule_, spec_.scheduler.type, [this] { return schedule_step(); }));
-  auto rng = std::make_unique<RngState>(comm_, saved ? saved->world_size : comm_.world_size());
+  auto rng = std::make_unique<RngState>(comm_, saved ? saved->world_size : comm_.world_size(), pipeline_.device);
   rng_state_ = rng.get();
   resumable_parts_.push_back(std::move(rng));
   resumable_parts_.push_back(std::make_unique<DataPositionState>(loop_, last_logged_step_, args, comm_, saved));

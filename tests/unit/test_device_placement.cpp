@@ -7,9 +7,12 @@
 // buffers do not survive its set_data; both are left to the run on a GPU (docs/gpu.md).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "builtins/register_builtins.h"
+#include "checkpoint/model_io.h"
 #include "data/batch_placement.h"
 #include "distributed/comm.h"
 #include "engine/engine.h"
@@ -20,6 +23,7 @@
 #include "models/construction.h"
 #include "optim/adamw.h"
 #include "runspec/run_spec.h"
+#include "train/model_and_data.h"
 #include "train/training_loss.h"
 #include "util/tensor_storage.h"
 
@@ -270,4 +274,46 @@ TEST_CASE("device placement: every family builds on the device, every parameter 
     compare(host->named_parameters().items(), placed->named_parameters().items(), "parameter");
     compare(host->named_buffers().items(), placed->named_buffers().items(), "buffer");
   }
+}
+
+TEST_CASE("device placement: from_pretrained loads straight onto the worker's device, the saved values", "[unit][device]") {
+  // The pipeline is built on the device and the HF directory's tensors are copied there one at a time: the host
+  // never holds the whole model. A host build of the same directory is the reference.
+  const auto& c = builtin_components();
+  const auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_pretrained_device";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto spec_file = [&](const std::string& name, const std::string& model_extra) {
+    const auto path = (dir / name).string();
+    std::ofstream(path) << "model: {type: gpt2, n_embd: 16, n_layer: 2, n_head: 2, n_positions: 32" << model_extra << "}\n"
+                           "data: {type: digit_reversal, num_digits: 2, train_size: 8, eval_size: 4, test_size: 2}\n"
+                           "training: {output_dir: " << (dir / "out").string() << ", seed: 7}\n";
+    return load_run_spec(path, {}, c.catalog());
+  };
+  ModelAndData saved = build_model_and_data(spec_file("saved.yaml", ""), c);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : saved.model->parameters()) p.add_(0.25);  // not what a fresh build with the seed draws
+  }
+  save_model_dir((dir / "pretrained").string(), *saved.model);
+  const RunSpec loading = spec_file("load.yaml", ", from_pretrained: " + (dir / "pretrained").string());
+  const torch::Device lazy = lazy_device();
+  ModelAndData on_device = build_model_and_data(loading, c, /*for_training=*/true, {}, lazy);
+  ModelAndData on_host = build_model_and_data(loading, c, /*for_training=*/true);
+  auto expected = on_host.model->named_parameters();
+  auto saved_values = saved.model->named_parameters();
+  int walked = 0;
+  for (const auto& np : on_device.model->named_parameters()) {
+    INFO(np.key());
+    CHECK(np.value().device() == lazy);
+    CHECK(torch::equal(np.value().to(torch::kCPU), expected[np.key()]));
+    CHECK(torch::equal(np.value().to(torch::kCPU), saved_values[np.key()]));
+    ++walked;
+  }
+  CHECK(walked == static_cast<int>(expected.size()));
+  for (const auto& nb : on_device.model->named_buffers()) {
+    INFO(nb.key());
+    CHECK(nb.value().device() == lazy);
+  }
+  std::filesystem::remove_all(dir);
 }
