@@ -98,11 +98,14 @@ if [ $short = 1 ]; then
   # (optimizer state back on the GPU, the CUDA generator restored); a failed resume fails the run itself.
   resume=(configs/quickstart.yaml --set model.dropout=0.1 --set training.max_steps=40 --set training.logging_steps=10
           --set training.eval_strategy=no --set training.save_strategy=steps --set training.save_steps=20)
-  run gpu_resume_straight 60 train "${resume[@]}" --set training.output_dir=/tmp/r_a
+  rm -rf /tmp/r_a /tmp/r_b
+  run gpu_resume_straight 60 train "${resume[@]}" --set training.output_dir=/tmp/r_a || failed=1
   grep -E "^step (30|40)/" /tmp/hftrain-run.log > /tmp/r_a.steps
   run gpu_resume_from_20 60 train "${resume[@]}" --set training.output_dir=/tmp/r_b \
     --set training.resume_from_checkpoint=/tmp/r_a/checkpoint-20 || failed=1
   grep -E "^step (30|40)/" /tmp/hftrain-run.log > /tmp/r_b.steps
+  weights=differ; cmp -s /tmp/r_a/checkpoint-40/model.safetensors /tmp/r_b/checkpoint-40/model.safetensors && weights="bitwise equal"
+  stamp "resume on the GPU: checkpoint-40 weights of the straight and the resumed run $weights"
   if [ -s /tmp/r_a.steps ] && cmp -s /tmp/r_a.steps /tmp/r_b.steps; then stamp "resume on the GPU: steps 30 and 40 equal"
   else stamp "resume on the GPU differs (look closer: CUDA's atomic adds, e.g. the embedding's backward, are not bitwise repeatable): $(cat /tmp/r_a.steps /tmp/r_b.steps | tr '\n' ' ')"; fi
   run cpu_fp32 120 train "${quick[@]}" --set training.output_dir=/tmp/q_cpu --set training.use_cpu=true

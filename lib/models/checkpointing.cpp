@@ -10,10 +10,20 @@ namespace {
 
 using BlockFn = std::function<torch::Tensor(const torch::Tensor&)>;
 
-// What the recomputation must repeat: the random generator's state and the autocast mode at forward.
-void record_forward_state(torch::autograd::AutogradContext* ctx, int64_t block_address) {
+// The generator of a CUDA input's device (dropout there draws from it), as torch.utils.checkpoint keeps it.
+c10::optional<at::Generator> device_generator(const c10::IValue& device_index) {
+  if (!device_index.isInt()) return c10::nullopt;
+  return at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device_index.toInt())));
+}
+
+// What the recomputation must repeat: the random generators' states and the autocast mode at forward.
+void record_forward_state(torch::autograd::AutogradContext* ctx, int64_t block_address, const torch::Tensor& x) {
   ctx->saved_data["block"] = block_address;
   ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
+  if (x.device().is_cuda()) {
+    ctx->saved_data["cuda_device"] = static_cast<int64_t>(x.device().index());
+    ctx->saved_data["cuda_rng"] = device_generator(ctx->saved_data["cuda_device"])->get_state();
+  }
   ctx->saved_data["autocast"] = static_cast<int64_t>(current_autocast_dtype());  // recompute under the same mode
 }
 
@@ -24,6 +34,14 @@ void replay_and_backward(torch::autograd::AutogradContext* ctx, const std::funct
   auto generator = at::detail::getDefaultCPUGenerator();
   auto rng_now = generator.get_state();
   generator.set_state(ctx->saved_data["rng"].toTensor());
+  const auto device_index = ctx->saved_data.find("cuda_device");
+  c10::optional<at::Generator> on_device =
+      device_index == ctx->saved_data.end() ? c10::nullopt : device_generator(device_index->second);
+  torch::Tensor device_rng_now;
+  if (on_device) {
+    device_rng_now = on_device->get_state();
+    on_device->set_state(ctx->saved_data["cuda_rng"].toTensor());
+  }
   torch::Tensor y;
   {
     torch::AutoGradMode enable(true);
@@ -31,13 +49,14 @@ void replay_and_backward(torch::autograd::AutogradContext* ctx, const std::funct
     y = recompute();
   }
   generator.set_state(rng_now);
+  if (on_device) on_device->set_state(device_rng_now);
   torch::autograd::backward({y}, {grad_output});
 }
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t block_address) {
-    record_forward_state(ctx, block_address);
+    record_forward_state(ctx, block_address, x);
     ctx->save_for_backward({x});
     torch::NoGradGuard no_grad;
     return (*reinterpret_cast<const BlockFn*>(block_address))(x);
@@ -59,7 +78,7 @@ class CheckpointFunction2 : public torch::autograd::Function<CheckpointFunction2
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor memory,
                                int64_t block_address) {
-    record_forward_state(ctx, block_address);
+    record_forward_state(ctx, block_address, x);
     ctx->save_for_backward({x, memory});
     torch::NoGradGuard no_grad;
     return (*reinterpret_cast<const MemoryBlockFn*>(block_address))(x, memory);

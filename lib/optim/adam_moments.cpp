@@ -105,16 +105,22 @@ bool AdamMoments::load(const std::string& name, const std::map<std::string, torc
                          "; was the checkpoint written with another optimizer or min_8bit_size?)");
   }
   step_ = find_step(state, name);
+  // These moments live in host memory (the 8-bit codes are read through host pointers), wherever the engine
+  // put the state it was given.
+  auto host = [&](const std::string& slot, const std::vector<int64_t>& want) {
+    torch::Tensor t = find_state(state, name, slot, want);
+    return t.defined() ? t.to(torch::kCPU) : t;
+  };
   if (config.quantized) {
     const std::vector<int64_t> blocks{quant_block_count(c10::multiply_integers(shape), config.block_size)};
-    q_avg_ = {find_state(state, name, "exp_avg_q8", shape), find_state(state, name, "exp_avg_absmax", blocks)};
-    q_avg_sq_ = {find_state(state, name, "exp_avg_sq_q8", shape), find_state(state, name, "exp_avg_sq_absmax", blocks)};
+    q_avg_ = {host("exp_avg_q8", shape.vec()), host("exp_avg_absmax", blocks)};
+    q_avg_sq_ = {host("exp_avg_sq_q8", shape.vec()), host("exp_avg_sq_absmax", blocks)};
     for (const auto* t : {&q_avg_.codes, &q_avg_sq_.codes})
       if (t->scalar_type() != torch::kUInt8)
         throw RuntimeFailure("optimizer state for '" + name + "': 8-bit moments must be uint8");
   } else {
-    exp_avg_ = find_state(state, name, "exp_avg", shape);
-    exp_avg_sq_ = find_state(state, name, "exp_avg_sq", shape);
+    exp_avg_ = host("exp_avg", shape.vec());
+    exp_avg_sq_ = host("exp_avg_sq", shape.vec());
   }
   return true;
 }

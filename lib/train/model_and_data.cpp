@@ -112,6 +112,7 @@ AdapterSummary attach_adapter_dir(Model& model, const std::string& model_type, c
 
 ModelAndData build_model_and_data(const RunSpec& spec, const Components& components, bool for_training,
                                   const DataUse& use, torch::Device device) {
+  if (!device.is_cpu()) check_device_settings(spec, device);  // before a model is built on the device
   ModelAndData p;
   p.data = components.data.build(spec.data.type, spec.data.options, use);
   const DataSampleLimits& l = spec.data_limits;
@@ -200,7 +201,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   return p;
 }
 
-void place_on_device(ModelAndData& p, const RunSpec& spec, torch::Device device) {
+void check_device_settings(const RunSpec& spec, torch::Device device) {
   // DeepSpeed's offload keeps optimizer state (and parameter shards) in host memory or swap files beside
   // parameters on the GPU; hftrain's offload is built for parameters that are themselves on the host.
   const bool offload = spec.zero.offload_optimizer.device != "none" || spec.zero.offload_param != "none";
@@ -211,6 +212,10 @@ void place_on_device(ModelAndData& p, const RunSpec& spec, torch::Device device)
   if (device.is_cpu() && (spec.precision.fp16 || spec.training.fp16_full_eval))  // a CUDA build's CPU worker
     throw ConfigError(std::string(spec.precision.fp16 ? "precision.fp16: " : "training.fp16_full_eval: ") + kFp16NeedsCuda);
   if (device.is_cpu() && spec.training.tf32.value_or(false)) throw ConfigError(std::string("training.tf32: ") + kTf32NeedsGpu);
+}
+
+void place_on_device(ModelAndData& p, const RunSpec& spec, torch::Device device) {
+  check_device_settings(spec, device);
   p.device = device;
   p.pin_memory = spec.training.dataloader_pin_memory;
   if (!device.is_cpu() && spec.training.tf32) {  // HF's tf32: LibTorch's switches for cuBLAS and cuDNN

@@ -63,6 +63,8 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
 // follow. A model under sharded construction (zero.Init) stays where it is: the engine places each rank's
 // partition. ConfigError for what the device cannot run yet (NVMe offload off the CPU).
 void place_on_device(ModelAndData& pipeline, const RunSpec& spec, torch::Device device);
+// Its refusals alone (build_model_and_data checks them before building on a device).
+void check_device_settings(const RunSpec& spec, torch::Device device);
 
 // Throws ConfigError when the generation settings' sources hold what generation cannot honour
 // (GenerationSourceFacts: unsupported generation_config.json settings, a decoder start token other than
