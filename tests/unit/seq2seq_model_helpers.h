@@ -1,6 +1,6 @@
 // Helpers shared by the encoder-decoder model tests (test_t5.cpp, test_bart.cpp): building a registered
 // model from YAML options with a seed, its parameters by name, a private scratch directory, and a small
-// seq2seq batch written with the family's pad and eos ids.
+// seq2seq batch written with the family's pad and eos ids; the engine settings of the device tests.
 #pragma once
 
 #include <unistd.h>
@@ -16,11 +16,23 @@
 
 #include "builtins/register_builtins.h"
 #include "distributed/comm.h"
+#include "engine/factory.h"
 #include "engine/zero_engine.h"
 #include "models/construction.h"
 #include "optim/adamw.h"
 
 namespace hftrain_test {
+
+// An AdamW engine at `stage` on `device`, clipping at `max_grad_norm` (the device tests' engines).
+inline hftrain::EngineConfig adamw_engine_config(torch::Device device, int stage, double max_grad_norm) {
+  hftrain::EngineConfig config;
+  config.device = device;
+  config.stage = stage;
+  config.max_grad_norm = max_grad_norm;
+  config.optimizer_type = "adamw_torch";
+  config.optimizer_traits = hftrain::AdamW::kTraits;
+  return config;
+}
 
 inline std::shared_ptr<hftrain::Model> build_model(const std::string& type, const std::string& options, uint64_t seed = 0,
                                                    hftrain::ModelContext context = {}) {

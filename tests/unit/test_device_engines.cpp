@@ -99,12 +99,7 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
     named.emplace_back(np.key(), np.value());
     names.push_back(np.key());
   }
-  EngineConfig config;
-  config.device = device;
-  config.stage = stage;
-  config.max_grad_norm = 1.0;
-  config.optimizer_type = "adamw_torch";
-  config.optimizer_traits = AdamW::kTraits;
+  EngineConfig config = hftrain_test::adamw_engine_config(device, stage, /*max_grad_norm=*/1.0);
   config.precision.param_dtype = dtype;
   config.precision.reduce_dtype = dtype;
   config.persistence_threshold = 40;  // matrices partitioned at stage 3, norm weights whole
