@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "optim/kernels/update_kernels.h"
+#include "util/parallel.h"
 
 namespace ok = hftrain::optim_kernels;
 
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
     else if (a == "--repeats") repeats = std::atoi(argv[i + 1]);
   }
   at::set_num_threads(threads);
+  hftrain::sync_parallel_threads();
   Buffer<float> p(n, 0.5f), g(n, 1e-3f), m(n, 0.0f), v(n, 0.0f);
   Buffer<uint16_t> g16(n, 0x3A83), out16(n, 0);  // bf16 gradient ~1e-3
 
@@ -64,7 +66,7 @@ int main(int argc, char** argv) {
   time_case("stream", "-", n, 28, repeats, [&] {
     float *pp = p.data(), *mp = m.data(), *vp = v.data();
     const float* gp = g.data();
-    at::parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
+    hftrain::parallel_range(0, n, 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const float x = gp[i] + pp[i], y = mp[i] + vp[i];
         pp[i] = x;
@@ -75,7 +77,7 @@ int main(int argc, char** argv) {
   });
   // memcpy moving the same 28 bytes per parameter: three and a half float copies (each reads and writes).
   time_case("memcpy", "-", n, 28, repeats, [&] {
-    at::parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
+    hftrain::parallel_range(0, n, 16384, [&](int64_t b, int64_t e) {
       const std::size_t len = static_cast<std::size_t>(e - b) * sizeof(float);
       std::memcpy(p.data() + b, g.data() + b, len);
       std::memcpy(m.data() + b, v.data() + b, len);

@@ -1,9 +1,10 @@
 // The attention kernels written once over a SIMD lane type V (kernels/simd_*.h). Included by one .cpp per
 // instruction set, each compiled with its own target flags; everything here has internal linkage, so that
 // no function compiled for one ISA can be picked by the linker for another. See attention.h for the math.
-// Two register-blocked products do the work: `scores` (rows of q against the transposed keys, 4 query rows
-// at a time, one lane of keys per accumulator) and `rows_times` (a block of rows of probabilities times the
-// rows of V, K, dO or q: 4 output rows x 2 lanes of accumulators, independent FMA chains).
+// Two register-blocked products do the work: `scores` (rows of q against the transposed keys) and `rows_times`
+// (a block of rows of probabilities times the rows of V, K, dO or q), each 4 rows x up to 4 lanes of
+// accumulators, independent FMA chains. q, dO, K and V are read in place (their strided rows) when the head
+// dimension is whole lanes; only the keys and values are transposed into scratch.
 #pragma once
 
 #include <algorithm>
@@ -31,24 +32,39 @@ struct AttentionBody {
     return n < 0 ? 0 : (n > s.keys ? s.keys : n);
   }
 
-  // dst[c * ld + j] = rows[j][c]: a head's keys (or values) transposed, padded with zeros to ld columns.
+  // dst[c * ld + j] = rows[j][c]: a head's keys (or values) transposed, padded with zeros to ld columns. In
+  // tiles of 16 rows, so that each store fills consecutive floats of one row of dst (a row at a time, stores
+  // 4 KiB apart would stall on their aliasing with the next loads).
   static void transpose(const HeadLayout& t, int64_t b, int64_t h, int64_t rows, int64_t dim, int64_t ld, float* dst) {
     for (int64_t c = 0; c < dim; ++c) std::memset(dst + c * ld + rows, 0, sizeof(float) * (ld - rows));
-    for (int64_t j = 0; j < rows; ++j) {
-      const float* src = t.row(b, h, j);
-      for (int64_t c = 0; c < dim; ++c) dst[c * ld + j] = src[c];
+    constexpr int64_t kTile = 16;
+    const float* src[kTile];
+    for (int64_t j0 = 0; j0 < rows; j0 += kTile) {
+      const int64_t n = std::min(kTile, rows - j0);
+      for (int64_t j = 0; j < n; ++j) src[j] = t.row(b, h, j0 + j);
+      for (int64_t c = 0; c < dim; ++c) {
+        float* out = dst + c * ld + j0;
+        for (int64_t j = 0; j < n; ++j) out[j] = src[j][c];
+      }
     }
   }
 
-  // dst[r * ld + c] = t[first + r][c] * scale, padded with zeros to ld.
-  static void copy_rows(const HeadLayout& t, int64_t b, int64_t h, int64_t first, int64_t rows, int64_t dim, int64_t ld,
-                        float scale, float* dst) {
+  // Rows [first, first + rows) of head (b, h) as a matrix with leading dimension `ld`: read in place when the
+  // head dimension is a whole number of lanes (the products read dp = dim columns), else copied to dst and
+  // padded with zeros to dp columns.
+  struct Rows {
+    const float* data;
+    int64_t ld;
+    const float* row(int64_t r) const { return data + r * ld; }
+  };
+  static Rows rows_view(const HeadLayout& t, int64_t b, int64_t h, int64_t first, int64_t rows, int64_t dim, int64_t dp,
+                        float* dst) {
+    if (dim == dp) return {t.row(b, h, first), t.time_stride};
     for (int64_t r = 0; r < rows; ++r) {
-      const float* src = t.row(b, h, first + r);
-      float* out = dst + r * ld;
-      for (int64_t c = 0; c < dim; ++c) out[c] = src[c] * scale;
-      for (int64_t c = dim; c < ld; ++c) out[c] = 0.0f;
+      std::memcpy(dst + r * dp, t.row(b, h, first + r), sizeof(float) * dim);
+      std::memset(dst + r * dp + dim, 0, sizeof(float) * (dp - dim));
     }
+    return {dst, dp};
   }
 
   // The key bias of batch row b, padded with zeros (the padding keys are masked by `visible`).
@@ -56,56 +72,77 @@ struct AttentionBody {
     for (int64_t j = 0; j < ld; ++j) dst[j] = s.key_bias != nullptr && j < s.keys ? s.key_bias[b * s.key_bias_batch_stride + j] : 0.0f;
   }
 
-  // out[r * ld + j] = bias[j] + sum_c a[r * lda + c] * bt[c * ld + j], for RR rows and the first `cols` (a
-  // multiple of W) columns. bias may be null (0).
-  template <int RR>
-  static void scores_rows(const float* a, int64_t lda, const float* bt, int64_t ld, int64_t dim, const float* bias,
-                          int64_t cols, float* out) {
-    for (int64_t jb = 0; jb < cols; jb += W) {
-      R acc[RR];
-      const R init = bias != nullptr ? V::load(bias + jb) : V::zero();
-      for (int r = 0; r < RR; ++r) acc[r] = init;
-      for (int64_t c = 0; c < dim; ++c) {
-        const R col = V::load(bt + c * ld + jb);
-        for (int r = 0; r < RR; ++r) acc[r] = V::fmadd(V::set1(a[r * lda + c]), col, acc[r]);
+  // Lanes of columns per register block: 4 rows x kLanes lanes of accumulators (16 independent FMA chains with
+  // AVX-512's 32 registers, 8 with AVX2's 16), so that neither the FMA latency nor the loads bound the products.
+  static constexpr int kLanes = W >= 16 ? 4 : (W >= 8 ? 2 : 4);
+
+  // out[r * ld + j] = scale * sum_c a[r * lda + c] * bt[c * ld + j] + bias[j], for RR rows and the CB lanes of
+  // columns from j0. bias may be null (0).
+  template <int RR, int CB>
+  static void scores_block(const float* a, int64_t lda, const float* bt, int64_t ld, int64_t dim, float scale,
+                           const float* bias, int64_t j0, float* out) {
+    R acc[RR][CB];
+    for (int r = 0; r < RR; ++r)
+      for (int cb = 0; cb < CB; ++cb) acc[r][cb] = V::zero();
+    for (int64_t c = 0; c < dim; ++c) {
+      R col[CB];
+      for (int cb = 0; cb < CB; ++cb) col[cb] = V::load(bt + c * ld + j0 + cb * W);
+      for (int r = 0; r < RR; ++r) {
+        const R x = V::set1(a[r * lda + c]);
+        for (int cb = 0; cb < CB; ++cb) acc[r][cb] = V::fmadd(x, col[cb], acc[r][cb]);
       }
-      for (int r = 0; r < RR; ++r) V::store(out + r * ld + jb, acc[r]);
+    }
+    const R sv = V::set1(scale);
+    for (int cb = 0; cb < CB; ++cb) {
+      const R b = bias != nullptr ? V::load(bias + j0 + cb * W) : V::zero();
+      for (int r = 0; r < RR; ++r) V::store(out + r * ld + j0 + cb * W, V::fmadd(acc[r][cb], sv, b));
     }
   }
-  static void scores(const float* a, int64_t lda, int64_t rows, const float* bt, int64_t ld, int64_t dim,
-                     const float* bias, int64_t cols, float* out) {
+  template <int RR>
+  static void scores_rows(const float* a, int64_t lda, const float* bt, int64_t ld, int64_t dim, float scale,
+                          const float* bias, int64_t cols, float* out) {
+    int64_t j0 = 0;
+    for (; j0 + kLanes * W <= cols; j0 += kLanes * W) scores_block<RR, kLanes>(a, lda, bt, ld, dim, scale, bias, j0, out);
+    for (; j0 + 2 * W <= cols; j0 += 2 * W) scores_block<RR, 2>(a, lda, bt, ld, dim, scale, bias, j0, out);
+    for (; j0 < cols; j0 += W) scores_block<RR, 1>(a, lda, bt, ld, dim, scale, bias, j0, out);
+  }
+  // Scores of the rows of `a` against the first `cols` (a multiple of W) columns of bt.
+  static void scores(const Rows& a, int64_t rows, const float* bt, int64_t ld, int64_t dim, float scale, const float* bias,
+                     int64_t cols, float* out) {
     int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) scores_rows<4>(a + r * lda, lda, bt, ld, dim, bias, cols, out + r * ld);
-    for (; r < rows; ++r) scores_rows<1>(a + r * lda, lda, bt, ld, dim, bias, cols, out + r * ld);
+    for (; r + 4 <= rows; r += 4) scores_rows<4>(a.row(r), a.ld, bt, ld, dim, scale, bias, cols, out + r * ld);
+    for (; r < rows; ++r) scores_rows<1>(a.row(r), a.ld, bt, ld, dim, scale, bias, cols, out + r * ld);
   }
 
-  // out[r * ldo + c] (+)= sum_l p[r * rs + l * cs] * m[l * ldm + c], for RR rows, l < len, c < dp (a multiple of
-  // W): probabilities (or dS) times rows of V, K, dO or q.
+  // out[r * ldo + c] (+)= sum_l p[r * rs + l * cs] * m[l * ldm + c], for RR rows, l < len, and the CB lanes of
+  // columns from c0: probabilities (or dS) times rows of V, K, dO or q.
+  template <int RR, int CB>
+  static void rows_times_block(const float* p, int64_t rs, int64_t cs, int64_t len, const float* m, int64_t ldm,
+                               int64_t c0, bool accumulate, float* out, int64_t ldo) {
+    R acc[RR][CB];
+    for (int r = 0; r < RR; ++r)
+      for (int cb = 0; cb < CB; ++cb) acc[r][cb] = accumulate ? V::load(out + r * ldo + c0 + cb * W) : V::zero();
+    for (int64_t l = 0; l < len; ++l) {
+      R row[CB];
+      for (int cb = 0; cb < CB; ++cb) row[cb] = V::load(m + l * ldm + c0 + cb * W);
+      for (int r = 0; r < RR; ++r) {
+        const R x = V::set1(p[r * rs + l * cs]);
+        for (int cb = 0; cb < CB; ++cb) acc[r][cb] = V::fmadd(x, row[cb], acc[r][cb]);
+      }
+    }
+    for (int r = 0; r < RR; ++r)
+      for (int cb = 0; cb < CB; ++cb) V::store(out + r * ldo + c0 + cb * W, acc[r][cb]);
+  }
   template <int RR>
   static void rows_times_rows(const float* p, int64_t rs, int64_t cs, int64_t len, const float* m, int64_t ldm,
                               int64_t dp, bool accumulate, float* out, int64_t ldo) {
-    for (int64_t c0 = 0; c0 < dp; c0 += 2 * W) {
-      const bool two = c0 + W < dp;
-      R acc0[RR], acc1[RR];
-      for (int r = 0; r < RR; ++r) {
-        acc0[r] = accumulate ? V::load(out + r * ldo + c0) : V::zero();
-        acc1[r] = accumulate && two ? V::load(out + r * ldo + c0 + W) : V::zero();
-      }
-      for (int64_t l = 0; l < len; ++l) {
-        const R m0 = V::load(m + l * ldm + c0);
-        const R m1 = two ? V::load(m + l * ldm + c0 + W) : V::zero();
-        for (int r = 0; r < RR; ++r) {
-          const R a = V::set1(p[r * rs + l * cs]);
-          acc0[r] = V::fmadd(a, m0, acc0[r]);
-          acc1[r] = V::fmadd(a, m1, acc1[r]);
-        }
-      }
-      for (int r = 0; r < RR; ++r) {
-        V::store(out + r * ldo + c0, acc0[r]);
-        if (two) V::store(out + r * ldo + c0 + W, acc1[r]);
-      }
-    }
+    int64_t c0 = 0;
+    for (; c0 + kLanes * W <= dp; c0 += kLanes * W)
+      rows_times_block<RR, kLanes>(p, rs, cs, len, m, ldm, c0, accumulate, out, ldo);
+    for (; c0 + 2 * W <= dp; c0 += 2 * W) rows_times_block<RR, 2>(p, rs, cs, len, m, ldm, c0, accumulate, out, ldo);
+    for (; c0 < dp; c0 += W) rows_times_block<RR, 1>(p, rs, cs, len, m, ldm, c0, accumulate, out, ldo);
   }
+  // out (+)= p m for `rows` rows, l < len, and the first dp (a multiple of W) columns.
   static void rows_times(const float* p, int64_t rs, int64_t cs, int64_t rows, int64_t len, const float* m, int64_t ldm,
                          int64_t dp, bool accumulate, float* out, int64_t ldo) {
     int64_t r = 0;
@@ -123,14 +160,13 @@ struct AttentionBody {
     float* qrows = rows + kRows * tk;   // kRows x dp
     float* acc = qrows + kRows * dp;    // kRows x dp
     transpose(k, b, h, s.keys, s.dim, tk, kt);
-    copy_rows(v, b, h, 0, s.keys, s.dim, dp, 1.0f, vp);
+    const Rows vr = rows_view(v, b, h, 0, s.keys, s.dim, dp, vp);
     bias_row(s, b, tk, bias);
     float* lse_row = lse + (b * s.heads + h) * s.queries;
     for (int64_t i0 = 0; i0 < s.queries; i0 += kRows) {
       const int64_t n_rows = std::min(kRows, s.queries - i0), n_max = visible(s, i0 + n_rows - 1);
       const int64_t cols = padded_to(n_max, W);
-      copy_rows(q, b, h, i0, n_rows, s.dim, dp, s.scale, qrows);
-      scores(qrows, dp, n_rows, kt, tk, s.dim, bias, cols, rows);
+      scores(rows_view(q, b, h, i0, n_rows, s.dim, dp, qrows), n_rows, kt, tk, s.dim, s.scale, bias, cols, rows);
       float totals[kRows];
       for (int64_t r = 0; r < n_rows; ++r) {
         float* row = rows + r * tk;
@@ -155,7 +191,7 @@ struct AttentionBody {
         totals[r] = V::reduce_add(sum);
         lse_row[i0 + r] = m + std::log(totals[r]);
       }
-      rows_times(rows, tk, 1, n_rows, n_max, vp, dp, dp, /*accumulate=*/false, acc, dp);
+      rows_times(rows, tk, 1, n_rows, n_max, vr.data, vr.ld, dp, /*accumulate=*/false, acc, dp);
       for (int64_t r = 0; r < n_rows; ++r) {
         float* out = o.row(b, h, i0 + r);
         const float inv = totals[r] > 0 ? 1.0f / totals[r] : 0.0f;
@@ -176,22 +212,22 @@ struct AttentionBody {
     float* bias = dv_acc + s.keys * dp;
     float* p = bias + tk;                   // kBackwardRows x tk
     float* ds = p + kBackwardRows * tk;     // kBackwardRows x tk
-    float* qrows = ds + kBackwardRows * tk;  // kBackwardRows x dp (scaled)
+    float* qrows = ds + kBackwardRows * tk;  // kBackwardRows x dp (copies, when dim is not whole lanes)
     float* dorows = qrows + kBackwardRows * dp;
     float* dqrows = dorows + kBackwardRows * dp;
     transpose(k, b, h, s.keys, s.dim, tk, kt);
     transpose(v, b, h, s.keys, s.dim, tk, vt);
-    copy_rows(k, b, h, 0, s.keys, s.dim, dp, 1.0f, kp);
+    const Rows kr = rows_view(k, b, h, 0, s.keys, s.dim, dp, kp);
     std::memset(dk_acc, 0, sizeof(float) * 2 * s.keys * dp);  // dk_acc and dv_acc
     bias_row(s, b, tk, bias);
     const float* lse_row = lse + (b * s.heads + h) * s.queries;
     for (int64_t i0 = 0; i0 < s.queries; i0 += kBackwardRows) {
       const int64_t n_rows = std::min(kBackwardRows, s.queries - i0), n_max = visible(s, i0 + n_rows - 1);
       const int64_t cols = padded_to(n_max, W);
-      copy_rows(q, b, h, i0, n_rows, s.dim, dp, s.scale, qrows);
-      copy_rows(d_o, b, h, i0, n_rows, s.dim, dp, 1.0f, dorows);
-      scores(qrows, dp, n_rows, kt, tk, s.dim, bias, cols, p);    // S (scaled) + bias
-      scores(dorows, dp, n_rows, vt, tk, s.dim, nullptr, cols, ds);  // dP = dO V^T
+      const Rows qr = rows_view(q, b, h, i0, n_rows, s.dim, dp, qrows);
+      const Rows dor = rows_view(d_o, b, h, i0, n_rows, s.dim, dp, dorows);
+      scores(qr, n_rows, kt, tk, s.dim, s.scale, bias, cols, p);  // S (scaled) + bias
+      scores(dor, n_rows, vt, tk, s.dim, 1.0f, nullptr, cols, ds);  // dP = dO V^T
       for (int64_t r = 0; r < n_rows; ++r) {
         float* pr = p + r * tk;
         float* dsr = ds + r * tk;
@@ -203,9 +239,9 @@ struct AttentionBody {
           continue;
         }
         const float* orow = o.row(b, h, i0 + r);
-        const float* dor = dorows + r * dp;
+        const float* dorow = dor.row(r);
         float delta = 0;  // dO . O: the softmax backward's row term
-        for (int64_t c = 0; c < s.dim; ++c) delta += dor[c] * orow[c];
+        for (int64_t c = 0; c < s.dim; ++c) delta += dorow[c] * orow[c];
         const R lv = V::set1(l), dv_ = V::set1(delta), one = V::set1(1.0f);
         for (int64_t jb = 0; jb < cols; jb += W) {
           const R pv = V::exp(V::fnmadd(lv, one, V::load(pr + jb)));         // P = e^(S - lse)
@@ -214,16 +250,17 @@ struct AttentionBody {
         }
         for (int64_t j = n; j < cols; ++j) pr[j] = dsr[j] = 0.0f;  // keys this row does not see
       }
-      rows_times(ds, tk, 1, n_rows, n_max, kp, dp, dp, false, dqrows, dp);       // dQ = dS K (times scale below)
-      rows_times(p, 1, tk, n_max, n_rows, dorows, dp, dp, true, dv_acc, dp);      // dV += P^T dO
-      rows_times(ds, 1, tk, n_max, n_rows, qrows, dp, dp, true, dk_acc, dp);      // dK += dS^T (scale q)
+      rows_times(ds, tk, 1, n_rows, n_max, kr.data, kr.ld, dp, false, dqrows, dp);  // dQ = dS K (times scale below)
+      rows_times(p, 1, tk, n_max, n_rows, dor.data, dor.ld, dp, true, dv_acc, dp);   // dV += P^T dO
+      rows_times(ds, 1, tk, n_max, n_rows, qr.data, qr.ld, dp, true, dk_acc, dp);    // dK += dS^T q (times scale below)
       for (int64_t r = 0; r < n_rows; ++r) {
         float* out = dq.row(b, h, i0 + r);
         for (int64_t c = 0; c < s.dim; ++c) out[c] = dqrows[r * dp + c] * s.scale;
       }
     }
     for (int64_t j = 0; j < s.keys; ++j) {
-      std::memcpy(dk.row(b, h, j), dk_acc + j * dp, sizeof(float) * s.dim);
+      float* dk_out = dk.row(b, h, j);
+      for (int64_t c = 0; c < s.dim; ++c) dk_out[c] = dk_acc[j * dp + c] * s.scale;
       std::memcpy(dv.row(b, h, j), dv_acc + j * dp, sizeof(float) * s.dim);
     }
   }

@@ -1,8 +1,9 @@
 // Runs the attention kernels' (batch, head) pairs in parallel on the intra-op threads, each thread with its
 // own scratch memory.
-#include <ATen/Parallel.h>
+#include <vector>
 
 #include "kernels/kernel_table.h"
+#include "util/parallel.h"
 
 namespace hftrain {
 namespace kernels {
@@ -11,7 +12,7 @@ namespace {
 // Runs fn(b, h, scratch) for every (batch, head) pair over the intra-op threads.
 template <class Fn>
 void for_each_head(const AttentionShape& s, int64_t scratch_floats, Fn fn) {
-  at::parallel_for(0, s.batch * s.heads, 1, [&](int64_t begin, int64_t end) {
+  parallel_range(0, s.batch * s.heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(static_cast<std::size_t>(scratch_floats));
     for (int64_t bh = begin; bh < end; ++bh) fn(bh / s.heads, bh % s.heads, scratch.data());
   });

@@ -1,12 +1,11 @@
 // Runs the LayerNorm and RMSNorm kernels over the intra-op threads: forward in blocks of rows; backward in a fixed number
 // of row blocks, each with its own dw / db partial sums, added in block order (see normalization.h).
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "kernels/kernel_table.h"
+#include "util/parallel.h"
 
 namespace hftrain {
 namespace kernels {
@@ -22,7 +21,7 @@ template <class Fn>
 int64_t for_each_block(int64_t rows, Fn block) {
   const int64_t blocks = std::min(kBackwardBlocks, std::max<int64_t>(1, rows));
   const int64_t per = (rows + blocks - 1) / blocks;
-  at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+  parallel_range(0, blocks, 1, [&](int64_t first, int64_t last) {
     for (int64_t k = first; k < last; ++k) {
       const int64_t begin = std::min(rows, k * per), end = std::min(rows, begin + per);
       if (begin < end) block(k, begin, end);
@@ -44,7 +43,7 @@ void sum_parts(float* out, const std::vector<float>& parts, int64_t blocks, int6
 void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t rows,
                         int64_t cols, float eps) {
   const ModelKernelTable* t = model_kernels();
-  at::parallel_for(0, rows, forward_grain(cols), [&](int64_t begin, int64_t end) {
+  parallel_range(0, rows, forward_grain(cols), [&](int64_t begin, int64_t end) {
     t->layer_norm_forward(x + begin * cols, w, b, y + begin * cols, mean + begin, rstd + begin, end - begin, cols, eps);
   });
 }
@@ -65,7 +64,7 @@ void layer_norm_backward(const float* x, const float* w, const float* dy, const 
 
 void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t cols, float eps) {
   const ModelKernelTable* t = model_kernels();
-  at::parallel_for(0, rows, forward_grain(cols), [&](int64_t begin, int64_t end) {
+  parallel_range(0, rows, forward_grain(cols), [&](int64_t begin, int64_t end) {
     t->rms_norm_forward(x + begin * cols, w, y + begin * cols, rstd + begin, end - begin, cols, eps);
   });
 }

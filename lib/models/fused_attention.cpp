@@ -5,7 +5,6 @@
 
 #include <atomic>
 
-#include "kernels/attention.h"
 #include "kernels/kernel_choice.h"
 #include "util/error.h"
 
@@ -16,15 +15,6 @@ namespace {
 torch::Tensor as_kernel_input(const torch::Tensor& t) {
   torch::Tensor f = t.scalar_type() == torch::kFloat ? t : t.to(torch::kFloat);
   return f.stride(-1) == 1 ? f : f.contiguous();
-}
-
-kernels::HeadLayout layout_of(const torch::Tensor& t) {
-  kernels::HeadLayout l;
-  l.data = t.data_ptr<float>();
-  l.batch_stride = t.stride(0);
-  l.head_stride = t.stride(1);
-  l.time_stride = t.stride(2);
-  return l;
 }
 
 // [B, H, T, d] with the memory of [B, T, H, d] (what merging the heads reads).
@@ -63,7 +53,7 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     const Problem p = problem_of(q, k, bias, scale, causal);
     torch::Tensor o = heads_last(p.shape.batch, p.shape.heads, p.shape.queries, p.shape.dim);
     torch::Tensor lse = torch::empty({p.shape.batch, p.shape.heads, p.shape.queries}, torch::kFloat);
-    kernels::attention_forward(p.shape, layout_of(q), layout_of(k), layout_of(v), layout_of(o), lse.data_ptr<float>());
+    kernels::attention_forward(p.shape, head_layout(q), head_layout(k), head_layout(v), head_layout(o), lse.data_ptr<float>());
     ctx->save_for_backward({q, k, v, o, lse, p.bias});
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["causal"] = causal;
@@ -79,8 +69,8 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
     const int64_t B = p.shape.batch, H = p.shape.heads, d = p.shape.dim;
     torch::Tensor dq = heads_last(B, H, p.shape.queries, d), dk = heads_last(B, H, p.shape.keys, d),
                   dv = heads_last(B, H, p.shape.keys, d);
-    kernels::attention_backward(p.shape, layout_of(q), layout_of(k), layout_of(v), layout_of(o), layout_of(d_o),
-                                lse.data_ptr<float>(), layout_of(dq), layout_of(dk), layout_of(dv));
+    kernels::attention_backward(p.shape, head_layout(q), head_layout(k), head_layout(v), head_layout(o), head_layout(d_o),
+                                lse.data_ptr<float>(), head_layout(dq), head_layout(dk), head_layout(dv));
     const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
     auto back = [&](const torch::Tensor& g) { return dtype == torch::kFloat ? g : g.to(dtype); };
     return {back(dq), back(dk), back(dv), torch::Tensor(), torch::Tensor(), torch::Tensor()};
@@ -90,6 +80,15 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
 std::atomic<int64_t> calls{0};
 
 }  // namespace
+
+kernels::HeadLayout head_layout(const torch::Tensor& t) {
+  kernels::HeadLayout l;
+  l.data = t.data_ptr<float>();
+  l.batch_stride = t.stride(0);
+  l.head_stride = t.stride(1);
+  l.time_stride = t.stride(2);
+  return l;
+}
 
 int64_t fused_attention_calls() { return calls.load(std::memory_order_relaxed); }
 

@@ -6,6 +6,7 @@
 // comparison; everything else keeps the LibTorch ops.
 #pragma once
 
+#include "kernels/attention.h"
 #include "util/torch_compat.h"
 
 namespace hftrain {
@@ -19,6 +20,9 @@ bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, con
 // result is a transposed view of a [B, Tq, H, d] buffer, so merging the heads afterwards copies nothing.
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& bias, double scale, bool causal);
+
+// An fp32 [B, H, T, d] tensor with a contiguous last dimension as the kernels' HeadLayout (its data and strides).
+kernels::HeadLayout head_layout(const torch::Tensor& t);
 
 // How many attentions the fused kernels have computed in this process (forward passes).
 int64_t fused_attention_calls();

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "util/error.h"
+#include "util/parallel.h"
 
 namespace hftrain {
 namespace {
@@ -82,7 +83,7 @@ QuantizedTensor quantize_blockwise(const torch::Tensor& x_in, QuantSign sign, in
   float* absmax = q.absmax.data_ptr<float>();
   const SearchTable& table = search_table(sign);
   const uint8_t zero_code = 0;
-  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+  parallel_range(0, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t lo = b * block_size, hi = std::min(n, lo + block_size);
       float m = 0.0f;
@@ -116,7 +117,7 @@ torch::Tensor dequantize_blockwise(const QuantizedTensor& q, QuantSign sign, int
   const float* absmax = absmax_c.data_ptr<float>();
   float* dst = out.data_ptr<float>();
   const std::vector<float>& book = dynamic_codebook(sign);
-  at::parallel_for(0, n, 4096, [&](int64_t i0, int64_t i1) {
+  parallel_range(0, n, 4096, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) dst[i] = book[c[i]] * absmax[i / block_size];
   });
   return out;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "util/parallel.h"
 #include "util/torch_compat.h"
 
 namespace hftrain {
@@ -64,7 +65,10 @@ void reexec_with_short_openmp_spin(char** argv) {
   ::unsetenv("GOMP_SPINCOUNT");
 }
 
-void apply_thread_plan(const ThreadPlan& plan) { at::set_num_threads(plan.intra_op_threads); }
+void apply_thread_plan(const ThreadPlan& plan) {
+  at::set_num_threads(plan.intra_op_threads);
+  sync_parallel_threads();
+}
 
 ThreadPlan configure_threads(int requested, int local_workers, double step_flops) {
   ThreadPlan plan = choose_threads(requested, local_workers, step_flops);

@@ -1,9 +1,8 @@
 // Picks the kernel table for this CPU (or HFTRAIN_OPTIM_ISA / set_isa) and splits each update across the
 // intra-op threads, each thread walking its range in blocks small enough to stay in the L2 cache.
-#include <ATen/Parallel.h>
-
 #include "kernels/table_choice.h"
 #include "optim/kernels/kernel_table.h"
+#include "util/parallel.h"
 
 namespace hftrain {
 namespace optim_kernels {
@@ -36,7 +35,7 @@ float* offset(float* p, int64_t begin) { return p == nullptr ? nullptr : p + beg
 // Runs fn(stream slice, begin) over blocks of every thread's range.
 template <class Fn>
 void parallel_blocks(const Stream& s, Fn fn) {
-  at::parallel_for(0, s.n, kBlock, [&](int64_t begin, int64_t end) {
+  parallel_range(0, s.n, kBlock, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; b += kBlock) {
       const int64_t e = b + kBlock < end ? b + kBlock : end;
       fn(slice(s, b, e), b);
@@ -73,7 +72,7 @@ std::vector<std::string> supported_isas() { return choice().names(); }
 void set_isa(const std::string& name) { choice().force(name); }
 
 std::string describe_kernels() {
-  const int threads = at::get_num_threads();
+  const int threads = parallel_threads();
   return active_isa() + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
 }
 
