@@ -7,6 +7,7 @@ HFTRAIN_KERNELS=torch (the same binary on LibTorch's ops), and bench/python_loop
 It prints ms per optimizer step of every run, the medians, and the median ratios of tokens/s.
 
   bench/fused_kernels.py --text tinyshakespeare.txt --workload nanogpt --steps 400 --repeats 3 [--bf16]
+  (workloads: nanogpt, gpt2, llama; bench/run_bench.py WORKLOADS)
 """
 import argparse
 import os

@@ -11,6 +11,7 @@ hftrain's train_runtime does.
 
 Usage: python_loop.py nanogpt --text FILE [--steps N]
        python_loop.py gpt2 --text FILE [--steps N]
+       python_loop.py llama --text FILE [--steps N]
        python_loop.py mlp [--steps N]
 Thread settings are torch's defaults unless --threads N is given (torch.set_num_threads(N)).
 --bf16 runs each forward and loss under torch.autocast(<device type>, dtype=torch.bfloat16), as a PyTorch
@@ -87,6 +88,77 @@ class GPT(nn.Module):
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)  # tied head
         # HF causal-LM loss: position t predicts token t + 1.
+        return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1))
+
+
+# ----- a LLaMA as HF's modeling_llama writes it (RMSNorm in float32, rotary halves, SwiGLU, no biases, untied head)
+class RMSNorm(nn.Module):
+    def __init__(self, n, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+def rotate_half(x):
+    half = x.size(-1) // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, hidden, heads, intermediate, eps):
+        super().__init__()
+        self.heads = heads
+        self.input_layernorm = RMSNorm(hidden, eps)
+        self.q_proj = nn.Linear(hidden, hidden, bias=False)
+        self.k_proj = nn.Linear(hidden, hidden, bias=False)
+        self.v_proj = nn.Linear(hidden, hidden, bias=False)
+        self.o_proj = nn.Linear(hidden, hidden, bias=False)
+        self.post_attention_layernorm = RMSNorm(hidden, eps)
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        B, T, C = x.size()
+        h = self.input_layernorm(x)
+        q, k, v = [p(h).view(B, T, self.heads, C // self.heads).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj)]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        x = x + self.o_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+        m = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(m)) * self.up_proj(m))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab_size, n_layer, n_head, hidden, intermediate, eps=1e-6, theta=10000.0):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab_size, hidden)
+        self.layers = nn.ModuleList([LlamaLayer(hidden, n_head, intermediate, eps) for _ in range(n_layer)])
+        self.norm = RMSNorm(hidden, eps)
+        self.lm_head = nn.Linear(hidden, vocab_size, bias=False)
+        self.head_dim, self.theta = hidden // n_head, theta
+        for m in self.modules():  # HF's _init_weights: normal(0, initializer_range) for linear and embedding
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+
+    def forward(self, idx, labels):
+        T = idx.size(1)
+        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, device=idx.device).float() / self.head_dim))
+        freqs = torch.outer(torch.arange(T, device=idx.device).float(), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        mask = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
+        x = self.embed_tokens(idx)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        logits = self.lm_head(self.norm(x))
         return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), labels[:, 1:].reshape(-1))
 
 
@@ -182,10 +254,11 @@ def epochs_of_batches(blocks, batch_size, seed):
             yield b, b
 
 
-def lm_workload(args, n_layer, n_head, n_embd, block, batch, tokenizer, vocab_override, lr_at, lr, betas, wd, clip):
+def lm_workload(args, make_model, block, batch, tokenizer, vocab_override, lr_at, lr, betas, wd, clip):
+    """make_model(vocabulary size): the model, built after seeding."""
     vocab, train_blocks, eval_blocks = text_blocks(args.text, tokenizer, block, 0.1)
     torch.manual_seed(1337)
-    model = GPT(vocab_override or vocab, block, n_layer, n_head, n_embd, bias=False).to(DEVICE["device"])
+    model = make_model(vocab_override or vocab).to(DEVICE["device"])
     opt = adamw(model, lr, betas, wd)
     result = train(model, epochs_of_batches(train_blocks, batch, 1337), args.steps, opt, lr_at, clip, batch * block)
     if args.eval:
@@ -202,8 +275,8 @@ def lm_workload(args, n_layer, n_head, n_embd, block, batch, tokenizer, vocab_ov
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("workload", choices=["nanogpt", "gpt2", "mlp"])
-    ap.add_argument("--text", help="text file (nanogpt: characters, gpt2: bytes)")
+    ap.add_argument("workload", choices=["nanogpt", "gpt2", "llama", "mlp"])
+    ap.add_argument("--text", help="text file (nanogpt: characters, gpt2 and llama: bytes)")
     ap.add_argument("--steps", type=int)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--no-eval", dest="eval", action="store_false")
@@ -219,12 +292,16 @@ def main():
     if args.workload == "nanogpt":
         args.steps = args.steps or 2000
         total = 2000
-        result = lm_workload(args, 4, 4, 128, 64, 12, "chars", 0,
+        result = lm_workload(args, lambda v: GPT(v, 64, 4, 4, 128, bias=False), 64, 12, "chars", 0,
                              lambda s: cosine_with_min_lr(s, 100, total, 1e-3, 1e-4), 1e-3, (0.9, 0.99), 0.1, 1.0)
     elif args.workload == "gpt2":
         args.steps = args.steps or 6
-        result = lm_workload(args, 12, 12, 768, 256, 4, "bytes", 50304,
+        result = lm_workload(args, lambda v: GPT(v, 256, 12, 12, 768, bias=False), 256, 4, "bytes", 50304,
                              lambda s: linear(s, 0, args.steps, 6e-4), 6e-4, (0.9, 0.95), 0.1, 1.0)
+    elif args.workload == "llama":
+        args.steps = args.steps or 10
+        result = lm_workload(args, lambda v: Llama(v, 8, 8, 512, 1376), 256, 4, "bytes", 32000,
+                             lambda s: linear(s, 0, args.steps, 3e-4), 3e-4, (0.9, 0.95), 0.1, 1.0)
     else:
         args.steps = args.steps or 3000
         g = torch.Generator().manual_seed(1234)

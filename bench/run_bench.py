@@ -12,7 +12,8 @@ then per workload the medians and the median of the per-pair ratios hftrain / Py
   bench/run_bench.py --workloads mlp --steps 500          # quick check
 
 Workloads: nanogpt (nanoGPT's shakespeare-char CPU recipe, 2000 steps, with the final validation
-loss of both sides), gpt2 (GPT-2-shaped, compute-bound, 6 steps), mlp (overhead-bound, 3000 steps).
+loss of both sides), gpt2 (GPT-2-shaped, compute-bound, 6 steps), llama (a LLaMA of 8 x 512, 10 steps; not in
+the default list), mlp (overhead-bound, 3000 steps).
 """
 import argparse
 import json
@@ -30,8 +31,10 @@ ROOT = os.path.dirname(HERE)
 WORKLOADS = {
     "nanogpt": (os.path.join(ROOT, "configs", "shakespeare_char.yaml"), 12 * 64),
     "gpt2": (os.path.join(HERE, "specs", "gpt2_shaped.yaml"), 4 * 256),
+    "llama": (os.path.join(HERE, "specs", "llama_shaped.yaml"), 4 * 256),
     "mlp": (os.path.join(HERE, "specs", "mlp.yaml"), 32),
 }
+TEXT_WORKLOADS = ("nanogpt", "gpt2", "llama")  # the workloads that read --text
 
 
 def run(cmd, cwd, env=None):
@@ -52,7 +55,7 @@ def run_hftrain(args, workload, workdir, env=None, extra=()):
            "--set", "training.disable_tqdm=true", "--set", "training.report_to=none",
            "--set", "training.save_strategy=no", "--set", "training.eval_strategy=no",
            "--set", "training.do_eval=false"]
-    if workload in ("nanogpt", "gpt2"):
+    if workload in TEXT_WORKLOADS:
         cmd += ["--set", "data.path=" + os.path.abspath(args.text)]
     if args.steps:
         cmd += ["--set", "training.max_steps=%d" % args.steps]
@@ -76,7 +79,7 @@ def run_hftrain(args, workload, workdir, env=None, extra=()):
 
 def run_python(args, workload, workdir, extra=()):
     cmd = [args.python, os.path.join(HERE, "python_loop.py"), workload] + list(extra)
-    if workload in ("nanogpt", "gpt2"):
+    if workload in TEXT_WORKLOADS:
         cmd += ["--text", os.path.abspath(args.text)]
     if args.steps:
         cmd += ["--steps", str(args.steps)]
@@ -103,7 +106,7 @@ def ms_per_step(r):
 def add_side_by_side_args(ap, workload, steps, repeats):
     """The arguments the side-by-side scripts share (fused_kernels.py, gpu_compare.py)."""
     ap.add_argument("--text", required=True)
-    ap.add_argument("--workload", default=workload, choices=["nanogpt", "gpt2"])
+    ap.add_argument("--workload", default=workload, choices=list(TEXT_WORKLOADS))
     ap.add_argument("--steps", type=int, default=steps)
     ap.add_argument("--repeats", type=int, default=repeats)
     ap.add_argument("--bf16", action="store_true")
@@ -135,7 +138,7 @@ def main():
     ap.add_argument("--no-eval", dest="eval", action="store_false", help="skip the nanogpt validation loss")
     args = ap.parse_args()
     workloads = args.workloads.split(",")
-    if any(w in ("nanogpt", "gpt2") for w in workloads) and not args.text:
+    if any(w in TEXT_WORKLOADS for w in workloads) and not args.text:
         ap.error("--text FILE is needed for nanogpt and gpt2")
 
     summary = {}
