@@ -8,7 +8,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,26 +16,16 @@
 
 #include "kernels/attention.h"
 #include "kernels/kernel_choice.h"
+#include "median_timing.h"
 #include "models/fused_attention.h"
 #include "util/parallel.h"
 
 namespace {
 
+using hftrain_bench::median_ms;
+
 namespace k = hftrain::kernels;
 using hftrain::head_layout;
-
-template <class Fn>
-double median_ms(Fn fn, int calls) {
-  std::vector<double> samples;
-  fn();
-  for (int rep = 0; rep < 7; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) fn();
-    samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / calls);
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[3];
-}
 
 void run_shape(const char* name, int64_t B, int64_t H, int64_t T, int64_t d, int calls, const std::string& only) {
   torch::manual_seed(0);

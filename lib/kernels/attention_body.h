@@ -76,27 +76,26 @@ struct AttentionBody {
   // AVX-512's 32 registers, 8 with AVX2's 16), so that neither the FMA latency nor the loads bound the products.
   static constexpr int kLanes = W >= 16 ? 4 : (W >= 8 ? 2 : 4);
 
-  // out[r * ld + j] = scale * sum_c a[r * lda + c] * bt[c * ld + j] + bias[j], for RR rows and the CB lanes of
-  // columns from j0. bias may be null (0).
+  // out[r * ld + j] = bias[j] + sum_c (scale a[r * lda + c]) bt[c * ld + j], for RR rows and the CB lanes of
+  // columns from j0 (q scaled before the product, as the LibTorch path and HF's SDPA do). bias may be null (0).
   template <int RR, int CB>
   static void scores_block(const float* a, int64_t lda, const float* bt, int64_t ld, int64_t dim, float scale,
                            const float* bias, int64_t j0, float* out) {
     R acc[RR][CB];
-    for (int r = 0; r < RR; ++r)
-      for (int cb = 0; cb < CB; ++cb) acc[r][cb] = V::zero();
+    for (int cb = 0; cb < CB; ++cb) {
+      const R init = bias != nullptr ? V::load(bias + j0 + cb * W) : V::zero();
+      for (int r = 0; r < RR; ++r) acc[r][cb] = init;
+    }
     for (int64_t c = 0; c < dim; ++c) {
       R col[CB];
       for (int cb = 0; cb < CB; ++cb) col[cb] = V::load(bt + c * ld + j0 + cb * W);
       for (int r = 0; r < RR; ++r) {
-        const R x = V::set1(a[r * lda + c]);
+        const R x = V::set1(a[r * lda + c] * scale);
         for (int cb = 0; cb < CB; ++cb) acc[r][cb] = V::fmadd(x, col[cb], acc[r][cb]);
       }
     }
-    const R sv = V::set1(scale);
-    for (int cb = 0; cb < CB; ++cb) {
-      const R b = bias != nullptr ? V::load(bias + j0 + cb * W) : V::zero();
-      for (int r = 0; r < RR; ++r) V::store(out + r * ld + j0 + cb * W, V::fmadd(acc[r][cb], sv, b));
-    }
+    for (int r = 0; r < RR; ++r)
+      for (int cb = 0; cb < CB; ++cb) V::store(out + r * ld + j0 + cb * W, acc[r][cb]);
   }
   template <int RR>
   static void scores_rows(const float* a, int64_t lda, const float* bt, int64_t ld, int64_t dim, float scale,

@@ -1,10 +1,12 @@
 // Internal to the model kernels: what one instruction set provides -- attention for one (batch, head) per call
-// on scratch memory the caller allocates, GELU and SwiGLU over a range of elements, LayerNorm and RMSNorm over a block of rows -- and the per-ISA
+// on scratch memory the caller allocates, GELU and SwiGLU over a range of elements, LayerNorm and RMSNorm over a block of rows,
+// cross-entropy over one row of logits -- and the per-ISA
 // constructors (nullptr when the ISA is not compiled in); `model_kernels()` is the table in use.
 #pragma once
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
 #include "kernels/normalization.h"
 
 namespace hftrain {
@@ -29,6 +31,9 @@ struct ModelKernelTable {
   void (*backward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
                         const HeadLayout& v, const HeadLayout& o, const HeadLayout& d_o, const float* lse,
                         const HeadLayout& dq, const HeadLayout& dk, const HeadLayout& dv, float* scratch);
+  // One row of cross_entropy_rows (label in [0, vocab)).
+  void (*cross_entropy_row)(float* logits, int64_t vocab, int64_t label, float epsilon, float scale, bool gradient,
+                            float* loss);
 };
 
 const ModelKernelTable* scalar_model_kernels();

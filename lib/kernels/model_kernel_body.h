@@ -1,9 +1,10 @@
-// One instruction set's table of model kernels: the attention, GELU, SwiGLU, LayerNorm and RMSNorm bodies instantiated over lane V.
+// One instruction set's table of model kernels: the attention, GELU, SwiGLU, LayerNorm, RMSNorm and cross-entropy bodies instantiated over lane V.
 // Included only by the per-ISA files (isa_*.cpp); internal linkage.
 #pragma once
 
 #include "kernels/activation_body.h"
 #include "kernels/attention_body.h"
+#include "kernels/cross_entropy_body.h"
 #include "kernels/normalization_body.h"
 
 namespace hftrain {
@@ -23,7 +24,8 @@ const ModelKernelTable* make_model_kernel_table() {
                                          &RmsNormBody<V>::forward_rows,
                                          &RmsNormBody<V>::backward_rows,
                                          &AttentionBody<V>::forward_head,
-                                         &AttentionBody<V>::backward_head};
+                                         &AttentionBody<V>::backward_head,
+                                         &CrossEntropyBody<V>::row};
   return &table;
 }
 

@@ -4,12 +4,53 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
+#include "kernels/cross_entropy.h"
+#include "kernels/kernel_choice.h"
 #include "models/fused_linear.h"
 #include "util/autocast.h"
+#include "util/error.h"
 
 namespace hftrain {
 namespace {
+
+// Adds the cross-entropy of the rows of fp32 logits `z` [n, V] against labels `yc` [n, 1] to `total`; with
+// `gradient`, returns d (scale * loss) / d z, formed in place over z. The fused kernel (kernels/cross_entropy.h)
+// on the host, LibTorch's ops otherwise (HFTRAIN_KERNELS=torch, another device).
+torch::Tensor scored_rows(torch::Tensor z, const torch::Tensor& yc, double epsilon, double scale, bool gradient,
+                          torch::Tensor& total) {
+  const int64_t vocab = z.size(1);
+  if (kernels::fused_kernels_enabled() && z.device().is_cpu() && z.is_contiguous()) {
+    const torch::Tensor labels = yc.to(torch::kLong).contiguous();
+    torch::Tensor row_loss = torch::empty({z.size(0)}, z.options());
+    kernels::CrossEntropyRows p;
+    p.logits = z.data_ptr<float>();
+    p.rows = z.size(0);
+    p.vocab = vocab;
+    p.labels = labels.data_ptr<int64_t>();
+    p.epsilon = static_cast<float>(epsilon);
+    p.scale = static_cast<float>(scale);
+    p.gradient = gradient;
+    try {
+      kernels::cross_entropy_rows(p, row_loss.data_ptr<float>());
+    } catch (const std::out_of_range& e) {
+      throw RuntimeFailure(std::string("the language-model loss: ") + e.what());
+    }
+    total += row_loss.sum();
+    return z;
+  }
+  const torch::Tensor lse = z.logsumexp(1, /*keepdim=*/true);
+  torch::Tensor row_loss = (lse - z.gather(1, yc)) * (1.0 - epsilon);
+  if (epsilon != 0) row_loss = row_loss + (lse - z.mean(1, /*keepdim=*/true)) * epsilon;
+  total += row_loss.sum();
+  if (!gradient) return torch::Tensor();
+  torch::Tensor g = z.sub_(lse).exp_();
+  g.scatter_add_(1, yc, torch::full({z.size(0), 1}, -(1.0 - epsilon), g.options()));
+  if (epsilon != 0) g.sub_(epsilon / static_cast<double>(vocab));
+  return g.mul_(scale);
+}
 
 // Loss and gradients of scored rows `h` [M, H] (already in the compute dtype) through `w` [V, H] (+ `b`)
 // against labels `y` [M], chunk by chunk. Everything is formed in forward; backward scales the stored
@@ -32,16 +73,10 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       if (has_bias) z.copy_(b.expand({end - start, vocab}));
       matmul_into(z, hc, false, w, true, has_bias ? 1.0f : 0.0f);
       z = z.to(torch::kFloat);
-      const torch::Tensor lse = z.logsumexp(1, /*keepdim=*/true);
-      torch::Tensor row_loss = (lse - z.gather(1, yc)) * (1.0 - epsilon);
-      if (epsilon != 0) row_loss = row_loss + (lse - z.mean(1, /*keepdim=*/true)) * epsilon;
-      total += row_loss.sum();
-      if (!(grad_h || grad_w || grad_b)) continue;
+      const bool gradient = grad_h || grad_w || grad_b;
       // d loss / d z = scale * (softmax - (1 - eps) onehot - eps / V), formed in place over z.
-      torch::Tensor g = z.sub_(lse).exp_();
-      g.scatter_add_(1, yc, torch::full({end - start, 1}, -(1.0 - epsilon), g.options()));
-      if (epsilon != 0) g.sub_(epsilon / static_cast<double>(vocab));
-      g.mul_(scale);
+      const torch::Tensor g = scored_rows(z, yc, epsilon, scale, gradient, total);
+      if (!gradient) continue;
       if (grad_b) db += g.sum(0);
       const torch::Tensor gc = g.to(h.scalar_type());
       if (grad_h) {

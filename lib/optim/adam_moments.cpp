@@ -21,7 +21,9 @@ AdamMoments::AdamMoments(torch::IntArrayRef shape, const AdamMomentsConfig& conf
   }
 }
 
-AdamMoments::Work AdamMoments::update(const torch::Tensor& grad, double lr) {
+AdamMoments::Work AdamMoments::update(const torch::Tensor& grad_in, double lr) {
+  // The moments live in host memory: a device gradient is copied here, and the step's tensors go back to it.
+  const torch::Tensor grad = grad_in.device().is_cpu() ? grad_in : grad_in.to(torch::kCPU);
   const double b1 = config_.beta1, b2 = config_.beta2;
   step_ += 1;
   const double t = static_cast<double>(step_);
@@ -38,11 +40,15 @@ AdamMoments::Work AdamMoments::update(const torch::Tensor& grad, double lr) {
     q_avg_ = quantize_blockwise(m, QuantSign::kSigned, config_.block_size);
     q_avg_sq_ = quantize_blockwise(v, QuantSign::kUnsigned, config_.block_size);
   }
+  if (!grad_in.device().is_cpu()) {
+    w.exp_avg = w.exp_avg.to(grad_in.device());
+    w.denom = w.denom.to(grad_in.device());
+  }
   return w;
 }
 
 void AdamMoments::update_param(torch::Tensor& param, const torch::Tensor& grad, double lr) {
-  if (!config_.quantized || !param.is_contiguous() || param.scalar_type() != torch::kFloat) {
+  if (!config_.quantized || !param.device().is_cpu() || !param.is_contiguous() || param.scalar_type() != torch::kFloat) {
     const Work w = update(grad, lr);
     param.addcdiv_(w.exp_avg, w.denom, -w.step_size);
     return;

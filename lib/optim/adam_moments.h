@@ -32,7 +32,9 @@ class AdamMoments {
   // Fresh (zero) moments of `shape`.
   AdamMoments(torch::IntArrayRef shape, const AdamMomentsConfig& config);
   int64_t step() const { return step_; }
-  // One Adam moment update with gradient `grad` (float32, the moments' shape).
+  // One Adam moment update with gradient `grad` (float32, the moments' shape). The moments stay in host memory
+  // (the 8-bit codes are read through host pointers) wherever the gradient is: a device gradient is copied to
+  // the host, and Work's tensors come back on its device (as DeepSpeed's CPU Adam keeps state beside a GPU model).
   Work update(const torch::Tensor& grad, double lr);
   // update() and param -= step_size * m / denom in one go. 8-bit moments of a contiguous parameter are
   // processed in runs of whole blocks (about 1M elements), so the float32 working copies never exceed one run

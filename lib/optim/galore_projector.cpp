@@ -43,6 +43,9 @@ torch::Tensor GaloreProjector::project(const torch::Tensor& grad) {
     if (right_) qt_ = vh.narrow(0, 0, r_).contiguous();
   }
   step_ += 1;
+  // A projection read from a checkpoint arrives in host memory; it is used where the gradients are.
+  if (p_.defined() && p_.device() != grad.device()) p_ = p_.to(grad.device());
+  if (qt_.defined() && qt_.device() != grad.device()) qt_ = qt_.to(grad.device());
   torch::Tensor r = grad;
   if (left_) r = torch::matmul(p_.t(), r);
   if (right_) r = torch::matmul(r, qt_.t());

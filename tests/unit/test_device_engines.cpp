@@ -14,6 +14,7 @@
 #include "data/batch_placement.h"
 #include "distributed/comm.h"
 #include "engine/factory.h"
+#include "lazy_device.h"
 #include "models/construction.h"
 #include "optim/adamw.h"
 #include "seq2seq_model_helpers.h"
@@ -161,16 +162,7 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
   return r;
 }
 
-// cuda:0 when this build and machine have one; HFTRAIN_REQUIRE_GPU=1 (scripts/gpu-check.sh) makes a CUDA build
-// without a usable GPU fail here rather than quietly compare the host with itself.
-torch::Device engine_test_device() {
-#if HFTRAIN_WITH_CUDA
-  if (torch::cuda::is_available()) return torch::Device(torch::kCUDA, 0);
-#endif
-  const char* required = std::getenv("HFTRAIN_REQUIRE_GPU");
-  if (required != nullptr && std::string(required) == "1") FAIL("HFTRAIN_REQUIRE_GPU=1 but no CUDA device is usable here");
-  return torch::kCPU;
-}
+torch::Device engine_test_device() { return hftrain_test::gpu_or(torch::kCPU); }
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include "optim/galore.h"
 #include "optim/galore_projector.h"
 #include "optim/target_modules.h"
+#include "optimizer_test_helpers.h"
 #include "util/error.h"
 
 using namespace hftrain;
@@ -18,37 +19,12 @@ using Catch::Matchers::Contains;
 
 namespace {
 
+using Params = hftrain_test::NamedParams;
+
 std::unique_ptr<Optimizer> make(const std::string& type, const std::string& yaml, std::vector<ParamGroup> groups,
                                 OptimizerHyper hyper = {}) {
-  const auto& c = builtin_components();
-  Issues issues("test.yaml");
-  auto options = c.optimizers.parse(type, YAML::Load(yaml), "optimizer", issues, {"type"});
-  issues.throw_if_any();
-  return c.optimizers.build(type, options, std::move(groups), hyper);
+  return hftrain_test::make_optimizer(type, yaml, std::move(groups), hyper);
 }
-
-// Named fp32 parameters with a fixed seed: "w" (rows x cols), "v" (a vector).
-struct Params {
-  torch::Tensor w, v;
-  explicit Params(int64_t rows = 24, int64_t cols = 10, uint64_t seed = 3) {
-    torch::manual_seed(seed);
-    w = torch::randn({rows, cols}).set_requires_grad(true);
-    v = torch::randn({cols}).set_requires_grad(true);
-  }
-  std::vector<ParamGroup> groups() const {
-    ParamGroup g;
-    g.names = {"w", "v"};
-    g.params = {w, v};
-    g.weight_decay = 0.1;
-    return {g};
-  }
-  // A deterministic gradient for step k.
-  void set_grads(int k) {
-    torch::manual_seed(100 + static_cast<uint64_t>(k));
-    w.mutable_grad() = torch::randn(w.sizes());
-    v.mutable_grad() = torch::randn(v.sizes());
-  }
-};
 
 bool same_bits(const torch::Tensor& a, const torch::Tensor& b) { return a.sizes() == b.sizes() && torch::equal(a, b); }
 

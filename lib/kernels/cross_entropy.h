@@ -1,0 +1,29 @@
+// Fused token cross-entropy on the CPU over rows of fp32 logits, split over the intra-op threads: per row the
+// log-sum-exp, the loss (1 - eps)(lse - z[label]) + eps (lse - mean z) (HF's LabelSmoother; torch's
+// cross_entropy with label_smoothing), and, when asked, the gradient of scale * (sum of the row losses) written
+// over the logits: scale (softmax(z) - (1 - eps) onehot(label) - eps / vocab). Three passes over a row (max and
+// sum; exponentials, kept in place; the gradient) instead of LibTorch's logsumexp, gather, sub, exp, scatter
+// and mul, each a pass with its own temporaries. Rows whose label is ignore_index have loss 0 and gradient 0.
+#pragma once
+
+#include <cstdint>
+
+namespace hftrain {
+namespace kernels {
+
+struct CrossEntropyRows {
+  float* logits = nullptr;  // [rows, vocab], contiguous; overwritten by the gradient when `gradient`
+  int64_t rows = 0, vocab = 0;
+  const int64_t* labels = nullptr;  // [rows]
+  int64_t ignore_index = -100;
+  float epsilon = 0;  // label smoothing
+  float scale = 1;    // the gradient's factor (1 / the loss's denominator)
+  bool gradient = false;
+};
+
+// row_loss[r] = the loss of row r. Throws std::out_of_range naming the row when a label is neither
+// ignore_index nor in [0, vocab) (before anything is written).
+void cross_entropy_rows(const CrossEntropyRows& problem, float* row_loss);
+
+}  // namespace kernels
+}  // namespace hftrain
