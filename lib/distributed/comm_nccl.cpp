@@ -17,6 +17,32 @@
 
 namespace hftrain {
 
+#if HFTRAIN_WITH_CUDA
+namespace {
+// The NCCL communicator shuts its group down when it goes, as torch.distributed.destroy_process_group does;
+// LibTorch 2.x otherwise warns at exit that the group may leak resources. Backend::shutdown (public, virtual)
+// was read in LibTorch 2.11's headers; older versions keep the warning.
+class NcclComm final : public NativeCollectivesComm<c10d::ProcessGroupNCCL> {
+ public:
+  NcclComm(c10::intrusive_ptr<c10d::ProcessGroupNCCL> group, int rank, int size, torch::Device device,
+           std::chrono::milliseconds timeout, std::shared_ptr<void> keep_alive)
+      : NativeCollectivesComm(group, rank, size, device, timeout, "nccl", std::move(keep_alive)),
+        nccl_(std::move(group)) {}
+  ~NcclComm() override {
+#if HFTRAIN_TORCH_AT_LEAST(2, 11)
+    try {
+      static_cast<c10d::Backend&>(*nccl_).shutdown();
+    } catch (...) {  // a destructor must not throw; the group is going away either way
+    }
+#endif
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl_;
+};
+}  // namespace
+#endif
+
 std::unique_ptr<Comm> make_nccl_comm(const DistEnv& env, const RendezvousOptions& options, int cuda_index) {
 #if HFTRAIN_WITH_CUDA
   // Blocking wait (unless the user chose otherwise): wait() then holds the host until the collective is done and
@@ -37,9 +63,9 @@ std::unique_ptr<Comm> make_nccl_comm(const DistEnv& env, const RendezvousOptions
                          std::to_string(env.world_size) + " workers on cuda:" + std::to_string(cuda_index) + ": " +
                          short_error(e));
   }
-  return std::make_unique<NativeCollectivesComm<c10d::ProcessGroupNCCL>>(
-      group, env.rank, env.world_size, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_index)),
-      options.store_timeout, "nccl", met);
+  return std::make_unique<NcclComm>(group, env.rank, env.world_size,
+                                    torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_index)),
+                                    options.store_timeout, met);
 #else
   (void)env;
   (void)options;
