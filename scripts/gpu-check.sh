@@ -104,6 +104,12 @@ if [ $short = 1 ]; then
   fi
   run gpu_bf16 90 train "${quick[@]}" --set training.output_dir=/tmp/q_bf16 --set precision.bf16=true
   stamp "autocast warnings in gpu_bf16: $(grep -c 'is deprecated' /tmp/hftrain-run.log)"
+  # ZeRO-Offload: masters and optimizer state in host memory, the update on the CPU (fp32 should give gpu_fp32's losses)
+  run gpu_fp32 90 train "${quick[@]}" --set training.output_dir=/tmp/q_gpu
+  run gpu_zero2_offload 90 train "${quick[@]}" --set training.output_dir=/tmp/q_off2 --set zero.stage=2 \
+    --set zero.offload_optimizer=cpu || failed=1
+  run gpu_zero3_offload_bf16 90 train "${quick[@]}" --set training.output_dir=/tmp/q_off3 --set zero.stage=3 \
+    --set zero.offload_optimizer=cpu --set precision.bf16=true || failed=1
   # Resume on the GPU with dropout: steps 21-40 of the resumed run should log what the straight run logged
   # (optimizer state back on the GPU, the CUDA generator restored); a failed resume fails the run itself.
   resume=(configs/quickstart.yaml --set model.dropout=0.1 --set training.max_steps=40 --set training.logging_steps=10

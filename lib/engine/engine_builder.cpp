@@ -68,6 +68,12 @@ void nvme_offload(const EngineRequest& r, EngineConfig& c) {
   c.nvme_offload = swap;
 }
 
+// zero.offload_optimizer device cpu with parameters on a GPU: the fp32 masters and optimizer state live in host
+// memory and the update runs there (DeepSpeed's ZeRO-Offload with its CPU Adam). On the CPU nothing moves.
+void host_offload(const EngineRequest& r, EngineConfig& c) {
+  c.offload_to_host = r.spec.zero.offload_optimizer.device == "cpu" && !r.device.is_cpu();
+}
+
 const std::vector<std::pair<const char*, BuildStep>>& build_steps() {
   static const std::vector<std::pair<const char*, BuildStep>> steps = {
       {"place on device", place_on_device},
@@ -76,6 +82,7 @@ const std::vector<std::pair<const char*, BuildStep>>& build_steps() {
       {"zero-3 gather units", gather_units},
       {"sharded construction", sharded_construction},
       {"nvme offload", nvme_offload},
+      {"host offload", host_offload},
   };
   return steps;
 }

@@ -36,6 +36,7 @@ ZeroOptions zero_options(const EngineInputs& in) {
   o.persistence_threshold = config.persistence_threshold;
   o.gather_limits = config.gather_limits;
   o.nvme_offload = config.nvme_offload;
+  o.offload_to_host = config.offload_to_host;
   o.initial_values = config.initial_values;
   for (const auto& [name, p] : in.named_params)
     if (!p.requires_grad()) o.frozen.emplace_back(name, p);

@@ -28,6 +28,7 @@ struct EngineConfig {
   int64_t persistence_threshold = 100000;
   CoordinatorLimits gather_limits;
   std::optional<SwapOptions> nvme_offload;  // zero.offload_optimizer device nvme
+  bool offload_to_host = false;             // zero.offload_optimizer device cpu beside device parameters
   InitialValues initial_values;  // stage 3 sharded construction (zero.Init)
 };
 

@@ -8,6 +8,11 @@
 namespace hftrain {
 namespace {
 
+// An fp32 host tensor for offloaded state, pinned beside a CUDA device so that copies to and from it are DMA.
+torch::Tensor host_buffer(int64_t numel, torch::Device beside) {
+  return torch::empty({numel}, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(beside.is_cuda()));
+}
+
 GradientReduction reduction_for_stage(int stage) {
   if (stage == 0) return GradientReduction::kAllReduce;
   if (stage == 1) return GradientReduction::kReduceScatterAtBoundary;
@@ -36,6 +41,10 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
   swapped_shards_ = options_.nvme_offload && options_.nvme_offload->parameter_shards;
   if (swapped_shards_ && !partitions_params_)
     throw ConfigError("zero.offload_param: offloading parameters needs zero.stage 3 (got stage " + std::to_string(stage_) + ")");
+  host_masters_ = options_.offload_to_host;
+  if (host_masters_ && (!shards_optimizer_ || options_.nvme_offload))
+    throw ConfigError("zero.offload_optimizer: host offload needs zero.stage 1, 2 or 3 and excludes nvme offload (stage " +
+                      std::to_string(stage_) + ")");
   torch::NoGradGuard no_grad;
   UnitLayout layout;
   if (partitions_params_) {
@@ -50,9 +59,11 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
   if (options_.initial_values && !sharded_init)
     throw RuntimeFailure("data-parallel engine: sharded construction needs ZeRO stage 3 (got stage " + std::to_string(stage_) + ")");
   if (sharded_init) {  // each initial value in turn; only this rank's partition of it is kept
-    for (auto& partition : read_initial_partitions(map_, rank_, options_.initial_values, options_.device)) masters_.add(partition);
+    for (auto& partition : read_initial_partitions(map_, rank_, options_.initial_values, optimizer_device()))
+      masters_.add(host_masters_ ? host_buffer(partition.numel(), options_.device).copy_(partition) : partition);
     options_.initial_values = nullptr;  // the model (and pretrained files) it holds are not needed any more
-    for (std::size_t g = 0; g < masters_.size() && mixed_; ++g) shard16_.push_back(masters_.tensor(g).to(dtype_));
+    for (std::size_t g = 0; g < masters_.size() && device_shards_separate(); ++g)
+      shard16_.push_back(masters_.tensor(g).to(torch::TensorOptions().device(options_.device).dtype(dtype_), false, /*copy=*/true));
     flat_ = adopt_released_parameters(groups, map_, dtype_, layout.persistent, options_.device);
   } else {
     flat_ = adopt_parameters(groups, map_, dtype_, comm_,
@@ -61,13 +72,15 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
                              },
                              options_.device);
   }
-  if (mixed_)  // a stored master refreshes the 16-bit copy the model (or the stage-3 gather) reads
+  if (params_copy_masters())  // a stored master refreshes the copy the model (or the stage-3 gather) reads
     masters_.on_store([this](std::size_t g, const torch::Tensor& values) {
       if (swapped_shards_) masters_.swap()->write_params16(flat_group_key(g), values.to(dtype_));
       else if (flat_.flat[g].numel() > 0) own_flat_params(g).copy_(values);
     });
   grads_ = std::make_unique<GradientSync>(comm_, map_, flat_.params, reduction_for_stage(stage_), options_.device, dtype_, reduce_dtype_,
                                           options_.bucket_cap_mb);
+  for (std::size_t g = 0; g < masters_.size() && host_masters_; ++g)
+    host_grads_.push_back(host_buffer(masters_.tensor(g).numel(), options_.device));
   this->build_optimizer(groups, build_optimizer);
   if (partitions_params_) build_coordinator(layout.persistent, layout.unit_groups);
   if (partitions_params_) partition_frozen_parameters();
@@ -81,13 +94,15 @@ void ZeroEngine::adopt_masters(std::size_t g, const torch::Tensor& values32, con
   auto partition_of = [&](const torch::Tensor& t) { return t.narrow(0, info.partition_begin(rank_), info.partition_size); };
   // Masters bound for the swap file stay a view: it releases the whole fp32 buffer once they are written.
   const bool masters_to_swap = options_.nvme_offload && shards_optimizer_;
-  if (mixed_)
+  if (host_masters_)  // offload: this rank's partition, in fp32, in host memory
+    masters_.add(host_buffer(info.partition_size, options_.device).copy_(partition_of(mixed_ ? values32 : flat)));
+  else if (mixed_)
     masters_.add(!shards_optimizer_ ? values32 : masters_to_swap ? partition_of(values32) : partition_of(values32).clone());
   else if (partitions_params_)  // the partition outlives the (released) full buffer
     masters_.add(partition_of(flat).clone());
   else if (shards_optimizer_)  // fp32 stages 1-2: the masters are this rank's part of the parameters
     masters_.add(partition_of(flat));
-  if (partitions_params_ && mixed_) shard16_.push_back(partition_of(flat).clone());
+  if (device_shards_separate()) shard16_.push_back(partition_of(flat).clone());
 }
 
 std::vector<ParamGroup> ZeroEngine::optimizer_groups(const std::vector<ParamGroup>& model_groups) {
@@ -114,13 +129,14 @@ std::vector<ParamGroup> ZeroEngine::optimizer_groups(const std::vector<ParamGrou
     }
     if (shards_optimizer_) {
       const torch::Tensor& grad = grads_->step_grads()[g];
-      if (!mixed_) masters_.tensor(g).mutable_grad() = grad;  // mixed: an fp32 copy is attached at the step
+      // mixed precision and host offload attach an fp32 copy at the step
+      if (!params_copy_masters()) masters_.tensor(g).mutable_grad() = grad;
       if (info.numel > 0) {
         ParamGroup pg;
         pg.names = {flat_group_key(g)};
         pg.params = {masters_.tensor(g)};
         pg.weight_decay = info.weight_decay;
-        if (mixed_) {
+        if (mixed_ && !host_masters_) {  // an optimizer that fuses the 16-bit side may read and write these
           pg.grads16 = {grad};
           pg.params16 = {own_flat_params(g)};
         }
@@ -156,7 +172,7 @@ void ZeroEngine::build_coordinator(const std::vector<bool>& persistent, const st
       if (map_.groups[g].numel == 0) return mixed_ ? shard16_[g] : masters_.tensor(g);  // empty: not in the file
       return mixed_ ? masters_.swap()->read_params16(flat_group_key(g)) : masters_.swap()->read_params(flat_group_key(g));
     };
-  coordinator_ = std::make_unique<ParamCoordinator>(comm_, flat_.flat, mixed_ ? shard16_ : masters_.tensors(), persistent,
+  coordinator_ = std::make_unique<ParamCoordinator>(comm_, flat_.flat, device_shards_separate() ? shard16_ : masters_.tensors(), persistent,
                                                     unit_groups, options_.gather_limits, read_shard);
   grads_->on_group_done([this](std::size_t g) { coordinator_->gradients_done(g); });
 }

@@ -66,6 +66,12 @@ struct ZeroOptions {
   // subdirectory). With nvme_offload->parameter_shards (zero.offload_param nvme, stage 3) the parameter
   // shards as well: each gather reads this rank's shard from the file.
   std::optional<SwapOptions> nvme_offload;
+  // zero.offload_optimizer device cpu (stages 1-3): the fp32 masters of this rank's partition, the optimizer state
+  // and an fp32 copy of the partition's gradients live in host memory (pinned beside a CUDA device); each step
+  // copies the clipped gradients there, updates on the host and copies the new values back to the parameters'
+  // device, as DeepSpeed's ZeRO-Offload does. The builder sets it only for parameters off the host (on the CPU
+  // it would only copy); the engine honours it on any device.
+  bool offload_to_host = false;
   // Stage 3, sharded construction (zero.Init): the model's parameters hold no memory yet; this hands
   // the engine each parameter's initial value in turn (Model::materialise_parameters, or the pretrained
   // files) and the engine reads only this rank's partition of each, so no rank holds the whole model.
@@ -118,14 +124,22 @@ class ZeroEngine : public Engine {
   StepResult step_fp32(double lr);
   StepResult step_mixed(double lr);
   void set_master_grads(const std::vector<torch::Tensor>& grads32);
+  void step_on_host(double lr, const std::vector<torch::Tensor>& clipped_grads);  // host offload: copy, update, copy back
   void write_back_masters();
   void share_updated_parameters();
   torch::Tensor own_flat_params(std::size_t g) const;  // the 16-bit range of group g the masters update
   // State (zero_engine_state.cpp) and reports (zero_engine_report.cpp).
   void load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source);
   void report_first_step();
-  // Whether the fp32 masters are tensors of their own (mixed precision, stage 3), not the parameters.
-  bool masters_separate() const { return mixed_ || partitions_params_; }
+  // Whether the fp32 masters are tensors of their own (mixed precision, stage 3, host offload), not the parameters.
+  bool masters_separate() const { return mixed_ || partitions_params_ || host_masters_; }
+  // Whether the values the parameters are refreshed from are the masters' copies (16-bit, or on the device beside
+  // host masters) rather than the masters themselves.
+  bool params_copy_masters() const { return mixed_ || host_masters_; }
+  // Stage 3: whether the gather sources are shard16_ (copies of the masters) rather than the masters.
+  bool device_shards_separate() const { return partitions_params_ && params_copy_masters(); }
+  // Where the masters and the optimizer state live.
+  torch::Device optimizer_device() const { return host_masters_ ? torch::Device(torch::kCPU) : options_.device; }
 
   Comm& comm_;
   int stage_;  // reported only; the parts below were chosen from it
@@ -135,6 +149,8 @@ class ZeroEngine : public Engine {
   bool partitions_params_ = false;  // stage 3: parameters too exist only as this rank's partition
   bool mixed_ = false;             // 16-bit parameters and gradients, separate fp32 masters
   bool swapped_shards_ = false;    // stage 3 offload_param nvme: the gather sources live in the swap file
+  bool host_masters_ = false;      // offload_optimizer cpu: masters, optimizer state and a gradient copy on the host
+  std::vector<torch::Tensor> host_grads_;  // host offload: each group's fp32 partition gradients
   torch::ScalarType dtype_ = torch::kFloat;         // parameters and gradients
   torch::ScalarType reduce_dtype_ = torch::kFloat;  // what gradient reductions send
   PartitionMap map_;
@@ -142,7 +158,7 @@ class ZeroEngine : public Engine {
   std::unique_ptr<GradientSync> grads_;
   MasterStore masters_;
   std::vector<std::vector<torch::Tensor>> master_views_;  // mixed, whole groups: per-parameter views of the masters
-  std::vector<torch::Tensor> shard16_;  // mixed stage 3: this rank's 16-bit partition (gather source)
+  std::vector<torch::Tensor> shard16_;  // stage 3 with copies of the masters: this rank's partition (gather source)
   std::unique_ptr<ParamCoordinator> coordinator_;  // stage 3
   FrozenGroups frozen_;                             // stage 3: the frozen parameters' shards
   std::unique_ptr<Optimizer> optimizer_;

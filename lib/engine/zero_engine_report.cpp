@@ -17,7 +17,7 @@ EngineMemory ZeroEngine::memory() const {
   EngineMemory m;
   if (partitions_params_) {  // shards (fp32: the masters themselves) and the groups that stay whole
     for (std::size_t g = 0; g < flat_.flat.size(); ++g) {
-      const int64_t shard = tensor_bytes(mixed_ ? shard16_[g] : masters_.tensor(g));
+      const int64_t shard = tensor_bytes(device_shards_separate() ? shard16_[g] : masters_.tensor(g));
       if (coordinator_->persistent(g)) m.param_bytes += tensor_bytes(flat_.flat[g]);
       else if (swapped_shards_ && map_.groups[g].numel > 0) m.param_offloaded_bytes += shard;
       else m.param_bytes += shard;
@@ -34,7 +34,7 @@ EngineMemory ZeroEngine::memory() const {
     for (const auto& [name, p] : options_.frozen) m.frozen_param_bytes += tensor_bytes(p);
   }
   // (fp32 stage 3: the masters are the shards, counted above)
-  if (mixed_ || !partitions_params_) (masters_.swapped() ? m.master_offloaded_bytes : m.master_bytes) += masters_.bytes();
+  if (params_copy_masters() || !partitions_params_) (masters_.swapped() ? m.master_offloaded_bytes : m.master_bytes) += masters_.bytes();
   m.grad_bytes = grads_->resident_bytes();
   m.grad_transient_peak = grads_->transient_peak();
   m.optimizer_state_bytes = optimizer_->state_bytes_in_memory();
@@ -86,6 +86,9 @@ std::string ZeroEngine::describe() const {
     s += std::string(swapped_shards_ ? "; parameter shards, " : "; ") +
          (masters_.swapped() && mixed_ ? "fp32 master weights and optimizer state" : "optimizer state") +
          " offloaded to nvme: " + swapped->kernel_description();
+  if (host_masters_)
+    s += "; fp32 master weights, optimizer state and gradients of the partition offloaded to host memory (the update "
+         "runs on the CPU)";
   if (partitions_params_)
     s += ", parameters gathered per module (" + std::to_string(coordinator_->unit_count()) +
          " gather units; flat groups kept whole: " + std::to_string(coordinator_->persistent_count()) + ")";

@@ -102,7 +102,7 @@ void ZeroEngine::import_shard(const std::map<std::string, torch::Tensor>& tensor
       throw RuntimeFailure("'" + source + "': tensor '" + key + "' is missing or has the wrong size");
     masters_.store(g, it->second);
   }
-  optimizer_->load_state(state_on_device(optim, options_.device));
+  optimizer_->load_state(state_on_device(optim, optimizer_device()));
   load_scaler_state(tensors, source);
   share_updated_parameters();  // the partitions are authoritative: rebuild the parameters from them
 }
@@ -118,7 +118,7 @@ void ZeroEngine::load_optimizer_state(const std::map<std::string, torch::Tensor>
   std::map<std::string, torch::Tensor> optim;
   for (const auto& [k, v] : state)
     if (k.rfind("loss_scaler.", 0) != 0) optim[k] = v;
-  optimizer_->load_state(state_on_device(optim, options_.device));
+  optimizer_->load_state(state_on_device(optim, optimizer_device()));
   load_scaler_state(state, "optimizer state");
 }
 

@@ -70,9 +70,22 @@ StepResult ZeroEngine::step_fp32(double lr) {
     const double coef = clip_coefficient(total, options_.max_grad_norm).item<double>();  // a float32 value
     for (const auto& g : grads_->step_grads()) torch::Tensor(g).mul_(coef);
   }
+  if (host_masters_) {
+    step_on_host(lr, grads_->step_grads());
+    return r;
+  }
   optimizer_->step(lr);
   share_updated_parameters();
   return r;
+}
+
+void ZeroEngine::step_on_host(double lr, const std::vector<torch::Tensor>& clipped_grads) {
+  for (std::size_t g = 0; g < clipped_grads.size(); ++g)
+    if (host_grads_[g].data_ptr() != clipped_grads[g].data_ptr()) host_grads_[g].copy_(clipped_grads[g]);
+  set_master_grads(host_grads_);
+  optimizer_->step(lr);
+  set_master_grads({});
+  write_back_masters();  // the new values to the parameters' device, then shared
 }
 
 StepResult ZeroEngine::step_mixed(double lr) {
@@ -82,13 +95,14 @@ StepResult ZeroEngine::step_mixed(double lr) {
   // 16-bit parameters in the same pass; otherwise (Adafactor) fp32 copies divided by the loss scale are
   // attached to the masters and the masters are copied back after the step.
   const double scale = scaler_.scale();
-  const bool fused = optimizer_->fuses_low_precision();
+  // With host offload the fp32 copies are the host gradient buffers: the norm, clipping and update run there.
+  const bool fused = !host_masters_ && optimizer_->fuses_low_precision();
   std::vector<torch::Tensor> grads16 = grads_->step_grads(), grads32;
   int64_t grad32_bytes = 0;
   for (std::size_t g = 0; g < grads16.size() && !fused; ++g) {
-    auto g32 = grads16[g].to(torch::kFloat);
+    auto g32 = host_masters_ ? host_grads_[g].copy_(grads16[g]) : grads16[g].to(torch::kFloat);
     if (scale != 1.0) g32.mul_(1.0 / scale);
-    grad32_bytes += tensor_bytes(g32);
+    grad32_bytes += host_masters_ ? 0 : tensor_bytes(g32);
     grads32.push_back(g32);
   }
   grads_->note_transient(grad32_bytes);
@@ -139,6 +153,10 @@ StepResult ZeroEngine::step_mixed(double lr) {
     share_updated_parameters();
     return r;
   }
+  if (host_masters_) {
+    step_on_host(lr, grads32);  // grads32 are the host buffers: nothing more to copy
+    return r;
+  }
   set_master_grads(grads32);
   optimizer_->step(lr);
   set_master_grads({});
@@ -185,7 +203,8 @@ void ZeroEngine::share_updated_parameters() {
   if (!shards_optimizer_) return;
   for (std::size_t g = 0; g < masters_.size(); ++g)
     if (flat_.flat[g].numel() > 0)
-      comm_.all_gather(mixed_ ? own_flat_params(g) : masters_.tensor(g), flat_.flat[g], "parameters of group " + std::to_string(g));
+      comm_.all_gather(params_copy_masters() ? own_flat_params(g) : masters_.tensor(g), flat_.flat[g],
+                       "parameters of group " + std::to_string(g));
 }
 
 }  // namespace hftrain

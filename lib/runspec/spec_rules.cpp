@@ -75,18 +75,18 @@ void nvme_block_size_aligned(const SpecRuleInput& in) {
                   "must be a multiple of 4096 (direct I/O alignment), got " + std::to_string(z.aio.block_size));
 }
 
-// This build runs on the CPU, where offloaded state already lives: accepted, and said so once at the start
-// (as is every other accepted setting that has no effect here).
+// A CPU build runs on the CPU, where offloaded state already lives: accepted, and said so once at the start
+// (as is every other accepted setting that has no effect here). On a CUDA build a GPU worker offloads for real.
 void settings_without_effect_noted(const SpecRuleInput& in) {
   const ZeroArgs& z = in.spec.zero;
   std::vector<std::string>& notes = in.spec.notes;
-  if (z.offload_optimizer.device == "cpu")
+  if (z.offload_optimizer.device == "cpu" && !kCudaBuild)
     notes.push_back("zero.offload_optimizer cpu: this build runs on the CPU, where the optimizer state and fp32 "
                     "master weights already live; nothing is moved");
   if (in.spec.training.eval_accumulation_steps)
     notes.push_back("training.eval_accumulation_steps: accepted, nothing to do here: evaluation accumulates its "
                     "metrics batch by batch and keeps no logits or predictions");
-  if (z.offload_param == "cpu")
+  if (z.offload_param == "cpu" && !kCudaBuild)
     notes.push_back("zero.offload_param cpu: this build runs on the CPU, where the parameter shards already live; "
                     "nothing is moved");
 }

@@ -202,13 +202,14 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
 }
 
 void check_device_settings(const RunSpec& spec, torch::Device device) {
-  // DeepSpeed's offload keeps optimizer state (and parameter shards) in host memory or swap files beside
-  // parameters on the GPU; hftrain's offload is built for parameters that are themselves on the host.
-  const bool offload = spec.zero.offload_optimizer.device != "none" || spec.zero.offload_param != "none";
-  if (!device.is_cpu() && offload)
-    throw ConfigError("zero.offload_optimizer / zero.offload_param: offload from a GPU to host memory or NVMe is not "
-                      "built yet, and this worker computes on " + device.str() +
-                      "; set both to none (or training.use_cpu: true to train on the CPU with offload)");
+  // Beside parameters on a GPU the optimizer state can go to host memory (the engine's host offload); NVMe swap
+  // files and parameter offload are built for parameters that are themselves on the host.
+  const bool beyond_host_offload = spec.zero.offload_optimizer.device == "nvme" || spec.zero.offload_param != "none";
+  if (!device.is_cpu() && beyond_host_offload)
+    throw ConfigError("zero.offload_optimizer nvme / zero.offload_param: offload from a GPU to NVMe or of the parameters "
+                      "is not built yet, and this worker computes on " + device.str() +
+                      "; use zero.offload_optimizer cpu with zero.offload_param none (or training.use_cpu: true to "
+                      "train on the CPU with these)");
   if (device.is_cpu() && (spec.precision.fp16 || spec.training.fp16_full_eval))  // a CUDA build's CPU worker
     throw ConfigError(std::string(spec.precision.fp16 ? "precision.fp16: " : "training.fp16_full_eval: ") + kFp16NeedsCuda);
   if (device.is_cpu() && spec.training.tf32.value_or(false)) throw ConfigError(std::string("training.tf32: ") + kTf32NeedsGpu);

@@ -1,7 +1,8 @@
 // Every ZeRO stage of the engine on the worker's device, for transformer families: three AdamW steps of
 // gpt2, llama, t5 and bart at stages 0-3 (fp32, and bf16 with fp32 masters) on the device, with the engine's
 // state saved to host tensors and loaded back before the last step (a checkpoint's round trip), against stage
-// 0 on the host; every parameter, master weight and optimizer state is walked to check where it lives. On a
+// 0 on the host, and with zero.offload_optimizer cpu at stages 1-3 (masters and optimizer state in host memory);
+// every parameter, master weight and optimizer state is walked to check where it lives. On a
 // CUDA build with a GPU the device is cuda:0 (the run on a GPU, docs/gpu.md); the CPU build runs the same
 // code with the host as the device, so it is compiled and checked in CI (torch's lazy device cannot hold
 // ZeroEngine's flat buffers: test_device_placement.cpp).
@@ -85,8 +86,9 @@ void resume_from_host_copy(Engine& engine) {
   engine.load_optimizer_state(saved);
 }
 
-// Three AdamW steps of `c` at `stage` on `device` in `dtype` (fp32, or bf16 parameters with fp32 masters).
-StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch::ScalarType dtype) {
+// Three AdamW steps of `c` at `stage` on `device` in `dtype` (fp32, or bf16 parameters with fp32 masters);
+// `offload`: zero.offload_optimizer cpu (masters and optimizer state in host memory).
+StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch::ScalarType dtype, bool offload = false) {
   StageRun r;
   std::shared_ptr<Model> model;
   {
@@ -104,6 +106,7 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
   config.precision.param_dtype = dtype;
   config.precision.reduce_dtype = dtype;
   config.persistence_threshold = 40;  // matrices partitioned at stage 3, norm weights whole
+  config.offload_to_host = offload;
   if (stage == 3) config.gather_units = resolve_gather_units(*model, names);
   LocalComm comm;
   auto adamw = [](std::vector<ParamGroup> groups) {
@@ -115,6 +118,7 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
     return std::make_unique<AdamW>(AdamW::Options{}, std::move(groups), hyper);
   };
   auto engine = make_engine(config, named, make_param_groups(named, 0.1), adamw, comm);
+  CHECK((engine->describe().find("offloaded to host memory") != std::string::npos) == offload);
   if (engine->gather_hooks()) model->set_gather_hooks(engine->gather_hooks());
   model->train();
   const Batch batch = batch_on(c.batch, device);
@@ -131,19 +135,21 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
     engine->backward(loss, true);
     r.norms.push_back(engine->step(1e-2).grad_norm);
   }
-  for (const auto& [name, tensor] : engine->optimizer_state()) {  // exp_avg, exp_avg_sq: on the device
+  // exp_avg, exp_avg_sq and the fp32 masters: where DeepSpeed keeps them, on the device, or in host memory with offload
+  const torch::Device state_device = offload ? torch::Device(torch::kCPU) : device;
+  for (const auto& [name, tensor] : engine->optimizer_state()) {
     INFO("optimizer state " << name);
     if (is_step_counter(name) || name.rfind("loss_scaler.", 0) == 0) continue;  // host counters, as torch keeps them
-    CHECK(tensor.device() == device);
+    CHECK(tensor.device() == state_device);
     CHECK(tensor.scalar_type() == torch::kFloat);
     ++r.state_walked;
   }
-  if (dtype != torch::kFloat) {  // the fp32 masters, where DeepSpeed keeps them without offload: the device
+  if (dtype != torch::kFloat || offload) {  // masters of their own (fp32 without offload: the parameters themselves)
     const auto masters = engine->master_weights();
     CHECK(masters.size() == names.size());
     for (const auto& [name, master] : masters) {
       INFO("master " << name);
-      CHECK(master.device() == device);
+      CHECK(master.device() == state_device);
       CHECK(master.scalar_type() == torch::kFloat);
     }
   }
@@ -206,5 +212,43 @@ TEST_CASE("device placement: bf16 parameters on the device keep fp32 masters and
       for (double loss : run.losses) CHECK(std::isfinite(loss));
       CHECK(run.losses[2] < run.losses[0]);
     }
+  }
+}
+
+TEST_CASE("device placement: zero.offload_optimizer cpu keeps the fp32 masters and optimizer state in host memory "
+          "beside the device's parameters, and trains as without offload",
+          "[device][gpu]") {
+  // DeepSpeed's ZeRO-Offload: the partition's gradients go to the host, the update runs there, the new values come
+  // back to the device. On the CPU build the device is the host and the engine offloads all the same: the fp32
+  // runs must then equal the runs without offload bit for bit (the same arithmetic on copies).
+  const torch::Device device = engine_test_device();
+  for (const auto& c : family_cases()) {
+    const StageRun host = train_stage(c, /*stage=*/0, torch::kCPU, torch::kFloat);
+    for (int stage = 1; stage <= 3; ++stage) {
+      INFO(c.family << " at stage " << stage << " on " << device << ", optimizer offloaded to the host");
+      const StageRun run = train_stage(c, stage, device, torch::kFloat, /*offload=*/true);
+      CHECK(run.state_walked >= 2);
+      for (std::size_t s = 0; s < 3; ++s) {
+        CHECK(run.losses[s] == Approx(host.losses[s]).epsilon(1e-4));
+        CHECK(run.norms[s] == Approx(host.norms[s]).epsilon(1e-3));
+      }
+      for (const auto& [name, value] : host.weights) {
+        INFO(name);
+        CHECK(torch::allclose(run.weights.at(name), value, 1e-3, 1e-4));
+      }
+      if (!device.is_cpu()) continue;
+      const StageRun plain = train_stage(c, stage, device, torch::kFloat);
+      CHECK(run.losses == plain.losses);
+      CHECK(run.norms == plain.norms);
+      for (const auto& [name, value] : plain.weights) {
+        INFO(name);
+        CHECK(torch::equal(run.weights.at(name), value));
+      }
+    }
+    INFO(c.family << " bf16 at stage 2, optimizer offloaded to the host");
+    const StageRun bf16 = train_stage(c, /*stage=*/2, device, torch::kBFloat16, /*offload=*/true);
+    CHECK(bf16.losses[0] == Approx(host.losses[0]).epsilon(1e-2));
+    for (double loss : bf16.losses) CHECK(std::isfinite(loss));
+    CHECK(bf16.losses[2] < bf16.losses[0]);
   }
 }
