@@ -8,7 +8,7 @@ Batch batch_on(const Batch& batch, torch::Device device, bool pin_memory) {
   const bool async = device.is_cuda() && pin_memory;
   auto move = [&](const torch::Tensor& t) {
     if (!t.defined() || t.device() == device) return t;
-    return (async ? t.pin_memory() : t).to(device, /*non_blocking=*/async);
+    return (async && !t.is_pinned() ? t.pin_memory() : t).to(device, /*non_blocking=*/async);
   };
   Batch out = batch;
   out.input_ids = move(batch.input_ids);
@@ -18,6 +18,14 @@ Batch batch_on(const Batch& batch, torch::Device device, bool pin_memory) {
   out.features = move(batch.features);
   out.position_ids = move(batch.position_ids);
   return out;
+}
+
+std::function<void(Batch&)> pin_stage(torch::Device device, bool pin_memory) {
+  if (!device.is_cuda() || !pin_memory) return nullptr;
+  return [](Batch& b) {
+    for (torch::Tensor* t : {&b.input_ids, &b.attention_mask, &b.token_type_ids, &b.labels, &b.features, &b.position_ids})
+      if (t->defined() && t->is_cpu() && !t->is_pinned()) *t = t->pin_memory();
+  };
 }
 
 }  // namespace hftrain

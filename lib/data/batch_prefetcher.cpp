@@ -6,8 +6,8 @@
 
 namespace hftrain {
 
-BatchPrefetcher::BatchPrefetcher(DataLoader& loader, int depth, int64_t num_epochs)
-    : loader_(loader), depth_(depth), num_epochs_(num_epochs) {}
+BatchPrefetcher::BatchPrefetcher(DataLoader& loader, int depth, int64_t num_epochs, BatchStage stage)
+    : loader_(loader), depth_(depth), num_epochs_(num_epochs), stage_(std::move(stage)) {}
 
 BatchPrefetcher::~BatchPrefetcher() { stop_worker(); }
 
@@ -63,6 +63,7 @@ void BatchPrefetcher::work(int64_t epoch) {
       Item item;
       const bool end_of_epoch = !loader_.next(item.batch);
       item.end_of_epoch = end_of_epoch;
+      if (!end_of_epoch && stage_) stage_(item.batch);
       const bool last = end_of_epoch && epoch + 1 >= num_epochs_;
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -85,7 +86,11 @@ void BatchPrefetcher::work(int64_t epoch) {
 }
 
 bool BatchPrefetcher::next(Batch& batch) {
-  if (depth_ == 0) return loader_.next(batch);
+  if (depth_ == 0) {
+    if (!loader_.next(batch)) return false;
+    if (stage_) stage_(batch);
+    return true;
+  }
   if (epoch_read_to_end_) return false;
   std::unique_lock<std::mutex> lock(mutex_);
   const auto now = std::chrono::steady_clock::now();

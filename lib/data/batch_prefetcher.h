@@ -4,7 +4,9 @@
 // training step does not wait on data (the train_data_wait_fraction metric shows it). Batches come out
 // in exactly the order and with exactly the values the loader gives synchronously: the loader is only
 // touched by the worker while it runs, and its per-batch randomness (MLM masking) is seeded by
-// (seed, epoch, batch index), not by the calling thread.
+// (seed, epoch, batch index), not by the calling thread. A `stage` given at construction is run on each
+// batch by whoever makes it (the worker, or next() without one): the trainer pins a batch bound for a GPU
+// there, off the step's path, as PyTorch's DataLoader does in its pin_memory thread.
 //
 // Hand-over cost: taking a batch never wakes the worker. Waking a sleeping thread costs the waker a
 // futex syscall and, on a VM, an inter-processor interrupt: measured 12-15 us per notify on the 2-core
@@ -17,6 +19,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -24,11 +27,14 @@
 
 namespace hftrain {
 
+// What is done to each batch as it is made (data/batch_placement.h pin_stage); an error in it is the batch's.
+using BatchStage = std::function<void(Batch&)>;
+
 class BatchPrefetcher {
  public:
   // depth 0: no thread; next() calls the loader directly. num_epochs: the worker runs on into epoch
   // e + 1 after epoch e only while e + 1 < num_epochs.
-  BatchPrefetcher(DataLoader& loader, int depth, int64_t num_epochs);
+  BatchPrefetcher(DataLoader& loader, int depth, int64_t num_epochs, BatchStage stage = nullptr);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -53,6 +59,7 @@ class BatchPrefetcher {
   DataLoader& loader_;
   const int depth_;
   const int64_t num_epochs_;
+  const BatchStage stage_;
   std::thread worker_;
   std::mutex mutex_;
   std::condition_variable space_;  // the worker waits (timed) for room in the queue

@@ -19,6 +19,11 @@ simd::TableChoice<ModelKernelTable>& choice() {
   return c;
 }
 
+std::atomic<int64_t>& call_counter(FusedKernel kernel) {
+  static std::atomic<int64_t> counters[static_cast<int>(FusedKernel::kCount)] = {};
+  return counters[static_cast<int>(kernel)];
+}
+
 std::atomic<int>& kernels_switch() {  // -1: not read yet
   static std::atomic<int> on{-1};
   return on;
@@ -47,6 +52,10 @@ std::string model_kernel_isa() { return model_kernels()->name; }
 std::vector<std::string> model_kernel_isas() { return choice().names(); }
 
 void set_model_kernel_isa(const std::string& name) { choice().force(name); }
+
+void count_fused_call(FusedKernel kernel) { call_counter(kernel).fetch_add(1, std::memory_order_relaxed); }
+
+int64_t fused_calls(FusedKernel kernel) { return call_counter(kernel).load(std::memory_order_relaxed); }
 
 }  // namespace kernels
 }  // namespace hftrain

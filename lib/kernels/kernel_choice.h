@@ -4,6 +4,7 @@
 // (scalar, avx2, avx512) or a test forces one.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,12 @@ void set_fused_kernels_enabled(bool on);
 std::string model_kernel_isa();                  // the one in use
 std::vector<std::string> model_kernel_isas();     // those this CPU and build have
 void set_model_kernel_isa(const std::string& name);  // tests: force one ("" = automatic)
+
+// How many times the models have taken each fused kernel (a comparison with the LibTorch ops checks that it
+// really ran them); relaxed atomic counters, free beside a kernel call.
+enum class FusedKernel { kAttention, kLayerNorm, kRmsNorm, kGelu, kSwiGlu, kCrossEntropy, kCount };
+void count_fused_call(FusedKernel kernel);
+int64_t fused_calls(FusedKernel kernel);
 
 }  // namespace kernels
 }  // namespace hftrain

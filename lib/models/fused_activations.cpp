@@ -56,13 +56,17 @@ bool fusable(const torch::Tensor& t) {
 }  // namespace
 
 torch::Tensor silu_gated(const torch::Tensor& gate, const torch::Tensor& up) {
-  if (fusable(gate) && fusable(up) && gate.sizes() == up.sizes()) return FusedSwiGlu::apply(gate, up);
+  if (fusable(gate) && fusable(up) && gate.sizes() == up.sizes()) {
+    kernels::count_fused_call(kernels::FusedKernel::kSwiGlu);
+    return FusedSwiGlu::apply(gate, up);
+  }
   return torch::silu(gate) * up;
 }
 
 torch::Tensor gelu_activation(const torch::Tensor& x, const std::string& approximate) {
   const bool fused = fusable(x) && (approximate == "none" || approximate == "tanh");
   if (!fused) return torch::gelu(x, approximate);
+  kernels::count_fused_call(kernels::FusedKernel::kGelu);
   return FusedGelu::apply(x, approximate == "tanh");
 }
 

@@ -3,7 +3,6 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <atomic>
 
 #include "kernels/kernel_choice.h"
 #include "util/error.h"
@@ -77,8 +76,6 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
   }
 };
 
-std::atomic<int64_t> calls{0};
-
 }  // namespace
 
 kernels::HeadLayout head_layout(const torch::Tensor& t) {
@@ -89,8 +86,6 @@ kernels::HeadLayout head_layout(const torch::Tensor& t) {
   l.time_stride = t.stride(2);
   return l;
 }
-
-int64_t fused_attention_calls() { return calls.load(std::memory_order_relaxed); }
 
 bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& bias, double dropout_p) {
@@ -111,7 +106,7 @@ bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, con
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& bias, double scale, bool causal) {
-  calls.fetch_add(1, std::memory_order_relaxed);
+  kernels::count_fused_call(kernels::FusedKernel::kAttention);
   return FusedAttention::apply(q, k, v, bias.defined() ? bias : torch::empty({0}, torch::kFloat), scale, causal);
 }
 

@@ -24,7 +24,4 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
 // An fp32 [B, H, T, d] tensor with a contiguous last dimension as the kernels' HeadLayout (its data and strides).
 kernels::HeadLayout head_layout(const torch::Tensor& t);
 
-// How many attentions the fused kernels have computed in this process (forward passes).
-int64_t fused_attention_calls();
-
 }  // namespace hftrain

@@ -76,13 +76,16 @@ torch::Tensor apply_layer_norm(torch::nn::LayerNorm norm, const torch::Tensor& x
                      options.normalized_shape().size() == 1 && x.dim() >= 1 && fusable(x) && w.defined() && fusable(w) &&
                      x.size(-1) == w.numel() && x.numel() > 0 && (!b.defined() || fusable(b));
   if (!fused) return norm(x);
+  kernels::count_fused_call(kernels::FusedKernel::kLayerNorm);
   return FusedLayerNorm::apply(x, w, b.defined() ? b : torch::empty({0}), options.eps());
 }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   if (kernels::fused_kernels_enabled() && x.dim() >= 1 && x.numel() > 0 && fusable(x) && weight.defined() &&
-      fusable(weight) && weight.dim() == 1 && x.size(-1) == weight.numel())
+      fusable(weight) && weight.dim() == 1 && x.size(-1) == weight.numel()) {
+    kernels::count_fused_call(kernels::FusedKernel::kRmsNorm);
     return FusedRmsNorm::apply(x, weight, eps);
+  }
   auto h = x.to(torch::kFloat);
   auto variance = h.pow(2).mean(-1, /*keepdim=*/true);
   h = h * torch::rsqrt(variance + eps);

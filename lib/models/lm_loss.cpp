@@ -25,6 +25,7 @@ torch::Tensor scored_rows(torch::Tensor z, const torch::Tensor& yc, double epsil
   if (kernels::fused_kernels_enabled() && z.device().is_cpu() && z.is_contiguous()) {
     const torch::Tensor labels = yc.to(torch::kLong).contiguous();
     torch::Tensor row_loss = torch::empty({z.size(0)}, z.options());
+    kernels::count_fused_call(kernels::FusedKernel::kCrossEntropy);
     kernels::CrossEntropyRows p;
     p.logits = z.data_ptr<float>();
     p.rows = z.size(0);

@@ -159,7 +159,8 @@ std::unique_ptr<Trainer::TrainingRun> Trainer::start_run() {
   run->start = plan_resume(make_training_plan(args, loader.batches_per_epoch(), world_size), loader);
   const TrainingPlan& plan = run->start.plan;
   run->batches = std::make_unique<BatchPrefetcher>(
-      loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0, plan.num_epochs);
+      loader, args.dataloader_num_workers > 0 ? static_cast<int>(args.dataloader_prefetch_factor) : 0, plan.num_epochs,
+      pin_stage(pipeline_.device, pipeline_.pin_memory));
   const ParameterCounts parameters = count_parameters(*pipeline_.model);
   run->metrics = std::make_unique<StepMetrics>(args, parameters);
   run->loss = std::make_unique<LossNormaliser>(*pipeline_.model, args.average_tokens_across_devices, comm_);

@@ -1,12 +1,13 @@
 // The background batch prefetcher yields exactly the loader's batches (order, values, resume skip,
 // every epoch, epochs the worker ran on into, slow and fast consumers) and passes a data error on after
-// the batches that preceded it.
+// the batches that preceded it; a batch stage (the GPU pinning) runs once per batch on the worker thread.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <stdexcept>
 #include <thread>
 
+#include "data/batch_placement.h"
 #include "data/batch_prefetcher.h"
 
 using namespace hftrain;
@@ -97,4 +98,51 @@ TEST_CASE("a data error reaches the training loop after the batches before it", 
   REQUIRE(ahead.next(b));  // rows 4-7
   CHECK(b.features.reshape({-1})[0].item<float>() == 4.0f);
   CHECK_THROWS_WITH(ahead.next(b), Catch::Contains("row 9 is broken"));
+}
+
+TEST_CASE("a batch stage runs once on every batch, on the worker thread, before the batch is handed over",
+          "[unit][prefetch]") {
+  // The trainer's stage pins batches bound for a GPU (pin_stage); here it marks each batch and notes its thread.
+  auto data = std::make_shared<CountingDataset>(30);
+  for (int depth : {0, 3}) {
+    INFO("depth " << depth);
+    DataLoader plain(data, TaskKind::kClassification, 4, /*shuffle=*/true, 5, false),
+        staged_loader(data, TaskKind::kClassification, 4, true, 5, false);
+    std::vector<std::thread::id> threads;
+    int staged = 0;
+    BatchStage mark = [&](Batch& b) {
+      threads.push_back(std::this_thread::get_id());  // the worker alone runs it while the consumer waits
+      b.features = b.features + 1000.0f;
+      ++staged;
+    };
+    BatchPrefetcher reference(plain, 0, 2), staged_batches(staged_loader, depth, 2, mark);
+    for (int64_t epoch = 0; epoch < 2; ++epoch) {
+      reference.start_epoch(epoch);
+      staged_batches.start_epoch(epoch);
+      auto expected = drain(reference);
+      for (auto& batch : expected)
+        for (float& v : batch) v += 1000.0f;
+      CHECK(drain(staged_batches) == expected);
+    }
+    CHECK(staged == 2 * 8);  // ceil(30 / 4) batches per epoch, each staged once
+    for (const auto& id : threads) CHECK((id == std::this_thread::get_id()) == (depth == 0));
+  }
+  // An error of the stage is the batch's: it reaches next() after the batches before it.
+  DataLoader loader(data, TaskKind::kClassification, 4, /*shuffle=*/false, 0, false);
+  int made = 0;
+  BatchPrefetcher failing(loader, 2, 1, [&](Batch&) {
+    if (++made == 3) throw std::runtime_error("cannot pin batch 3");
+  });
+  failing.start_epoch(0);
+  Batch b;
+  CHECK(failing.next(b));
+  CHECK(failing.next(b));
+  CHECK_THROWS_WITH(failing.next(b), "cannot pin batch 3");
+}
+
+TEST_CASE("batches are pinned in the prefetcher only for a CUDA device with dataloader_pin_memory", "[unit][prefetch]") {
+  CHECK_FALSE(pin_stage(torch::kCPU, true));
+  CHECK_FALSE(pin_stage(torch::Device(torch::kLazy, 0), true));
+  CHECK_FALSE(pin_stage(torch::Device(torch::kCUDA, 0), false));
+  CHECK(pin_stage(torch::Device(torch::kCUDA, 0), true));  // built without touching CUDA: it runs only on batches
 }

@@ -169,10 +169,12 @@ TEST_CASE("dist worker: engine matches one process", "[.dist_worker]") {
   o.max_grad_norm = 0.5;
   o.bucket_cap_mb = 40.0 / (1024 * 1024);  // 10 floats: several buckets
   o.report_memory = false;
+  o.offload_to_host = env_or("HFTRAIN_TEST_OFFLOAD", "0") == "1";  // masters and optimizer state as separate host copies
   std::vector<std::string> order;
   for (auto& np : net.named()) order.push_back(np.first);
   ZeroEngine engine(make_param_groups(net.named(), 0.1), order, adamw, o, *comm);
   CHECK(engine.bucket_count() >= 3);
+  CHECK((engine.describe().find("offloaded to host memory") != std::string::npos) == o.offload_to_host);
 
   for (int window = 0; window < 2; ++window) {
     for (int m = 0; m < 2; ++m) {
@@ -251,6 +253,14 @@ TEST_CASE("data-parallel engine stages 0-2 equal one process over the global bat
       INFO("stage " << stage << ", world size " << n);
       CHECK(run_workers("dist worker: engine matches one process", n, {{"HFTRAIN_TEST_STAGE", std::to_string(stage)}}) == 0);
     }
+}
+
+TEST_CASE("data-parallel engine stages 1-2 with the optimizer offloaded to host memory equal one process", "[unit][dist]") {
+  for (int stage : {1, 2}) {
+    INFO("stage " << stage << ", offload_optimizer cpu, world size 2");
+    CHECK(run_workers("dist worker: engine matches one process", 2,
+                      {{"HFTRAIN_TEST_STAGE", std::to_string(stage)}, {"HFTRAIN_TEST_OFFLOAD", "1"}}) == 0);
+  }
 }
 
 TEST_CASE("data-parallel engine skips a step on every rank when one rank's gradients overflow", "[unit][dist]") {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernel_parity.h"
 #include "kernels/attention.h"
 #include "kernels/kernel_choice.h"
 #include "models/bert.h"
@@ -109,33 +110,14 @@ TEST_CASE("fused attention is not used where its math differs from the LibTorch 
 
 namespace {
 
-// Loss and every gradient of `model` on `batch`, with the fused kernels on or off.
-std::map<std::string, torch::Tensor> loss_and_gradients(Model& model, const Batch& batch, bool fused) {
-  kernels::set_fused_kernels_enabled(fused);
-  model.zero_grad();
-  auto out = model.forward(batch);
-  out.loss.backward();
-  std::map<std::string, torch::Tensor> r = {{"loss", out.loss.detach().clone()}};
-  for (const auto& np : model.named_parameters())
-    if (np.value().grad().defined()) r[np.key()] = np.value().grad().clone();
-  kernels::set_fused_kernels_enabled(true);
-  return r;
-}
-
 void check_same(Model& model, const Batch& batch) {
   model.train();
-  const int64_t calls = fused_attention_calls();
-  const auto fused = loss_and_gradients(model, batch, true);
-  CHECK(fused_attention_calls() == calls + 2);  // both layers' attention went through the fused kernels
-  const auto ops = loss_and_gradients(model, batch, false);
-  CHECK(fused_attention_calls() == calls + 2);
-  REQUIRE(fused.size() == ops.size());
-  REQUIRE(fused.size() > 5);
-  for (const auto& [name, want] : ops) {
-    INFO(name);
-    const double scale = std::max(1e-4, want.abs().max().item<double>());
-    CHECK((fused.at(name) - want).abs().max().item<double>() <= 1e-5 * scale);
-  }
+  const int64_t calls = kernels::fused_calls(kernels::FusedKernel::kAttention);
+  const auto fused = hftrain_test::loss_and_gradients(model, batch, true);
+  CHECK(kernels::fused_calls(kernels::FusedKernel::kAttention) == calls + 2);  // both layers' attention, fused
+  const auto ops = hftrain_test::loss_and_gradients(model, batch, false);
+  CHECK(kernels::fused_calls(kernels::FusedKernel::kAttention) == calls + 2);
+  hftrain_test::check_within_1e5(fused, ops);
 }
 
 }  // namespace
