@@ -9,5 +9,9 @@ namespace simd {
 
 bool cpu_runs(const std::string& isa_name);
 
+// Whether this CPU multiplies bf16 in hardware (x86: AVX512-BF16 or AMX-BF16; other architectures are taken to).
+// Without it oneDNN emulates bf16 GEMMs, measured 3-4.5x slower than fp32 ones (bench/RESULTS.md).
+bool cpu_has_bf16_gemm();
+
 }  // namespace simd
 }  // namespace hftrain

@@ -3,6 +3,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_choice.h"
 #include "util/autocast.h"
@@ -10,29 +11,61 @@
 namespace hftrain {
 namespace {
 
-// x2 [rows, in] (contiguous), W [out, in] or [in, out] (contiguous); y [rows, out] = x2 op(W) (+ b). No bias is
-// an empty tensor (an undefined one cannot be an autograd Function's input in LibTorch 1.13).
+// The three products over contiguous fp32 host tensors: x2 [rows, in], W [out, in] or [in, out] (in_out), dY
+// [rows, out]. forward: y2 [rows, out] = x2 op(W) (+ b; an empty b is none).
+void product_forward(const torch::Tensor& x2, const torch::Tensor& w, const torch::Tensor& b, bool in_out, torch::Tensor& y2) {
+  const int64_t rows = x2.size(0), in = x2.size(1), out = y2.size(1);
+  const bool has_bias = b.numel() > 0;
+  if (has_bias) y2.copy_(b.expand({rows, out}));  // a copy: with one row, expand().contiguous() is the bias itself
+  if (rows > 0)
+    kernels::sgemm(false, !in_out, rows, out, in, 1.0f, x2.data_ptr<float>(), in, w.data_ptr<float>(), in_out ? out : in,
+                   has_bias ? 1.0f : 0.0f, y2.data_ptr<float>(), out);
+}
+
+// dX [rows, in] = dY op(W)^T: [rows, out] x [out, in]
+torch::Tensor product_dx(const torch::Tensor& dy, const torch::Tensor& w, bool in_out, int64_t in) {
+  const int64_t rows = dy.size(0), out = dy.size(1);
+  torch::Tensor dx = torch::empty({rows, in}, dy.options());
+  if (rows == 0) return dx.zero_();
+  kernels::sgemm(false, in_out, rows, in, out, 1.0f, dy.data_ptr<float>(), out, w.data_ptr<float>(), in_out ? out : in, 0.0f,
+                 dx.data_ptr<float>(), in);
+  return dx;
+}
+
+// dW: [out, in] = dY^T X, or [in, out] = X^T dY
+torch::Tensor product_dw(const torch::Tensor& dy, const torch::Tensor& x2, c10::IntArrayRef w_sizes, bool in_out) {
+  const int64_t rows = x2.size(0), in = x2.size(1), out = dy.size(1);
+  torch::Tensor dw = torch::empty(w_sizes, dy.options());
+  if (rows == 0) return dw.zero_();
+  if (in_out)
+    kernels::sgemm(true, false, in, out, rows, 1.0f, x2.data_ptr<float>(), in, dy.data_ptr<float>(), out, 0.0f, dw.data_ptr<float>(), out);
+  else
+    kernels::sgemm(true, false, out, in, rows, 1.0f, dy.data_ptr<float>(), out, x2.data_ptr<float>(), in, 0.0f, dw.data_ptr<float>(), in);
+  return dw;
+}
+
+std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
+  auto v = sizes.vec();
+  v.back() = last;
+  return v;
+}
+
+// fp32: y = x op(W) + b as one autograd operation (no bias: an empty tensor, since an undefined one cannot be an
+// autograd Function's input in LibTorch 1.13).
 class FusedLinear : public torch::autograd::Function<FusedLinear> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias, bool in_out) {
     const int64_t in = in_out ? weight.size(0) : weight.size(1), out = in_out ? weight.size(1) : weight.size(0);
     const torch::Tensor x2 = x.reshape({-1, in}).contiguous();
-    const int64_t rows = x2.size(0);
-    const bool has_bias = bias.numel() > 0;
-    auto sizes = x.sizes().vec();
-    sizes.back() = out;
     // The output itself, not a view of a [rows, out] result: autograd forbids in-place ops on a view that a
     // custom Function returns.
-    torch::Tensor y = torch::empty(sizes, x.options());
-    torch::Tensor y2 = y.view({rows, out});
-    if (has_bias) y2.copy_(bias.expand({rows, out}));  // a copy: with one row, expand().contiguous() is the bias itself
-    if (rows > 0)
-      kernels::sgemm(false, !in_out, rows, out, in, 1.0f, x2.data_ptr<float>(), in, weight.data_ptr<float>(),
-                     in_out ? out : in, has_bias ? 1.0f : 0.0f, y2.data_ptr<float>(), out);
+    torch::Tensor y = torch::empty(with_last(x.sizes(), out), x.options());
+    torch::Tensor y2 = y.view({x2.size(0), out});
+    product_forward(x2, weight, bias, in_out, y2);
     ctx->save_for_backward({x2, weight});
     ctx->saved_data["in_out"] = in_out;
-    ctx->saved_data["has_bias"] = has_bias;
+    ctx->saved_data["has_bias"] = bias.numel() > 0;
     return y;
   }
 
@@ -40,33 +73,61 @@ class FusedLinear : public torch::autograd::Function<FusedLinear> {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x2 = saved[0], &weight = saved[1];
     const bool in_out = ctx->saved_data["in_out"].toBool();
-    const int64_t rows = x2.size(0), in = x2.size(1), out = in_out ? weight.size(1) : weight.size(0);
-    const torch::Tensor dy = grads[0].reshape({rows, out}).contiguous();
+    const int64_t out = in_out ? weight.size(1) : weight.size(0);
+    const torch::Tensor dy = grads[0].reshape({x2.size(0), out}).contiguous();
     torch::Tensor dx, dw, db;
-    const bool empty = rows == 0;
-    if (ctx->needs_input_grad(0)) {  // dX = dY op(W)^T: [rows, out] x [out, in]
-      dx = torch::empty({rows, in}, dy.options());
-      if (empty) dx.zero_();
-      else kernels::sgemm(false, in_out, rows, in, out, 1.0f, dy.data_ptr<float>(), out, weight.data_ptr<float>(),
-                          in_out ? out : in, 0.0f, dx.data_ptr<float>(), in);
-      auto sizes = grads[0].sizes().vec();
-      sizes.back() = in;
-      dx = dx.view(sizes);
-    }
-    if (ctx->needs_input_grad(1)) {  // [out, in] = dY^T X, or [in, out] = X^T dY
-      dw = torch::empty(weight.sizes(), dy.options());
-      if (empty) dw.zero_();
-      else if (in_out) kernels::sgemm(true, false, in, out, rows, 1.0f, x2.data_ptr<float>(), in, dy.data_ptr<float>(), out, 0.0f,
-                                      dw.data_ptr<float>(), out);
-      else kernels::sgemm(true, false, out, in, rows, 1.0f, dy.data_ptr<float>(), out, x2.data_ptr<float>(), in, 0.0f,
-                          dw.data_ptr<float>(), in);
-    }
+    if (ctx->needs_input_grad(0)) dx = product_dx(dy, weight, in_out, x2.size(1)).view(with_last(grads[0].sizes(), x2.size(1)));
+    if (ctx->needs_input_grad(1)) dw = product_dw(dy, x2, weight.sizes(), in_out);
     if (ctx->needs_input_grad(2) && ctx->saved_data["has_bias"].toBool()) db = dy.sum(0);
     return {dx, dw, db, torch::Tensor()};
   }
 };
 
+// bf16 operands (autocast's casts, made by the caller) multiplied in fp32; the output and the gradients rounded to
+// bf16, as the bf16 GEMM's are. Keeps the bf16 operands for backward, as autocast's linear does.
+class Bf16LinearThroughFp32 : public torch::autograd::Function<Bf16LinearThroughFp32> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias, bool in_out) {
+    const int64_t in = in_out ? weight.size(0) : weight.size(1), out = in_out ? weight.size(1) : weight.size(0);
+    const torch::Tensor x2 = x.reshape({-1, in}).contiguous();
+    torch::Tensor y32 = torch::empty({x2.size(0), out}, torch::kFloat);
+    product_forward(x2.to(torch::kFloat), weight.to(torch::kFloat).contiguous(), bias.to(torch::kFloat), in_out, y32);
+    torch::Tensor y = torch::empty(with_last(x.sizes(), out), x.options());  // not a view (see FusedLinear)
+    y.view({x2.size(0), out}).copy_(y32);
+    ctx->save_for_backward({x2, weight});
+    ctx->saved_data["in_out"] = in_out;
+    ctx->saved_data["has_bias"] = bias.numel() > 0;
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x2 = saved[0], &weight = saved[1];
+    const bool in_out = ctx->saved_data["in_out"].toBool();
+    const int64_t out = in_out ? weight.size(1) : weight.size(0);
+    const torch::Tensor dy = grads[0].reshape({x2.size(0), out}).to(torch::kFloat).contiguous();
+    torch::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0))
+      dx = product_dx(dy, weight.to(torch::kFloat).contiguous(), in_out, x2.size(1))
+               .to(torch::kBFloat16)
+               .view(with_last(grads[0].sizes(), x2.size(1)));
+    if (ctx->needs_input_grad(1)) dw = product_dw(dy, x2.to(torch::kFloat), weight.sizes(), in_out).to(torch::kBFloat16);
+    if (ctx->needs_input_grad(2) && ctx->saved_data["has_bias"].toBool()) db = dy.sum(0).to(torch::kBFloat16);
+    return {dx, dw, db, torch::Tensor()};
+  }
+};
+
+std::optional<bool>& forced_bf16_choice() {
+  static std::optional<bool> forced;
+  return forced;
+}
+
 bool host_fp32(const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat; }
+
+bool host_float_or_bf16(const torch::Tensor& t) {
+  return t.device().is_cpu() && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16);
+}
 
 }  // namespace
 
@@ -89,7 +150,24 @@ void matmul_into(torch::Tensor& c, const torch::Tensor& a, bool trans_a, const t
                  c.data_ptr<float>(), n);
 }
 
+bool bf16_linear_through_fp32() {
+  if (forced_bf16_choice()) return *forced_bf16_choice();
+  static const bool through_fp32 = !simd::cpu_has_bf16_gemm();
+  return through_fp32;
+}
+
+void force_bf16_linear_through_fp32(std::optional<bool> through_fp32) { forced_bf16_choice() = through_fp32; }
+
 torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool weight_in_out) {
+  if (current_autocast_dtype() == torch::kBFloat16 && kernels::fused_kernels_enabled() && kernels::gemm_available() &&
+      bf16_linear_through_fp32() && host_float_or_bf16(x) && host_float_or_bf16(weight) && weight.dim() == 2 &&
+      weight.numel() > 0 && (!bias.defined() || (host_float_or_bf16(bias) && bias.dim() == 1))) {
+    // autocast's casts (autograd ops: gradients return in each input's own dtype), then the products in fp32
+    kernels::count_fused_call(kernels::FusedKernel::kBf16Linear);
+    const auto bf16 = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
+    return Bf16LinearThroughFp32::apply(bf16(x), bf16(weight).contiguous(),
+                                        bias.defined() ? bf16(bias) : torch::empty({0}, torch::kBFloat16), weight_in_out);
+  }
   const bool fused = kernels::fused_kernels_enabled() && kernels::gemm_available() && current_autocast_dtype() == torch::kFloat &&
                      host_fp32(x) && host_fp32(weight) && weight.dim() == 2 && weight.numel() > 0 && weight.is_contiguous() &&
                      (!bias.defined() || (host_fp32(bias) && bias.dim() == 1 && bias.is_contiguous()));

@@ -1,9 +1,16 @@
 // The linear layers' product y = x W^T + b (nn.Linear's [out, in] weight) or y = x W + b (HF's Conv1D
 // [in, out] weight) as one autograd operation over oneDNN's sgemm (kernels/gemm.h): the forward product
 // writes into the bias-filled output, and backward forms dX and dW with one product each (db as dY's
-// column sums). Used for fp32 host tensors while the fused kernels are on and autocast is off; anything else
-// (bf16 under autocast, another device, HFTRAIN_KERNELS=torch, a build without oneDNN) takes LibTorch's ops.
+// column sums). Used for fp32 host tensors while the fused kernels are on and autocast is off.
+// Under bf16 autocast on a CPU without bf16 instructions (kernels/cpu_features.h), where oneDNN emulates bf16
+// GEMMs 3-4.5x slower than fp32 ones, the same products run in fp32 over the operands rounded to bf16, as
+// autocast rounds them: a product of two bf16 values is exact in fp32 and both accumulate in fp32, so the result
+// differs from the bf16 GEMM's only by the order of the additions; it is rounded to bf16 as autocast's output,
+// and so are dX and dW. Anything else (another device, HFTRAIN_KERNELS=torch, a build without oneDNN, a CPU
+// with bf16 instructions) takes LibTorch's ops.
 #pragma once
+
+#include <optional>
 
 #include "util/torch_compat.h"
 
@@ -17,5 +24,10 @@ torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& weight
 // products inside hand-written backward passes (the chunked LM loss). oneDNN's sgemm for contiguous fp32 host
 // tensors while the fused kernels are on, else LibTorch's mm / addmm.
 void matmul_into(torch::Tensor& c, const torch::Tensor& a, bool trans_a, const torch::Tensor& b, bool trans_b, float beta);
+
+// Whether bf16 linear layers under autocast multiply in fp32 (see above): on a CPU without bf16 instructions,
+// unless a test forces the answer (nullopt: the CPU decides again).
+bool bf16_linear_through_fp32();
+void force_bf16_linear_through_fp32(std::optional<bool> through_fp32);
 
 }  // namespace hftrain

@@ -68,10 +68,16 @@ TEST_CASE("fused linear leaves autocast, the torch switch and strided weights to
   auto w = torch::randn({3, 8}, torch::requires_grad());
   auto b = torch::randn({3}, torch::requires_grad());
   {
-    AutocastScope bf16(torch::kBFloat16);  // autocast's own casts and a bf16 product, as torch::linear under autocast
+    // autocast's own casts and a bf16 product, as torch::linear under autocast (where the CPU multiplies bf16 in
+    // hardware; without it see test_bf16_linear.cpp)
+    force_bf16_linear_through_fp32(false);
+    AutocastScope bf16(torch::kBFloat16);
+    const int64_t calls = kernels::fused_calls(kernels::FusedKernel::kBf16Linear);
     const auto y = linear_product(x, w, b);
     CHECK(y.scalar_type() == torch::kBFloat16);
     CHECK(node_name(y).find("FusedLinear") == std::string::npos);
+    CHECK(kernels::fused_calls(kernels::FusedKernel::kBf16Linear) == calls);
+    force_bf16_linear_through_fp32(std::nullopt);
   }
   kernels::set_fused_kernels_enabled(false);
   CHECK(node_name(linear_product(x, w, b)).find("FusedLinear") == std::string::npos);
