@@ -50,8 +50,10 @@ std::vector<int64_t> with_last(c10::IntArrayRef sizes, int64_t last) {
   return v;
 }
 
-// fp32: y = x op(W) + b as one autograd operation (no bias: an empty tensor, since an undefined one cannot be an
-// autograd Function's input in LibTorch 1.13).
+// y = x op(W) + b as one autograd operation over fp32 products. fp32 operands are used as they are; bf16 ones
+// (autocast's casts, made by the caller) are widened exactly, and the output and the gradients are rounded back to
+// bf16, as a bf16 GEMM's are. The operands are kept for backward in their own dtype, as autocast's linear keeps
+// them. No bias: an empty tensor (an undefined one cannot be an autograd Function's input in LibTorch 1.13).
 class FusedLinear : public torch::autograd::Function<FusedLinear> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
@@ -62,7 +64,9 @@ class FusedLinear : public torch::autograd::Function<FusedLinear> {
     // custom Function returns.
     torch::Tensor y = torch::empty(with_last(x.sizes(), out), x.options());
     torch::Tensor y2 = y.view({x2.size(0), out});
-    product_forward(x2, weight, bias, in_out, y2);
+    torch::Tensor y32 = y.scalar_type() == torch::kFloat ? y2 : torch::empty({x2.size(0), out}, torch::kFloat);
+    product_forward(as_fp32(x2), as_fp32(weight), as_fp32(bias), in_out, y32);
+    if (!y32.is_same(y2)) y2.copy_(y32);
     ctx->save_for_backward({x2, weight});
     ctx->saved_data["in_out"] = in_out;
     ctx->saved_data["has_bias"] = bias.numel() > 0;
@@ -74,48 +78,18 @@ class FusedLinear : public torch::autograd::Function<FusedLinear> {
     const torch::Tensor &x2 = saved[0], &weight = saved[1];
     const bool in_out = ctx->saved_data["in_out"].toBool();
     const int64_t out = in_out ? weight.size(1) : weight.size(0);
-    const torch::Tensor dy = grads[0].reshape({x2.size(0), out}).contiguous();
-    torch::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) dx = product_dx(dy, weight, in_out, x2.size(1)).view(with_last(grads[0].sizes(), x2.size(1)));
-    if (ctx->needs_input_grad(1)) dw = product_dw(dy, x2, weight.sizes(), in_out);
-    if (ctx->needs_input_grad(2) && ctx->saved_data["has_bias"].toBool()) db = dy.sum(0);
-    return {dx, dw, db, torch::Tensor()};
-  }
-};
-
-// bf16 operands (autocast's casts, made by the caller) multiplied in fp32; the output and the gradients rounded to
-// bf16, as the bf16 GEMM's are. Keeps the bf16 operands for backward, as autocast's linear does.
-class Bf16LinearThroughFp32 : public torch::autograd::Function<Bf16LinearThroughFp32> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias, bool in_out) {
-    const int64_t in = in_out ? weight.size(0) : weight.size(1), out = in_out ? weight.size(1) : weight.size(0);
-    const torch::Tensor x2 = x.reshape({-1, in}).contiguous();
-    torch::Tensor y32 = torch::empty({x2.size(0), out}, torch::kFloat);
-    product_forward(x2.to(torch::kFloat), weight.to(torch::kFloat).contiguous(), bias.to(torch::kFloat), in_out, y32);
-    torch::Tensor y = torch::empty(with_last(x.sizes(), out), x.options());  // not a view (see FusedLinear)
-    y.view({x2.size(0), out}).copy_(y32);
-    ctx->save_for_backward({x2, weight});
-    ctx->saved_data["in_out"] = in_out;
-    ctx->saved_data["has_bias"] = bias.numel() > 0;
-    return y;
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x2 = saved[0], &weight = saved[1];
-    const bool in_out = ctx->saved_data["in_out"].toBool();
-    const int64_t out = in_out ? weight.size(1) : weight.size(0);
-    const torch::Tensor dy = grads[0].reshape({x2.size(0), out}).to(torch::kFloat).contiguous();
+    const torch::Tensor dy = as_fp32(grads[0].reshape({x2.size(0), out}));
+    const auto like = [](const torch::Tensor& t, const torch::Tensor& operand) { return t.to(operand.scalar_type()); };
     torch::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0))
-      dx = product_dx(dy, weight.to(torch::kFloat).contiguous(), in_out, x2.size(1))
-               .to(torch::kBFloat16)
-               .view(with_last(grads[0].sizes(), x2.size(1)));
-    if (ctx->needs_input_grad(1)) dw = product_dw(dy, x2.to(torch::kFloat), weight.sizes(), in_out).to(torch::kBFloat16);
-    if (ctx->needs_input_grad(2) && ctx->saved_data["has_bias"].toBool()) db = dy.sum(0).to(torch::kBFloat16);
+      dx = like(product_dx(dy, as_fp32(weight), in_out, x2.size(1)), x2).view(with_last(grads[0].sizes(), x2.size(1)));
+    if (ctx->needs_input_grad(1)) dw = like(product_dw(dy, as_fp32(x2), weight.sizes(), in_out), weight);
+    if (ctx->needs_input_grad(2) && ctx->saved_data["has_bias"].toBool()) db = like(dy.sum(0), x2);
     return {dx, dw, db, torch::Tensor()};
   }
+
+ private:
+  static torch::Tensor as_fp32(const torch::Tensor& t) { return t.to(torch::kFloat).contiguous(); }  // no copy when fp32
 };
 
 std::optional<bool>& forced_bf16_choice() {
@@ -165,7 +139,7 @@ torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& weight
     // autocast's casts (autograd ops: gradients return in each input's own dtype), then the products in fp32
     kernels::count_fused_call(kernels::FusedKernel::kBf16Linear);
     const auto bf16 = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
-    return Bf16LinearThroughFp32::apply(bf16(x), bf16(weight).contiguous(),
+    return FusedLinear::apply(bf16(x), bf16(weight).contiguous(),
                                         bias.defined() ? bf16(bias) : torch::empty({0}, torch::kBFloat16), weight_in_out);
   }
   const bool fused = kernels::fused_kernels_enabled() && kernels::gemm_available() && current_autocast_dtype() == torch::kFloat &&
