@@ -107,11 +107,19 @@ bool host_float_or_bf16(const torch::Tensor& t) {
 
 void matmul_into(torch::Tensor& c, const torch::Tensor& a, bool trans_a, const torch::Tensor& b, bool trans_b, float beta) {
   const torch::Tensor oa = trans_a ? a.t() : a, ob = trans_b ? b.t() : b;
-  const bool fused = kernels::fused_kernels_enabled() && kernels::gemm_available() && host_fp32(a) && host_fp32(b) &&
-                     host_fp32(c) && a.is_contiguous() && b.is_contiguous() && c.is_contiguous();
-  if (!fused) {
-    if (beta == 0.0f) torch::mm_out(c, oa, ob);
-    else c.addmm_(oa, ob);
+  const auto dense = [](const torch::Tensor& t) { return t.device().is_cpu() && t.is_contiguous(); };
+  const bool ours = kernels::fused_kernels_enabled() && kernels::gemm_available() && dense(a) && dense(b) && dense(c) &&
+                    host_float_or_bf16(c) && a.scalar_type() == b.scalar_type() &&
+                    (host_fp32(a) ? host_fp32(c) : a.scalar_type() == torch::kBFloat16 && bf16_linear_through_fp32());
+  if (!ours) {  // LibTorch's product in the operands' dtype, accumulated into c's
+    if (c.scalar_type() == a.scalar_type()) {
+      if (beta == 0.0f) torch::mm_out(c, oa, ob);
+      else c.addmm_(oa, ob);
+    } else if (beta == 0.0f) {
+      c.copy_(torch::mm(oa, ob));
+    } else {
+      c.add_(torch::mm(oa, ob).to(c.scalar_type()));
+    }
     return;
   }
   const int64_t m = oa.size(0), k = oa.size(1), n = ob.size(1);
@@ -120,8 +128,14 @@ void matmul_into(torch::Tensor& c, const torch::Tensor& a, bool trans_a, const t
     if (beta == 0.0f) c.zero_();
     return;
   }
-  kernels::sgemm(trans_a, trans_b, m, n, k, 1.0f, a.data_ptr<float>(), a.size(1), b.data_ptr<float>(), b.size(1), beta,
-                 c.data_ptr<float>(), n);
+  // bf16 operands: widened exactly, multiplied and accumulated in fp32 (see bf16_linear_through_fp32), rounded once
+  // into a bf16 c.
+  if (a.scalar_type() == torch::kBFloat16) kernels::count_fused_call(kernels::FusedKernel::kBf16Linear);
+  const torch::Tensor a32 = a.to(torch::kFloat), b32 = b.to(torch::kFloat);
+  torch::Tensor c32 = c.scalar_type() == torch::kFloat ? c : beta == 0.0f ? torch::empty(c.sizes(), torch::kFloat) : c.to(torch::kFloat);
+  kernels::sgemm(trans_a, trans_b, m, n, k, 1.0f, a32.data_ptr<float>(), a.size(1), b32.data_ptr<float>(), b.size(1), beta,
+                 c32.data_ptr<float>(), n);
+  if (!c32.is_same(c)) c.copy_(c32);
 }
 
 bool bf16_linear_through_fp32() {

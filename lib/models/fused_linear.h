@@ -22,7 +22,9 @@ torch::Tensor linear_product(const torch::Tensor& x, const torch::Tensor& weight
 
 // c = op(a) op(b) + beta c for 2-D tensors (op = transpose when trans_x; beta 0 or 1), outside autograd: the
 // products inside hand-written backward passes (the chunked LM loss). oneDNN's sgemm for contiguous fp32 host
-// tensors while the fused kernels are on, else LibTorch's mm / addmm.
+// tensors while the fused kernels are on, and for bf16 operands as bf16 linear layers are multiplied (below), into
+// a bf16 or an fp32 c (then accumulated in fp32 without rounding); else LibTorch's mm / addmm in the operands'
+// dtype, converted to c's.
 void matmul_into(torch::Tensor& c, const torch::Tensor& a, bool trans_a, const torch::Tensor& b, bool trans_b, float beta);
 
 // Whether bf16 linear layers under autocast multiply in fp32 (see above): on a CPU without bf16 instructions,

@@ -84,10 +84,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
         torch::Tensor rows_of_dh = dh.slice(0, start, end);
         matmul_into(rows_of_dh, gc, false, w, false, 0.0f);
       }
-      if (grad_w) {  // accumulated in fp32 across chunks, in place where the product already is fp32
-        if (gc.scalar_type() == torch::kFloat) matmul_into(dw, gc, true, hc, false, 1.0f);
-        else dw += torch::mm(gc.t(), hc).to(torch::kFloat);
-      }
+      if (grad_w) matmul_into(dw, gc, true, hc, false, 1.0f);  // accumulated in fp32 across chunks
     }
     ctx->save_for_backward({dh, dw, db});
     ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());

@@ -162,3 +162,38 @@ TEST_CASE("gpt2 under bf16 autocast gives the same loss and gradients to bf16 pr
     CHECK((fp32_products.at(name) - want).abs().max().item<double>() <= 0.05 * scale);  // bf16 runs: ~8 bits each
   }
 }
+
+TEST_CASE("the chunked LM loss's bf16 products run in fp32 too, rounded as a bf16 GEMM's, dW accumulated in fp32",
+          "[unit][kernels]") {
+  if (!kernels::gemm_available()) return;
+  torch::manual_seed(12);
+  const auto a = torch::randn({9, 40}).to(torch::kBFloat16), b = torch::randn({40, 13}).to(torch::kBFloat16);
+  const auto a64 = round_bf16(a), b64 = round_bf16(b);
+  const auto terms = torch::mm(a64.abs(), b64.abs());
+  force_bf16_linear_through_fp32(true);
+  const int64_t before = kernels::fused_calls(kernels::FusedKernel::kBf16Linear);
+  // into a bf16 c, and added to one (beta 1): one rounding of the fp32 sum
+  torch::Tensor c = torch::empty({9, 13}, torch::kBFloat16);
+  matmul_into(c, a, false, b, false, 0.0f);
+  check_bf16_faithful(c, torch::mm(a64, b64), terms);
+  torch::Tensor acc = torch::randn({9, 13}).to(torch::kBFloat16);
+  const auto acc64 = round_bf16(acc);
+  matmul_into(acc, a, false, b, false, 1.0f);
+  check_bf16_faithful(acc, acc64 + torch::mm(a64, b64), terms + acc64.abs());
+  // transposed operands into an fp32 c: accumulated in fp32, no rounding to bf16
+  torch::Tensor c32 = torch::ones({40, 40});
+  matmul_into(c32, a, true, a, false, 1.0f);
+  const auto want32 = 1.0 + torch::mm(a64.t(), a64);
+  CHECK(((c32.to(torch::kDouble) - want32).abs() - torch::mm(a64.abs().t(), a64.abs()) * 1e-6).max().item<double>() <= 1e-6);
+  CHECK(kernels::fused_calls(kernels::FusedKernel::kBf16Linear) - before == 3);
+  // LibTorch's product when the CPU multiplies bf16 itself: the same values to bf16 precision
+  force_bf16_linear_through_fp32(false);
+  torch::Tensor lib = torch::empty({9, 13}, torch::kBFloat16);
+  matmul_into(lib, a, false, b, false, 0.0f);
+  CHECK(kernels::fused_calls(kernels::FusedKernel::kBf16Linear) - before == 3);
+  CHECK(((lib.to(torch::kDouble) - c.to(torch::kDouble)).abs() - terms * std::ldexp(1.0, -6)).max().item<double>() <= 1e-6);
+  torch::Tensor lib32 = torch::ones({40, 40});
+  matmul_into(lib32, a, true, a, false, 1.0f);  // mixed dtypes: the bf16 product converted and added
+  CHECK(((lib32.to(torch::kDouble) - want32).abs() - torch::mm(a64.abs().t(), a64.abs()) * std::ldexp(1.0, -6)).max().item<double>() <= 1e-6);
+  force_bf16_linear_through_fp32(std::nullopt);
+}
