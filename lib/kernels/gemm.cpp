@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "kernels/cpu_features.h"
 #include "kernels/kernel_choice.h"
 #include "util/error.h"
 
@@ -48,6 +49,8 @@ bool gemm_available() { return gemm_probe().usable; }
 
 std::string gemm_description() {
   if (!fused_kernels_enabled()) return "LibTorch's matmul (HFTRAIN_KERNELS=torch)";
+  if (gemm_probe().usable && !simd::cpu_has_bf16_gemm())  // models/fused_linear.h
+    return gemm_probe().description + ", bf16 ones too (no bf16 multiply on this CPU)";
   return gemm_probe().description;
 }
 
