@@ -2,7 +2,7 @@
 // layer_norm, and RMSNorm written out as HF writes it -- values and the gradients of input, weight (and bias),
 // on every instruction set this machine has, for widths with and without lane tails, with and without a bias,
 // rows that sum dw / db over several blocks, and rows far from zero mean; and the same bits whatever the
-// thread count.
+// thread count; and LayerNorm on bf16 input and parameters, against float64 and LibTorch's bf16 op.
 #include <catch2/catch.hpp>
 
 #include <ATen/Parallel.h>
@@ -93,4 +93,46 @@ TEST_CASE("fused LayerNorm gives the same bits on one thread as on several", "[u
   const auto one = run(1), two = run(2);
   at::set_num_threads(before);
   for (std::size_t i = 0; i < one.size(); ++i) CHECK(torch::equal(one[i], two[i]));
+}
+
+TEST_CASE("fused LayerNorm takes bf16 input and parameters, rounding as LibTorch's bf16 layer_norm", "[unit][kernels]") {
+  // Mixed precision's LayerNorm: bf16 activations and parameters (autocast leaves layer_norm alone). Against float64
+  // on the same bf16 values, each result within a bf16 rounding of its largest value; LibTorch's bf16 op too.
+  const int64_t cols = 48;
+  torch::manual_seed(9);
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({cols}).eps(1e-5));
+  {
+    torch::NoGradGuard no_grad;
+    norm->weight.copy_(torch::randn({cols}));
+    norm->bias.copy_(torch::randn({cols}));
+  }
+  norm->to(torch::kBFloat16);
+  const auto x0 = (torch::randn({5, 11, cols}) * 2 + 3).to(torch::kBFloat16);
+  const auto dy = torch::randn({5, 11, cols}).to(torch::kBFloat16);
+  auto run = [&](bool fused) {
+    kernels::set_fused_kernels_enabled(fused);
+    norm->zero_grad();
+    auto x = x0.clone().requires_grad_(true);
+    const int64_t before = kernels::fused_calls(kernels::FusedKernel::kLayerNorm);
+    auto y = apply_layer_norm(norm, x);
+    CHECK(kernels::fused_calls(kernels::FusedKernel::kLayerNorm) - before == (fused ? 1 : 0));
+    y.backward(dy);
+    kernels::set_fused_kernels_enabled(true);
+    return std::vector<torch::Tensor>{y.detach(), x.grad(), norm->weight.grad().clone(), norm->bias.grad().clone()};
+  };
+  auto x64 = x0.to(torch::kDouble).requires_grad_(true);
+  auto w64 = norm->weight.detach().to(torch::kDouble).requires_grad_(true);
+  auto b64 = norm->bias.detach().to(torch::kDouble).requires_grad_(true);
+  auto want_y = torch::layer_norm(x64, {cols}, w64, b64, 1e-5);
+  want_y.backward(dy.to(torch::kDouble));
+  const std::vector<torch::Tensor> want = {want_y.detach(), x64.grad(), w64.grad(), b64.grad()};
+  const char* names[] = {"y", "dx", "dw", "db"};
+  const auto fused = run(true), lib = run(false);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO(names[i]);
+    CHECK(fused[i].scalar_type() == torch::kBFloat16);
+    const double scale = want[i].abs().max().item<double>();
+    CHECK((fused[i].to(torch::kDouble) - want[i]).abs().max().item<double>() <= std::ldexp(1.0, -8) * scale);
+    CHECK((lib[i].to(torch::kDouble) - fused[i].to(torch::kDouble)).abs().max().item<double>() <= std::ldexp(1.0, -6) * scale);
+  }
 }
