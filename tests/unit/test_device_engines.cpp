@@ -170,6 +170,19 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
 
 torch::Device engine_test_device() { return hftrain_test::gpu_or(torch::kCPU); }
 
+// The same losses, gradient norms and final weights as `host` (stage 0 on the host), to the device's rounding.
+void check_follows_host(const StageRun& run, const StageRun& host) {
+  CHECK(run.weights.size() == host.weights.size());
+  for (std::size_t s = 0; s < 3; ++s) {
+    CHECK(run.losses[s] == Approx(host.losses[s]).epsilon(1e-4));
+    CHECK(run.norms[s] == Approx(host.norms[s]).epsilon(1e-3));
+  }
+  for (const auto& [name, value] : host.weights) {
+    INFO(name);
+    CHECK(torch::allclose(run.weights.at(name), value, 1e-3, 1e-4));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("device placement: every ZeRO stage trains transformer families on the device as stage 0 on the host, "
@@ -184,15 +197,7 @@ TEST_CASE("device placement: every ZeRO stage trains transformer families on the
       INFO(c.family << " at stage " << stage << " on " << device);
       const StageRun run = train_stage(c, stage, device, torch::kFloat);
       CHECK(run.state_walked >= 2);  // exp_avg and exp_avg_sq, per parameter (stage 0) or per flat group
-      CHECK(run.weights.size() == host.weights.size());
-      for (std::size_t s = 0; s < 3; ++s) {
-        CHECK(run.losses[s] == Approx(host.losses[s]).epsilon(1e-4));
-        CHECK(run.norms[s] == Approx(host.norms[s]).epsilon(1e-3));
-      }
-      for (const auto& [name, value] : host.weights) {
-        INFO(name);
-        CHECK(torch::allclose(run.weights.at(name), value, 1e-3, 1e-4));
-      }
+      check_follows_host(run, host);
     }
   }
 }
@@ -228,14 +233,7 @@ TEST_CASE("device placement: zero.offload_optimizer cpu keeps the fp32 masters a
       INFO(c.family << " at stage " << stage << " on " << device << ", optimizer offloaded to the host");
       const StageRun run = train_stage(c, stage, device, torch::kFloat, /*offload=*/true);
       CHECK(run.state_walked >= 2);
-      for (std::size_t s = 0; s < 3; ++s) {
-        CHECK(run.losses[s] == Approx(host.losses[s]).epsilon(1e-4));
-        CHECK(run.norms[s] == Approx(host.norms[s]).epsilon(1e-3));
-      }
-      for (const auto& [name, value] : host.weights) {
-        INFO(name);
-        CHECK(torch::allclose(run.weights.at(name), value, 1e-3, 1e-4));
-      }
+      check_follows_host(run, host);
       if (!device.is_cpu()) continue;
       const StageRun plain = train_stage(c, stage, device, torch::kFloat);
       CHECK(run.losses == plain.losses);
