@@ -313,3 +313,25 @@ TEST_CASE("device placement: from_pretrained loads straight onto the worker's de
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("device placement: offload_optimizer cpu is accepted beside a device, parameter offload is refused and named",
+          "[unit][device]") {
+  const auto& c = builtin_components();
+  const auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_offload_device";
+  std::filesystem::create_directories(dir);
+  auto spec = [&](const std::string& zero) {
+    const auto path = (dir / "spec.yaml").string();
+    std::ofstream(path) << "model: {type: gpt2, n_embd: 16, n_layer: 1, n_head: 2, n_positions: 32}\n"
+                           "data: {type: digit_reversal, num_digits: 2, train_size: 8, eval_size: 4, test_size: 2}\n"
+                           "training: {output_dir: " << (dir / "out").string() << "}\n"
+                        << "zero: " << zero << "\n";
+    return load_run_spec(path, {}, c.catalog());
+  };
+  const torch::Device lazy = lazy_device();
+  CHECK_NOTHROW(check_device_settings(spec("{stage: 2, offload_optimizer: cpu}"), lazy));
+  CHECK_THROWS_WITH(check_device_settings(spec("{stage: 3, offload_optimizer: cpu, offload_param: cpu}"), lazy),
+                    Catch::Contains("zero.offload_param") && Catch::Contains("lazy:0") &&
+                        Catch::Contains("use zero.offload_optimizer cpu"));
+  CHECK_NOTHROW(check_device_settings(spec("{stage: 3, offload_optimizer: cpu, offload_param: cpu}"), torch::kCPU));
+  std::filesystem::remove_all(dir);
+}
