@@ -105,12 +105,30 @@ struct AttentionBody {
     for (; j0 + 2 * W <= cols; j0 += 2 * W) scores_block<RR, 2>(a, lda, bt, ld, dim, scale, bias, j0, out);
     for (; j0 < cols; j0 += W) scores_block<RR, 1>(a, lda, bt, ld, dim, scale, bias, j0, out);
   }
+  // a . b over n floats, in lanes (the sum's order differs from a serial loop's by fp32 rounding only).
+  static float dot(const float* a, const float* b, int64_t n) {
+    R acc = V::zero();
+    int64_t c = 0;
+    for (; c + W <= n; c += W) acc = V::fmadd(V::load(a + c), V::load(b + c), acc);
+    float total = V::reduce_add(acc);
+    for (; c < n; ++c) total += a[c] * b[c];
+    return total;
+  }
+
+  // Columns (of bt) or rows (of m) per tile: a tile of kTile x 64 dims is 16 KiB, kept in L1 while every block of
+  // 4 rows of the caller's block passes over it (streamed whole for each 4 rows, K and V came from L2 each time).
+  static constexpr int64_t kTile = 4 * 16;
+
   // Scores of the rows of `a` against the first `cols` (a multiple of W) columns of bt.
   static void scores(const Rows& a, int64_t rows, const float* bt, int64_t ld, int64_t dim, float scale, const float* bias,
                      int64_t cols, float* out) {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) scores_rows<4>(a.row(r), a.ld, bt, ld, dim, scale, bias, cols, out + r * ld);
-    for (; r < rows; ++r) scores_rows<1>(a.row(r), a.ld, bt, ld, dim, scale, bias, cols, out + r * ld);
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const int64_t n = std::min(kTile, cols - j0);
+      const float* bias_tile = bias != nullptr ? bias + j0 : nullptr;
+      int64_t r = 0;
+      for (; r + 4 <= rows; r += 4) scores_rows<4>(a.row(r), a.ld, bt + j0, ld, dim, scale, bias_tile, n, out + r * ld + j0);
+      for (; r < rows; ++r) scores_rows<1>(a.row(r), a.ld, bt + j0, ld, dim, scale, bias_tile, n, out + r * ld + j0);
+    }
   }
 
   // out[r * ldo + c] (+)= sum_l p[r * rs + l * cs] * m[l * ldm + c], for RR rows, l < len, and the CB lanes of
@@ -142,11 +160,18 @@ struct AttentionBody {
     for (; c0 < dp; c0 += W) rows_times_block<RR, 1>(p, rs, cs, len, m, ldm, c0, accumulate, out, ldo);
   }
   // out (+)= p m for `rows` rows, l < len, and the first dp (a multiple of W) columns.
+  // In tiles of kTile rows of m (l), each passed over by every block of 4 rows before the next (see kTile).
   static void rows_times(const float* p, int64_t rs, int64_t cs, int64_t rows, int64_t len, const float* m, int64_t ldm,
                          int64_t dp, bool accumulate, float* out, int64_t ldo) {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) rows_times_rows<4>(p + r * rs, rs, cs, len, m, ldm, dp, accumulate, out + r * ldo, ldo);
-    for (; r < rows; ++r) rows_times_rows<1>(p + r * rs, rs, cs, len, m, ldm, dp, accumulate, out + r * ldo, ldo);
+    for (int64_t l0 = 0; l0 < len || l0 == 0; l0 += kTile) {
+      const int64_t n = std::min(kTile, len - l0);
+      const float* pt = p + l0 * cs;
+      const float* mt = m + l0 * ldm;
+      const bool acc = accumulate || l0 > 0;
+      int64_t r = 0;
+      for (; r + 4 <= rows; r += 4) rows_times_rows<4>(pt + r * rs, rs, cs, n, mt, ldm, dp, acc, out + r * ldo, ldo);
+      for (; r < rows; ++r) rows_times_rows<1>(pt + r * rs, rs, cs, n, mt, ldm, dp, acc, out + r * ldo, ldo);
+    }
   }
 
   static void forward_head(const AttentionShape& s, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
@@ -194,7 +219,9 @@ struct AttentionBody {
       for (int64_t r = 0; r < n_rows; ++r) {
         float* out = o.row(b, h, i0 + r);
         const float inv = totals[r] > 0 ? 1.0f / totals[r] : 0.0f;
-        for (int64_t c = 0; c < s.dim; ++c) out[c] = acc[r * dp + c] * inv;
+        int64_t c = 0;
+        for (; c + W <= s.dim; c += W) V::store(out + c, V::mul(V::load(acc + r * dp + c), V::set1(inv)));
+        for (; c < s.dim; ++c) out[c] = acc[r * dp + c] * inv;
       }
     }
   }
@@ -237,29 +264,28 @@ struct AttentionBody {
           std::memset(dsr, 0, sizeof(float) * cols);
           continue;
         }
-        const float* orow = o.row(b, h, i0 + r);
-        const float* dorow = dor.row(r);
-        float delta = 0;  // dO . O: the softmax backward's row term
-        for (int64_t c = 0; c < s.dim; ++c) delta += dorow[c] * orow[c];
-        const R lv = V::set1(l), dv_ = V::set1(delta), one = V::set1(1.0f);
+        const float delta = dot(dor.row(r), o.row(b, h, i0 + r), s.dim);  // dO . O: the softmax backward's row term
+        const R lv = V::set1(l), dv_ = V::set1(delta), one = V::set1(1.0f), scale = V::set1(s.scale);
         for (int64_t jb = 0; jb < cols; jb += W) {
           const R pv = V::exp(V::fnmadd(lv, one, V::load(pr + jb)));         // P = e^(S - lse)
           V::store(pr + jb, pv);
-          V::store(dsr + jb, V::mul(pv, V::fnmadd(dv_, one, V::load(dsr + jb))));  // dS = P (dP - delta)
+          // dS = P (dP - delta), times the scale that both dQ = dS K and dK = dS^T q carry
+          V::store(dsr + jb, V::mul(V::mul(pv, V::fnmadd(dv_, one, V::load(dsr + jb))), scale));
         }
         for (int64_t j = n; j < cols; ++j) pr[j] = dsr[j] = 0.0f;  // keys this row does not see
       }
-      rows_times(ds, tk, 1, n_rows, n_max, kr.data, kr.ld, dp, false, dqrows, dp);  // dQ = dS K (times scale below)
-      rows_times(p, 1, tk, n_max, n_rows, dor.data, dor.ld, dp, true, dv_acc, dp);   // dV += P^T dO
-      rows_times(ds, 1, tk, n_max, n_rows, qr.data, qr.ld, dp, true, dk_acc, dp);    // dK += dS^T q (times scale below)
-      for (int64_t r = 0; r < n_rows; ++r) {
-        float* out = dq.row(b, h, i0 + r);
-        for (int64_t c = 0; c < s.dim; ++c) out[c] = dqrows[r * dp + c] * s.scale;
+      // dQ = dS K, straight into dq's rows when the head dimension is whole lanes (else through dqrows).
+      if (s.dim == dp) {
+        rows_times(ds, tk, 1, n_rows, n_max, kr.data, kr.ld, dp, false, dq.row(b, h, i0), dq.time_stride);
+      } else {
+        rows_times(ds, tk, 1, n_rows, n_max, kr.data, kr.ld, dp, false, dqrows, dp);
+        for (int64_t r = 0; r < n_rows; ++r) std::memcpy(dq.row(b, h, i0 + r), dqrows + r * dp, sizeof(float) * s.dim);
       }
+      rows_times(p, 1, tk, n_max, n_rows, dor.data, dor.ld, dp, true, dv_acc, dp);   // dV += P^T dO
+      rows_times(ds, 1, tk, n_max, n_rows, qr.data, qr.ld, dp, true, dk_acc, dp);    // dK += dS^T q
     }
     for (int64_t j = 0; j < s.keys; ++j) {
-      float* dk_out = dk.row(b, h, j);
-      for (int64_t c = 0; c < s.dim; ++c) dk_out[c] = dk_acc[j * dp + c] * s.scale;
+      std::memcpy(dk.row(b, h, j), dk_acc + j * dp, sizeof(float) * s.dim);
       std::memcpy(dv.row(b, h, j), dv_acc + j * dp, sizeof(float) * s.dim);
     }
   }
