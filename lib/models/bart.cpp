@@ -8,6 +8,7 @@
 // the token embedding zero; LayerNorms 1 / 0).
 #include "models/bart.h"
 #include "models/construction.h"
+#include "models/fused_embedding.h"
 #include "models/fused_norms.h"
 
 #include <algorithm>
@@ -253,13 +254,13 @@ torch::Tensor Bart::embed(bool decoder, const torch::Tensor& ids, int64_t past, 
       throw RuntimeFailure(std::string("bart: the ") + (decoder ? "decoder" : "encoder") + " reads " +
                            std::to_string(extent) + " positions, more than max_position_embeddings (" +
                            std::to_string(options_.max_position_embeddings) + ")");
-    auto e = shared_(ids);
+    auto e = apply_embedding(shared_, ids);
     if (options_.scale_embedding) e = e * std::sqrt(static_cast<double>(options_.d_model));
     e = add_neftune_noise(e, is_training() ? neftune_noise_alpha_ : 0.0);  // HF's hook on the input embedding
     auto rows = segments ? restarting_positions(*segments, ids.device()) + kPositionOffset
                          : torch::arange(past + kPositionOffset, past + T + kPositionOffset,
                                          torch::TensorOptions().dtype(torch::kLong).device(ids.device()));
-    auto h = apply_layer_norm(embedding_norms_[decoder], e + positions_[decoder](rows));
+    auto h = apply_layer_norm(embedding_norms_[decoder], e + apply_embedding(positions_[decoder], rows));
     return torch::dropout(h, options_.dropout, is_training());
   });
 }

@@ -2,6 +2,7 @@
 // extended attention mask ((1 - mask) * float min), softmax, dropout; post-LayerNorm residual blocks.
 #include "models/bert.h"
 #include "models/construction.h"
+#include "models/fused_embedding.h"
 #include "models/fused_norms.h"
 
 #include <cmath>
@@ -117,12 +118,12 @@ class BertEncoder : public torch::nn::Module {
     auto pos = torch::arange(T, ids.options().dtype(torch::kLong));
     auto types = batch.token_type_ids.defined() ? batch.token_type_ids : torch::zeros_like(ids);
     auto x = run_unit(hooks, 0, [&] {
-      auto words = word_(ids);
+      auto words = apply_embedding(word_, ids);
       if (neftune_noise_alpha > 0 && is_training()) {
         const double magnitude = neftune_noise_alpha / std::sqrt(static_cast<double>(T * o_.hidden_size));
         words = words + torch::empty_like(words).uniform_(-magnitude, magnitude);
       }
-      return torch::dropout(apply_layer_norm(emb_norm_, words + token_type_(types) + position_(pos)), o_.hidden_dropout_prob, is_training());
+      return torch::dropout(apply_layer_norm(emb_norm_, words + apply_embedding(token_type_, types) + apply_embedding(position_, pos)), o_.hidden_dropout_prob, is_training());
     });
     auto bias = padding_bias(batch.attention_mask, x.scalar_type());
     for (std::size_t i = 0; i < layers_.size(); ++i) {

@@ -8,6 +8,7 @@
 #include "models/checkpointing.h"
 #include "models/fused_attention.h"
 #include "models/fused_activations.h"
+#include "models/fused_embedding.h"
 #include "models/fused_norms.h"
 #include "models/hf_layers.h"
 #include "util/error.h"
@@ -148,12 +149,12 @@ torch::Tensor Gpt::hidden_states(const Batch& batch, KvCache* cache) {
                          std::to_string(options_.block_size));
   auto pos = token_positions(batch, past, T, idx.device());
   auto x = in_unit(0, [&] {
-    auto tokens = wte_(idx);
+    auto tokens = apply_embedding(wte_, idx);
     if (neftune_noise_alpha_ > 0 && is_training()) {  // NEFTune: U(-1, 1) * alpha / sqrt(T * C)
       const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
       tokens = tokens + torch::empty_like(tokens).uniform_(-magnitude, magnitude);
     }
-    return drop_(tokens + wpe_(pos));
+    return drop_(tokens + apply_embedding(wpe_, pos));
   });
   const std::vector<int64_t>& segments = batch.packed_lengths;
   // Generation over left-padded rows masks the padding keys (training's right padding needs no mask here:

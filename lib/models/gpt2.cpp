@@ -3,6 +3,7 @@
 // residual projections (c_proj) drawn with std initializer_range / sqrt(2 * n_layer).
 #include "models/gpt2.h"
 #include "models/construction.h"
+#include "models/fused_embedding.h"
 #include "models/fused_norms.h"
 
 #include <cmath>
@@ -123,12 +124,12 @@ torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {
                          std::to_string(options_.n_positions));
   auto pos = token_positions(batch, past, T, idx.device());
   auto x = in_unit(0, [&] {
-    auto tokens = wte_(idx);
+    auto tokens = apply_embedding(wte_, idx);
     if (neftune_noise_alpha_ > 0 && is_training()) {
       const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
       tokens = tokens + torch::empty_like(tokens).uniform_(-magnitude, magnitude);
     }
-    return torch::dropout(tokens + wpe_(pos), options_.embd_pdrop, is_training());
+    return torch::dropout(tokens + apply_embedding(wpe_, pos), options_.embd_pdrop, is_training());
   });
   auto bias = padding_bias(batch.attention_mask, x.scalar_type());
   for (std::size_t i = 0; i < blocks_.size(); ++i) {

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "models/checkpointing.h"
+#include "models/fused_embedding.h"
 #include "models/hf_layers.h"
 #include "util/error.h"
 
@@ -155,7 +156,7 @@ torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {
     throw RuntimeFailure("llama: sequence length " + std::to_string(sequence_extent(batch, past, T)) + " exceeds max_position_embeddings " +
                          std::to_string(options_.max_position_embeddings));
   auto x = in_unit(0, [&] {
-    auto e = embed_tokens_(ids);
+    auto e = apply_embedding(embed_tokens_, ids);
     if (neftune_noise_alpha_ > 0 && is_training()) {
       const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.hidden_size));
       e = e + torch::empty_like(e).uniform_(-magnitude, magnitude);

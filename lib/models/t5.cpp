@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "models/checkpointing.h"
+#include "models/fused_embedding.h"
 #include "models/hf_layers.h"
 #include "models/packed_seq2seq.h"
 #include "util/error.h"
@@ -128,7 +129,7 @@ struct T5::Attention : torch::nn::Module {
     auto memory = torch::arange(k_len, lopts).unsqueeze(0);
     auto buckets = relative_position_bucket(memory - context, bidirectional, o.relative_attention_num_buckets,
                                             o.relative_attention_max_distance);
-    return bias_embedding(buckets).permute({2, 0, 1}).unsqueeze(0);
+    return apply_embedding(bias_embedding, buckets).permute({2, 0, 1}).unsqueeze(0);
   }
 
   // softmax(q(x) k^T + bias) v, projected by o: k_all / v_all [B, H, Tk, d_kv] are the keys and values
@@ -288,7 +289,7 @@ torch::Tensor T5::shift_right(const torch::Tensor& labels) const {
 torch::Tensor T5::embed(std::size_t unit, const torch::Tensor& ids) {
   return in_unit(unit, [&] {
     // HF's NEFTune hook on the input embedding: each call of `shared`
-    auto e = add_neftune_noise(shared_(ids), is_training() ? neftune_noise_alpha_ : 0.0);
+    auto e = add_neftune_noise(apply_embedding(shared_, ids), is_training() ? neftune_noise_alpha_ : 0.0);
     return torch::dropout(e, options_.dropout_rate, is_training());
   });
 }
