@@ -19,13 +19,15 @@ struct ModelKernelTable {
   void (*gelu_backward)(const float* x, const float* y, const float* dy, float* dx, int64_t n, GeluForm form);
   void (*swiglu_forward)(const float* g, const float* u, float* y, int64_t n);
   void (*swiglu_backward)(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n);
-  void (*layer_norm_forward)(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
-                             int64_t rows, int64_t cols, float eps);
-  void (*layer_norm_backward)(const float* x, const float* w, const float* dy, const float* mean, const float* rstd,
-                              float* dx, float* dw_part, float* db_part, int64_t rows, int64_t cols);
-  void (*rms_norm_forward)(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t cols, float eps);
-  void (*rms_norm_backward)(const float* x, const float* w, const float* dy, const float* rstd, float* dx, float* dw_part,
-                            int64_t rows, int64_t cols);
+  // residual / sum, d_sum: null, or the fused residual add (normalization.h).
+  void (*layer_norm_forward)(const float* x, const float* residual, float* sum, const float* w, const float* b, float* y,
+                             float* mean, float* rstd, int64_t rows, int64_t cols, float eps);
+  void (*layer_norm_backward)(const float* x, const float* w, const float* dy, const float* d_sum, const float* mean,
+                              const float* rstd, float* dx, float* dw_part, float* db_part, int64_t rows, int64_t cols);
+  void (*rms_norm_forward)(const float* x, const float* residual, float* sum, const float* w, float* y, float* rstd,
+                           int64_t rows, int64_t cols, float eps);
+  void (*rms_norm_backward)(const float* x, const float* w, const float* dy, const float* d_sum, const float* rstd,
+                            float* dx, float* dw_part, int64_t rows, int64_t cols);
   void (*forward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
                        const HeadLayout& v, const HeadLayout& o, float* lse, float* scratch);
   void (*backward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,

@@ -10,16 +10,20 @@
 namespace hftrain {
 namespace kernels {
 
-// `b` may be null (no bias).
-void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t rows,
-                        int64_t cols, float eps);
-// `dw` and `db` may be null (not needed); when given they are overwritten with the sums over rows.
-void layer_norm_backward(const float* x, const float* w, const float* dy, const float* mean, const float* rstd, float* dx,
-                         float* dw, float* db, int64_t rows, int64_t cols);
+// `b` may be null (no bias). `residual` and `sum` both null, or the residual add fused in: the norm's input is
+// x + residual, written to `sum` (the residual stream's next value), and mean / rstd are of it.
+void layer_norm_forward(const float* x, const float* residual, float* sum, const float* w, const float* b, float* y,
+                        float* mean, float* rstd, int64_t rows, int64_t cols, float eps);
+// x: the norm's input (the sum, when fused). `d_sum` may be null; when given, the gradient that reaches that input
+// from elsewhere (the residual stream's), added to dx. `dw` and `db` may be null (not needed); when given they are
+// overwritten with the sums over rows.
+void layer_norm_backward(const float* x, const float* w, const float* dy, const float* d_sum, const float* mean,
+                         const float* rstd, float* dx, float* dw, float* db, int64_t rows, int64_t cols);
 
-void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t cols, float eps);
-void rms_norm_backward(const float* x, const float* w, const float* dy, const float* rstd, float* dx, float* dw,
-                       int64_t rows, int64_t cols);
+void rms_norm_forward(const float* x, const float* residual, float* sum, const float* w, float* y, float* rstd,
+                      int64_t rows, int64_t cols, float eps);
+void rms_norm_backward(const float* x, const float* w, const float* dy, const float* d_sum, const float* rstd, float* dx,
+                       float* dw, int64_t rows, int64_t cols);
 
 }  // namespace kernels
 }  // namespace hftrain

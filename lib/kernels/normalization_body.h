@@ -1,6 +1,7 @@
 // The LayerNorm and RMSNorm kernels written once over a SIMD lane type V (kernels/simd_*.h); included by the per-ISA
 // files, internal linkage throughout (see attention_body.h). Whole lanes first, the row's tail element by
-// element.
+// element. With a residual, forward first writes the row's sum x + residual and normalises it, and backward adds
+// the gradient that reaches the sum from elsewhere (d_sum) to dx.
 #pragma once
 
 #include <cmath>
@@ -11,16 +12,25 @@ namespace hftrain {
 namespace kernels {
 namespace {
 
+// sum = a + b over one row, returned (the norm then reads the row while it is in L1).
+template <class V>
+const float* add_row(const float* a, const float* b, float* sum, int64_t cols) {
+  int64_t c = 0;
+  for (; c + V::kWidth <= cols; c += V::kWidth) V::store(sum + c, V::add(V::load(a + c), V::load(b + c)));
+  for (; c < cols; ++c) sum[c] = a[c] + b[c];
+  return sum;
+}
+
 template <class V>
 struct LayerNormBody {
   using R = typename V::R;
   static constexpr int64_t W = V::kWidth;
 
-  static void forward_rows(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
-                           int64_t rows, int64_t cols, float eps) {
+  static void forward_rows(const float* x, const float* residual, float* sum, const float* w, const float* b, float* y,
+                           float* mean, float* rstd, int64_t rows, int64_t cols, float eps) {
     const int64_t full = cols / W * W;
     for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * cols;
+      const float* xr = residual != nullptr ? add_row<V>(x + r * cols, residual + r * cols, sum + r * cols, cols) : x + r * cols;
       float* yr = y + r * cols;
       R acc = V::zero();
       for (int64_t c = 0; c < full; c += W) acc = V::add(acc, V::load(xr + c));
@@ -49,14 +59,15 @@ struct LayerNormBody {
   }
 
   // dx for `rows` rows; dw_part / db_part (when not null) accumulate this block's sums.
-  static void backward_rows(const float* x, const float* w, const float* dy, const float* mean, const float* rstd,
-                            float* dx, float* dw_part, float* db_part, int64_t rows, int64_t cols) {
+  static void backward_rows(const float* x, const float* w, const float* dy, const float* d_sum, const float* mean,
+                            const float* rstd, float* dx, float* dw_part, float* db_part, int64_t rows, int64_t cols) {
     const int64_t full = cols / W * W;
     const float inv_n = 1.0f / static_cast<float>(cols);
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x + r * cols;
       const float* gr = dy + r * cols;
       float* dxr = dx + r * cols;
+      const float* dsr = d_sum != nullptr ? d_sum + r * cols : nullptr;
       const R mv = V::set1(mean[r]), sv = V::set1(rstd[r]), one = V::set1(1.0f);
       R sg = V::zero(), sgx = V::zero();  // sums of g = dy w and of g xhat
       for (int64_t c = 0; c < full; c += W) {
@@ -80,11 +91,13 @@ struct LayerNormBody {
       for (int64_t c = 0; c < full; c += W) {  // dx = rstd (g - c1 - xhat c2)
         const R xhat = V::mul(V::fnmadd(mv, one, V::load(xr + c)), sv);
         const R g = V::mul(V::load(gr + c), V::load(w + c));
-        V::store(dxr + c, V::mul(sv, V::fnmadd(xhat, c2v, V::fnmadd(c1v, one, g))));
+        const R d = V::mul(sv, V::fnmadd(xhat, c2v, V::fnmadd(c1v, one, g)));
+        V::store(dxr + c, dsr != nullptr ? V::add(d, V::load(dsr + c)) : d);
       }
       for (int64_t c = full; c < cols; ++c) {
         const float xhat = (xr[c] - mean[r]) * rstd[r];
-        dxr[c] = rstd[r] * (gr[c] * w[c] - c1 - xhat * c2);
+        const float d = rstd[r] * (gr[c] * w[c] - c1 - xhat * c2);
+        dxr[c] = dsr != nullptr ? d + dsr[c] : d;
       }
     }
   }
@@ -95,10 +108,11 @@ struct RmsNormBody {
   using R = typename V::R;
   static constexpr int64_t W = V::kWidth;
 
-  static void forward_rows(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t cols, float eps) {
+  static void forward_rows(const float* x, const float* residual, float* sum, const float* w, float* y, float* rstd,
+                           int64_t rows, int64_t cols, float eps) {
     const int64_t full = cols / W * W;
     for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * cols;
+      const float* xr = residual != nullptr ? add_row<V>(x + r * cols, residual + r * cols, sum + r * cols, cols) : x + r * cols;
       float* yr = y + r * cols;
       R acc = V::zero();
       for (int64_t c = 0; c < full; c += W) {
@@ -115,14 +129,15 @@ struct RmsNormBody {
     }
   }
 
-  static void backward_rows(const float* x, const float* w, const float* dy, const float* rstd, float* dx, float* dw_part,
-                            int64_t rows, int64_t cols) {
+  static void backward_rows(const float* x, const float* w, const float* dy, const float* d_sum, const float* rstd,
+                            float* dx, float* dw_part, int64_t rows, int64_t cols) {
     const int64_t full = cols / W * W;
     const float inv_n = 1.0f / static_cast<float>(cols);
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x + r * cols;
       const float* gr = dy + r * cols;
       float* dxr = dx + r * cols;
+      const float* dsr = d_sum != nullptr ? d_sum + r * cols : nullptr;
       const R sv = V::set1(rstd[r]);
       R sgx = V::zero();  // sum of g xhat, g = dy w
       for (int64_t c = 0; c < full; c += W) {
@@ -139,9 +154,13 @@ struct RmsNormBody {
       const R c2v = V::set1(gx_sum * inv_n);
       for (int64_t c = 0; c < full; c += W) {  // dx = rstd (g - xhat mean(g xhat))
         const R xhat = V::mul(V::load(xr + c), sv);
-        V::store(dxr + c, V::mul(sv, V::fnmadd(xhat, c2v, V::mul(V::load(gr + c), V::load(w + c)))));
+        const R d = V::mul(sv, V::fnmadd(xhat, c2v, V::mul(V::load(gr + c), V::load(w + c))));
+        V::store(dxr + c, dsr != nullptr ? V::add(d, V::load(dsr + c)) : d);
       }
-      for (int64_t c = full; c < cols; ++c) dxr[c] = rstd[r] * (gr[c] * w[c] - xr[c] * rstd[r] * gx_sum * inv_n);
+      for (int64_t c = full; c < cols; ++c) {
+        const float d = rstd[r] * (gr[c] * w[c] - xr[c] * rstd[r] * gx_sum * inv_n);
+        dxr[c] = dsr != nullptr ? d + dsr[c] : d;
+      }
     }
   }
 };

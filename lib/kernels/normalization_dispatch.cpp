@@ -38,44 +38,51 @@ void sum_parts(float* out, const std::vector<float>& parts, int64_t blocks, int6
     for (int64_t c = 0; c < cols; ++c) out[c] += parts[k * cols + c];
 }
 
+// Row r of a tensor that may be absent.
+const float* row_or_null(const float* p, int64_t r, int64_t cols) { return p != nullptr ? p + r * cols : nullptr; }
+float* row_or_null(float* p, int64_t r, int64_t cols) { return p != nullptr ? p + r * cols : nullptr; }
+
 }  // namespace
 
-void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t rows,
-                        int64_t cols, float eps) {
+void layer_norm_forward(const float* x, const float* residual, float* sum, const float* w, const float* b, float* y,
+                        float* mean, float* rstd, int64_t rows, int64_t cols, float eps) {
   const ModelKernelTable* t = model_kernels();
   parallel_range(0, rows, forward_grain(cols), [&](int64_t begin, int64_t end) {
-    t->layer_norm_forward(x + begin * cols, w, b, y + begin * cols, mean + begin, rstd + begin, end - begin, cols, eps);
+    t->layer_norm_forward(x + begin * cols, row_or_null(residual, begin, cols), row_or_null(sum, begin, cols), w, b,
+                          y + begin * cols, mean + begin, rstd + begin, end - begin, cols, eps);
   });
 }
 
-void layer_norm_backward(const float* x, const float* w, const float* dy, const float* mean, const float* rstd, float* dx,
-                         float* dw, float* db, int64_t rows, int64_t cols) {
+void layer_norm_backward(const float* x, const float* w, const float* dy, const float* d_sum, const float* mean,
+                         const float* rstd, float* dx, float* dw, float* db, int64_t rows, int64_t cols) {
   const ModelKernelTable* t = model_kernels();
   const int64_t most = kBackwardBlocks * cols;
   std::vector<float> dw_parts(dw != nullptr ? most : 0, 0.0f), db_parts(db != nullptr ? most : 0, 0.0f);
   const int64_t blocks = for_each_block(rows, [&](int64_t k, int64_t begin, int64_t end) {
-    t->layer_norm_backward(x + begin * cols, w, dy + begin * cols, mean + begin, rstd + begin, dx + begin * cols,
-                           dw != nullptr ? dw_parts.data() + k * cols : nullptr,
+    t->layer_norm_backward(x + begin * cols, w, dy + begin * cols, row_or_null(d_sum, begin, cols), mean + begin,
+                           rstd + begin, dx + begin * cols, dw != nullptr ? dw_parts.data() + k * cols : nullptr,
                            db != nullptr ? db_parts.data() + k * cols : nullptr, end - begin, cols);
   });
   sum_parts(dw, dw_parts, blocks, cols);
   sum_parts(db, db_parts, blocks, cols);
 }
 
-void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t cols, float eps) {
+void rms_norm_forward(const float* x, const float* residual, float* sum, const float* w, float* y, float* rstd,
+                      int64_t rows, int64_t cols, float eps) {
   const ModelKernelTable* t = model_kernels();
   parallel_range(0, rows, forward_grain(cols), [&](int64_t begin, int64_t end) {
-    t->rms_norm_forward(x + begin * cols, w, y + begin * cols, rstd + begin, end - begin, cols, eps);
+    t->rms_norm_forward(x + begin * cols, row_or_null(residual, begin, cols), row_or_null(sum, begin, cols), w,
+                        y + begin * cols, rstd + begin, end - begin, cols, eps);
   });
 }
 
-void rms_norm_backward(const float* x, const float* w, const float* dy, const float* rstd, float* dx, float* dw,
-                       int64_t rows, int64_t cols) {
+void rms_norm_backward(const float* x, const float* w, const float* dy, const float* d_sum, const float* rstd, float* dx,
+                       float* dw, int64_t rows, int64_t cols) {
   const ModelKernelTable* t = model_kernels();
   std::vector<float> dw_parts(dw != nullptr ? kBackwardBlocks * cols : 0, 0.0f);
   const int64_t blocks = for_each_block(rows, [&](int64_t k, int64_t begin, int64_t end) {
-    t->rms_norm_backward(x + begin * cols, w, dy + begin * cols, rstd + begin, dx + begin * cols,
-                         dw != nullptr ? dw_parts.data() + k * cols : nullptr, end - begin, cols);
+    t->rms_norm_backward(x + begin * cols, w, dy + begin * cols, row_or_null(d_sum, begin, cols), rstd + begin,
+                         dx + begin * cols, dw != nullptr ? dw_parts.data() + k * cols : nullptr, end - begin, cols);
   });
   sum_parts(dw, dw_parts, blocks, cols);
 }

@@ -182,16 +182,17 @@ struct Bart::Layer : torch::nn::Module {
     auto drop = [&](const torch::Tensor& t) { return torch::dropout(t, o.dropout, train); };
     auto k = self_attn->heads(self_attn->k_proj(x)), v = self_attn->heads(self_attn->v_proj(x));
     if (cache) std::tie(k, v) = cache->append(index, k, v);
-    auto h = apply_layer_norm(self_attn_layer_norm, x + drop(self_attn->forward(x, k, v, self_bias, train)));
+    // Post-LN: each residual add fused with the norm of its sum (models/fused_norms.h).
+    auto h = add_layer_norm(self_attn_layer_norm, x, drop(self_attn->forward(x, k, v, self_bias, train))).second;
     if (decoder) {
       auto [ck, cv] = cross_attention_kv(cache, index, [&] {
         return std::make_pair(encoder_attn->heads(encoder_attn->k_proj(memory)),
                               encoder_attn->heads(encoder_attn->v_proj(memory)));
       });
-      h = apply_layer_norm(encoder_attn_layer_norm, h + drop(encoder_attn->forward(h, ck, cv, cross_bias, train)));
+      h = add_layer_norm(encoder_attn_layer_norm, h, drop(encoder_attn->forward(h, ck, cv, cross_bias, train))).second;
     }
     auto f = torch::dropout(apply_activation(o.activation_function, fc1(h)), o.activation_dropout, train);
-    return apply_layer_norm(final_layer_norm, h + drop(fc2(f)));
+    return add_layer_norm(final_layer_norm, h, drop(fc2(f))).second;
   }
 
   Options o;

@@ -185,9 +185,9 @@ class BertEncoder : public torch::nn::Module {
                         is_training() ? o.attention_probs_dropout_prob : 0.0);
       ctx = ctx.transpose(1, 2).contiguous().view({B, T, H});
       const bool train = is_training();
-      auto a = apply_layer_norm(attn_norm, torch::dropout(attn_dense(ctx), o.hidden_dropout_prob, train) + x);
+      auto a = add_layer_norm(attn_norm, x, torch::dropout(attn_dense(ctx), o.hidden_dropout_prob, train)).second;
       auto i = apply_activation(o.hidden_act, inter_dense(a));
-      return apply_layer_norm(out_norm, torch::dropout(out_dense(i), o.hidden_dropout_prob, train) + a);
+      return add_layer_norm(out_norm, a, torch::dropout(out_dense(i), o.hidden_dropout_prob, train)).second;
     }
 
     BertConfig o;

@@ -6,6 +6,8 @@
 // the module itself, or RMSNorm's LibTorch ops (HF's: in fp32, weight times the normalised input).
 #pragma once
 
+#include <utility>
+
 #include "util/torch_compat.h"
 
 namespace hftrain {
@@ -14,5 +16,13 @@ torch::Tensor apply_layer_norm(torch::nn::LayerNorm norm, const torch::Tensor& x
 
 // weight * x / sqrt(mean(x^2) + eps) over the last dimension.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// The residual add and the norm after it: {s, norm(s)} with s = x + update, as one fused operation (one pass over
+// the rows; backward adds s's gradient from the residual stream to the norm's dx) where the fp32 kernels apply,
+// else the add and then apply_layer_norm / rms_norm. s is the same float sum either way.
+std::pair<torch::Tensor, torch::Tensor> add_layer_norm(torch::nn::LayerNorm norm, const torch::Tensor& x,
+                                                       const torch::Tensor& update);
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& update,
+                                                     const torch::Tensor& weight, double eps);
 
 }  // namespace hftrain

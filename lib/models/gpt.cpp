@@ -84,8 +84,8 @@ struct Gpt::Block : torch::nn::Module {
   // `segments`: a padding-free row's example lengths; empty = one example per row.
   torch::Tensor forward(const torch::Tensor& x, const std::vector<int64_t>& segments, KvCache* cache = nullptr,
                         std::size_t layer = 0, const torch::Tensor& key_bias = {}) {
-    auto h = x + attention(apply_layer_norm(ln_1, x), cache, layer, segments, key_bias);
-    return h + resid_dropout(mlp_proj(gelu_activation(c_fc(apply_layer_norm(ln_2, h)))));
+    auto [h, normed] = add_layer_norm(ln_2, x, attention(apply_layer_norm(ln_1, x), cache, layer, segments, key_bias));
+    return h + resid_dropout(mlp_proj(gelu_activation(c_fc(normed))));
   }
 
   int64_t n_head;

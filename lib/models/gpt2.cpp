@@ -59,8 +59,8 @@ struct Gpt2::Block : torch::nn::Module {
     const double dropout = is_training() ? o.attn_pdrop : 0.0;
     auto y = segments.empty() ? attend(q, k, v, bias, /*causal=*/true, dropout) : attend_packed(q, k, v, segments, dropout);
     y = y.transpose(1, 2).contiguous().view({B, T, C});
-    auto h = x + torch::dropout(attn_proj->forward(y), o.resid_pdrop, is_training());
-    auto m = mlp_proj->forward(apply_activation(o.activation_function, c_fc->forward(apply_layer_norm(ln_2, h))));
+    auto [h, normed] = add_layer_norm(ln_2, x, torch::dropout(attn_proj->forward(y), o.resid_pdrop, is_training()));
+    auto m = mlp_proj->forward(apply_activation(o.activation_function, c_fc->forward(normed)));
     return h + torch::dropout(m, o.resid_pdrop, is_training());
   }
 

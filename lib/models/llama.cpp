@@ -10,6 +10,7 @@
 
 #include "models/checkpointing.h"
 #include "models/fused_embedding.h"
+#include "models/fused_norms.h"
 #include "models/hf_layers.h"
 #include "util/error.h"
 
@@ -86,8 +87,7 @@ struct Llama::Layer : torch::nn::Module {
     const double dropout = is_training() ? o.attention_dropout : 0.0;
     auto y = segments.empty() ? attend(q, k, v, bias, /*causal=*/true, dropout) : attend_packed(q, k, v, segments, dropout);
     y = y.transpose(1, 2).contiguous().view({B, T, o.num_attention_heads * head_dim});
-    auto r = x + o_proj(y);
-    auto m = rms_norm(r, post_norm, o.rms_norm_eps);
+    auto [r, m] = add_rms_norm(x, o_proj(y), post_norm, o.rms_norm_eps);
     const bool silu = o.hidden_act == "silu" || o.hidden_act == "swish";
     return r + down_proj(silu ? silu_gated(gate_proj(m), up_proj(m)) : apply_activation(o.hidden_act, gate_proj(m)) * up_proj(m));
   }

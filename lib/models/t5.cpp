@@ -12,6 +12,7 @@
 
 #include "models/checkpointing.h"
 #include "models/fused_embedding.h"
+#include "models/fused_norms.h"
 #include "models/hf_layers.h"
 #include "models/packed_seq2seq.h"
 #include "util/error.h"
@@ -206,15 +207,17 @@ struct T5::Block : torch::nn::Module {
     auto h = rms_norm(x, self_norm, o.layer_norm_epsilon);
     auto k = self_attn->heads(self_attn->k(h)), v = self_attn->heads(self_attn->v(h));
     if (cache) std::tie(k, v) = cache->append(index, k, v);
-    auto y = x + drop(self_attn->forward(h, k, v, self_bias, train));
+    // Each residual add fused with the norm that reads its sum (models/fused_norms.h).
+    auto [y, normed] = add_rms_norm(x, drop(self_attn->forward(h, k, v, self_bias, train)),
+                                    decoder ? cross_norm : ff_norm, o.layer_norm_epsilon);
     if (decoder) {
-      auto hc = rms_norm(y, cross_norm, o.layer_norm_epsilon);
       auto [ck, cv] = cross_attention_kv(cache, index, [&] {
         return std::make_pair(cross_attn->heads(cross_attn->k(memory)), cross_attn->heads(cross_attn->v(memory)));
       });
-      y = y + drop(cross_attn->forward(hc, ck, cv, cross_bias, train));
+      std::tie(y, normed) = add_rms_norm(y, drop(cross_attn->forward(normed, ck, cv, cross_bias, train)), ff_norm,
+                                         o.layer_norm_epsilon);
     }
-    return y + drop(ff->forward(rms_norm(y, ff_norm, o.layer_norm_epsilon), train));
+    return y + drop(ff->forward(normed, train));
   }
 
   Options o;

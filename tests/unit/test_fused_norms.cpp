@@ -2,7 +2,8 @@
 // layer_norm, and RMSNorm written out as HF writes it -- values and the gradients of input, weight (and bias),
 // on every instruction set this machine has, for widths with and without lane tails, with and without a bias,
 // rows that sum dw / db over several blocks, and rows far from zero mean; and the same bits whatever the
-// thread count; and LayerNorm on bf16 input and parameters, against float64 and LibTorch's bf16 op.
+// thread count; LayerNorm on bf16 input and parameters, against float64 and LibTorch's bf16 op; and the residual
+// add fused into either norm.
 #include <catch2/catch.hpp>
 
 #include <ATen/Parallel.h>
@@ -135,4 +136,74 @@ TEST_CASE("fused LayerNorm takes bf16 input and parameters, rounding as LibTorch
     CHECK((fused[i].to(torch::kDouble) - want[i]).abs().max().item<double>() <= std::ldexp(1.0, -8) * scale);
     CHECK((lib[i].to(torch::kDouble) - fused[i].to(torch::kDouble)).abs().max().item<double>() <= std::ldexp(1.0, -6) * scale);
   }
+}
+
+// The residual add fused into the norm: s = x + u and norm(s), with s used again downstream (its gradient from the
+// residual stream joins the norm's) or not at all, against the add and the norm in float64.
+TEST_CASE("the residual add fused into LayerNorm and RMSNorm equals the add and then the norm, values and gradients",
+          "[unit][kernels]") {
+  for (const std::string& isa : kernels::model_kernel_isas()) {
+    kernels::set_model_kernel_isa(isa);
+    for (const int64_t cols : {7, 48, 768}) {
+      for (const bool rms : {false, true}) {
+        for (const bool sum_used : {true, false}) {
+          INFO(isa << " cols " << cols << (rms ? " RMSNorm" : " LayerNorm") << " sum used " << sum_used);
+          torch::manual_seed(cols + rms);
+          torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({cols}).eps(1e-5));
+          {
+            torch::NoGradGuard no_grad;
+            norm->weight.copy_(torch::randn({cols}));
+            norm->bias.copy_(torch::randn({cols}));
+          }
+          auto x = torch::randn({5, 23, cols}).requires_grad_(true);
+          auto u = torch::randn({5, 23, cols}).requires_grad_(true);
+          const int64_t before = kernels::fused_calls(kernels::FusedKernel::kResidualAdd);
+          auto [s, y] = rms ? add_rms_norm(x, u, norm->weight, 1e-6) : add_layer_norm(norm, x, u);
+          CHECK(kernels::fused_calls(kernels::FusedKernel::kResidualAdd) == before + 1);
+          CHECK(torch::equal(s, x.detach() + u.detach()));  // the same float sum as the unfused add
+          auto x64 = x.detach().to(torch::kDouble).requires_grad_(true);
+          auto u64 = u.detach().to(torch::kDouble).requires_grad_(true);
+          auto w64 = norm->weight.detach().to(torch::kDouble).requires_grad_(true);
+          auto b64 = norm->bias.detach().to(torch::kDouble).requires_grad_(true);
+          auto s64 = x64 + u64;
+          auto want = rms ? w64 * (s64 * torch::rsqrt(s64.pow(2).mean(-1, true) + 1e-6))
+                          : torch::layer_norm(s64, {cols}, w64, b64, 1e-5);
+          CHECK(max_rel(y, want) < 2e-6);
+          const auto dy = torch::randn(want.sizes(), torch::kDouble), ds = torch::randn(want.sizes(), torch::kDouble);
+          auto loss = (y * dy.to(torch::kFloat)).sum();
+          auto loss64 = (want * dy).sum();
+          if (sum_used) {
+            loss = loss + (s * ds.to(torch::kFloat)).sum();
+            loss64 = loss64 + (s64 * ds).sum();
+          }
+          loss.backward();
+          loss64.backward();
+          CHECK(max_rel(x.grad(), x64.grad()) < 2e-5);
+          CHECK(max_rel(u.grad(), u64.grad()) < 2e-5);
+          CHECK(max_rel(norm->weight.grad(), w64.grad()) < 2e-5);
+          if (!rms) CHECK(max_rel(norm->bias.grad(), b64.grad()) < 2e-5);
+        }
+      }
+    }
+  }
+  kernels::set_model_kernel_isa("");
+}
+
+TEST_CASE("the residual add is fused only for fp32 host tensors of one shape, elsewhere the add and then the norm",
+          "[unit][kernels]") {
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({8}));
+  const auto x = torch::randn({3, 8}), u = torch::randn({3, 8});
+  const int64_t before = kernels::fused_calls(kernels::FusedKernel::kResidualAdd);
+  const auto broadcast = add_layer_norm(norm, x, torch::randn({8}));  // u broadcast over the rows: not fused
+  CHECK(broadcast.first.sizes() == x.sizes());
+  const auto bf16 = add_rms_norm(x.to(torch::kBFloat16), u.to(torch::kBFloat16), torch::ones({8}, torch::kBFloat16), 1e-6);
+  CHECK(bf16.second.scalar_type() == torch::kBFloat16);
+  kernels::set_fused_kernels_enabled(false);
+  const auto ops = add_layer_norm(norm, x, u);
+  kernels::set_fused_kernels_enabled(true);
+  CHECK(kernels::fused_calls(kernels::FusedKernel::kResidualAdd) == before);
+  const auto fused = add_layer_norm(norm, x, u);
+  CHECK(kernels::fused_calls(kernels::FusedKernel::kResidualAdd) == before + 1);
+  CHECK(torch::equal(fused.first, ops.first));
+  CHECK((fused.second - ops.second).abs().max().item<float>() < 1e-5f);
 }
