@@ -1,5 +1,6 @@
 // Internal to the model kernels: what one instruction set provides -- attention for one (batch, head) per call
-// on scratch memory the caller allocates, GELU and SwiGLU over a range of elements, LayerNorm and RMSNorm over a block of rows,
+// on scratch memory the caller allocates, GELU and SwiGLU over a range of elements, LayerNorm and RMSNorm (each with an
+// optional residual add) over a block of rows,
 // cross-entropy over one row of logits -- and the per-ISA
 // constructors (nullptr when the ISA is not compiled in); `model_kernels()` is the table in use.
 #pragma once
