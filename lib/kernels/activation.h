@@ -21,6 +21,10 @@ void gelu_backward(const float* x, const float* y, const float* dy, float* dx, i
 // dg = dy u silu'(g), du = dy silu(g).
 void swiglu_forward(const float* g, const float* u, float* y, int64_t n);
 void swiglu_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n);
+// The same over bf16 elements (bit patterns), rounded where LibTorch's bf16 silu(g) * u and its autograd round:
+// silu(g) to bf16 before the product; backward rounds dy u before silu's backward, and each output once.
+void swiglu_forward_bf16(const uint16_t* g, const uint16_t* u, uint16_t* y, int64_t n);
+void swiglu_backward_bf16(const uint16_t* g, const uint16_t* u, const uint16_t* dy, uint16_t* dg, uint16_t* du, int64_t n);
 
 }  // namespace kernels
 }  // namespace hftrain

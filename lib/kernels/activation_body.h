@@ -11,30 +11,48 @@ namespace hftrain {
 namespace kernels {
 namespace {
 
-// y[k][i] = fn(x[0][i], ...) over n elements, a lane at a time; the tail through the same lane code on a
-// zero-padded copy. fn(const R (&in)[In], R (&out)[Out]).
-template <class V, int In, int Out, class Fn>
-void map_lanes(const float* const (&x)[In], float* const (&y)[Out], int64_t n, Fn fn) {
+// A lane of fp32 elements, or of bf16 ones widened exactly to fp32 (and rounded back to bf16 when stored).
+template <class V>
+typename V::R load_lane(const float* p) { return V::load(p); }
+template <class V>
+typename V::R load_lane(const uint16_t* p) { return V::load_bf16(p); }
+template <class V>
+void store_lane(float* p, typename V::R x) { V::store(p, x); }
+template <class V>
+void store_lane(uint16_t* p, typename V::R x) { V::store_bf16(p, x); }
+
+// y[k][i] = fn(x[0][i], ...) over n elements of T (float, or bf16 bit patterns computed in fp32), a lane at a time;
+// the tail through the same lane code on a zero-padded copy. fn(const R (&in)[In], R (&out)[Out]).
+template <class V, int In, int Out, class T, class Fn>
+void map_lanes(const T* const (&x)[In], T* const (&y)[Out], int64_t n, Fn fn) {
   using R = typename V::R;
   constexpr int64_t W = V::kWidth;
   R in[In], out[Out];
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    for (int k = 0; k < In; ++k) in[k] = V::load(x[k] + i);
+    for (int k = 0; k < In; ++k) in[k] = load_lane<V>(x[k] + i);
     fn(in, out);
-    for (int k = 0; k < Out; ++k) V::store(y[k] + i, out[k]);
+    for (int k = 0; k < Out; ++k) store_lane<V>(y[k] + i, out[k]);
   }
   if (i == n) return;
-  float pad[W] = {}, res[W];
+  T pad[W] = {}, res[W];
   for (int k = 0; k < In; ++k) {
-    std::memcpy(pad, x[k] + i, sizeof(float) * (n - i));
-    in[k] = V::load(pad);
+    std::memcpy(pad, x[k] + i, sizeof(T) * (n - i));
+    in[k] = load_lane<V>(pad);
   }
   fn(in, out);
   for (int k = 0; k < Out; ++k) {
-    V::store(res, out[k]);
-    std::memcpy(y[k] + i, res, sizeof(float) * (n - i));
+    store_lane<V>(res, out[k]);
+    std::memcpy(y[k] + i, res, sizeof(T) * (n - i));
   }
+}
+
+// x rounded to bf16 (to nearest even) and widened back: what a bf16 tensor between two ops holds.
+template <class V>
+typename V::R round_to_bf16(typename V::R x) {
+  uint16_t h[V::kWidth];
+  V::store_bf16(h, x);
+  return V::load_bf16(h);
 }
 
 template <class V>
@@ -119,6 +137,24 @@ struct SwiGluBody {
       out[1] = V::mul(in[2], V::mul(in[0], s));  // du = dy silu(g)
       // dg = dy u silu'(g), silu'(g) = s (1 + g (1 - s))
       out[0] = V::mul(V::mul(in[2], in[1]), V::mul(s, V::fmadd(in[0], V::fnmadd(s, one, one), one)));
+    });
+  }
+
+  // bf16 tensors, rounded where LibTorch's bf16 `silu(g) * u` rounds: silu(g) to bf16, then the product; backward
+  // as its autograd does: the product's gradients dy u and dy silu(g) each rounded, then silu's backward from the
+  // rounded dy u (each op computes in fp32 from its bf16 inputs and rounds its output once).
+  static void forward_bf16(const uint16_t* g, const uint16_t* u, uint16_t* y, int64_t n) {
+    map_lanes<V, 2, 1>({g, u}, {y}, n, [](const R (&in)[2], R (&out)[1]) {
+      out[0] = V::mul(round_to_bf16<V>(V::mul(in[0], sigmoid(in[0]))), in[1]);
+    });
+  }
+
+  static void backward_bf16(const uint16_t* g, const uint16_t* u, const uint16_t* dy, uint16_t* dg, uint16_t* du, int64_t n) {
+    map_lanes<V, 3, 2>({g, u, dy}, {dg, du}, n, [](const R (&in)[3], R (&out)[2]) {
+      const R one = V::set1(1.0f), s = sigmoid(in[0]);
+      out[1] = V::mul(in[2], round_to_bf16<V>(V::mul(in[0], s)));  // du = dy silu(g)
+      const R d_silu = round_to_bf16<V>(V::mul(in[2], in[1]));      // the product's gradient towards silu(g)
+      out[0] = V::mul(d_silu, V::mul(s, V::fmadd(in[0], V::fnmadd(s, one, one), one)));
     });
   }
 };

@@ -34,5 +34,18 @@ void swiglu_backward(const float* g, const float* u, const float* dy, float* dg,
   });
 }
 
+void swiglu_forward_bf16(const uint16_t* g, const uint16_t* u, uint16_t* y, int64_t n) {
+  const ModelKernelTable* t = model_kernels();
+  parallel_range(0, n, kBlock,
+                 [&](int64_t begin, int64_t end) { t->swiglu_forward_bf16(g + begin, u + begin, y + begin, end - begin); });
+}
+
+void swiglu_backward_bf16(const uint16_t* g, const uint16_t* u, const uint16_t* dy, uint16_t* dg, uint16_t* du, int64_t n) {
+  const ModelKernelTable* t = model_kernels();
+  parallel_range(0, n, kBlock, [&](int64_t begin, int64_t end) {
+    t->swiglu_backward_bf16(g + begin, u + begin, dy + begin, dg + begin, du + begin, end - begin);
+  });
+}
+
 }  // namespace kernels
 }  // namespace hftrain

@@ -20,6 +20,9 @@ struct ModelKernelTable {
   void (*gelu_backward)(const float* x, const float* y, const float* dy, float* dx, int64_t n, GeluForm form);
   void (*swiglu_forward)(const float* g, const float* u, float* y, int64_t n);
   void (*swiglu_backward)(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n);
+  void (*swiglu_forward_bf16)(const uint16_t* g, const uint16_t* u, uint16_t* y, int64_t n);
+  void (*swiglu_backward_bf16)(const uint16_t* g, const uint16_t* u, const uint16_t* dy, uint16_t* dg, uint16_t* du,
+                               int64_t n);
   // residual / sum, d_sum: null, or the fused residual add (normalization.h).
   void (*layer_norm_forward)(const float* x, const float* residual, float* sum, const float* w, const float* b, float* y,
                              float* mean, float* rstd, int64_t rows, int64_t cols, float eps);

@@ -19,6 +19,8 @@ const ModelKernelTable* make_model_kernel_table() {
                                          &GeluBody<V>::backward,
                                          &SwiGluBody<V>::forward,
                                          &SwiGluBody<V>::backward,
+                                         &SwiGluBody<V>::forward_bf16,
+                                         &SwiGluBody<V>::backward_bf16,
                                          &LayerNormBody<V>::forward_rows,
                                          &LayerNormBody<V>::backward_rows,
                                          &RmsNormBody<V>::forward_rows,

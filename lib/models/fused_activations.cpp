@@ -31,32 +31,48 @@ class FusedGelu : public torch::autograd::Function<FusedGelu> {
   }
 };
 
+// fp32 or bf16 gate and up (one dtype), each kernel over that dtype's elements.
 class FusedSwiGlu : public torch::autograd::Function<FusedSwiGlu> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& gate, const torch::Tensor& up) {
     torch::Tensor y = torch::empty_like(gate);
-    kernels::swiglu_forward(gate.data_ptr<float>(), up.data_ptr<float>(), y.data_ptr<float>(), gate.numel());
+    if (gate.scalar_type() == torch::kBFloat16)
+      kernels::swiglu_forward_bf16(bits(gate), bits(up), bits(y), gate.numel());
+    else
+      kernels::swiglu_forward(gate.data_ptr<float>(), up.data_ptr<float>(), y.data_ptr<float>(), gate.numel());
     ctx->save_for_backward({gate, up});
     return y;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor dy = grads[0].contiguous();
-    torch::Tensor dg = torch::empty_like(saved[0]), du = torch::empty_like(saved[1]);
-    kernels::swiglu_backward(saved[0].data_ptr<float>(), saved[1].data_ptr<float>(), dy.data_ptr<float>(),
-                             dg.data_ptr<float>(), du.data_ptr<float>(), dy.numel());
+    const torch::Tensor &gate = saved[0], &up = saved[1];
+    const torch::Tensor dy = grads[0].to(gate.scalar_type()).contiguous();
+    torch::Tensor dg = torch::empty_like(gate), du = torch::empty_like(up);
+    if (gate.scalar_type() == torch::kBFloat16)
+      kernels::swiglu_backward_bf16(bits(gate), bits(up), bits(dy), bits(dg), bits(du), dy.numel());
+    else
+      kernels::swiglu_backward(gate.data_ptr<float>(), up.data_ptr<float>(), dy.data_ptr<float>(), dg.data_ptr<float>(),
+                               du.data_ptr<float>(), dy.numel());
     return {dg, du};
   }
+
+ private:
+  static uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
 };
 
 bool fusable(const torch::Tensor& t) {
   return kernels::fused_kernels_enabled() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
 }
 
+// A bf16 pair: SwiGLU's kernel rounds as LibTorch's bf16 ops do (kernels/activation.h).
+bool bf16_fusable(const torch::Tensor& t) {
+  return kernels::fused_kernels_enabled() && t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && t.is_contiguous();
+}
+
 }  // namespace
 
 torch::Tensor silu_gated(const torch::Tensor& gate, const torch::Tensor& up) {
-  if (fusable(gate) && fusable(up) && gate.sizes() == up.sizes()) {
+  if (((fusable(gate) && fusable(up)) || (bf16_fusable(gate) && bf16_fusable(up))) && gate.sizes() == up.sizes()) {
     kernels::count_fused_call(kernels::FusedKernel::kSwiGlu);
     return FusedSwiGlu::apply(gate, up);
   }
