@@ -16,6 +16,10 @@ void gelu_forward(const float* x, float* y, int64_t n, GeluForm form);
 // dx = dy * gelu'(x), given the forward's output y = x g(x) too (g = Phi, or the tanh form's gate): g is read
 // back as y / x (1/2 at x = 0), so backward evaluates no erfc (and the tanh form no exponential) again.
 void gelu_backward(const float* x, const float* y, const float* dy, float* dx, int64_t n, GeluForm form);
+// The same over bf16 elements (bit patterns): computed in fp32, each output rounded once; backward from x alone
+// (the gate evaluated again, not read from the bf16 output).
+void gelu_forward_bf16(const uint16_t* x, uint16_t* y, int64_t n, GeluForm form);
+void gelu_backward_bf16(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, GeluForm form);
 
 // SwiGLU's product (Llama's MLP): y = silu(g) u, silu(g) = g / (1 + e^-g); and its backward
 // dg = dy u silu'(g), du = dy silu(g).

@@ -113,6 +113,18 @@ struct GeluBody {
     map_lanes<V, 3, 1>({x, y, dy}, {dx}, n,
                        [form](const R (&in)[3], R (&out)[1]) { out[0] = backward_lane(in[0], in[1], in[2], form); });
   }
+
+  // bf16 elements, computed in fp32 and rounded once. Backward evaluates the gate again from x (the bf16 output
+  // would give it only to bf16's 8 bits).
+  static void forward_bf16(const uint16_t* x, uint16_t* y, int64_t n, GeluForm form) {
+    map_lanes<V, 1, 1>({x}, {y}, n, [form](const R (&in)[1], R (&out)[1]) { out[0] = forward_lane(in[0], form); });
+  }
+
+  static void backward_bf16(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, GeluForm form) {
+    map_lanes<V, 2, 1>({x, dy}, {dx}, n, [form](const R (&in)[2], R (&out)[1]) {
+      out[0] = backward_lane(in[0], forward_lane(in[0], form), in[1], form);
+    });
+  }
 };
 
 template <class V>

@@ -22,6 +22,17 @@ void gelu_backward(const float* x, const float* y, const float* dy, float* dx, i
                    });
 }
 
+void gelu_forward_bf16(const uint16_t* x, uint16_t* y, int64_t n, GeluForm form) {
+  const ModelKernelTable* t = model_kernels();
+  parallel_range(0, n, kBlock, [&](int64_t begin, int64_t end) { t->gelu_forward_bf16(x + begin, y + begin, end - begin, form); });
+}
+
+void gelu_backward_bf16(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, GeluForm form) {
+  const ModelKernelTable* t = model_kernels();
+  parallel_range(0, n, kBlock,
+                 [&](int64_t begin, int64_t end) { t->gelu_backward_bf16(x + begin, dy + begin, dx + begin, end - begin, form); });
+}
+
 void swiglu_forward(const float* g, const float* u, float* y, int64_t n) {
   const ModelKernelTable* t = model_kernels();
   parallel_range(0, n, kBlock, [&](int64_t begin, int64_t end) { t->swiglu_forward(g + begin, u + begin, y + begin, end - begin); });

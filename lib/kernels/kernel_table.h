@@ -18,6 +18,8 @@ struct ModelKernelTable {
   int width;  // floats per lane: rows in scratch are padded to a multiple of it
   void (*gelu_forward)(const float* x, float* y, int64_t n, GeluForm form);
   void (*gelu_backward)(const float* x, const float* y, const float* dy, float* dx, int64_t n, GeluForm form);
+  void (*gelu_forward_bf16)(const uint16_t* x, uint16_t* y, int64_t n, GeluForm form);
+  void (*gelu_backward_bf16)(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, GeluForm form);
   void (*swiglu_forward)(const float* g, const float* u, float* y, int64_t n);
   void (*swiglu_backward)(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n);
   void (*swiglu_forward_bf16)(const uint16_t* g, const uint16_t* u, uint16_t* y, int64_t n);

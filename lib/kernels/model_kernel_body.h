@@ -17,6 +17,8 @@ const ModelKernelTable* make_model_kernel_table() {
                                          V::kWidth,
                                          &GeluBody<V>::forward,
                                          &GeluBody<V>::backward,
+                                         &GeluBody<V>::forward_bf16,
+                                         &GeluBody<V>::backward_bf16,
                                          &SwiGluBody<V>::forward,
                                          &SwiGluBody<V>::backward,
                                          &SwiGluBody<V>::forward_bf16,

@@ -9,24 +9,35 @@
 namespace hftrain {
 namespace {
 
+uint16_t* bf16_bits(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
+
+// fp32: y saved for backward (the gate read back from it); bf16: x alone (the gate evaluated again).
 class FusedGelu : public torch::autograd::Function<FusedGelu> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, bool tanh) {
     torch::Tensor y = torch::empty_like(x);
     const auto form = tanh ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
-    kernels::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), form);
-    ctx->save_for_backward({x, y});  // y: usually saved anyway, as the next linear layer's input
+    if (x.scalar_type() == torch::kBFloat16) {
+      kernels::gelu_forward_bf16(bf16_bits(x), bf16_bits(y), x.numel(), form);
+      ctx->save_for_backward({x});
+    } else {
+      kernels::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), form);
+      ctx->save_for_backward({x, y});  // y: usually saved anyway, as the next linear layer's input
+    }
     ctx->saved_data["tanh"] = tanh;
     return y;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &y = saved[1];
-    const torch::Tensor dy = grads[0].contiguous();
+    const torch::Tensor& x = saved[0];
+    const torch::Tensor dy = grads[0].to(x.scalar_type()).contiguous();
     torch::Tensor dx = torch::empty_like(x);
     const auto form = ctx->saved_data["tanh"].toBool() ? kernels::GeluForm::kTanh : kernels::GeluForm::kErf;
-    kernels::gelu_backward(x.data_ptr<float>(), y.data_ptr<float>(), dy.data_ptr<float>(), dx.data_ptr<float>(), x.numel(),
-                           form);
+    if (x.scalar_type() == torch::kBFloat16)
+      kernels::gelu_backward_bf16(bf16_bits(x), bf16_bits(dy), bf16_bits(dx), x.numel(), form);
+    else
+      kernels::gelu_backward(x.data_ptr<float>(), saved[1].data_ptr<float>(), dy.data_ptr<float>(), dx.data_ptr<float>(),
+                             x.numel(), form);
     return {dx, torch::Tensor()};
   }
 };
@@ -37,7 +48,7 @@ class FusedSwiGlu : public torch::autograd::Function<FusedSwiGlu> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& gate, const torch::Tensor& up) {
     torch::Tensor y = torch::empty_like(gate);
     if (gate.scalar_type() == torch::kBFloat16)
-      kernels::swiglu_forward_bf16(bits(gate), bits(up), bits(y), gate.numel());
+      kernels::swiglu_forward_bf16(bf16_bits(gate), bf16_bits(up), bf16_bits(y), gate.numel());
     else
       kernels::swiglu_forward(gate.data_ptr<float>(), up.data_ptr<float>(), y.data_ptr<float>(), gate.numel());
     ctx->save_for_backward({gate, up});
@@ -49,15 +60,12 @@ class FusedSwiGlu : public torch::autograd::Function<FusedSwiGlu> {
     const torch::Tensor dy = grads[0].to(gate.scalar_type()).contiguous();
     torch::Tensor dg = torch::empty_like(gate), du = torch::empty_like(up);
     if (gate.scalar_type() == torch::kBFloat16)
-      kernels::swiglu_backward_bf16(bits(gate), bits(up), bits(dy), bits(dg), bits(du), dy.numel());
+      kernels::swiglu_backward_bf16(bf16_bits(gate), bf16_bits(up), bf16_bits(dy), bf16_bits(dg), bf16_bits(du), dy.numel());
     else
       kernels::swiglu_backward(gate.data_ptr<float>(), up.data_ptr<float>(), dy.data_ptr<float>(), dg.data_ptr<float>(),
                                du.data_ptr<float>(), dy.numel());
     return {dg, du};
   }
-
- private:
-  static uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
 };
 
 bool fusable(const torch::Tensor& t) {
@@ -80,7 +88,7 @@ torch::Tensor silu_gated(const torch::Tensor& gate, const torch::Tensor& up) {
 }
 
 torch::Tensor gelu_activation(const torch::Tensor& x, const std::string& approximate) {
-  const bool fused = fusable(x) && (approximate == "none" || approximate == "tanh");
+  const bool fused = (fusable(x) || bf16_fusable(x)) && (approximate == "none" || approximate == "tanh");
   if (!fused) return torch::gelu(x, approximate);
   kernels::count_fused_call(kernels::FusedKernel::kGelu);
   return FusedGelu::apply(x, approximate == "tanh");

@@ -1,8 +1,8 @@
 // Activations through the fused CPU kernels (kernels/activation.h), each as one autograd operation: GELU in
 // the exact form ("gelu") and the tanh form ("tanh": HF gelu_new / gelu_pytorch_tanh), and SwiGLU's
-// silu(gate) * up. Used for contiguous fp32 host tensors while the fused kernels are on, and SwiGLU for bf16 ones
-// too (rounded where LibTorch's bf16 ops round); anything else (bf16 GELU, another device, HFTRAIN_KERNELS=torch)
-// takes LibTorch's ops. GELU keeps its output for
+// silu(gate) * up. Used for contiguous fp32 or bf16 host tensors while the fused kernels are on (bf16 computed in
+// fp32 and rounded where bf16 ops round their outputs); anything else (another device, HFTRAIN_KERNELS=torch) takes
+// LibTorch's ops. fp32 GELU keeps its output for
 // backward (the gate is read back from it): the next linear layer keeps the same tensor, so it costs no memory
 // there, but an in-place op on the output would fail at backward (none of the families does one).
 #pragma once
