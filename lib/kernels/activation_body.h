@@ -11,16 +11,6 @@ namespace hftrain {
 namespace kernels {
 namespace {
 
-// A lane of fp32 elements, or of bf16 ones widened exactly to fp32 (and rounded back to bf16 when stored).
-template <class V>
-typename V::R load_lane(const float* p) { return V::load(p); }
-template <class V>
-typename V::R load_lane(const uint16_t* p) { return V::load_bf16(p); }
-template <class V>
-void store_lane(float* p, typename V::R x) { V::store(p, x); }
-template <class V>
-void store_lane(uint16_t* p, typename V::R x) { V::store_bf16(p, x); }
-
 // y[k][i] = fn(x[0][i], ...) over n elements of T (float, or bf16 bit patterns computed in fp32), a lane at a time;
 // the tail through the same lane code on a zero-padded copy. fn(const R (&in)[In], R (&out)[Out]).
 template <class V, int In, int Out, class T, class Fn>
@@ -45,14 +35,6 @@ void map_lanes(const T* const (&x)[In], T* const (&y)[Out], int64_t n, Fn fn) {
     store_lane<V>(res, out[k]);
     std::memcpy(y[k] + i, res, sizeof(T) * (n - i));
   }
-}
-
-// x rounded to bf16 (to nearest even) and widened back: what a bf16 tensor between two ops holds.
-template <class V>
-typename V::R round_to_bf16(typename V::R x) {
-  uint16_t h[V::kWidth];
-  V::store_bf16(h, x);
-  return V::load_bf16(h);
 }
 
 template <class V>

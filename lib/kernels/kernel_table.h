@@ -34,6 +34,10 @@ struct ModelKernelTable {
                            int64_t rows, int64_t cols, float eps);
   void (*rms_norm_backward)(const float* x, const float* w, const float* dy, const float* d_sum, const float* rstd,
                             float* dx, float* dw_part, int64_t rows, int64_t cols);
+  void (*rms_norm_forward_bf16)(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t rows, int64_t cols,
+                                float eps);
+  void (*rms_norm_backward_bf16)(const uint16_t* x, const uint16_t* w, const uint16_t* dy, const float* rstd, uint16_t* dx,
+                                 float* dw_part, int64_t rows, int64_t cols);
   void (*forward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
                        const HeadLayout& v, const HeadLayout& o, float* lse, float* scratch);
   void (*backward_head)(const AttentionShape&, int64_t b, int64_t h, const HeadLayout& q, const HeadLayout& k,
@@ -56,6 +60,24 @@ constexpr int64_t kRows = 4;           // forward: query rows per block
 constexpr int64_t kBackwardRows = 16;  // backward: query rows whose P and dS are kept at once
 
 inline int64_t padded_to(int64_t n, int64_t width) { return (n + width - 1) / width * width; }
+
+// A lane of fp32 elements, or of bf16 ones widened exactly to fp32 (and rounded back to bf16 when stored).
+template <class V>
+typename V::R load_lane(const float* p) { return V::load(p); }
+template <class V>
+typename V::R load_lane(const uint16_t* p) { return V::load_bf16(p); }
+template <class V>
+void store_lane(float* p, typename V::R x) { V::store(p, x); }
+template <class V>
+void store_lane(uint16_t* p, typename V::R x) { V::store_bf16(p, x); }
+
+// A lane rounded to bf16 (to nearest even) and widened back: what a bf16 tensor between two ops holds.
+template <class V>
+typename V::R round_to_bf16(typename V::R x) {
+  uint16_t h[V::kWidth];
+  V::store_bf16(h, x);
+  return V::load_bf16(h);
+}
 
 // Scratch floats per call (' = padded to the lane width). Forward: K transposed [dim x keys'], V [keys x dim'],
 // bias [keys'], scores [kRows x keys'], q and the output accumulator [kRows x dim']. Backward: K and V

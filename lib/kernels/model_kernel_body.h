@@ -27,6 +27,8 @@ const ModelKernelTable* make_model_kernel_table() {
                                          &LayerNormBody<V>::backward_rows,
                                          &RmsNormBody<V>::forward_rows,
                                          &RmsNormBody<V>::backward_rows,
+                                         &RmsNormBody<V>::forward_rows_bf16,
+                                         &RmsNormBody<V>::backward_rows_bf16,
                                          &AttentionBody<V>::forward_head,
                                          &AttentionBody<V>::backward_head,
                                          &CrossEntropyBody<V>::row};

@@ -24,6 +24,13 @@ void rms_norm_forward(const float* x, const float* residual, float* sum, const f
                       int64_t rows, int64_t cols, float eps);
 void rms_norm_backward(const float* x, const float* w, const float* dy, const float* d_sum, const float* rstd, float* dx,
                        float* dw, int64_t rows, int64_t cols);
+// RMSNorm over bf16 rows (bit patterns), rounded where HF's RMSNorm on bf16 rounds: the normalised x (computed in
+// fp32) before the weight multiplies it, then the product; backward rounds dy w before the fp32 backward of
+// x rstd, and dx once; dw sums the rounded products dy h in fp32 (in the fixed row blocks) and rounds once.
+void rms_norm_forward_bf16(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t rows, int64_t cols,
+                           float eps);
+void rms_norm_backward_bf16(const uint16_t* x, const uint16_t* w, const uint16_t* dy, const float* rstd, uint16_t* dx,
+                            uint16_t* dw, int64_t rows, int64_t cols);
 
 }  // namespace kernels
 }  // namespace hftrain

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/half_convert.h"
 #include "kernels/kernel_table.h"
 #include "util/parallel.h"
 
@@ -85,6 +86,28 @@ void rms_norm_backward(const float* x, const float* w, const float* dy, const fl
                          dx + begin * cols, dw != nullptr ? dw_parts.data() + k * cols : nullptr, end - begin, cols);
   });
   sum_parts(dw, dw_parts, blocks, cols);
+}
+
+void rms_norm_forward_bf16(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t rows, int64_t cols,
+                           float eps) {
+  const ModelKernelTable* t = model_kernels();
+  parallel_range(0, rows, forward_grain(cols), [&](int64_t begin, int64_t end) {
+    t->rms_norm_forward_bf16(x + begin * cols, w, y + begin * cols, rstd + begin, end - begin, cols, eps);
+  });
+}
+
+void rms_norm_backward_bf16(const uint16_t* x, const uint16_t* w, const uint16_t* dy, const float* rstd, uint16_t* dx,
+                            uint16_t* dw, int64_t rows, int64_t cols) {
+  const ModelKernelTable* t = model_kernels();
+  std::vector<float> dw_parts(dw != nullptr ? kBackwardBlocks * cols : 0, 0.0f);
+  const int64_t blocks = for_each_block(rows, [&](int64_t k, int64_t begin, int64_t end) {
+    t->rms_norm_backward_bf16(x + begin * cols, w, dy + begin * cols, rstd + begin, dx + begin * cols,
+                              dw != nullptr ? dw_parts.data() + k * cols : nullptr, end - begin, cols);
+  });
+  if (dw == nullptr) return;
+  std::vector<float> sum(static_cast<size_t>(cols));
+  sum_parts(sum.data(), dw_parts, blocks, cols);
+  for (int64_t c = 0; c < cols; ++c) dw[c] = simd::float_to_bf16(sum[c]);
 }
 
 }  // namespace kernels

@@ -94,6 +94,32 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
   }
 };
 
+uint16_t* bf16_bits(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
+
+// RMSNorm on bf16 input and weight (kernels/normalization.h: HF's rounding points).
+class FusedRmsNormBf16 : public torch::autograd::Function<FusedRmsNormBf16> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w, double eps) {
+    const int64_t cols = w.numel(), rows = x.numel() / cols;
+    torch::Tensor y = torch::empty_like(x), rstd = torch::empty({rows});
+    kernels::rms_norm_forward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(y), rstd.data_ptr<float>(), rows, cols,
+                                   static_cast<float>(eps));
+    ctx->save_for_backward({x, w, rstd});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1], &rstd = saved[2];
+    const torch::Tensor dy = grads[0].to(torch::kBFloat16).contiguous();
+    const int64_t cols = w.numel(), rows = x.numel() / cols;
+    torch::Tensor dx = torch::empty_like(x);
+    torch::Tensor dw = ctx->needs_input_grad(1) ? torch::empty_like(w) : torch::Tensor();
+    kernels::rms_norm_backward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(dy), rstd.data_ptr<float>(), bf16_bits(dx),
+                                    dw.defined() ? bf16_bits(dw) : nullptr, rows, cols);
+    return {dx, dw, torch::Tensor()};
+  }
+};
+
 bool fusable(const torch::Tensor& t) {
   return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
 }
@@ -155,6 +181,14 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   if (rms_norm_fusable(x, weight)) {
     kernels::count_fused_call(kernels::FusedKernel::kRmsNorm);
     return FusedRmsNorm::apply(x, torch::empty({0}), weight, eps)[0];
+  }
+  const auto host_bf16 = [](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && t.is_contiguous();
+  };
+  if (kernels::fused_kernels_enabled() && x.dim() >= 1 && x.numel() > 0 && host_bf16(x) && weight.defined() &&
+      host_bf16(weight) && weight.dim() == 1 && x.size(-1) == weight.numel()) {
+    kernels::count_fused_call(kernels::FusedKernel::kRmsNorm);
+    return FusedRmsNormBf16::apply(x, weight, eps);
   }
   auto h = x.to(torch::kFloat);
   auto variance = h.pow(2).mean(-1, /*keepdim=*/true);

@@ -37,4 +37,13 @@ inline void check_within_1e5(const std::map<std::string, torch::Tensor>& fused, 
   }
 }
 
+// |a - b| in units of b's last bf16 place (2^-7 of its binade; the smallest normal's below it); 0 where both are
+// below 1e-30 in magnitude (the far tails, where fp32 evaluation underflows as the fp32 kernels' tests allow too).
+inline torch::Tensor bf16_ulps(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto b64 = b.to(torch::kDouble), a64 = a.to(torch::kDouble);
+  const auto ulp = torch::pow(2.0, torch::floor(torch::log2(b64.abs().clamp_min(1.1754943508222875e-38))) - 7);
+  const auto negligible = torch::logical_and(a64.abs() < 1e-30, b64.abs() < 1e-30);
+  return torch::where(negligible, torch::zeros_like(b64), (a64 - b64).abs() / ulp);
+}
+
 }  // namespace hftrain_test
