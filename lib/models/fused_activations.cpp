@@ -5,11 +5,10 @@
 
 #include "kernels/activation.h"
 #include "kernels/kernel_choice.h"
+#include "models/kernel_arguments.h"
 
 namespace hftrain {
 namespace {
-
-uint16_t* bf16_bits(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
 
 // fp32: y saved for backward (the gate read back from it); bf16: x alone (the gate evaluated again).
 class FusedGelu : public torch::autograd::Function<FusedGelu> {

@@ -5,6 +5,7 @@
 
 #include "kernels/kernel_choice.h"
 #include "kernels/normalization.h"
+#include "models/kernel_arguments.h"
 
 namespace hftrain {
 namespace {
@@ -28,7 +29,7 @@ torch::autograd::variable_list norm_outputs(const torch::Tensor& y, const torch:
 // dy (zeros when y went unused) and the sum's gradient from elsewhere (null when none).
 std::pair<torch::Tensor, const float*> norm_output_grads(const torch::autograd::variable_list& grads, const torch::Tensor& x,
                                                           torch::Tensor& d_sum) {
-  const torch::Tensor dy = grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(x);
+  const torch::Tensor dy = grads[0].defined() ? grads[0].to(x.scalar_type()).contiguous() : torch::zeros_like(x);
   if (grads.size() > 1 && grads[1].defined()) d_sum = grads[1].contiguous();
   return {dy, data_or_null(d_sum)};
 }
@@ -67,6 +68,8 @@ class FusedLayerNorm : public torch::autograd::Function<FusedLayerNorm> {
   }
 };
 
+// fp32 rows, with the residual add when one is given; or bf16 rows (no residual), rounded where HF's RMSNorm on a
+// bf16 model rounds (kernels/normalization.h).
 class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
@@ -75,8 +78,12 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
     torch::Tensor sum;
     const torch::Tensor input = norm_input(ctx, x, residual, sum);
     torch::Tensor y = torch::empty_like(x), rstd = torch::empty({rows});
-    kernels::rms_norm_forward(x.data_ptr<float>(), data_or_null(residual), data_or_null(sum), w.data_ptr<float>(),
-                              y.data_ptr<float>(), rstd.data_ptr<float>(), rows, cols, static_cast<float>(eps));
+    if (x.scalar_type() == torch::kBFloat16)
+      kernels::rms_norm_forward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(y), rstd.data_ptr<float>(), rows, cols,
+                                     static_cast<float>(eps));
+    else
+      kernels::rms_norm_forward(x.data_ptr<float>(), data_or_null(residual), data_or_null(sum), w.data_ptr<float>(),
+                                y.data_ptr<float>(), rstd.data_ptr<float>(), rows, cols, static_cast<float>(eps));
     ctx->save_for_backward({input, w, rstd});
     return norm_outputs(y, sum);
   }
@@ -88,35 +95,13 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
     const int64_t cols = w.numel(), rows = x.numel() / cols;
     torch::Tensor dx = torch::empty_like(x);
     torch::Tensor dw = ctx->needs_input_grad(2) ? torch::empty_like(w) : torch::Tensor();
-    kernels::rms_norm_backward(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(), d_sum_data,
-                               rstd.data_ptr<float>(), dx.data_ptr<float>(), data_or_null(dw), rows, cols);
+    if (x.scalar_type() == torch::kBFloat16)
+      kernels::rms_norm_backward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(dy), rstd.data_ptr<float>(), bf16_bits(dx),
+                                      dw.defined() ? bf16_bits(dw) : nullptr, rows, cols);
+    else
+      kernels::rms_norm_backward(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(), d_sum_data,
+                                 rstd.data_ptr<float>(), dx.data_ptr<float>(), data_or_null(dw), rows, cols);
     return {dx, ctx->saved_data["fused_add"].toBool() ? dx : torch::Tensor(), dw, torch::Tensor()};
-  }
-};
-
-uint16_t* bf16_bits(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
-
-// RMSNorm on bf16 input and weight (kernels/normalization.h: HF's rounding points).
-class FusedRmsNormBf16 : public torch::autograd::Function<FusedRmsNormBf16> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w, double eps) {
-    const int64_t cols = w.numel(), rows = x.numel() / cols;
-    torch::Tensor y = torch::empty_like(x), rstd = torch::empty({rows});
-    kernels::rms_norm_forward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(y), rstd.data_ptr<float>(), rows, cols,
-                                   static_cast<float>(eps));
-    ctx->save_for_backward({x, w, rstd});
-    return y;
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &w = saved[1], &rstd = saved[2];
-    const torch::Tensor dy = grads[0].to(torch::kBFloat16).contiguous();
-    const int64_t cols = w.numel(), rows = x.numel() / cols;
-    torch::Tensor dx = torch::empty_like(x);
-    torch::Tensor dw = ctx->needs_input_grad(1) ? torch::empty_like(w) : torch::Tensor();
-    kernels::rms_norm_backward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(dy), rstd.data_ptr<float>(), bf16_bits(dx),
-                                    dw.defined() ? bf16_bits(dw) : nullptr, rows, cols);
-    return {dx, dw, torch::Tensor()};
   }
 };
 
@@ -188,7 +173,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   if (kernels::fused_kernels_enabled() && x.dim() >= 1 && x.numel() > 0 && host_bf16(x) && weight.defined() &&
       host_bf16(weight) && weight.dim() == 1 && x.size(-1) == weight.numel()) {
     kernels::count_fused_call(kernels::FusedKernel::kRmsNorm);
-    return FusedRmsNormBf16::apply(x, weight, eps);
+    return FusedRmsNorm::apply(x, torch::empty({0}), weight, eps)[0];
   }
   auto h = x.to(torch::kFloat);
   auto variance = h.pow(2).mean(-1, /*keepdim=*/true);
