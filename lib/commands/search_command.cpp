@@ -126,7 +126,8 @@ int run_one_trial(Study& s) {
   if (!report_error.empty()) {
     tell("fail", nullptr, {{"error", report_error}, {"metrics", last}});
   } else if (end.pruned) {
-    tell("pruned", nullptr, {{"metrics", last}, {"pruned_at_step", end.evaluations.back().at("step")}});
+    const nlohmann::json& verdict = end.pruning_evaluation;  // not the last one read: the trial ran on meanwhile
+    tell("pruned", nullptr, {{"metrics", verdict.at("metrics")}, {"pruned_at_step", verdict.at("step")}});
   } else if (end.exit_code != 0) {
     tell("fail", nullptr, {{"error", trial_failure_text(trial_dir + "/trial.log")}, {"exit_code", end.exit_code}});
   } else {

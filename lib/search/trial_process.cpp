@@ -89,6 +89,7 @@ TrialEnd run_trial_process(const std::vector<std::string>& argv, const std::stri
       end.evaluations.push_back(evaluation);
       if (!stopping && on_evaluation(evaluation)) {
         end.pruned = true;
+        end.pruning_evaluation = evaluation;
         stop();
       }
     }

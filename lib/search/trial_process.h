@@ -15,6 +15,9 @@ struct TrialEnd {
   bool pruned = false;     // stopped (SIGTERM) because `on_evaluation` asked for it
   int stop_signal = 0;     // SIGINT / SIGTERM that hftrain search received while the trial ran (it was stopped)
   std::vector<nlohmann::json> evaluations;  // {"step", "epoch", "metrics"} as the trial reported them
+  // When pruned: the evaluation whose report got the verdict. The trial runs on while the verdict is asked
+  // for, so `evaluations` may hold later ones that were never reported to the study.
+  nlohmann::json pruning_evaluation;
 };
 
 // Runs `argv` (argv[0] an executable path) with its output appended to `log_path`. `on_evaluation` is called

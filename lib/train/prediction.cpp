@@ -19,6 +19,7 @@
 #include "train/evaluation.h"
 #include "train/example_generation.h"
 #include "util/error.h"
+#include "util/fault_injection.h"
 #include "util/fs.h"
 #include "util/signals.h"
 
@@ -227,6 +228,7 @@ nlohmann::json predict(ModelAndData& p, const Components& components, const Pred
     for (const auto& g : batch) prompts.push_back(g.prompt);
     const auto t0 = Clock::now();
     std::vector<std::vector<GeneratedSequence>> sequences = generate_sequences_batch(*p.model, prompts, config, generator);
+    fault::inside_generation_batch();
     generation_seconds += seconds_since(t0);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       batch[i].sequences = std::move(sequences[i]);

@@ -23,6 +23,7 @@ struct Plan {
   long long enospc_at = 0;  // enospc:<k>
   long long eacces_at = 0;  // eacces:<k>
   long long delay_ms = 0;   // step_delay_ms:<m>
+  long long generate_delay_ms = 0;  // generate_delay_ms:<m>
   bool trace = false;
   bool skip_rng = false;
   long long steps = 0;      // write steps seen so far
@@ -55,6 +56,7 @@ Plan parse(const char* text) {
     else if (key == "enospc") p.enospc_at = parse_count(item, value);
     else if (key == "eacces") p.eacces_at = parse_count(item, value);
     else if (key == "step_delay_ms") p.delay_ms = parse_count(item, value);
+    else if (key == "generate_delay_ms") p.generate_delay_ms = parse_count(item, value);
     else if (key == "trace") p.trace = true;
     else if (key == "skip_rng_restore") p.skip_rng = true;
     else if (key == "overflow") p.overflow_at.insert(parse_count(item, value));
@@ -63,7 +65,7 @@ Plan parse(const char* text) {
     else if (key == "swap_free_bytes") p.swap_free = parse_count(item, value);
     else
       throw ConfigError("HFTRAIN_FAULT_INJECT: unknown item '" + item +
-                        "' (known: save:<k>, enospc:<k>, eacces:<k>, trace, step_delay_ms:<m>, skip_rng_restore, "
+                        "' (known: save:<k>, enospc:<k>, eacces:<k>, trace, step_delay_ms:<m>, generate_delay_ms:<m>, skip_rng_restore, "
                         "overflow:<k>, aio_eio:<k>, aio_enospc:<k>, swap_free_bytes:<n>)");
   }
   return p;
@@ -95,6 +97,11 @@ void after_optimizer_step() {
   if (ms <= 0) return;
   std::cerr << "fault-inject: step delay " << ms << " ms" << std::endl;  // tests count these lines
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+void inside_generation_batch() {
+  const long long ms = plan().generate_delay_ms;
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 bool skip_rng_restore() { return plan().skip_rng; }

@@ -5,6 +5,8 @@
 //   eacces:<k>        the k-th write step fails as if output_dir were not writable (EACCES)
 //   trace             print each write step to stderr: "fault-inject: write step <n>: <what>"
 //   step_delay_ms:<m> sleep m milliseconds after every optimizer step (lets a test signal a run mid-way)
+//   generate_delay_ms:<m> sleep m milliseconds inside every generation batch of predict (lets a test know
+//                     a lower bound of the time spent generating without timing anything itself)
 //   skip_rng_restore  resume does not restore the RNG streams (a negative control for exactness tests)
 //   overflow:<k>      mixed precision: rank 0's gradients hold an inf at the k-th optimizer step this
 //                     process takes (1-based; may be given several times), so the step must be skipped
@@ -25,6 +27,9 @@ int write_step(const std::string& what);
 
 // Called by the trainer after each optimizer step (the step_delay_ms hook).
 void after_optimizer_step();
+
+// Called by predict inside each timed generation batch (the generate_delay_ms hook).
+void inside_generation_batch();
 
 // True when "skip_rng_restore" is set.
 bool skip_rng_restore();

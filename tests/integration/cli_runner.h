@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -35,9 +36,10 @@ inline CliResult run_hftrain(const std::string& args, const std::string& cwd) {
   return run_shell("cd '" + cwd + "' && '" + std::string(HFTRAIN_BINARY) + "' " + args + " 2>&1");
 }
 
-// A fresh, empty directory under the system temp dir.
+// A fresh, empty directory under the system temp dir, named by the test and this process (each test case runs
+// in its own process under ctest), so that two suites on one machine never share one.
 inline std::string fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("hftrain_it_" + name);
+  auto dir = std::filesystem::temp_directory_path() / ("hftrain_it_" + std::to_string(::getpid()) + "_" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

@@ -6,6 +6,8 @@
 // ACCELERATE_DEEPSPEED_ZERO_STAGE, ACCELERATE_GRADIENT_CLIPPING, the offload devices; FSDP_SHARDING_STRATEGY
 // 1 = FULL_SHARD), written here from the files' text. Unknown keys, refused features and the
 // deepspeed_config_file conflicts are ConfigErrors naming file:line and key.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +23,7 @@ using namespace hftrain_test;
 
 namespace {
 
-const std::filesystem::path kDir = std::filesystem::temp_directory_path() / "hftrain_unit_accelerate";
+const std::filesystem::path kDir = std::filesystem::temp_directory_path() / ("hftrain_unit_accelerate_" + std::to_string(::getpid()));
 
 std::string write_file(const std::string& name, const std::string& text) {
   std::filesystem::create_directories(kDir);

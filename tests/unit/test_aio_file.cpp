@@ -1,6 +1,8 @@
 // AioFile (offload/aio_file.h): data written through overlapping asynchronous requests (several per
 // buffer, more than the queue holds) reads back bit for bit, on the temporary directory's filesystem and
 // on tmpfs (which older kernels open buffered); failures name the file, operation and offset.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -49,7 +51,7 @@ void round_trip(const std::string& path) {
 }  // namespace
 
 TEST_CASE("AioFile writes and reads back bit for bit, direct or buffered", "[unit][offload]") {
-  const fs::path dir = fs::temp_directory_path() / "hftrain_unit_aio";
+  const fs::path dir = fs::temp_directory_path() / ("hftrain_unit_aio_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   round_trip((dir / "swap.bin").string());
   if (fs::is_directory("/dev/shm")) {  // tmpfs: O_DIRECT refused before Linux 6.6, taken since
@@ -61,7 +63,7 @@ TEST_CASE("AioFile writes and reads back bit for bit, direct or buffered", "[uni
 }
 
 TEST_CASE("AioFile names the file, operation and offset of a failure", "[unit][offload]") {
-  const fs::path dir = fs::temp_directory_path() / "hftrain_unit_aio_errors";
+  const fs::path dir = fs::temp_directory_path() / ("hftrain_unit_aio_errors_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string path = (dir / "swap.bin").string();
   AioFile file(path, 8192, AioOptions{});

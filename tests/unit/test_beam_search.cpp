@@ -2,6 +2,8 @@
 // relies on, settings that cannot work (refused with the option's name), and the generation section of a
 // run spec. Beam search's results are checked against an independent Python beam search in
 // tests/reference/beam_search_reference.py.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -35,7 +37,7 @@ std::vector<int64_t> forbidden(const torch::Tensor& row) {
 }
 
 std::string spec_error(const std::string& generation_yaml) {
-  auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_generation_spec";
+  auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_generation_spec_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "spec.yaml").string();
   std::ofstream(path) << "model: {type: gpt, n_layer: 1}\ndata: {type: digit_reversal}\ntraining: {output_dir: /tmp/x}\n"

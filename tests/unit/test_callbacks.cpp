@@ -1,5 +1,7 @@
 // Callbacks: the HF event order through a real (tiny) training run, control-flag resets, and
 // EarlyStoppingCallback's patience / threshold rule (HF trainer_callback.py semantics).
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -37,7 +39,7 @@ class Recorder : public TrainerCallback {
 };
 
 std::string tiny_spec(const std::string& extra) {
-  auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_callbacks";
+  auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_callbacks_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto path = (dir / "spec.yaml").string();
   std::ofstream(path) << "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 8}\n"

@@ -1,6 +1,8 @@
 // Checkpoint commit, manifest verification and discovery on real directories: a committed checkpoint
 // verifies; truncation, corruption, a missing file or manifest is reported naming the file; resume
 // resolution skips such checkpoints (and hidden .partial leftovers) and picks the highest complete one.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -24,7 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("hftrain_unit_ckpt_" + name);
+  const fs::path dir = fs::temp_directory_path() / ("hftrain_unit_ckpt_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

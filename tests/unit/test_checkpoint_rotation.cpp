@@ -2,6 +2,8 @@
 // _sorted_checkpoints / _rotate_checkpoints rules (best bubbled to len-2; limit 1 with a best that is
 // not the newest keeps 2; limit 1 at train end keeps only the best), plus hftrain's protections
 // (numeric order, checkpoints above the current step untouched, the resumed-from checkpoint kept).
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -87,7 +89,7 @@ TEST_CASE("end-of-training cleanup with save_total_limit 1 keeps only the best",
 }
 
 TEST_CASE("apply_rotation deletes exactly the named checkpoints", "[unit][checkpoint]") {
-  const fs::path dir = fs::temp_directory_path() / "hftrain_unit_rotation";
+  const fs::path dir = fs::temp_directory_path() / ("hftrain_unit_rotation_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   for (int s : {2, 4, 6}) {
     fs::create_directories(dir / ("checkpoint-" + std::to_string(s)));

@@ -2,6 +2,8 @@
 // sections; "auto" is filled as HF's HfTrainerDeepSpeedConfig fills it (table below, written from
 // transformers' integrations/deepspeed.py); disagreeing values are reported as HF reports them, all
 // at once; misspelt keys get a did-you-mean, features hftrain lacks are refused, hints are logged.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +25,7 @@ using hftrain_test::kZero3;
 namespace {
 
 std::string write_file(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_deepspeed";
+  auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_deepspeed_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto path = (dir / name).string();
   std::ofstream(path) << text;

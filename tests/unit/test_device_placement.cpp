@@ -5,6 +5,8 @@
 // The model is the mlp family: on the transformer families torch 1.13's lazy TorchScript backend aborts
 // inside its own kernels once an op has run through its eager fallback (embedding), and ZeroEngine's flat
 // buffers do not survive its set_data; both are left to the run on a GPU (docs/gpu.md).
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -275,7 +277,7 @@ TEST_CASE("device placement: from_pretrained loads straight onto the worker's de
   // The pipeline is built on the device and the HF directory's tensors are copied there one at a time: the host
   // never holds the whole model. A host build of the same directory is the reference.
   const auto& c = builtin_components();
-  const auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_pretrained_device";
+  const auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_pretrained_device_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   auto spec_file = [&](const std::string& name, const std::string& model_extra) {
@@ -317,7 +319,7 @@ TEST_CASE("device placement: from_pretrained loads straight onto the worker's de
 TEST_CASE("device placement: offload_optimizer cpu is accepted beside a device, parameter offload is refused and named",
           "[unit][device]") {
   const auto& c = builtin_components();
-  const auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_offload_device";
+  const auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_offload_device_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto spec = [&](const std::string& zero) {
     const auto path = (dir / "spec.yaml").string();

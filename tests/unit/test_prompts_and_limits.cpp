@@ -1,5 +1,7 @@
 // Prompts files (predict --prompts), the data section's max_*_samples (HF DataTrainingArguments) and the
 // eval / predict progress text.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <functional>
@@ -20,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string write_file(const std::string& name, const std::string& text) {
-  auto dir = fs::temp_directory_path() / "hftrain_unit_prompts";
+  auto dir = fs::temp_directory_path() / ("hftrain_unit_prompts_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   auto path = (dir / name).string();
   std::ofstream(path, std::ios::binary) << text;
@@ -61,7 +63,7 @@ TEST_CASE("max_train_samples / max_eval_samples / max_predict_samples keep the f
   FileDataSource::Options o;
   o.train_file = train;
   o.validation_file = train;
-  o.cache_dir = (fs::temp_directory_path() / "hftrain_unit_prompts" / "cache").string();
+  o.cache_dir = (fs::temp_directory_path() / ("hftrain_unit_prompts_" + std::to_string(::getpid())) / "cache").string();
   auto source = std::make_unique<JsonlSource>(o);
   const auto full_train = source->split("train");
   SampleLimitedSource limited(std::move(source), SplitSampleLimits{2, std::nullopt, 1});
@@ -93,7 +95,7 @@ TEST_CASE("a missing data file no split in use reads is skipped, and one in use 
   FileDataSource::Options o;
   o.train_file = "/nonexistent/train.jsonl";
   o.validation_file = write_file("val.jsonl", "{\"text\": \"hello\"}\n");
-  o.cache_dir = (fs::temp_directory_path() / "hftrain_unit_prompts" / "cache").string();
+  o.cache_dir = (fs::temp_directory_path() / ("hftrain_unit_prompts_" + std::to_string(::getpid())) / "cache").string();
   JsonlSource eval_only(o, DataUse{false, true, false});
   CHECK(eval_only.split("eval")->size() == 1);
   CHECK(eval_only.split("train")->size() == 0);

@@ -1,6 +1,8 @@
 // Run-spec validation: every error names file:line:col and the dotted key, suggests the closest
 // name, and all problems are reported at once; duplicate keys at every level; HF TrainingArguments
 // names for the optimizer and schedule; checks added by a command; where each value came from.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -18,7 +20,7 @@ using namespace hftrain;
 namespace {
 
 std::string write_spec(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_spec";
+  auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_spec_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto path = (dir / name).string();
   std::ofstream(path) << text;

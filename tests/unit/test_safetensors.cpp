@@ -1,5 +1,7 @@
 // safetensors: round trip of every supported dtype, and a table of malformed files that must be
 // rejected with a clear error (never a crash or an out-of-bounds read).
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -23,7 +25,7 @@ std::vector<char> make_file(const std::string& header, std::size_t data_bytes) {
 }  // namespace
 
 TEST_CASE("safetensors round-trips tensors of every dtype bitwise", "[unit][safetensors]") {
-  auto path = (std::filesystem::temp_directory_path() / "hftrain_roundtrip.safetensors").string();
+  auto path = (std::filesystem::temp_directory_path() / ("hftrain_roundtrip_" + std::to_string(::getpid()) + ".safetensors")).string();
   NamedTensors tensors = {
       {"f32", torch::randn({3, 4})},
       {"f64", torch::randn({2}, torch::kFloat64)},
@@ -90,7 +92,7 @@ TEST_CASE("loading a missing safetensors file names the path", "[unit][safetenso
 }
 
 TEST_CASE("a file's header is read alone, with the names, dtypes, shapes and metadata the file holds", "[unit][safetensors]") {
-  auto path = (std::filesystem::temp_directory_path() / "hftrain_header_only.safetensors").string();
+  auto path = (std::filesystem::temp_directory_path() / ("hftrain_header_only_" + std::to_string(::getpid()) + ".safetensors")).string();
   save_safetensors(path, {{"b", torch::zeros({2, 3}, torch::kBFloat16)}, {"a", torch::ones({5}, torch::kFloat)}},
                    {{"format", "pt"}, {"world_size", "2"}});
   const SafetensorsHeader h = read_safetensors_header(path);

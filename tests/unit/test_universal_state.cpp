@@ -2,6 +2,8 @@
 // workers and stage 0's per-parameter files -- are cut into other layouts (per parameter, 3 workers,
 // one group per parameter as stage 3 has) and compared with the layouts this test slices itself from the
 // full tensors by the documented partition rule; bad files and parameter mismatches name what is wrong.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -85,7 +87,7 @@ std::map<std::string, torch::Tensor> expected_shard(const PartitionMap& map, int
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("hftrain_unit_universal_" + name);
+  const fs::path dir = fs::temp_directory_path() / ("hftrain_unit_universal_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
