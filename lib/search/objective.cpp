@@ -38,7 +38,7 @@ double trial_objective(const nlohmann::json& metrics, const std::string& metric_
   int terms = 0;
   for (const auto& kv : metrics.items()) {
     const std::string& k = kv.key();
-    if (k == "eval_loss" || k == "epoch" || ends_with(k, "_runtime") || ends_with(k, "_per_second") ||
+    if (k == "eval_loss" || k == "eval_perplexity" || k == "epoch" || ends_with(k, "_runtime") || ends_with(k, "_per_second") ||
         ends_with(k, "_compilation_time") || k.find("_mem_") != std::string::npos || !kv.value().is_number())
       continue;
     sum += kv.value().get<double>();

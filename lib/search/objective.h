@@ -1,6 +1,8 @@
 // The value a search trial reports to Optuna from its evaluation metrics: the metric named by --metric, or
 // HF's default_compute_objective (eval_loss when the metrics hold only the loss, else the sum of the other
 // metrics; epoch, speed metrics (_runtime, _per_second, _compilation_time) and memory metrics left out).
+// eval_perplexity is left out too: it is exp(eval_loss), which HF's run_clm adds after evaluate() rather than
+// in compute_metrics, so a language model's default objective is its loss, as in HF.
 #pragma once
 
 #include <nlohmann/json.hpp>

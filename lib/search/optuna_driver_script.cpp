@@ -7,12 +7,18 @@
 namespace hftrain {
 
 const char* const kOptunaDriverScript = R"PY(
-import json, math, signal, sys, time
+import json, math, os, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for hftrain search, which tells us what to do
 try:
     import optuna
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
     from optuna.trial import TrialState
+    if not sys.stderr.isatty() or os.environ.get("NO_COLOR"):  # Optuna's handler always writes colour codes
+        import logging
+        optuna.logging.disable_default_handler()
+        plain = logging.StreamHandler(sys.stderr)
+        plain.setFormatter(logging.Formatter("[%(levelname)1.1s %(asctime)s] %(message)s"))
+        logging.getLogger("optuna").addHandler(plain)
 except Exception as e:  # reported on the first request
     optuna = None
     import_error = "%s: %s" % (type(e).__name__, e)

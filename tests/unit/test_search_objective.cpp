@@ -14,6 +14,10 @@ TEST_CASE("search objective: HF's default and a named metric", "[unit][search]")
   const json loss_only = {{"eval_loss", 1.25}, {"epoch", 2.0}, {"eval_runtime", 0.5}, {"eval_samples_per_second", 100.0},
                           {"eval_steps_per_second", 3.0}};
   CHECK(trial_objective(loss_only, "") == 1.25);
+  // A language model's perplexity is its loss in another form (run_clm adds it after evaluate()): the loss.
+  const json with_perplexity = {{"eval_loss", 1.25}, {"eval_perplexity", 3.4903429574618414}, {"epoch", 2.0}};
+  CHECK(trial_objective(with_perplexity, "") == 1.25);
+  CHECK(trial_objective(with_perplexity, objective_metric_key("perplexity")) == 3.4903429574618414);
   // Other metrics: their sum, without the loss, epoch, speed and memory figures.
   const json with_metrics = {{"eval_loss", 1.25}, {"eval_accuracy", 0.5}, {"eval_f1", 0.25}, {"epoch", 2.0},
                              {"eval_runtime", 0.5}, {"eval_compilation_time", 1.0}, {"eval_mem_cpu_alloc_delta", 4096}};
