@@ -9,14 +9,14 @@
 
 namespace hftrain {
 
-int64_t StepMetrics::next_batch(BatchPrefetcher& batches, Batch& batch, TrainerState& state) {
+int64_t StepMetrics::next_batch(BatchPrefetcher& batches, Batch& batch, double& unstored_flos) {
   const auto wait_start = std::chrono::steady_clock::now();
   batches.next(batch);
   data_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   if (!batch.input_ids.defined()) return 0;  // HF counts 0 tokens for inputs without input_ids
   const int64_t tokens = batch.input_ids.numel();
   input_tokens_ += tokens;
-  state.total_flos += training_flos(parameters_, tokens);
+  unstored_flos += training_flos(parameters_, tokens);
   switch (args_.include_num_input_tokens_seen.mode) {
     case InputTokensSeen::Mode::kNo: return 0;
     case InputTokensSeen::Mode::kAll: return tokens;

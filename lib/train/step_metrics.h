@@ -20,10 +20,11 @@ class StepMetrics {
  public:
   StepMetrics(const TrainingArgs& args, const ParameterCounts& parameters) : args_(args), parameters_(parameters) {}
 
-  // The next batch of the epoch from `batches` (the wait is timed), its FLOPs counted into `state`; returns
+  // The next batch of the epoch from `batches` (the wait is timed), its FLOPs added to `unstored_flos` (HF's
+  // current_flos: this process's, summed over the workers into total_flos by Trainer::store_flos); returns
   // its input tokens as include_num_input_tokens_seen counts them (0 when off; the trainer sums them over
   // the workers).
-  int64_t next_batch(BatchPrefetcher& batches, Batch& batch, TrainerState& state);
+  int64_t next_batch(BatchPrefetcher& batches, Batch& batch, double& unstored_flos);
   // What a micro-batch's loss adds to the step's loss: `loss`, or, when logging_nan_inf_filter is on and it is
   // not finite, the mean of the losses logged since the last log (`logged_sum` over `steps_since_log`).
   double filtered_loss(double loss, double logged_sum, int64_t steps_since_log) const;

@@ -50,6 +50,13 @@ TEST_CASE("stages 0-3 on 1, 2 and 3 workers follow the single-process trajectory
       }
       // Only rank 0 writes the run's files.
       CHECK(fs::exists(dir + "/" + out + "/train_results.json"));
+      // total_flos counts every worker's tokens (HF sums current_flos over the ranks): the same global batch,
+      // the same FLOPs, in the run's metrics and in trainer_state.json.
+      const double want_flos = nlohmann::json::parse(read_text(dir + "/ref/train_results.json")).at("total_flos");
+      CHECK(nlohmann::json::parse(read_text(dir + "/" + out + "/train_results.json")).at("total_flos").get<double>() ==
+            Approx(want_flos).epsilon(1e-12));
+      CHECK(nlohmann::json::parse(read_text(dir + "/" + out + "/trainer_state.json")).at("total_flos").get<double>() ==
+            Approx(want_flos).epsilon(1e-12));
     }
   fs::remove_all(dir);
 }
