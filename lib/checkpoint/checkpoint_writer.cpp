@@ -117,6 +117,13 @@ CheckpointWriter::~CheckpointWriter() {
   fs::remove_all(tmp_dir_, ec);
 }
 
+void CheckpointWriter::refuse_repeat(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name)
+      throw RuntimeFailure("checkpoint: '" + name + "' was given twice for " + ckpt::checkpoint_dir_name(step_) +
+                           " (its manifest lists each file once)");
+}
+
 void CheckpointWriter::add(const std::string& name, const std::string& bytes) {
   if (!is_safe_relative_path(name)) throw RuntimeFailure("checkpoint file name '" + name + "' is not a relative path");
   const fs::path path = fs::path(tmp_dir_) / name;
@@ -125,12 +132,14 @@ void CheckpointWriter::add(const std::string& name, const std::string& bytes) {
     fs::create_directories(path.parent_path(), ec);
     if (ec) throw RuntimeFailure("cannot create '" + path.parent_path().string() + "': " + ec.message());
   }
+  refuse_repeat(name);
   write_file_durably(path.string(), bytes);
   entries_.push_back({name, bytes.size(), xxh64_of(bytes.data(), bytes.size())});
 }
 
 void CheckpointWriter::adopt(const std::string& name) {
   if (!is_safe_relative_path(name)) throw RuntimeFailure("checkpoint file name '" + name + "' is not a relative path");
+  refuse_repeat(name);
   const std::string path = (fs::path(tmp_dir_) / name).string();
   const FileDigest digest = digest_file(path);  // streamed: adopting a large shard needs no memory for it
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -38,6 +38,7 @@ class CheckpointWriter {
   std::string commit(bool save_only_model);
 
  private:
+  void refuse_repeat(const std::string& name) const;  // a file given twice is a RuntimeFailure
   std::string output_dir_;
   int64_t step_;
   std::string tmp_dir_;

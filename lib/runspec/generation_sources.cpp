@@ -79,10 +79,9 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
   YAML::Node section = lookup(root, "generation");
   if (section.IsDefined() && !section.IsNull() && !section.IsMap()) return;  // the section's parser reports it
   if (!section.IsDefined() || section.IsNull()) section = YAML::Node(YAML::NodeType::Map);
-  auto given = [&](const std::string& key) {
-    const YAML::Node v = lookup(section, key);
-    return v.IsDefined() && !v.IsNull();  // null = unset: a source may fill it
-  };
+  // A key the spec or --set writes, null included: null there is the spec's own choice (no value from
+  // generation_config.json or config.json; eos_token_id then falls back to the tokenizer's), never filled.
+  auto given = [&](const std::string& key) { return lookup(section, key).IsDefined(); };
   for (const auto& kv : section)
     if (given(kv.first.Scalar())) facts.given_keys.push_back(kv.first.Scalar());
   auto fill = [&](const std::string& key, const YAML::Node& value, const std::string& source) {

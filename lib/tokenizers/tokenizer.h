@@ -42,6 +42,18 @@ class Tokenizer {
   // no special tokens.
   virtual Encoding encode_for_model(const std::string& text, const std::string* text_pair, int64_t max_length) const;
   virtual SpecialTokenIds special_tokens() const { return {}; }
+  // The files it was read from, with the HF tokenizer files beside them (tokenizer_config.json,
+  // special_tokens_map.json, ...): what a run directory holds so that it is a complete model directory, as
+  // HF Trainer saves its processing_class. Empty for the built-in byte and character tokenizers.
+  struct File {
+    std::string path;  // where it was read
+    std::string name;  // its name in a model directory (tokenizer.json for a tokenizer file named otherwise)
+  };
+  const std::vector<File>& files() const { return files_; }
+  void set_files(std::vector<File> files) { files_ = std::move(files); }
+
+ private:
+  std::vector<File> files_;
 };
 
 // Characters <-> ids by position in a fixed alphabet; `specials` names the ids that are special tokens.

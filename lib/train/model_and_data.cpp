@@ -53,8 +53,10 @@ void check_generation_metrics(const ModelAndData& p, const RunSpec& spec, const 
 }
 
 // The data's token ids must index the model's embeddings (otherwise the first batch fails deep inside
-// LibTorch with an index error), and so must a generation eos_token_id.
-void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShape& shape) {
+// LibTorch with an index error), and so must a generation eos_token_id where this command generates (eval /
+// predict, or training with predict_with_generate); a training run that never generates only warns, as
+// HF trains a model whose generation settings are unusable (GPT2Config(vocab_size=256) keeps eos 50256).
+void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShape& shape, bool generates) {
   const nlohmann::json config = p.model->config_json();
   if (!config.contains("vocab_size") || !config["vocab_size"].is_number_integer()) return;
   const int64_t vocab = config["vocab_size"].get<int64_t>();
@@ -64,9 +66,15 @@ void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShap
                       std::to_string(shape.vocab_size - 1) + " (its tokenizer has " + std::to_string(shape.vocab_size) +
                       "), but the model has " + std::to_string(vocab) + " embeddings (" + where +
                       "); use the model's own tokenizer or a model with a larger vocabulary");
-  if (p.generation.eos_token_id && (*p.generation.eos_token_id < 0 || *p.generation.eos_token_id >= vocab))
-    throw ConfigError("generation.eos_token_id: " + std::to_string(*p.generation.eos_token_id) +
-                      " is outside the model's vocabulary (0.." + std::to_string(vocab - 1) + ", " + where + ")");
+  if (!p.generation.eos_token_id || (*p.generation.eos_token_id >= 0 && *p.generation.eos_token_id < vocab)) return;
+  auto origin = spec.origins.find("generation.eos_token_id");
+  const std::string problem =
+      "generation.eos_token_id: " + std::to_string(*p.generation.eos_token_id) + " is outside the model's vocabulary (0.." +
+      std::to_string(vocab - 1) + ", " + where + ")" +
+      (origin == spec.origins.end() ? "" : "; it comes from " + origin->second) +
+      "; set generation.eos_token_id to a token of the model (or null for the tokenizer's eos)";
+  if (generates) throw ConfigError(problem);
+  log_warning(problem + ". Training goes on: nothing generates in this run, but eval / predict would refuse it");
 }
 
 // PEFT: the peft section's adapters, or those of model.peft_adapter, attached to the loaded base.
@@ -196,7 +204,9 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
     }
   }
   check_generation_metrics(p, spec, components);
-  check_vocabulary(p, spec, shape);
+  // Generation runs in training and eval with predict_with_generate, and in predict (no train or eval split).
+  const bool generates = spec.training.predict_with_generate || (!for_training && !use.train && !use.eval);
+  check_vocabulary(p, spec, shape, generates);
   if (spec.training.predict_with_generate) check_generation_sources(p);  // before training, not at its first evaluation
   return p;
 }

@@ -193,7 +193,7 @@ double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
   // counted (and summed over the workers) before any loss is computed (loss_normaliser.h).
   std::vector<Batch> batches(static_cast<std::size_t>(window));
   int64_t tokens_seen = 0;
-  for (Batch& batch : batches) tokens_seen += run.metrics->next_batch(*run.batches, batch, state_);
+  for (Batch& batch : batches) tokens_seen += run.metrics->next_batch(*run.batches, batch, unstored_flos_);
   const LossScale scale = run.loss->prepare(batches, tokens_seen, spec_.training.include_num_input_tokens_seen.on());
   state_.num_input_tokens_seen += tokens_seen;
   double step_loss = 0;
@@ -234,6 +234,7 @@ void Trainer::record_data_position(const TrainingRun& run, int64_t epoch, const 
 nlohmann::json Trainer::finish_run(const TrainingRun& run, double runtime) {
   report_short_end(run.start.plan, run.start.done);
   if (spec_.training.load_best_model_at_end) load_best_model();
+  store_flos();
   // Speed over what this process ran (a resumed run does not count the steps and samples of the checkpoint).
   nlohmann::json metrics = run.metrics->train_metrics(runtime, loop_.samples_seen - run.first_samples,
                                                       state_.global_step - run.first_step, state_);
@@ -308,6 +309,11 @@ SavedWeights Trainer::weights_to_save(bool for_checkpoint) {
 bool Trainer::save_final_model(const std::string& dir) {
   const StreamedWeights streamed = engine_->stream_master_weights();
   const bool main_rank = comm_.rank() == 0;
+  // HF Trainer.save_model saves the processing_class beside the model: the directory is a whole model directory.
+  if (const Tokenizer* tokenizer = pipeline_.data->tokenizer(); tokenizer && main_rank && !tokenizer->files().empty()) {
+    std::filesystem::create_directories(dir);
+    for (const auto& f : tokenizer->files()) write_file_atomic(dir + "/" + f.name, read_text_file(f.path));
+  }
   if (streamed.names.empty()) {  // stages 0-2 with masters in memory: every rank holds the whole model
     const SavedWeights weights = weights_to_save();  // collective: mixed precision gathers the fp32 masters
     if (main_rank) save_model_dir(dir, *pipeline_.model, kDefaultMaxShardBytes, weights);

@@ -76,6 +76,9 @@ class Trainer {
   // Checkpoints and resume (trainer_checkpoint.cpp). `for_resume` forces a full checkpoint even
   // with save_only_model (the one written when a stop signal arrives).
   void save_checkpoint(bool for_resume = false);
+  // HF store_flos: adds every worker's unstored FLOPs to total_flos (a collective: all ranks call it, before
+  // each checkpoint and at the run's end).
+  void store_flos();
   // Where the run starts in its data and the step it ends at (trainer_resume.cpp): a fresh start, or the
   // resumed checkpoint's position whatever its batch layout. Refuses (ConfigError) a resume that would end
   // below the step of the model output_dir holds; lists what changed against the checkpoint.
@@ -104,6 +107,7 @@ class Trainer {
   bool tracks_best_metric_;  // tracks_best_metric(spec): whether evaluations update best_metric
   MemoryTracker* memory_ = nullptr;
   int64_t last_logged_step_ = 0;
+  double unstored_flos_ = 0;  // this process's FLOPs not yet in state_.total_flos (HF current_flos)
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Schedule> schedule_;
   std::string deepspeed_resolved_;

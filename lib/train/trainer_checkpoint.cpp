@@ -23,6 +23,7 @@
 #include "runspec/run_spec.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/signals.h"
 
 namespace hftrain {
@@ -78,7 +79,14 @@ void Trainer::prepare_checkpointing(const TrainingPlan& plan) {
     checkpoints_->set_resumed_from(resumed_->state.global_step);
 }
 
+void Trainer::store_flos() {
+  state_.total_flos += comm_.world_size() > 1 ? comm_.all_reduce_scalar(unstored_flos_, ReduceOp::kSum, "total_flos")
+                                               : unstored_flos_;
+  unstored_flos_ = 0;
+}
+
 void Trainer::save_checkpoint(bool for_resume) {
+  store_flos();  // trainer_state.json's total_flos covers every worker's steps (HF _save_checkpoint)
   const TrainingArgs& args = spec_.training;
   const int64_t gs = state_.global_step;
   if (!state_.best_global_step.is_null()) {
@@ -110,6 +118,8 @@ void Trainer::save_checkpoint(bool for_resume) {
     contents.add(weights_file, serialize_safetensors(weights));
   }
   contents.add(ckpt::kConfigFile, pipeline_.model->config_json().dump(2) + "\n");
+  if (const Tokenizer* tokenizer = pipeline_.data->tokenizer())  // HF saves the processing_class in each checkpoint
+    for (const auto& f : tokenizer->files()) contents.add(f.name, read_text_file(f.path));
   if (const AdapterDescription* adapter = pipeline_.model->adapter())  // PEFT's checkpoint layout: the adapter only
     contents.add(kAdapterConfigFile, adapter->config.dump(2) + "\n");
   if (!model_only)
@@ -139,7 +149,10 @@ void Trainer::save_checkpoint(bool for_resume) {
       checkpoints_->save(gs, files, model_only, best_step, [&](CheckpointWriter& writer) {
         std::set<std::string> added;
         for (const auto& f : files) added.insert(f.first);
-        for (const auto& name : stream_model(writer.tmp_dir())) writer.adopt(name);
+        for (const auto& name : stream_model(writer.tmp_dir())) {
+          writer.adopt(name);
+          added.insert(name);  // write_own lists every file of the directory, the streamed model's too
+        }
         for (const auto& name : write_own(writer.tmp_dir()))
           if (!added.count(name)) writer.adopt(name);
         writer.set_layout(layout);

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <set>
+#include <string>
 
 #include "test_dist_helpers.h"
 
@@ -27,6 +29,19 @@ TEST_CASE("checkpoint inspect describes and verifies sharded and single-process 
   CHECK_THAT(r.output, Catch::Contains("precision: bf16 parameters and gradients, fp32 master weights"));
   CHECK_THAT(r.output, Catch::Contains("global_step2/zero_pp_rank_1_mp_rank_00_optim_states.safetensors"));
   CHECK_THAT(r.output, Catch::Contains("manifest: complete:"));
+  {  // The manifest lists each file once (the streamed model.safetensors had been listed twice), and every
+     // file of the directory but the manifest itself.
+    const auto manifest = nlohmann::json::parse(read_text(dir + "/out/checkpoint-2/manifest.json"));
+    std::multiset<std::string> listed;
+    for (const auto& f : manifest.at("files")) listed.insert(f.at("name").get<std::string>());
+    std::set<std::string> on_disk;
+    for (const auto& e : fs::recursive_directory_iterator(dir + "/out/checkpoint-2"))
+      if (e.is_regular_file()) on_disk.insert(fs::relative(e.path(), dir + "/out/checkpoint-2").string());
+    on_disk.erase("manifest.json");
+    CHECK(listed.count("model.safetensors") == 1);
+    CHECK(std::set<std::string>(listed.begin(), listed.end()).size() == listed.size());
+    CHECK(std::set<std::string>(listed.begin(), listed.end()) == on_disk);
+  }
 
   // One flipped byte in rank 1's shard: the check names the file and the exit code says so.
   const std::string shard = dir + "/out/checkpoint-2/global_step2/zero_pp_rank_1_mp_rank_00_optim_states.safetensors";

@@ -185,3 +185,33 @@ TEST_CASE("eval and predict use a pretrained bert classifier directory never tra
                                      "training: {output_dir: direct, per_device_train_batch_size: 8, report_to: none}\n");
   check_pretrained_eval_and_predict(dir, "eval_accuracy");
 }
+
+TEST_CASE("a generation setting outside the vocabulary does not block training, predict refuses it, null clears it",
+          "[integration][hfmodels]") {
+  // What GPT2Config(vocab_size=...) saves: bos / eos 50256 kept from GPT-2 although the vocabulary is small.
+  std::string dir = fresh_dir("hf_gpt2_far_eos");
+  make_pretrained(dir, spec_for("{type: gpt2, n_layer: 1, n_head: 2, n_embd: 16}", "unused"));
+  write_text(dir + "/pretrained/generation_config.json",
+             "{\"bos_token_id\": 50256, \"eos_token_id\": 50256, \"transformers_version\": \"4.46.0\"}\n");
+  write_text(dir + "/spec.yaml", spec_for("{from_pretrained: pretrained}", "tuned"));
+  const CliResult t = run_hftrain("train spec.yaml", dir);
+  INFO(t.output);
+  REQUIRE(t.exit_code == 0);
+  CHECK_THAT(t.output, Catch::Contains("generation.eos_token_id: 50256 is outside the model's vocabulary") &&
+                           Catch::Contains("generation_config.json") && Catch::Contains("Training goes on"));
+  CHECK(fs::exists(dir + "/tuned/model.safetensors"));
+  // Generating with it is refused, naming where the id came from and what to set.
+  const CliResult p = run_hftrain("predict tuned", dir);
+  INFO(p.output);
+  CHECK(p.exit_code == 2);
+  CHECK_THAT(p.output, Catch::Contains("generation.eos_token_id: 50256 is outside") &&
+                           Catch::Contains("set generation.eos_token_id"));
+  // null written on the command line is the spec's own choice: the file's 50256 is not filled in.
+  const CliResult n = run_hftrain("predict tuned --set generation.eos_token_id=null", dir);
+  INFO(n.output);
+  CHECK(n.exit_code == 0);
+  const CliResult quiet = run_hftrain("train spec.yaml --set training.output_dir=quiet --set generation.eos_token_id=null", dir);
+  INFO(quiet.output);
+  CHECK(quiet.exit_code == 0);
+  CHECK_THAT(quiet.output, !Catch::Contains("outside the model's vocabulary"));
+}
