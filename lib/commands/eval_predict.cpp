@@ -58,7 +58,8 @@ std::string results_dir(const std::string& run_dir, const std::string& model_dir
 }
 
 // Resolves `target` (a spec file or a run directory) into a spec and the weights to use, in this order:
-// `model_dir` (--model: a model directory, as model.from_pretrained); the trained model of the run
+// `model_dir` (--model: a model directory, as model.from_pretrained; for an adapter run the base the run's
+// trained adapter goes onto, as PeftModel.from_pretrained(base, run)); the trained model of the run
 // directory / output_dir; the spec's model.from_pretrained (a pretrained model never trained here).
 // Neither a trained nor a pretrained model is a ConfigError, raised before anything is written.
 // spec.training.output_dir becomes the directory results go to (results_dir).
@@ -84,13 +85,20 @@ RunSpec load_for_inference(const std::string& target, std::vector<std::string> o
   const std::string run_dir = run_target ? target : spec.training.output_dir;
   const std::string trained = (fs::path(run_dir) / "model.safetensors").string();
   const std::string adapter = (fs::path(run_dir) / kAdapterWeightsFile).string();
-  if (!model_dir.empty()) {
-    weights.description = "--model " + model_dir;
-  } else if (spec.peft && fs::exists(adapter)) {  // an adapter run: its base, then its trained adapter
+  const bool adapter_run = spec.peft || !spec.model.peft_adapter.empty();
+  if (adapter_run && fs::exists(adapter)) {  // an adapter run: its base (or --model's), then its trained adapter
     weights.trained_file = adapter;
     weights.description = "the trained adapter " + adapter + " on " +
-                          (spec.model.from_pretrained.empty() ? std::string("the base initialised from training.seed")
-                                                              : "model.from_pretrained " + spec.model.from_pretrained);
+                          (!model_dir.empty()                   ? "--model " + model_dir
+                           : spec.model.from_pretrained.empty() ? std::string("the base initialised from training.seed")
+                                                                : "model.from_pretrained " + spec.model.from_pretrained);
+  } else if (!model_dir.empty() && spec.peft) {  // PeftModel.from_pretrained(base, run) needs the run's adapter
+    throw ConfigError("--model " + model_dir + ": the run's spec has a peft section, so its trained adapter goes onto this "
+                      "base, but '" + run_dir + "' holds no " + kAdapterWeightsFile +
+                      " (run `hftrain train` first, or evaluate the base with a spec without the peft section)");
+  } else if (!model_dir.empty()) {
+    weights.description = "--model " + model_dir +
+                          (adapter_run ? " with the adapter of model.peft_adapter " + spec.model.peft_adapter : std::string());
   } else if (fs::exists(trained)) {
     weights.trained_file = trained;
     weights.description = "the trained model " + trained;

@@ -5,6 +5,8 @@
 
 #include "builtins/register_builtins.h"
 #include "checkpoint/model_io.h"
+#include "checkpoint/safetensors.h"
+#include "engine/precision.h"
 #include "log/logger.h"
 #include "train/model_and_data.h"
 #include "util/error.h"
@@ -12,6 +14,49 @@
 
 namespace hftrain {
 namespace fs = std::filesystem;
+namespace {
+
+// The dtype the base's floating-point weights are held in, as HF's from_pretrained(torch_dtype="auto") finds
+// it: config.json's torch_dtype (or dtype, transformers >= 4.56), else the weights files' first floating
+// tensor. float32 when neither says bfloat16 or float16.
+torch::ScalarType base_dtype(const std::string& base_dir) {
+  auto from_name = [](const std::string& name) {
+    if (name == "bfloat16" || name == "BF16") return torch::kBFloat16;
+    if (name == "float16" || name == "F16") return torch::kHalf;
+    return torch::kFloat;
+  };
+  const std::string config_path = base_dir + "/config.json";
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_text_file(config_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(config_path + ": not valid JSON: " + e.what());
+  }
+  for (const char* key : {"torch_dtype", "dtype"})
+    if (config.contains(key) && config[key].is_string()) return from_name(config[key].get<std::string>());
+  std::string weights = base_dir + "/model.safetensors";
+  if (!fs::exists(weights)) {  // sharded (the index was checked when the base loaded): its first shard
+    const nlohmann::json index = nlohmann::json::parse(read_text_file(base_dir + "/model.safetensors.index.json"));
+    std::string first;
+    for (const auto& entry : index.at("weight_map").items())
+      if (first.empty() || entry.value().get<std::string>() < first) first = entry.value().get<std::string>();
+    if (first.empty()) return torch::kFloat;
+    weights = base_dir + "/" + first;
+  }
+  for (const auto& e : read_safetensors_header(weights).tensors)
+    if (e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16" || e.dtype == "F64") return from_name(e.dtype);
+  return torch::kFloat;
+}
+
+// The merged directory keeps the base's generation_config.json as the base has it, and has none when the base
+// has none (saving derives one from config.json for a model that generates, as save_pretrained does).
+void keep_base_generation_config(const std::string& base_dir, const std::string& out_dir) {
+  const fs::path base = fs::path(base_dir) / "generation_config.json", out = fs::path(out_dir) / "generation_config.json";
+  if (fs::exists(base)) write_file_atomic(out.string(), read_text_file(base.string()));
+  else fs::remove(out);
+}
+
+}  // namespace
 
 int run_merge_adapter(const MergeAdapterRequest& request) {
   if (!fs::exists(fs::path(request.base_dir) / "config.json"))
@@ -40,9 +85,13 @@ int run_merge_adapter(const MergeAdapterRequest& request) {
   std::shared_ptr<Model> plain = build();
   merge_adapter_into(*adapted, *plain);
   keep_loaded_config(*plain, request.base_dir);
-  save_model_dir(request.out_dir, *plain);
+  // merge_and_unload keeps the base's dtype: the merge is computed in fp32 and rounded once to it.
+  SavedWeights saved;
+  saved.dtype = base_dtype(request.base_dir);
+  save_model_dir(request.out_dir, *plain, kDefaultMaxShardBytes, saved);
+  keep_base_generation_config(request.base_dir, request.out_dir);
   log_info("merged the adapter of " + request.adapter_dir + " (" + std::to_string(summary.adapted_layers) + " layers) into " +
-           request.base_dir + ": " + request.out_dir);
+           request.base_dir + ": " + request.out_dir + " (" + precision_name(saved.dtype) + ")");
   return 0;
 }
 

@@ -1,7 +1,8 @@
 // `hftrain merge-adapter BASE_DIR ADAPTER_DIR OUT_DIR`: PEFT's merge_and_unload + save_pretrained. Loads the
 // HF model directory BASE_DIR, attaches the PEFT adapter of ADAPTER_DIR (adapter_config.json +
 // adapter_model.safetensors) and writes OUT_DIR as a plain HF model directory whose weights have the adapter
-// merged in (config.json and generation_config.json kept from the base). No run spec is needed.
+// merged in, in the base's dtype (bf16 / fp16 weights and config.json's torch_dtype stay so), config.json kept
+// from the base and generation_config.json only when the base has one. No run spec is needed.
 #pragma once
 
 #include <string>

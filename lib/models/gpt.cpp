@@ -205,6 +205,7 @@ std::vector<GatherUnit> Gpt::gather_units() const {
   return units;
 }
 
+// block_size is written under HF's name n_positions; from_pretrained reads it back (runspec/model_families).
 nlohmann::json Gpt::config_json() const {
   return {{"model_type", "gpt"},         {"architectures", {"GptLMHeadModel"}},
           {"n_layer", options_.n_layer}, {"n_head", options_.n_head},

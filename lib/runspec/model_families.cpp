@@ -8,7 +8,8 @@ namespace {
 
 const std::vector<ModelFamily>& families() {
   static const std::vector<ModelFamily> table = {
-      {"gpt", "gpt", {{"GptLMHeadModel", "gpt"}}, {}, {"c_attn"}},  // hftrain's own families (not HF classes)
+      // hftrain's own families (not HF classes)
+      {"gpt", "gpt", {{"GptLMHeadModel", "gpt"}}, {}, {"c_attn"}, {{"block_size", "n_positions"}}},
       {"mlp", "mlp", {{"MlpForClassification", "mlp"}}, {}, {}},
       {"gpt2", "gpt2", {{"GPT2LMHeadModel", "gpt2"}, {"GPT2Model", "gpt2"}}, {}, {"c_attn"}},
       {"bert",
@@ -90,6 +91,16 @@ std::string hftrain_type_of(const nlohmann::json& config) {
         if (auto it = family->architectures.find(a.get<std::string>()); it != family->architectures.end())
           return it->second;
   return family->default_type;
+}
+
+std::string config_key_of_option(const nlohmann::json& config, const std::string& option) {
+  if (!config.is_object()) return "";
+  if (config.contains(option)) return option;
+  const ModelFamily* family =
+      config.contains("model_type") && config["model_type"].is_string() ? find_model_family(config["model_type"].get<std::string>()) : nullptr;
+  if (!family) return "";
+  auto it = family->option_config_keys.find(option);
+  return it != family->option_config_keys.end() && config.contains(it->second) ? it->second : "";
 }
 
 std::string model_type_from_config(const nlohmann::json& config, const std::string& config_path) {

@@ -29,6 +29,9 @@ struct ModelFamily {
   // PEFT's default LoRA target_modules for the family (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING);
   // empty = none, the peft section must name them.
   std::vector<std::string> lora_target_modules;
+  // Options of the hftrain type that config.json spells otherwise (option name -> config.json key), read when
+  // the option's own key is absent: hftrain's gpt writes block_size as HF's n_positions.
+  std::map<std::string, std::string> option_config_keys;
 };
 
 // Per hftrain model type: how HF checkpoints of it are named.
@@ -55,5 +58,9 @@ LoadRules load_rules_for(const std::string& hftrain_type);
 std::string model_type_from_config(const nlohmann::json& config, const std::string& config_path);
 // The hftrain model type whose config_json() has this model_type/architectures ("" when unknown).
 std::string hftrain_type_of(const nlohmann::json& config);
+// The config.json key holding option `option` of a model of this config's family: the option's own name
+// when the config has it, else the family's spelling of it (ModelFamily::option_config_keys) when the
+// config has that; "" when neither is there.
+std::string config_key_of_option(const nlohmann::json& config, const std::string& option);
 
 }  // namespace hftrain

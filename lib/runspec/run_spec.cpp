@@ -119,9 +119,9 @@ ComponentChoice parse_component(const YAML::Node& root, const std::string& secti
 
 // The model section. With `from_pretrained: DIR` and DIR/config.json present (an HF model directory),
 // the model type comes from config.json (model_type / architectures); `type` may be omitted and must
-// agree when given. The options start from config.json's keys that are options of that type (HF names;
-// num_labels from id2label when absent) and the spec's own keys override them. Without config.json
-// the type is required and the options are the spec's.
+// agree when given. The options start from config.json's keys that are options of that type (HF names, or
+// the family's spelling of an option: config_key_of_option; num_labels from id2label when absent) and the
+// spec's own keys override them. Without config.json the type is required and the options are the spec's.
 void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog, Issues& issues, ModelChoice& out,
                          std::map<std::string, std::string>& origins) {
   YAML::Node node = lookup(root, "model");
@@ -175,8 +175,8 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
   }
   YAML::Node merged(YAML::NodeType::Map);
   for (const auto& option : catalog.models.options(type)) {
-    if (config.contains(option.name)) {
-      YAML::Node v = json_to_yaml_scalar(config[option.name]);
+    if (const std::string key = config_key_of_option(config, option.name); !key.empty()) {
+      YAML::Node v = json_to_yaml_scalar(config[key]);
       if (v.IsDefined()) merged[option.name] = v;
     } else if (option.name == "num_labels" && config.contains("id2label") && config["id2label"].is_object()) {
       merged[option.name] = std::to_string(config["id2label"].size());
