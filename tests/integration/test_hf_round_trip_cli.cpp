@@ -98,7 +98,9 @@ TEST_CASE("token ids beyond the model's vocabulary are refused before training",
   CHECK_FALSE(fs::exists(dir + "/out"));
   write_text(dir + "/spec.yaml", std::string("model: {type: gpt2, n_layer: 1, n_head: 2, n_embd: 16}\n") + kData + kTraining +
                                      "generation: {eos_token_id: 11}\n");
-  CliResult eos = run_hftrain("train spec.yaml", dir);
+  // A training run that generates (predict_with_generate) needs the eos id; one that does not only warns
+  // (test_hf_models_cli.cpp, "a generation setting outside the vocabulary ...").
+  CliResult eos = run_hftrain("train spec.yaml --set training.predict_with_generate=true", dir);
   CHECK(eos.exit_code == 2);
   CHECK_THAT(eos.output, Catch::Contains("generation.eos_token_id: 11 is outside the model's vocabulary (0..10"));
 }
