@@ -6,8 +6,10 @@
 
 namespace hftrain {
 
-int64_t warmup_steps_for(int64_t warmup_steps, double warmup_ratio, int64_t total_steps) {
-  return warmup_steps > 0 ? warmup_steps : static_cast<int64_t>(std::ceil(static_cast<double>(total_steps) * warmup_ratio));
+int64_t warmup_steps_for(double warmup_steps, double warmup_ratio, int64_t total_steps) {
+  if (warmup_steps >= 1) return static_cast<int64_t>(warmup_steps);
+  const double ratio = warmup_steps > 0 ? warmup_steps : warmup_ratio;
+  return static_cast<int64_t>(std::ceil(static_cast<double>(total_steps) * ratio));
 }
 
 double LambdaSchedule::warmup_factor(int64_t step) const {

@@ -46,8 +46,9 @@ class LambdaSchedule : public Schedule {
   ScheduleContext c_;
 };
 
-// Number of warmup steps as HF's TrainingArguments.get_warmup_steps computes it: warmup_steps when
-// > 0, else ceil(total_steps * warmup_ratio).
-int64_t warmup_steps_for(int64_t warmup_steps, double warmup_ratio, int64_t total_steps);
+// Number of warmup steps as HF's TrainingArguments.get_warmup_steps computes it: warmup_steps when >= 1;
+// ceil(total_steps * warmup_steps) when it is a ratio below 1 (transformers v5); else (0, transformers v4)
+// ceil(total_steps * warmup_ratio).
+int64_t warmup_steps_for(double warmup_steps, double warmup_ratio, int64_t total_steps);
 
 }  // namespace hftrain

@@ -40,6 +40,9 @@ const std::vector<ScriptFlag> kScriptFlags = {
     {"max_train_samples", "data.max_train_samples"},
     {"max_eval_samples", "data.max_eval_samples"},
     {"max_predict_samples", "data.max_predict_samples"},
+    {"torch_dtype", "model.torch_dtype"},  // run_clm's ModelArguments (hf_model_args.h)
+    {"dtype", "model.torch_dtype"},        // its newer name (current run_clm)
+    {"attn_implementation", "model.attn_implementation"},
 };
 
 // Script flags that fetch from the Hub: hftrain downloads nothing.

@@ -147,6 +147,17 @@ class Mover {
       notes_.push_back("training." + hf.name + ": " + hf.deprecation + " (taken as " + hf.section + "." + hf.key + ")");
   }
 
+  // transformers v5's train_sampling_strategy: random and group_by_length are training.group_by_length false and
+  // true; sequential (no shuffle) is not built.
+  void train_sampling_strategy(const HfName& hf, const YAML::Node& v) {
+    const std::vector<std::string> built = {"random", "group_by_length"};
+    if (v.IsScalar() && std::find(built.begin(), built.end(), v.Scalar()) != built.end())
+      return place(hf, v, "group_by_length", YAML::Node(v.Scalar() == "group_by_length"), v.Scalar());
+    issues_.add("training.train_sampling_strategy", v,
+                "'" + yaml_text(v) + "' is not available" + did_you_mean(yaml_text(v), built) +
+                    ": the training order is the seeded shuffle (random) or HF's length grouping (group_by_length)");
+  }
+
   // A TrainingArguments flag that is the option of the same name in another section (bf16 -> precision.bf16).
   void same_name(const HfName& hf, const YAML::Node& v) { place(hf, v, hf.name, v, yaml_text(v)); }
 
@@ -348,6 +359,10 @@ const std::vector<HfName>& hf_names() {
         {"ddp_timeout", "distributed", "HF ddp_timeout: the same setting as distributed.ddp_timeout.", &Mover::same_name},
         {"ddp_bucket_cap_mb", "distributed", "HF ddp_bucket_cap_mb: the same setting as distributed.ddp_bucket_cap_mb.",
          &Mover::same_name},
+        {"train_sampling_strategy", "training",
+         "transformers v5's sampler choice: random = group_by_length false, group_by_length = group_by_length true; "
+         "sequential is refused (the training order is always the seeded shuffle).",
+         &Mover::train_sampling_strategy},
         {"bf16", "precision", "HF --bf16: the same setting as precision.bf16.", &Mover::same_name},
         {"fp16", "precision", "HF --fp16: the same setting as precision.fp16.", &Mover::same_name},
         {"sharded_ddp", "zero",

@@ -2,6 +2,8 @@
 // (see hf_unbuilt.h).
 #include "runspec/hf_unbuilt.h"
 
+#include <map>
+
 #include "runspec/sections.h"
 
 namespace hftrain {
@@ -89,8 +91,31 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"liger_kernel_config", {}, "Liger's Triton kernels need a GPU"},
       {"eval_use_gather_object", {"false"}, "evaluation gathers tensors, not Python objects"},
       {"tp_size", {"0", "1"}, "tensor parallelism is not built (zero.stage shards the state instead)"},
+      // transformers v5's new fields
+      {"parallelism_config", {}, "Accelerate's tensor / context parallelism is not built (zero.stage shards the state instead)"},
+      {"project", {"huggingface"}, "the project of a Trackio run: report_to has no trackio here"},
+      {"trackio_space_id", {"trackio"}, "the Space of a Trackio run: report_to has no trackio here"},
+      {"use_cache", {"false", "true"}, ""},  // the training forward returns no KV cache either way; generation keeps its own
+      {"enable_jit_checkpoint", {"false", "true"}, ""},  // SIGTERM / SIGINT always finish the step, save and stop
   };
   return fields;
+}
+
+// Fields transformers v5 removed (its MIGRATION_GUIDE_V5.md), with the v5 spelling where it names one: a value
+// that asks for something says so, beside the reason.
+const std::map<std::string, std::string> kRemovedInV5 = {
+    {"jit_mode_eval", ""},          {"tpu_num_cores", ""},          {"past_index", ""},
+    {"ray_scope", ""},              {"mp_parameters", ""},          {"use_mps_device", ""},
+    {"fp16_backend", ""},           {"half_precision_backend", ""}, {"use_legacy_prediction_loop", ""},
+    {"fsdp_min_num_params", "fsdp_config"}, {"fsdp_transformer_layer_cls_to_wrap", "fsdp_config"},
+    {"tpu_metrics_debug", "debug"}, {"push_to_hub_token", "hub_token"}, {"push_to_hub_model_id", "hub_model_id"},
+    {"push_to_hub_organization", "hub_model_id"}, {"include_inputs_for_metrics", "include_for_metrics"},
+};
+
+std::string removed_in_v5(const std::string& name) {
+  const auto it = kRemovedInV5.find(name);
+  if (it == kRemovedInV5.end()) return "";
+  return "; transformers v5 removed this field" + (it->second.empty() ? "" : " (v5: " + it->second + ")");
 }
 
 bool is_empty_value(const YAML::Node& v) {
@@ -133,7 +158,7 @@ void check_field(const Unbuilt& field, const YAML::Node& value, const std::strin
   issues.add(path, value,
              "'" + yaml_text(value) + "' is not available: " + (field.reason.empty() ? "not one of the values hftrain accepts" : field.reason) +
                  " (accepted: " + (field.keys.empty() ? neutral_text(field) : "null or an empty mapping") +
-                 ", which ask for nothing)");
+                 ", which ask for nothing" + removed_in_v5(field.name) + ")");
 }
 
 }  // namespace

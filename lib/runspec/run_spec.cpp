@@ -9,12 +9,14 @@
 #include "config/duplicate_keys.h"
 #include "runspec/generation_sources.h"
 #include "runspec/hf_flags.h"
+#include "runspec/hf_model_args.h"
 #include "runspec/hf_names.h"
 #include "runspec/hf_unbuilt.h"
 #include "runspec/model_families.h"
 #include "runspec/spec_rules.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/hub_ids.h"
 #include "util/torch_compat.h"
 
 namespace hftrain {
@@ -143,8 +145,7 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
   }
   const std::string config_path = out.from_pretrained + "/config.json";
   if (!out.from_pretrained.empty() && !std::filesystem::is_directory(out.from_pretrained)) {
-    issues.add("model.from_pretrained", fp, "'" + out.from_pretrained + "' is not a directory (nothing is downloaded: a hub "
-               "id needs a local copy, e.g. one written by save_pretrained, and its path here)");
+    issues.add("model.from_pretrained", fp, "'" + out.from_pretrained + "' is not a directory (" + nothing_downloaded_hint() + ")");
     return;
   }
   if (!out.from_pretrained.empty() && !std::filesystem::exists(config_path) && !lookup(node, "type").IsDefined()) {
@@ -321,6 +322,7 @@ RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::
   for (const auto& o : overrides) apply_override(root, o, issues);
   RunSpec spec;
   move_hf_training_names(root, issues, spec.origins, spec.notes);
+  move_hf_model_arguments(root, issues, spec.origins, spec.notes);
   take_unbuilt_hf_fields(root, issues);
   apply_accelerate_config(root, issues, spec.origins, spec.notes, spec.accelerate);  // may set training.deepspeed
   apply_deepspeed_config(root, issues, spec.origins, spec.notes, spec.deepspeed);

@@ -1,6 +1,8 @@
 // Option declarations (name, member, help, constraints) for the fixed run-spec sections.
 #include "runspec/sections.h"
 
+#include <algorithm>
+
 namespace hftrain {
 namespace {
 
@@ -13,11 +15,20 @@ std::string steps_rule(const double& v) {
 const std::vector<std::string> kIntervalStrategies = {"no", "steps", "epoch"};
 const std::vector<std::string> kLogLevels = {"debug", "info", "warning", "error", "critical", "passive"};
 const std::vector<std::string> kReportTargets = {"all", "none", "jsonl", "tensorboard"};
+// HF's other report_to integrations: experiment trackers that hftrain has no client for.
+const std::vector<std::string> kHfTrackers = {"azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive",
+                                              "flyte",    "mlflow",  "neptune",    "swanlab",  "trackio", "wandb"};
 
 std::string report_to_rule(const ReportTargets& v) {
   for (const auto& name : v.names) {
     bool known = false;
     for (const auto& t : kReportTargets) known = known || t == name;
+    if (!known && std::find(kHfTrackers.begin(), kHfTrackers.end(), name) != kHfTrackers.end())
+      return "'" + name + "' is not built: hftrain has no " + name + " client and sends nothing over the network. What is "
+             "built: tensorboard (event files in logging_dir: `tensorboard --logdir`, or import them into a tracker that "
+             "reads them, e.g. `wandb sync LOGDIR`) and jsonl (output_dir/logs.jsonl, one JSON object per log: the entries of "
+             "trainer_state.json's log_history, the values HF hands its trackers). For the same curves give tensorboard, "
+             "jsonl or all, and load those files into " + name;
     if (!known) return "'" + name + "' is not one of: all, none, jsonl, tensorboard" + did_you_mean(name, kReportTargets);
     if ((name == "all" || name == "none") && v.names.size() > 1) return "'" + name + "' must be given alone";
   }
@@ -47,7 +58,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "whole module name must match, or a list of exact names, substrings or start-anchored regular expressions "
         "(HF's rules); only Linear modules count, and a pattern that selects none is an error.");
   s.add("max_grad_norm", &TrainingArgs::max_grad_norm, "Global gradient-norm clipping threshold (0 = off).").min(0);
-  s.add("warmup_steps", &TrainingArgs::warmup_steps, "Linear warmup steps; overrides warmup_ratio when > 0.").min(0);
+  s.add("warmup_steps", &TrainingArgs::warmup_steps,
+        "Linear warmup steps; a number below 1 is a ratio of the total steps (transformers v5, which has no "
+        "warmup_ratio); overrides warmup_ratio when > 0.")
+      .check(steps_rule);
   s.add("warmup_ratio", &TrainingArgs::warmup_ratio, "Warmup as a fraction of total steps.").min(0).max(1);
   s.add("logging_strategy", &TrainingArgs::logging_strategy, "When to log: no, steps or epoch.").choices(kIntervalStrategies);
   s.add("logging_steps", &TrainingArgs::logging_steps, "Log every N steps (integer) or every ratio of total steps (< 1).")

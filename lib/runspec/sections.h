@@ -129,7 +129,7 @@ struct TrainingArgs {
   double adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;
   TargetModules optim_target_modules;  // the weights GaLore projects
-  int64_t warmup_steps = 0;
+  double warmup_steps = 0;  // >= 1: steps (an integer); below 1: a ratio of the total steps (transformers v5)
   double warmup_ratio = 0.0;
   std::string logging_strategy = "steps";
   double logging_steps = 500;

@@ -1,6 +1,6 @@
-// HF users' files and command lines through the real binary: a complete TrainingArguments to_dict() dump
-// in `training:`, HfArgumentParser flags after the spec, the command line winning over the file in any
-// spelling, FairScale's sharded_ddp names on two workers, and torch.distributed.launch's --local_rank
+// HF users' files and command lines through the real binary: complete TrainingArguments to_dict() dumps
+// (transformers 4.46 and v5) in `training:`, HfArgumentParser flags after the spec (run_clm's --torch_dtype and
+// --attn_implementation among them), the command line winning over the file in any spelling, FairScale's sharded_ddp names on two workers, and torch.distributed.launch's --local_rank
 // (with the launcher itself from python3-torch as the reference).
 #include <unistd.h>
 
@@ -59,6 +59,45 @@ const char* kToDict4_46 = R"({
   "generation_num_beams": null, "generation_config": null
 })";
 
+// transformers v5 TrainingArguments(output_dir="out").to_dict() on torch >= 2.8, every field at v5's default:
+// warmup_steps (a ratio when below 1) without v4's warmup_ratio and logging_dir (kept as deprecated, null),
+// optim adamw_torch_fused, report_to "none" (written as []), include_num_input_tokens_seen "no",
+// average_tokens_across_devices true, train_sampling_strategy in place of group_by_length, the Trackio fields,
+// and none of the fields v5 removed (overwrite_output_dir, per_gpu_*, no_cuda, fp16_backend, ...).
+const char* kToDict5 = R"({
+  "output_dir": "out", "per_device_train_batch_size": 8, "num_train_epochs": 3.0, "max_steps": -1,
+  "learning_rate": 5e-05, "lr_scheduler_type": "linear", "lr_scheduler_kwargs": null, "warmup_steps": 0,
+  "optim": "adamw_torch_fused", "optim_args": null, "weight_decay": 0.0, "adam_beta1": 0.9, "adam_beta2": 0.999,
+  "adam_epsilon": 1e-08, "optim_target_modules": null, "gradient_accumulation_steps": 1,
+  "average_tokens_across_devices": true, "max_grad_norm": 1.0, "label_smoothing_factor": 0.0, "bf16": false,
+  "fp16": false, "bf16_full_eval": false, "fp16_full_eval": false, "tf32": null, "gradient_checkpointing": false,
+  "gradient_checkpointing_kwargs": null, "torch_compile": false, "torch_compile_backend": null,
+  "torch_compile_mode": null, "use_liger_kernel": false, "liger_kernel_config": null, "use_cache": false,
+  "neftune_noise_alpha": null, "torch_empty_cache_steps": null, "auto_find_batch_size": false,
+  "logging_strategy": "steps", "logging_steps": 500, "logging_first_step": false, "log_on_each_node": true,
+  "logging_nan_inf_filter": true, "include_num_input_tokens_seen": "no", "log_level": "passive",
+  "log_level_replica": "warning", "disable_tqdm": false, "report_to": [], "run_name": null,
+  "project": "huggingface", "trackio_space_id": "trackio", "eval_strategy": "no", "eval_steps": null,
+  "eval_delay": 0, "per_device_eval_batch_size": 8, "prediction_loss_only": false, "eval_on_start": false,
+  "eval_do_concat_batches": true, "eval_use_gather_object": false, "eval_accumulation_steps": null,
+  "include_for_metrics": [], "batch_eval_metrics": false, "save_only_model": false, "save_strategy": "steps",
+  "save_steps": 500, "save_on_each_node": false, "save_total_limit": null, "enable_jit_checkpoint": false,
+  "push_to_hub": false, "hub_token": "<HUB_TOKEN>", "hub_private_repo": null, "hub_model_id": null,
+  "hub_strategy": "every_save", "hub_always_push": false, "hub_revision": null, "load_best_model_at_end": false,
+  "metric_for_best_model": null, "greater_is_better": null, "ignore_data_skip": false,
+  "restore_callback_states_from_checkpoint": false, "full_determinism": false, "seed": 42, "data_seed": null,
+  "use_cpu": false,
+  "accelerator_config": {"split_batches": false, "dispatch_batches": null, "even_batches": true,
+                         "use_seedable_sampler": true, "non_blocking": false, "gradient_accumulation_kwargs": null},
+  "parallelism_config": null, "dataloader_drop_last": false, "dataloader_num_workers": 0,
+  "dataloader_pin_memory": true, "dataloader_persistent_workers": false, "dataloader_prefetch_factor": null,
+  "remove_unused_columns": true, "label_names": null, "train_sampling_strategy": "random",
+  "length_column_name": "length", "ddp_find_unused_parameters": null, "ddp_bucket_cap_mb": null,
+  "ddp_broadcast_buffers": null, "ddp_backend": null, "ddp_timeout": 1800, "fsdp": null, "fsdp_config": null,
+  "deepspeed": null, "debug": [], "skip_memory_metrics": true, "do_train": false, "do_eval": false,
+  "do_predict": false, "resume_from_checkpoint": null, "warmup_ratio": null, "logging_dir": null, "local_rank": -1
+})";
+
 const char* kModelAndData = "model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n"
                             "data: {type: digit_reversal, num_digits: 3, train_size: 48, eval_size: 8, test_size: 0}\n";
 
@@ -95,6 +134,45 @@ TEST_CASE("a complete TrainingArguments to_dict() dump loads in training: and tr
   REQUIRE(r.exit_code == 0);
   CHECK(logged_losses(dir + "/out/trainer_state.json").size() == 2);
   CHECK(std::filesystem::exists(dir + "/out/eval_results.json"));
+}
+
+TEST_CASE("a transformers v5 to_dict() dump trains, with run_clm's --torch_dtype and --attn_implementation", "[integration][hf_args]") {
+  const std::string dir = fresh_dir("hf_to_dict_v5");
+  write_text(dir + "/spec.yaml", std::string(kModelAndData) + "training: " + kToDict5 + "\n");
+  CliResult d = run_hftrain("train spec.yaml --dump-config --warmup_steps 0.5 --torch_dtype bfloat16", dir);
+  INFO(d.output);
+  REQUIRE(d.exit_code == 0);
+  CHECK_THAT(d.output, Catch::Contains("type: adamw  # training.optim: adamw_torch_fused (spec.yaml:"));
+  CHECK_THAT(d.output, Catch::Contains("warmup_steps: 0.5  # --set training.warmup_steps"));
+  // The flag wins over the dump's bf16: false, as any command-line value over the file's.
+  CHECK_THAT(d.output, Catch::Contains("bf16: true  # model.torch_dtype: bfloat16 (--set model.torch_dtype, over 'false' at "
+                                       "spec.yaml:"));
+  CHECK_THAT(d.output, Catch::Contains("include_num_input_tokens_seen: no"));
+  CHECK_THAT(d.output, Catch::Contains("report_to: []"));
+  // It trains: a warmup ratio of 0.5 over 4 steps is 2 warmup steps (each log holds the rate of the next step, as HF's).
+  CliResult r = run_hftrain("train spec.yaml --max_steps 4 --logging_steps=1 --warmup_steps 0.5 --dtype float32 "
+                            "--attn_implementation sdpa --report_to jsonl",
+                            dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("model.torch_dtype float32: the weights load in float32"));
+  CHECK_THAT(r.output, Catch::Contains("model.attn_implementation sdpa: hftrain's own attention computes the same"));
+  const auto logs = train_logs(dir + "/out/trainer_state.json");
+  REQUIRE(logs.size() == 4);
+  CHECK(logs[0]["learning_rate"].get<double>() == Approx(2.5e-05));  // step 1 of 2 warmup steps
+  CHECK(logs[1]["learning_rate"].get<double>() == Approx(5e-05));    // the peak at the end of warmup
+  CHECK(std::filesystem::exists(dir + "/out/logs.jsonl"));
+  // What is not built is refused naming the flag's key and the reason.
+  CliResult fa = run_hftrain("train spec.yaml --attn_implementation flash_attention_3", dir);
+  CHECK(fa.exit_code == 2);
+  CHECK_THAT(fa.output, Catch::Contains("model.attn_implementation: 'flash_attention_3' is not built"));
+  CliResult dt = run_hftrain("train spec.yaml --torch_dtype float64", dir);
+  CHECK(dt.exit_code == 2);
+  CHECK_THAT(dt.output, Catch::Contains("model.torch_dtype: 'float64' is not a dtype run_clm loads a model in"));
+  CliResult wandb = run_hftrain("train spec.yaml --report_to wandb", dir);
+  CHECK(wandb.exit_code == 2);
+  CHECK_THAT(wandb.output, Catch::Contains("training.report_to: 'wandb' is not built") &&
+                               Catch::Contains("output_dir/logs.jsonl"));
 }
 
 TEST_CASE("a dump whose unbuilt fields ask for something lists exactly those problems", "[integration][hf_args]") {

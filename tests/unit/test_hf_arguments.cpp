@@ -1,15 +1,18 @@
 // HF habits in the run spec and on the command line: sharded_ddp (FairScale) onto ZeRO, the unbuilt
 // TrainingArguments fields at values that ask for nothing, nulls as HF's None, HfArgumentParser flags as
-// overrides, torch.distributed.launch's --local_rank against the environment, and the command line
-// winning over the file in any spelling.
+// overrides, torch.distributed.launch's --local_rank against the environment, the command line winning over
+// the file in any spelling, run_clm's model arguments, HF's trackers, Hub ids, and transformers v5's fields.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "builtins/register_builtins.h"
+#include "optim/schedule.h"
 #include "runspec/hf_flags.h"
+#include "tokenizers/load_tokenizer.h"
 #include "util/error.h"
+#include "util/hub_ids.h"
 #include "spec_test_helpers.h"
 
 using namespace hftrain;
@@ -242,4 +245,146 @@ TEST_CASE("the v4.x docs' ds_config zeros are the legacy spelling of auto", "[un
     CHECK(has_note(spec, std::string("DeepSpeed zero_optimization.") + key + ": 0 is the v4.x docs' spelling of \"auto\""));
   // In hftrain's own zero section 0 keeps its meaning (no prefetch).
   CHECK(load(path, {"training.deepspeed=null", "zero.stage=3", "zero.stage3_prefetch_bucket_size=0"}).zero.stage3_prefetch_bucket_size == 0);
+}
+
+TEST_CASE("a Hub id as data.tokenizer gets the nothing-is-downloaded hint that model.from_pretrained gives", "[unit][hf_args]") {
+  for (const std::string id : {"gpt2", "meta-llama/Llama-3.1-8B"}) {
+    INFO(id);
+    const std::string tokenizer = config_error([&] { load_tokenizer(id, "data.tokenizer"); });
+    CHECK_THAT(tokenizer, Catch::Contains("data.tokenizer: '" + id + "' is not a tokenizer") &&
+                              Catch::Contains(nothing_downloaded_hint()));
+    const std::string path = write_spec("hub_id.yaml", "model: {from_pretrained: " + id + "}\ndata: {type: digit_reversal}\n"
+                                                       "training: {output_dir: x}\n");
+    CHECK_THAT(load_error(path), Catch::Contains("model.from_pretrained: '" + id + "' is not a directory (" +
+                                                 nothing_downloaded_hint() + ")"));
+  }
+  // A local path that is missing says so, with the same hint; a missing .json file is just missing.
+  CHECK_THAT(config_error([] { load_tokenizer("no/such/tokenizer.json", "data.tokenizer"); }),
+             Catch::Contains("does not exist") && !Catch::Contains("nothing is downloaded"));
+}
+
+TEST_CASE("run_clm's torch_dtype and attn_implementation flags map onto what hftrain has", "[unit][spec][hf_args]") {
+  using V = std::vector<std::string>;
+  CHECK(rewrite({"s", "--torch_dtype", "bfloat16", "--attn_implementation=sdpa", "--dtype", "auto"}) ==
+        V{"s", "--set", "model.torch_dtype=bfloat16", "--set", "model.attn_implementation=sdpa", "--set", "model.torch_dtype=auto"});
+  const std::string path = write_spec("model_args.yaml", kSpec);
+  // A 16-bit dtype is the precision that gives the model 16-bit weights (with fp32 masters); float32 is what
+  // hftrain loads.
+  RunSpec bf16 = load(path, {"model.torch_dtype=bfloat16"});
+  CHECK(bf16.precision.bf16);
+  CHECK_THAT(bf16.origins.at("precision.bf16"), Catch::Contains("model.torch_dtype: bfloat16 (--set model.torch_dtype"));
+  CHECK(has_note(bf16, "model.torch_dtype bfloat16 is precision.bf16 here"));
+  RunSpec fp32 = load(path, {"model.torch_dtype=float32", "training.bf16=true"});
+  CHECK(fp32.precision.bf16);  // HF's --bf16 autocasts a float32 model: the two agree
+  CHECK(has_note(fp32, "model.torch_dtype float32: the weights load in float32"));
+  CHECK_THAT(load_error(path, {"model.torch_dtype=bfloat16", "training.bf16=false"}), Catch::Contains("disagrees with"));
+  // auto: the dtype model.from_pretrained's config.json names.
+  const auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_hf_arguments" / "bf16_model";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 16,
+    "n_positions": 32, "vocab_size": 256, "torch_dtype": "bfloat16"})";
+  const std::string pretrained = write_spec("model_args_auto.yaml", "model: {from_pretrained: " + dir.string() +
+                                                                    "}\ndata: {type: digit_reversal}\ntraining: {output_dir: x}\n");
+  RunSpec autodtype = load(pretrained, {"model.torch_dtype=auto"});
+  CHECK(autodtype.precision.bf16);
+  CHECK(has_note(autodtype, "model.torch_dtype auto (" + (dir / "config.json").string() + ": bfloat16) is precision.bf16"));
+  CHECK_FALSE(load(path, {"model.torch_dtype=auto"}).precision.bf16);  // no config.json: float32
+  CHECK_THAT(load_error(path, {"model.torch_dtype=bfloat6"}),
+             Catch::Contains("model.torch_dtype: 'bfloat6' is not a dtype run_clm loads a model in (did you mean 'bfloat16'?)"));
+  // Attention: what hftrain's own kernel computes is accepted, anything else refused with the reason.
+  for (const std::string name : {"eager", "sdpa", "flash_attention_2"}) {
+    RunSpec spec = load(path, {"model.attn_implementation=" + name});
+    CHECK(has_note(spec, "model.attn_implementation " + name + ": hftrain's own attention computes the same"));
+  }
+  CHECK_THAT(load_error(path, {"model.attn_implementation=flex_attention"}),
+             Catch::Contains("model.attn_implementation: 'flex_attention' is not built") &&
+                 Catch::Contains("score and mask modifications"));
+  CHECK_THAT(load_error(path, {"model.attn_implementation=kernels-community/flash-attn"}),
+             Catch::Contains("would have to be downloaded"));
+}
+
+TEST_CASE("report_to names of HF's trackers say what is built instead", "[unit][spec][hf_args]") {
+  const std::string path = write_spec("report_to.yaml", kSpec);
+  for (const std::string tracker : {"wandb", "mlflow", "trackio", "comet_ml", "clearml", "neptune"}) {
+    INFO(tracker);
+    const std::string err = load_error(path, {"training.report_to=[tensorboard, " + tracker + "]"});
+    CHECK_THAT(err, Catch::Contains("training.report_to: '" + tracker + "' is not built: hftrain has no " + tracker + " client"));
+    CHECK_THAT(err, Catch::Contains("tensorboard (event files in logging_dir") && Catch::Contains("output_dir/logs.jsonl") &&
+                        Catch::Contains("trainer_state.json's log_history"));
+  }
+  CHECK_THAT(load_error(path, {"training.report_to=tensorbord"}), Catch::Contains("(did you mean 'tensorboard'?)"));
+  CHECK_FALSE(load(path, {"training.report_to=[]"}).training.report_to.has("jsonl"));  // transformers v5's "none"
+}
+
+TEST_CASE("transformers v5: warmup_steps below 1 is a ratio of the total steps", "[unit][spec][hf_args]") {
+  const std::string path = write_spec("warmup.yaml", kSpec);
+  const RunSpec spec = load(path, {"training.warmup_steps=0.1"});
+  CHECK(spec.training.warmup_steps == Approx(0.1));
+  CHECK(warmup_steps_for(spec.training.warmup_steps, spec.training.warmup_ratio, 50) == 5);
+  CHECK(warmup_steps_for(0.15, 0.0, 50) == 8);   // ceil(7.5), HF v5's get_warmup_steps
+  CHECK(warmup_steps_for(0.1, 0.5, 50) == 5);    // given, it wins over v4's warmup_ratio
+  CHECK(warmup_steps_for(0, 0.5, 50) == 25);     // v4: warmup_ratio when warmup_steps is 0
+  CHECK(warmup_steps_for(12, 0.5, 50) == 12);
+  CHECK(warmup_steps_for(1, 0.0, 50) == 1);
+  CHECK(load(path, {"training.warmup_steps=7"}).training.warmup_steps == 7);
+  CHECK_THAT(load_error(path, {"training.warmup_steps=2.5"}),
+             Catch::Contains("training.warmup_steps") && Catch::Contains("must be an integer, or a ratio < 1 of total steps"));
+  CHECK_THAT(load_error(path, {"training.warmup_steps=-0.1"}), Catch::Contains("must be >= 0"));
+}
+
+TEST_CASE("fields transformers v5 removed are refused naming v5 when set, and v5's new fields load", "[unit][spec][hf_args]") {
+  const std::string removed = write_spec("v5_removed.yaml", std::string(kSpec) + R"(  jit_mode_eval: true
+  past_index: 2
+  fp16_backend: apex
+  include_inputs_for_metrics: true
+  use_legacy_prediction_loop: true
+  push_to_hub_token: secret
+)");
+  const std::string err = load_error(removed);
+  CHECK_THAT(err, Catch::Contains("(6 problems)"));
+  for (const char* field : {"jit_mode_eval", "past_index", "fp16_backend", "include_inputs_for_metrics", "use_legacy_prediction_loop"})
+    CHECK_THAT(err, Catch::Contains(std::string("training.") + field + ": '") &&
+                        Catch::Contains("which ask for nothing; transformers v5 removed this field"));
+  CHECK_THAT(err, Catch::Contains("transformers v5 removed this field (v5: include_for_metrics)"));
+  CHECK_THAT(err, Catch::Contains("transformers v5 removed this field (v5: hub_token)"));
+  // The v4 fields v5 removed that hftrain builds keep working.
+  const RunSpec v4 = load(write_spec("v5_kept.yaml", std::string(kSpec) + R"(  overwrite_output_dir: true
+  logging_dir: tb
+  include_tokens_per_second: false
+  warmup_ratio: 0.2
+  per_gpu_train_batch_size: 4
+  no_cuda: true
+)"));
+  CHECK(v4.training.overwrite_output_dir);
+  CHECK(v4.training.logging_dir == "tb");
+  CHECK_FALSE(v4.training.include_tokens_per_second);
+  CHECK(v4.training.warmup_ratio == Approx(0.2));
+  CHECK(v4.training.per_device_train_batch_size == 4);
+  CHECK(v4.training.use_cpu);
+  // v5's new fields and defaults.
+  const std::string added = write_spec("v5_added.yaml", std::string(kSpec) + R"(  project: huggingface
+  trackio_space_id: trackio
+  use_cache: false
+  enable_jit_checkpoint: false
+  parallelism_config: null
+  train_sampling_strategy: group_by_length
+  include_num_input_tokens_seen: non_padding
+  optim: adamw_torch_fused
+  report_to: []
+  warmup_ratio: null
+  logging_dir: null
+  average_tokens_across_devices: true
+)");
+  const RunSpec v5 = load(added);
+  CHECK(v5.training.group_by_length);
+  CHECK(v5.training.include_num_input_tokens_seen.mode == InputTokensSeen::Mode::kNonPadding);
+  CHECK(v5.optimizer.type == "adamw");
+  CHECK(v5.training.warmup_ratio == 0);
+  CHECK(v5.training.logging_dir.empty());
+  CHECK_FALSE(load(added, {"training.train_sampling_strategy=random"}).training.group_by_length);
+  CHECK_THAT(load_error(added, {"training.train_sampling_strategy=sequential"}),
+             Catch::Contains("training.train_sampling_strategy: 'sequential' is not available"));
+  CHECK_THAT(load_error(added, {"training.parallelism_config={tp_size: 2}"}),
+             Catch::Contains("training.parallelism_config: ") && Catch::Contains("tensor / context parallelism is not built"));
+  CHECK_THAT(load_error(added, {"training.project=mine"}), Catch::Contains("report_to has no trackio here"));
 }
