@@ -33,6 +33,13 @@ int parse_slurm_tasks_per_node(const std::string& name, const std::string& text)
   return parse_int(name, head, 1, 1 << 20);
 }
 
+// torch sets str(True) / str(False); the usual spellings of a flag are accepted too.
+bool parse_flag(const std::string& name, const std::string& text) {
+  if (text == "True" || text == "true" || text == "1") return true;
+  if (text == "False" || text == "false" || text == "0") return false;
+  throw ConfigError("environment variable " + name + "='" + text + "' is not True or False");
+}
+
 }  // namespace
 
 bool process_env(const std::string& name, std::string& value) {
@@ -45,7 +52,7 @@ bool process_env(const std::string& name, std::string& value) {
 std::string DistEnv::describe() const {
   return "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " (local rank " +
          std::to_string(local_rank) + " of " + std::to_string(local_world_size) + ", rendezvous " + master_addr + ":" +
-         std::to_string(master_port) + ", from " + source + ")";
+         std::to_string(master_port) + (agent_store ? " (torchrun's agent store)" : "") + ", from " + source + ")";
 }
 
 DistEnv detect_dist_env(const EnvLookup& lookup) {
@@ -65,6 +72,7 @@ DistEnv detect_dist_env(const EnvLookup& lookup) {
     if (get("LOCAL_RANK")) env.local_rank = parse_int("LOCAL_RANK", v, 0, 1 << 20);
     // Without LOCAL_WORLD_SIZE, assume every worker shares this node (the conservative thread split).
     env.local_world_size = get("LOCAL_WORLD_SIZE") ? parse_int("LOCAL_WORLD_SIZE", v, 1, 1 << 20) : env.world_size;
+    if (get("TORCHELASTIC_USE_AGENT_STORE")) env.agent_store = parse_flag("TORCHELASTIC_USE_AGENT_STORE", v);
   } else {
     env.source = "slurm";
     get("SLURM_PROCID");
@@ -86,7 +94,10 @@ DistEnv detect_dist_env(const EnvLookup& lookup) {
   else if (env.world_size > 1) throw ConfigError("environment: RANK/WORLD_SIZE are set but MASTER_ADDR is not");
   if (get("MASTER_PORT")) env.master_port = parse_int("MASTER_PORT", v, 1, 65535);
   else if (torchrun && env.world_size > 1) throw ConfigError("environment: RANK/WORLD_SIZE are set but MASTER_PORT is not");
-  if (get("HFTRAIN_RESTART_COUNT")) env.restart_count = parse_int("HFTRAIN_RESTART_COUNT", v, 0, 1 << 20);
+  if (torchrun && get("TORCHELASTIC_RESTART_COUNT"))
+    env.restart_count = parse_int("TORCHELASTIC_RESTART_COUNT", v, 0, 1 << 20);
+  else if (get("HFTRAIN_RESTART_COUNT"))
+    env.restart_count = parse_int("HFTRAIN_RESTART_COUNT", v, 0, 1 << 20);
 
   const std::string rank_var = torchrun ? "RANK" : "SLURM_PROCID";
   if (env.rank >= env.world_size)

@@ -1,5 +1,6 @@
 // Process layout of a worker: which rank it is and where the rendezvous lives. Read from the
-// environment torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+// environment torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+// and TORCHELASTIC_USE_AGENT_STORE / TORCHELASTIC_RESTART_COUNT when its elastic agent hosts the store),
 // which is also what `hftrain train --nproc-per-node N` gives its workers, or from a SLURM job step
 // (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE, with MASTER_ADDR exported by the
 // job script). No LibTorch here: the launcher and the CLI include it.
@@ -17,7 +18,10 @@ struct DistEnv {
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  int restart_count = 0;        // HFTRAIN_RESTART_COUNT: how many times the launcher restarted the job
+  int restart_count = 0;        // TORCHELASTIC_RESTART_COUNT or HFTRAIN_RESTART_COUNT: restarts of the job so far
+  // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's elastic agent hosts a torch TCPStore at
+  // MASTER_ADDR:MASTER_PORT and every rank, rank 0 included, joins it as a client.
+  bool agent_store = false;
   std::string source = "none";  // "none" (plain process), "torchrun" (RANK/WORLD_SIZE...) or "slurm"
 
   // True when this process is one worker of a launched job (even a job of one worker).

@@ -105,8 +105,11 @@ class Attempt {
 
  private:
   std::vector<char*> make_env(const Worker& w, const std::string& addr, int port, std::vector<std::string>& storage) {
+    // Replaced below; torchrun's agent-store variables are dropped, since these workers meet in the store
+    // their rank 0 hosts (and count restarts in HFTRAIN_RESTART_COUNT).
     static const char* kOurs[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                  "MASTER_PORT", "GROUP_RANK", "HFTRAIN_RESTART_COUNT"};
+                                  "MASTER_PORT", "GROUP_RANK", "HFTRAIN_RESTART_COUNT",
+                                  "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"};
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
       std::string key = kv.substr(0, kv.find('='));

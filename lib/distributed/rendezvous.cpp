@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "distributed/env.h"
+#include "distributed/torch_store.h"
 #include "log/logger.h"
 #include "runspec/sections.h"
 #include "util/error.h"
@@ -90,9 +91,13 @@ std::string never_joined(const std::vector<int>& missing, const DistEnv& env, do
   for (const auto& [node, ranks] : by_node(missing, env))
     list += (list.empty() ? "" : "; ") + std::string("node_rank ") + std::to_string(node) + " (rank" +
             (ranks.size() > 1 ? "s " : " ") + join_ints(ranks) + ")";
+  const std::string start = env.agent_store ? "Start torchrun on every node with the same --nnodes, --master_addr " +
+                                                  env.master_addr + " and --master_port " + std::to_string(env.master_port)
+                                            : "Start every node with the same --nnodes, --master-addr " + env.master_addr +
+                                                  " --master-port " + std::to_string(env.master_port) +
+                                                  " and HFTRAIN_RDZV_TOKEN";
   return "rendezvous: " + list + " never joined at " + where_of(env) + " within distributed.rendezvous_timeout (" +
-         num(limit) + " s). Start every node with the same --nnodes, --master-addr " + env.master_addr +
-         " --master-port " + std::to_string(env.master_port) + " and HFTRAIN_RDZV_TOKEN, check that port " +
+         num(limit) + " s). " + start + ", check that port " +
          std::to_string(env.master_port) + " of " + env.master_addr +
          " is reachable from every node, or raise distributed.rendezvous_timeout";
 }
@@ -168,7 +173,16 @@ std::string disagreement(const nlohmann::json& mine, const nlohmann::json& their
   return out;
 }
 
-std::vector<int> missing_ranks(StoreClient& store, int world_size) {
+void set_text(c10d::Store& store, const std::string& key, const std::string& value) {
+  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::string get_text(c10d::Store& store, const std::string& key) {
+  const std::vector<uint8_t> v = store.get(key);
+  return std::string(v.begin(), v.end());
+}
+
+std::vector<int> missing_ranks(c10d::Store& store, int world_size) {
   std::vector<int> out;
   for (int r = 0; r < world_size; ++r)
     if (!store.check({kJoinPrefix + std::to_string(r)})) out.push_back(r);
@@ -176,10 +190,10 @@ std::vector<int> missing_ranks(StoreClient& store, int world_size) {
 }
 
 // Rank 0: every rank joined; compare them. Returns "" or the message every rank stops with.
-std::string compare_ranks(StoreClient& store, const DistEnv& env) {
-  const auto mine = nlohmann::json::parse(store.get_text(kJoinPrefix + "0"));
+std::string compare_ranks(c10d::Store& store, const DistEnv& env) {
+  const auto mine = nlohmann::json::parse(get_text(store, kJoinPrefix + "0"));
   for (int r = 1; r < env.world_size; ++r) {
-    const auto theirs = nlohmann::json::parse(store.get_text(kJoinPrefix + std::to_string(r)));
+    const auto theirs = nlohmann::json::parse(get_text(store, kJoinPrefix + std::to_string(r)));
     const std::string diff = disagreement(mine, theirs, r, env);
     if (!diff.empty())
       return "rendezvous: " + who(r, env) + " (host " + theirs["host"].get<std::string>() +
@@ -189,21 +203,37 @@ std::string compare_ranks(StoreClient& store, const DistEnv& env) {
   return "";
 }
 
-c10::intrusive_ptr<StoreClient> connect_with_retries(const DistEnv& env, const RendezvousOptions& o,
+// One attempt at the store: hftrain's own (rank 0 hosts it) or torchrun's agent store; nullptr while
+// nothing listens there.
+c10::intrusive_ptr<c10d::Store> connect_once(const DistEnv& env, const RendezvousOptions& o, std::string& error) {
+  if (env.agent_store)
+    return TorchStoreClient::connect(env.master_addr, env.master_port, env.restart_count, o.store_timeout, error);
+  const std::string me = host_name() + " pid " + std::to_string(::getpid()) + " rank " + std::to_string(env.rank);
+  return StoreClient::connect(env.master_addr, env.master_port, o.token, me, o.store_timeout, error);
+}
+
+std::string never_opened(const DistEnv& env, double limit, const std::string& error) {
+  const std::string within = " within distributed.rendezvous_timeout (" + num(limit) + " s; last error: " + error + "). ";
+  if (env.agent_store)
+    return "rendezvous: torchrun's agent store at " + where_of(env) + " (TORCHELASTIC_USE_AGENT_STORE=True) never "
+           "answered" + within + "The elastic agent of node 0 hosts it: start the workers through torchrun, and check "
+           "that --master_addr / --master_port are reachable from this node";
+  return "rendezvous: " + who(0, env) + " never opened the rendezvous at " + where_of(env) + within +
+         "Start node 0 (--node-rank 0) with the same --master-addr and --master-port, and check that the port is "
+         "reachable from this node";
+}
+
+c10::intrusive_ptr<c10d::Store> connect_with_retries(const DistEnv& env, const RendezvousOptions& o,
                                                      Clock::time_point start) {
   Ticker ticker(start, o.timeout);
-  const std::string me = host_name() + " pid " + std::to_string(::getpid()) + " rank " + std::to_string(env.rank);
   for (;;) {
     std::string error;
-    auto client = StoreClient::connect(env.master_addr, env.master_port, o.token, me, o.store_timeout, error);
+    auto client = connect_once(env, o, error);
     if (client) return client;
-    if (ticker.elapsed() >= seconds(o.timeout))
-      throw RuntimeFailure("rendezvous: " + who(0, env) + " never opened the rendezvous at " + where_of(env) +
-                           " within distributed.rendezvous_timeout (" + num(seconds(o.timeout)) + " s; last error: " +
-                           error + "). Start node 0 (--node-rank 0) with the same --master-addr and --master-port, "
-                           "and check that the port is reachable from this node");
+    if (ticker.elapsed() >= seconds(o.timeout)) throw RuntimeFailure(never_opened(env, seconds(o.timeout), error));
     if (env.local_rank == 0 && ticker.due())
-      log_warning("waiting for node_rank 0 to open the rendezvous at " + where_of(env) + " (" + error + ") \xE2\x80\x94 " +
+      log_warning("waiting for " + std::string(env.agent_store ? "torchrun's agent store" : "node_rank 0 to open the rendezvous") +
+                  " at " + where_of(env) + " (" + error + ") \xE2\x80\x94 " +
                   std::to_string(static_cast<int>(ticker.elapsed())) + " s of " + num(seconds(o.timeout)) + " s");
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -257,22 +287,25 @@ Rendezvous rendezvous(const DistEnv& env, const RendezvousOptions& o) {
   const auto start = Clock::now();
   const double limit = seconds(o.timeout);
   Rendezvous out;
-  if (env.rank == 0) {
+  if (env.agent_store) {
+    if (!o.token.empty() && env.local_rank == 0)
+      log_info(std::string(kJobTokenVariable) + " is not used: torchrun's agent store (torch's TCPStore) takes no token");
+  } else if (env.rank == 0) {
     out.server = std::make_shared<StoreServer>(env.master_addr, env.master_port, o.token);
     if (o.token.empty() && out.server->address().rfind("127.", 0) != 0 && out.server->address() != "::1")
       log_warning(std::string(kJobTokenVariable) + " is not set: any process that reaches " + where_of(env) +
                   " can join this job's rendezvous; export the same secret value on every node");
   }
   out.store = connect_with_retries(env, o, start);
-  StoreClient& store = *out.store;
-  store.set_text(kJoinPrefix + std::to_string(env.rank), my_join_record(env, o.facts).dump());
+  c10d::Store& store = *out.store;
+  set_text(store, kJoinPrefix + std::to_string(env.rank), my_join_record(env, o.facts).dump());
   Ticker ticker(start, o.timeout);
   const bool reports = env.local_rank == 0;
   // Rank 0 decides; the others follow its verdict (a little later than rank 0's own deadline).
   const double deadline = env.rank == 0 ? limit : limit + 5.0;
   for (;;) {
     if (env.rank != 0 && store.check({kVerdict})) {
-      const auto verdict = nlohmann::json::parse(store.get_text(kVerdict));
+      const auto verdict = nlohmann::json::parse(get_text(store, kVerdict));
       if (verdict["ok"].get<bool>()) return out;
       const std::string msg = verdict["message"].get<std::string>() + " (reported by rank 0)";
       if (verdict["code"].get<int>() == 2) throw ConfigError(msg);
@@ -281,7 +314,7 @@ Rendezvous rendezvous(const DistEnv& env, const RendezvousOptions& o) {
     const std::vector<int> missing = missing_ranks(store, env.world_size);
     if (env.rank == 0 && missing.empty()) {
       const std::string diff = compare_ranks(store, env);
-      store.set_text(kVerdict, nlohmann::json{{"ok", diff.empty()}, {"code", 2}, {"message", diff}}.dump());
+      set_text(store, kVerdict, nlohmann::json{{"ok", diff.empty()}, {"code", 2}, {"message", diff}}.dump());
       if (diff.empty()) {
         if (ticker.elapsed() >= 1.0)
           log_info("rendezvous: all " + std::to_string(env.world_size) + " workers joined at " + where_of(env) + " after " +
@@ -296,7 +329,7 @@ Rendezvous rendezvous(const DistEnv& env, const RendezvousOptions& o) {
                                                     " but rank 0 gave no verdict within distributed.rendezvous_timeout"
                                               : never_joined(missing, env, limit);
       if (env.rank == 0) {
-        store.set_text(kVerdict, nlohmann::json{{"ok", false}, {"code", 1}, {"message", msg}}.dump());
+        set_text(store, kVerdict, nlohmann::json{{"ok", false}, {"code", 1}, {"message", msg}}.dump());
         std::this_thread::sleep_for(std::chrono::seconds(1));
       }
       throw RuntimeFailure(msg);

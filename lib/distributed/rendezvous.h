@@ -1,7 +1,9 @@
 // The rendezvous every worker passes before any work: rank 0 hosts the store (store.h) at the master
-// address, every rank connects (retrying while node 0 is not up yet), presents the job token and
-// publishes what it runs (hftrain version, world layout, the agreement facts: the resolved run spec
-// flattened to keys and a fingerprint of the files it names). Rank 0 waits for every rank, saying
+// address, or, under torchrun with TORCHELASTIC_USE_AGENT_STORE=True, the elastic agent already hosts a
+// torch TCPStore there (torch_store.h) and nobody listens; every rank connects (retrying while node 0
+// is not up yet), presents the job token (hftrain's store only) and publishes what it runs (hftrain
+// version, world layout, the agreement facts: the resolved run spec flattened to keys and a
+// fingerprint of the files it names). Rank 0 waits for every rank, saying
 // what it waits for ("waiting for 1 of 2 nodes (node_rank 1) at 127.0.0.1:29611 — 10 s of 600 s") at
 // 1 s and then every timeout/10 (1 to 10 s); at distributed.rendezvous_timeout it stops the job (exit 1)
 // naming the nodes and ranks that never joined and the address they should reach. When every rank has
@@ -32,8 +34,8 @@ struct RendezvousOptions {
 };
 
 struct Rendezvous {
-  std::shared_ptr<StoreServer> server;  // rank 0 only: keep it alive as long as the process group
-  c10::intrusive_ptr<StoreClient> store;
+  std::shared_ptr<StoreServer> server;  // rank 0 of hftrain's own store only: keep it alive as long as the process group
+  c10::intrusive_ptr<c10d::Store> store;  // a StoreClient, or a TorchStoreClient of torchrun's agent store
 };
 
 // Runs the rendezvous for this worker; throws RuntimeFailure (timeout, unreachable store) or ConfigError

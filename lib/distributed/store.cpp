@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "distributed/tcp_socket.h"
 #include "log/logger.h"
 #include "util/error.h"
 
@@ -61,19 +62,6 @@ int parse_frame(const std::string& buf, std::size_t limit, uint8_t& head, std::v
   head = static_cast<uint8_t>(buf[0]);
   used = at;
   return 1;
-}
-
-bool send_all(int fd, const std::string& s) {
-  std::size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
 }
 
 std::string peer_of(int fd) {
@@ -217,7 +205,7 @@ void StoreServer::close_conn(int fd) {
 void StoreServer::refuse(Conn& c, const std::string& why) {
   ++refused_;
   log_warning("rendezvous store: refused a connection from " + c.peer + ": " + why + " (the job runs on)");
-  send_all(c.fd, frame(1, {why}));
+  tcp_send_all(c.fd, frame(1, {why}));
   close_conn(c.fd);
 }
 
@@ -253,7 +241,7 @@ void StoreServer::handle_readable(Conn& c) {
         return;
       }
       c.authenticated = true;
-      if (!send_all(fd, frame(0, {}))) return close_conn(fd);
+      if (!tcp_send_all(fd, frame(0, {}))) return close_conn(fd);
       continue;
     }
     if (!handle_message(c, op, args)) return close_conn(fd);
@@ -262,7 +250,7 @@ void StoreServer::handle_readable(Conn& c) {
 }
 
 bool StoreServer::handle_message(Conn& c, uint8_t op, std::vector<std::string>& args) {
-  auto reply = [&](const std::vector<std::string>& out) { return send_all(c.fd, frame(0, out)); };
+  auto reply = [&](const std::vector<std::string>& out) { return tcp_send_all(c.fd, frame(0, out)); };
   auto need = [&](std::size_t n) { return args.size() == n; };
   switch (op) {
     case kSet:
@@ -335,7 +323,7 @@ void StoreServer::wake_waiters() {
       continue;
     }
     const auto out = w->op == kGet ? std::vector<std::string>{data_[w->keys[0]]} : std::vector<std::string>{};
-    if (!send_all(w->fd, frame(0, out))) dead.push_back(w->fd);
+    if (!tcp_send_all(w->fd, frame(0, out))) dead.push_back(w->fd);
     delete w;
     it = waiters_.erase(it);
   }
@@ -345,29 +333,9 @@ void StoreServer::wake_waiters() {
 c10::intrusive_ptr<StoreClient> StoreClient::connect(const std::string& host, int port, const std::string& token,
                                                      const std::string& who, std::chrono::milliseconds timeout,
                                                      std::string& error) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
   const std::string where = host + ":" + std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0) {
-    error = "cannot resolve '" + host + "': " + ::gai_strerror(rc);
-    return {};
-  }
-  int fd = -1;
-  for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      error = std::strerror(errno);
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(res);
+  const int fd = tcp_connect(host, port, error);
   if (fd < 0) return {};
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   auto client = c10::make_intrusive<StoreClient>(fd, where, timeout);
   client->host_ = host;
   client->port_ = port;
@@ -400,7 +368,7 @@ std::vector<std::string> StoreClient::call(uint8_t op, const std::vector<std::st
   std::lock_guard<std::mutex> lock(mu_);
   const std::string head = "rendezvous store at " + where_ + ": " + what + ": ";
   if (broken_) throw RuntimeFailure(head + "the connection was lost earlier");
-  if (!send_all(fd_, frame(op, args))) {
+  if (!tcp_send_all(fd_, frame(op, args))) {
     broken_ = true;
     throw RuntimeFailure(head + "connection lost (" + std::strerror(errno) + "; rank 0 probably exited, see its error)");
   }
@@ -422,16 +390,11 @@ std::vector<std::string> StoreClient::call(uint8_t op, const std::vector<std::st
       broken_ = true;
       throw RuntimeFailure(head + "no answer within " + std::to_string(timeout.count() / 1000.0).substr(0, 6) + " s");
     }
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout.count() > 0 ? static_cast<int>(std::min<int64_t>(left, 1000)) : 1000) <= 0) continue;
-    char buf[65536];
-    ssize_t n = ::read(fd_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
+    const auto wait = std::chrono::milliseconds(timeout.count() > 0 ? std::min<int64_t>(left, 1000) : 1000);
+    if (tcp_read_some(fd_, in, wait) < 0) {
       broken_ = true;
       throw RuntimeFailure(head + "the store closed the connection (rank 0 probably exited; see its error)");
     }
-    in.append(buf, static_cast<std::size_t>(n));
   }
 }
 

@@ -64,6 +64,30 @@ TEST_CASE("torchrun variables are validated with the variable named", "[unit][di
   fails_with({{"WORLD_SIZE", "2"}}, "RANK is not");
 }
 
+TEST_CASE("torchrun's agent-store variables: every rank joins the agent's store, attempt from TORCHELASTIC_RESTART_COUNT",
+          "[unit][dist]") {
+  // What torchrun's agent sets for a worker (torch/distributed/elastic/agent/server/local_elastic_agent.py).
+  std::map<std::string, std::string> vars{
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", "29500"}, {"GROUP_RANK", "0"}, {"ROLE_RANK", "0"}, {"TORCHELASTIC_RUN_ID", "none"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "3"}};
+  DistEnv env = detect_dist_env(fake_env(vars));
+  CHECK(env.agent_store);
+  CHECK(env.restart_count == 3);
+  CHECK_THAT(env.describe(), Catch::Contains("torchrun's agent store"));
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";  // torchrun's c10d rendezvous: rank 0 hosts the store
+  CHECK_FALSE(detect_dist_env(fake_env(vars)).agent_store);
+  vars.erase("TORCHELASTIC_USE_AGENT_STORE");
+  CHECK_FALSE(detect_dist_env(fake_env(vars)).agent_store);
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "yes please";
+  CHECK_THROWS_WITH(detect_dist_env(fake_env(vars)), Catch::Contains("TORCHELASTIC_USE_AGENT_STORE='yes please'"));
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  vars["TORCHELASTIC_RESTART_COUNT"] = "-1";
+  CHECK_THROWS_WITH(detect_dist_env(fake_env(vars)), Catch::Contains("TORCHELASTIC_RESTART_COUNT=-1"));
+  // hftrain's own launcher counts its restarts in HFTRAIN_RESTART_COUNT.
+  CHECK(detect_dist_env(fake_env({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"HFTRAIN_RESTART_COUNT", "2"}})).restart_count == 2);
+}
+
 TEST_CASE("SLURM job-step variables make a worker, the batch script itself does not", "[unit][dist]") {
   std::map<std::string, std::string> vars = {{"SLURM_PROCID", "5"},          {"SLURM_NTASKS", "8"},
                                              {"SLURM_LOCALID", "1"},         {"SLURM_NTASKS_PER_NODE", "4(x2)"},

@@ -71,6 +71,22 @@ TEST_CASE("launcher gives every worker the torchrun environment", "[unit][dist]"
   fs::remove_all(dir);
 }
 
+TEST_CASE("launcher's workers meet in their own store even when started inside torchrun's agent-store environment",
+          "[unit][dist]") {
+  const std::string dir = scratch("agent_env");
+  LaunchOptions o = shell_job(2, "echo \"${TORCHELASTIC_USE_AGENT_STORE-unset} ${TORCHELASTIC_RESTART_COUNT-unset} "
+                                 "$HFTRAIN_RESTART_COUNT\" > " + dir + "/env_$RANK");
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  ::setenv("TORCHELASTIC_RESTART_COUNT", "4", 1);
+  LaunchResult r = launch_workers(o);
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  ::unsetenv("TORCHELASTIC_RESTART_COUNT");
+  REQUIRE(r.exit_code == 0);
+  CHECK(slurp(dir + "/env_0") == "unset unset 0\n");
+  CHECK(slurp(dir + "/env_1") == "unset unset 0\n");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("launcher: a worker killed by SIGKILL ends the job within 10 s, naming rank and signal", "[unit][dist]") {
   LaunchOptions o = shell_job(3,
                               "if [ \"$RANK\" = 1 ]; then echo 'rank one is about to die'; sleep 0.3; kill -9 $$; fi; "
