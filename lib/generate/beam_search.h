@@ -1,11 +1,8 @@
-// Beam search for causal LMs with the semantics of HF generate() (num_beams > 1, do_sample false) for one
-// prompt: num_beams running beams scored by summed log-probabilities, finished hypotheses kept as HF's
-// BeamHypotheses keeps them (length penalty, early_stopping true / false / "never"), HF's forbidding
-// processors (no_repeat_ngram_size, min_new_tokens) on the log-probabilities, num_return_sequences best
-// hypotheses returned. Models with a KV cache run the prompt once and then one token per beam per step,
-// the cache's rows following the beams (KvCache::keep_rows). The rules of a step are BeamState's. Encoder-decoder models encode the prompt once (its output and
-// cross-attention keys / values copied to every beam) and their beams are decoder sequences from the
-// decoder start token, which takes the prompt's place in lengths and processors (as in HF).
+// Beam search with the semantics of HF generate() (num_beams > 1, do_sample false): the decode loop
+// (decode.h) with a beam picker, each prompt's step by its BeamState (beam_state.h: HF's scoring,
+// BeamHypotheses, early_stopping true / false / "never", the processors on the log-probabilities). The
+// KV cache's rows follow the beams (KvCache::keep_rows); an encoder-decoder model's beams are decoder
+// sequences from the decoder start token, which takes the prompt's place in lengths and processors.
 #pragma once
 
 #include <vector>
@@ -20,10 +17,9 @@ namespace hftrain {
 std::vector<GeneratedSequence> beam_search(Model& model, const std::vector<int64_t>& prompt, const GenerationConfig& config);
 
 // beam_search for several prompts at once (HF generate() over a batch with num_beams): batch x num_beams
-// rows through the model, decoder-only prompts left-padded (KvCache::key_mask / positions), encoder-decoder
-// sources right-padded and encoded once; a prompt whose search is done leaves the batch with its beams.
-// The same hypotheses as beam_search prompt by prompt. Models without a KV cache, and decoder-only
-// prompts that outgrow max_context (the window slides), are searched one at a time.
+// rows through the model; a prompt whose search is done leaves the batch with its beams. The same
+// hypotheses as beam_search prompt by prompt. Models without a KV cache, and decoder-only prompts that
+// outgrow max_context (the window slides), are searched one at a time.
 std::vector<std::vector<GeneratedSequence>> beam_search_batch(Model& model, const std::vector<std::vector<int64_t>>& prompts,
                                                               const GenerationConfig& config);
 

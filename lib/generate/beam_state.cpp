@@ -24,7 +24,9 @@
 
 namespace hftrain {
 
-using EarlyStopping = GenerationConfig::EarlyStopping;
+namespace {
+enum class EarlyStopping { kFalse, kTrue, kNever };  // HF's early_stopping: false, true or "never"
+}  // namespace
 
 // The num_beams best finished hypotheses so far (HF's BeamHypotheses).
 struct BeamState::Finished {
@@ -98,7 +100,10 @@ BeamState::BeamState(std::vector<int64_t> start, const GenerationConfig& config)
   // may contribute at the first step.
   beam_scores_ = torch::zeros({config.num_beams}, torch::kFloat);
   beam_scores_.slice(0, 1).fill_(-1e9);
-  finished_ = std::make_unique<Finished>(config.num_beams, config.length_penalty, config.early_stopping, budget);
+  const EarlyStopping early_stopping = config.early_stopping == "true"    ? EarlyStopping::kTrue
+                                       : config.early_stopping == "never" ? EarlyStopping::kNever
+                                                                          : EarlyStopping::kFalse;
+  finished_ = std::make_unique<Finished>(config.num_beams, config.length_penalty, early_stopping, budget);
 }
 
 BeamState::BeamState(BeamState&&) noexcept = default;

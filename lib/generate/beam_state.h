@@ -1,7 +1,7 @@
-// One prompt's beam search state with HF generate()'s rules (see beam_search.h for the drivers that feed
-// the model): the running beams and their float32 scores, the finished hypotheses (HF's BeamHypotheses)
-// and the step that turns the beams' next-token log-probabilities into the next beams (HF's
-// BeamSearchScorer.process). The same state serves one prompt alone and every prompt of a batch.
+// One prompt's beam search state with HF generate()'s rules (the decode loop, decode.h, feeds the model
+// and picks through it): the running beams and their float32 scores, the finished hypotheses (HF's
+// BeamHypotheses) and the step that turns the beams' next-token log-probabilities into the next beams
+// (HF's BeamSearchScorer.process). The same state serves one prompt alone and every prompt of a batch.
 #pragma once
 
 #include <memory>

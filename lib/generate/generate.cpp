@@ -1,4 +1,4 @@
-// Generation (see generate.h).
+// Generation settings checks, HF's processors and warpers, and the one-prompt entry points (see generate.h).
 #include "generate/generate.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "generate/beam_search.h"
+#include "generate/decode.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -37,7 +37,8 @@ torch::Tensor warp_logits(const torch::Tensor& logits_in, const GenerationConfig
 }
 
 int64_t new_token_budget(const GenerationConfig& config, int64_t start_length) {
-  if (!config.max_length) return config.max_new_tokens;
+  if (config.max_new_tokens) return *config.max_new_tokens;  // HF: max_new_tokens wins when both are set
+  if (!config.max_length) return kDefaultMaxNewTokens;
   if (*config.max_length <= start_length)  // HF's _validate_generated_length refuses it too
     throw ConfigError("generation.max_length " + std::to_string(*config.max_length) + " leaves no room to generate after " +
                       std::to_string(start_length) + " tokens of " +
@@ -47,10 +48,11 @@ int64_t new_token_budget(const GenerationConfig& config, int64_t start_length) {
 
 void validate_generation_config(const GenerationConfig& c) {
   auto n = [](int64_t v) { return std::to_string(v); };
-  if (c.max_new_tokens < 1) throw ConfigError("generation.max_new_tokens must be >= 1, got " + n(c.max_new_tokens));
+  if (c.max_new_tokens && *c.max_new_tokens < 1)
+    throw ConfigError("generation.max_new_tokens must be >= 1, got " + n(*c.max_new_tokens));
   if (c.max_length && *c.max_length < 1) throw ConfigError("generation.max_length must be >= 1, got " + n(*c.max_length));
   if (c.min_length && *c.min_length < 0) throw ConfigError("generation.min_length must be >= 0, got " + n(*c.min_length));
-  if (c.min_length && c.max_length && *c.min_length > *c.max_length)
+  if (c.min_length && c.max_length && !c.max_new_tokens && *c.min_length > *c.max_length)
     throw ConfigError("generation.min_length (" + n(*c.min_length) + ") must be <= generation.max_length (" + n(*c.max_length) + ")");
   if (c.num_beams < 1) throw ConfigError("generation.num_beams must be >= 1, got " + n(c.num_beams));
   if (c.num_return_sequences < 1)
@@ -66,6 +68,9 @@ void validate_generation_config(const GenerationConfig& c) {
   if (c.no_repeat_ngram_size < 0)
     throw ConfigError("generation.no_repeat_ngram_size must be >= 0, got " + n(c.no_repeat_ngram_size));
   if (!std::isfinite(c.length_penalty)) throw ConfigError("generation.length_penalty must be a finite number");
+  if (c.early_stopping != "false" && c.early_stopping != "true" && c.early_stopping != "never")
+    throw ConfigError("generation.early_stopping must be true, false or never, got '" + c.early_stopping + "'");
+  if (c.do_sample && c.temperature <= 0) throw ConfigError("generation.temperature must be > 0 when do_sample is true");
 }
 
 void mask_forbidden_tokens(torch::Tensor& scores, const std::vector<std::vector<int64_t>>& rows, int64_t prompt_length,
@@ -105,110 +110,14 @@ void mask_forbidden_tokens(torch::Tensor& scores, const std::vector<std::vector<
   }
 }
 
-int64_t next_token(const torch::Tensor& logits, const GenerationConfig& config, at::Generator& generator) {
-  if (!config.do_sample) return logits.argmax(-1).item<int64_t>();
-  auto probs = torch::softmax(warp_logits(logits, config), -1);
-  return torch::multinomial(probs, 1, /*replacement=*/false, generator).item<int64_t>();
-}
-
 std::vector<int64_t> generate(Model& model, const std::vector<int64_t>& prompt, const GenerationConfig& config,
                               at::Generator& generator) {
-  validate_generation_config(config);
-  if (config.do_sample && config.temperature <= 0)
-    throw ConfigError("generation.temperature must be > 0 when do_sample is true");
-  if (prompt.empty()) throw RuntimeFailure("generate: the prompt is empty (nothing to condition on)");
-  torch::NoGradGuard no_grad;
-  // An encoder-decoder model reads the prompt with its encoder (once); the decoder's tokens start with
-  // the decoder start token, which plays the prompt's part for the processors.
-  const bool encoder_decoder = model.is_encoder_decoder();
-  const torch::Device device = model_device(model);
-  const torch::Tensor source = token_ids_on(prompt, device).unsqueeze(0);
-  std::vector<int64_t> tokens = encoder_decoder ? std::vector<int64_t>{model.decoder_start_token_id()} : prompt;
-  const auto prompt_length = static_cast<int64_t>(tokens.size());
-  std::vector<int64_t> generated;
-  KvCache cache;
-  const int64_t budget = new_token_budget(config, prompt_length);
-  for (int64_t i = 0; i < budget; ++i) {
-    const auto n = static_cast<int64_t>(tokens.size());
-    const int64_t begin = !encoder_decoder && config.max_context > 0 && n > config.max_context ? n - config.max_context : 0;
-    torch::Tensor logits;
-    if (encoder_decoder) {
-      auto fresh = std::vector<int64_t>(tokens.begin() + cache.length, tokens.end());
-      logits = model.forward_encoder_decoder_cached(source, {}, token_ids_on(fresh, device).unsqueeze(0), cache);
-    } else if (model.supports_kv_cache() && begin == 0) {  // feed only the tokens the cache has not seen
-      auto fresh = std::vector<int64_t>(tokens.begin() + cache.length, tokens.end());
-      logits = model.forward_cached(token_ids_on(fresh, device).unsqueeze(0), cache);
-    } else {  // no cache, or the window slides (every position moves): rerun the cropped context
-      Batch b;
-      b.input_ids = token_ids_on(std::vector<int64_t>(tokens.begin() + begin, tokens.end()), device).unsqueeze(0);
-      logits = model.forward(b).logits;
-    }
-    auto scores = logits[0][logits.size(1) - 1].to(torch::kCPU, torch::kFloat).unsqueeze(0);  // [1, V], on the host
-    mask_forbidden_tokens(scores, {tokens}, prompt_length, config);
-    const int64_t token = next_token(scores[0], config, generator);
-    tokens.push_back(token);
-    generated.push_back(token);
-    if (config.eos_token_id && token == *config.eos_token_id) break;
-  }
-  return generated;
+  return std::move(decode_prompts(model, {prompt}, config, generator, Picking::kGreedyOrSampling).front().front().tokens);
 }
 
 std::vector<GeneratedSequence> generate_sequences(Model& model, const std::vector<int64_t>& prompt,
                                                   const GenerationConfig& config, at::Generator& generator) {
-  validate_generation_config(config);
-  if (config.num_beams > 1) return beam_search(model, prompt, config);
-  return {GeneratedSequence{generate(model, prompt, config, generator), 0.0}};
-}
-
-torch::Device model_device(const Model& model) {
-  for (const auto& p : model.parameters()) return p.device();
-  return torch::kCPU;
-}
-
-torch::Tensor token_ids_on(const std::vector<int64_t>& ids, const torch::Device& device) {
-  auto t = torch::tensor(ids, torch::kLong);
-  return device.is_cpu() ? t : t.to(device);
-}
-
-namespace {
-
-// [rows, longest] ids padded with 0 on the left or right, and the mask (1 = token).
-std::pair<torch::Tensor, torch::Tensor> padded(const std::vector<std::vector<int64_t>>& rows, bool left,
-                                               const torch::Device& device) {
-  std::size_t width = 0;
-  for (const auto& r : rows) width = std::max(width, r.size());
-  std::vector<int64_t> ids, mask;
-  for (const auto& r : rows) {
-    const std::size_t pad = width - r.size();
-    const auto at = left ? 0 : r.size();
-    std::vector<int64_t> row_ids(r), row_mask(r.size(), 1);
-    row_ids.insert(row_ids.begin() + static_cast<std::ptrdiff_t>(at), pad, 0);
-    row_mask.insert(row_mask.begin() + static_cast<std::ptrdiff_t>(at), pad, 0);
-    ids.insert(ids.end(), row_ids.begin(), row_ids.end());
-    mask.insert(mask.end(), row_mask.begin(), row_mask.end());
-  }
-  const auto n = static_cast<int64_t>(rows.size()), w = static_cast<int64_t>(width);
-  return {token_ids_on(ids, device).view({n, w}), token_ids_on(mask, device).view({n, w})};
-}
-
-}  // namespace
-
-torch::Tensor left_padded_prompts(const std::vector<std::vector<int64_t>>& prompts, KvCache& cache, const torch::Device& device) {
-  torch::Tensor input;
-  std::tie(input, cache.key_mask) = padded(prompts, /*left=*/true, device);
-  cache.positions = (cache.key_mask.cumsum(1) - 1).clamp_min(0);
-  return input;
-}
-
-void extend_left_padded(KvCache& cache, const std::vector<int64_t>& positions, const torch::Device& device) {
-  const auto n = static_cast<int64_t>(positions.size());
-  cache.key_mask = torch::cat({cache.key_mask, torch::ones({n, 1}, cache.key_mask.options())}, 1);
-  cache.positions = token_ids_on(positions, device).view({n, 1});
-}
-
-std::pair<torch::Tensor, torch::Tensor> right_padded_sources(const std::vector<std::vector<int64_t>>& sources,
-                                                             const torch::Device& device) {
-  return padded(sources, /*left=*/false, device);
+  return std::move(decode_prompts(model, {prompt}, config, generator, picking_for(config)).front());
 }
 
 int64_t model_max_context(const Model& model) {

@@ -35,29 +35,10 @@ nlohmann::json evaluate_split(ModelAndData& p, const Components& components, con
 
 GenerationConfig generation_config(const ModelAndData& p) {
   check_generation_sources(p);
-  const GenerationArgs& args = p.generation;
-  GenerationConfig config;
-  config.max_new_tokens = args.max_new_tokens.value_or(16);
-  if (!args.max_new_tokens) config.max_length = args.max_length;  // HF: max_new_tokens wins when both are set
-  config.min_length = args.min_length;
-  config.do_sample = args.do_sample;
-  config.temperature = args.temperature;
-  config.top_k = args.top_k;
-  config.top_p = args.top_p;
-  config.eos_token_id = args.eos_token_id;
+  GenerationConfig config{p.generation};
   if (!config.eos_token_id && p.data->tokenizer()) config.eos_token_id = p.data->tokenizer()->special_tokens().eos;
   config.max_context = model_max_context(*p.model);
   if (config.max_context == 0) config.max_context = p.data->shape().max_length;
-  config.min_new_tokens = args.min_new_tokens;
-  config.no_repeat_ngram_size = args.no_repeat_ngram_size;
-  config.num_beams = args.num_beams;
-  config.length_penalty = args.length_penalty;
-  config.early_stopping = args.early_stopping == "true"    ? GenerationConfig::EarlyStopping::kTrue
-                          : args.early_stopping == "never" ? GenerationConfig::EarlyStopping::kNever
-                                                           : GenerationConfig::EarlyStopping::kFalse;
-  config.num_return_sequences = args.num_return_sequences;
-  config.forced_bos_token_id = args.forced_bos_token_id;
-  config.forced_eos_token_id = args.forced_eos_token_id;
   validate_generation_config(config);
   return config;
 }
@@ -187,14 +168,5 @@ nlohmann::json evaluate_split(ModelAndData& p, const Components& components, con
 }
 
 }  // namespace
-
-std::vector<int64_t> greedy_generate(Model& model, std::vector<int64_t> prompt, int64_t max_new_tokens,
-                                     int64_t max_context) {
-  GenerationConfig config;
-  config.max_new_tokens = max_new_tokens;
-  config.max_context = max_context;
-  at::Generator unused = make_generator(0);
-  return generate(model, prompt, config, unused);
-}
 
 }  // namespace hftrain

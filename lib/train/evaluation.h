@@ -33,8 +33,4 @@ nlohmann::json evaluate_generations(ModelAndData& pipeline, const Components& co
 // generation.* option that is wrong.
 GenerationConfig generation_config(const ModelAndData& pipeline);
 
-// Greedy decoding of `prompt` (context cropped to the last `max_context` tokens).
-std::vector<int64_t> greedy_generate(Model& model, std::vector<int64_t> prompt, int64_t max_new_tokens,
-                                     int64_t max_context);
-
 }  // namespace hftrain

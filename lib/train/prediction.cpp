@@ -163,7 +163,8 @@ std::vector<PromptInput> prepare_prompts(const ModelAndData& p, const std::vecto
   if (!tok) throw ConfigError("--prompts: the data source has no tokenizer to encode the prompts with");
   const GenerationConfig config = generation_config(p);
   // Room for the generated tokens: max_new_tokens, or at least one when max_length bounds the whole.
-  const int64_t room = p.generation.max_length && !p.generation.max_new_tokens ? 1 : config.max_new_tokens;
+  const int64_t room =
+      config.max_length && !config.max_new_tokens ? 1 : config.max_new_tokens.value_or(kDefaultMaxNewTokens);
   // When the generated tokens fit beside the prompt, the model sees the whole prompt at every step. When
   // they do not fit the context anyway, the window slides as it generates (as nanoGPT's sample.py crops
   // to block_size): the prompt keeps its last context - 1 tokens.
