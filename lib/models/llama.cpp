@@ -1,5 +1,5 @@
 // `llama` model (see llama.h). Follows HF's eager LlamaAttention: q/k rotated with cos/sin of
-// position * inv_freq (inv_freq = 1 / rope_theta^(2i/d), halves duplicated, rotate_half), k/v heads
+// position * inv_freq (models/rotary: rope_theta and the rope_scaling type, halves duplicated, rotate_half), k/v heads
 // repeated num_attention_heads / num_key_value_heads times, causal + padding mask, softmax in float32.
 #include "models/llama.h"
 #include "models/construction.h"
@@ -30,6 +30,15 @@ void Llama::Options::declare(Schema<Options>& s) {
   s.add("initializer_range", &Options::initializer_range, "Std of the normal initialisation.").greater_than(0);
   s.add("rms_norm_eps", &Options::rms_norm_eps, "RMSNorm epsilon.").greater_than(0);
   s.add("rope_theta", &Options::rope_theta, "Rotary embedding base.").greater_than(0);
+  s.add("rope_scaling", &Options::rope_scaling,
+        "HF rotary scaling: {rope_type: linear | dynamic | llama3 | yarn | longrope, factor: ..., ...} as config.json "
+        "writes it; null = none.")
+      .check([](const RopeScaling& r) {
+        RopeParameters p;
+        std::string problem = read_rope_parameters(r.value, p);  // "rope_scaling.factor: ..." -> "factor: ..."
+        if (problem.rfind("rope_scaling.", 0) == 0) return problem.substr(13);
+        return problem.rfind("rope_scaling: ", 0) == 0 ? problem.substr(14) : problem;
+      });
   s.add("tie_word_embeddings", &Options::tie_word_embeddings, "LM head shares the token embedding matrix.");
   s.add("attention_bias", &Options::attention_bias, "Biases on q/k/v/o projections.");
   s.add("mlp_bias", &Options::mlp_bias, "Biases on gate/up/down projections.");
@@ -119,6 +128,7 @@ Llama::Options resolved(Llama::Options o, const ModelContext& context) {
   if (head_dim <= 0 || head_dim % 2 != 0)
     throw ConfigError("model.head_dim (" + std::to_string(head_dim) + ") must be a positive even number (rotary halves)");
   check_activation(o.hidden_act, "model.hidden_act");
+  make_rope_spec(o.rope_theta, o.rope_scaling, head_dim, o.max_position_embeddings, "model.");  // checks it fits
   return o;
 }
 
@@ -130,6 +140,7 @@ Llama::Llama(const Options& options, const ModelContext& context) : options_(res
   auto& o = options_;
   kv_heads_ = o.num_key_value_heads.value_or(o.num_attention_heads);
   head_dim_ = o.head_dim.value_or(o.hidden_size / o.num_attention_heads);
+  rope_ = make_rope_spec(o.rope_theta, o.rope_scaling, head_dim_, o.max_position_embeddings, "model.");
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
@@ -152,7 +163,8 @@ torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {
   const auto& ids = batch.input_ids;
   const auto T = ids.size(1);
   const int64_t past = cache ? cache->length : 0;
-  if (sequence_extent(batch, past, T) > options_.max_position_embeddings)
+  // dynamic scaling exists for sequences past max_position_embeddings; the other types keep the limit
+  if (!rope_extends_context(rope_) && sequence_extent(batch, past, T) > options_.max_position_embeddings)
     throw RuntimeFailure("llama: sequence length " + std::to_string(sequence_extent(batch, past, T)) + " exceeds max_position_embeddings " +
                          std::to_string(options_.max_position_embeddings));
   auto x = in_unit(0, [&] {
@@ -163,15 +175,10 @@ torch::Tensor Llama::hidden_states(const Batch& batch, KvCache* cache) {
     }
     return e;
   });
-  // Rotary tables as HF computes them: inv_freq in float32, positions x inv_freq, halves duplicated.
-  auto fopts = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
-  auto inv_freq = 1.0 / torch::pow(options_.rope_theta,
-                                   torch::arange(0, head_dim_, 2, fopts.dtype(torch::kLong)).to(torch::kFloat) /
-                                       static_cast<double>(head_dim_));
-  // positions [b, T] (b = 1, or the rows of batched generation) -> tables [b, 1, T, head_dim]
-  auto freqs = token_positions(batch, past, T, x.device()).to(torch::kFloat).unsqueeze(-1) * inv_freq;
-  auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
-  auto cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
+  // Rotary tables as HF computes them: positions [b, T] (b = 1, or the rows of batched generation) ->
+  // cos / sin [b, 1, T, head_dim]
+  torch::Tensor cos, sin;
+  std::tie(cos, sin) = rotary_tables(rope_, token_positions(batch, past, T, x.device()), x.scalar_type());
   auto bias = padding_bias(batch.attention_mask, x.scalar_type());
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer* l = layers_[i].get();
@@ -236,7 +243,8 @@ nlohmann::json Llama::config_json() const {
           {"initializer_range", o.initializer_range},
           {"rms_norm_eps", o.rms_norm_eps},
           {"rope_theta", o.rope_theta},
-          {"rope_scaling", nullptr},
+          {"rope_scaling", rope_scaling_json(o.rope_scaling)},
+          {"rope_parameters", rope_parameters_json(o.rope_theta, o.rope_scaling)},
           {"tie_word_embeddings", o.tie_word_embeddings},
           {"attention_bias", o.attention_bias},
           {"mlp_bias", o.mlp_bias},

@@ -1,10 +1,12 @@
 // `llama`: HF LlamaForCausalLM (model.embed_tokens, model.layers.N.{input_layernorm,
 // self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj}, model.norm, lm_head):
-// RMSNorm, rotary embeddings (rope_theta, rotate_half convention), SwiGLU, grouped-query attention.
+// RMSNorm, rotary embeddings (rope_theta and HF's rope_scaling types: models/rotary, rotate_half
+// convention), SwiGLU, grouped-query attention.
 #pragma once
 
 #include "config/schema.h"
 #include "models/model.h"
+#include "models/rotary.h"
 
 namespace hftrain {
 
@@ -25,6 +27,7 @@ class Llama : public Model {
     double initializer_range = 0.02;
     double rms_norm_eps = 1e-6;
     double rope_theta = 10000.0;
+    RopeScaling rope_scaling;  // null = unscaled
     bool tie_word_embeddings = false;
     bool attention_bias = false;
     bool mlp_bias = false;
@@ -52,6 +55,7 @@ class Llama : public Model {
   torch::Tensor lm_logits(const torch::Tensor& hidden);
   Options options_;
   int64_t kv_heads_ = 0, head_dim_ = 0;
+  RopeSpec rope_;
   torch::nn::Embedding embed_tokens_{nullptr};
   std::vector<std::shared_ptr<Layer>> layers_;
   torch::Tensor norm_weight_, lm_head_;  // lm_head_ undefined when tied

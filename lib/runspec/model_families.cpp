@@ -18,7 +18,8 @@ const std::vector<ModelFamily>& families() {
         {"BertModel", "bert_mlm"}},
        {},
        {"query", "value"}},
-      {"llama", "llama", {{"LlamaForCausalLM", "llama"}, {"LlamaModel", "llama"}}, {"rope_scaling"}, {"q_proj", "v_proj"}},
+      // rotary: rope_scaling / rope_parameters read and checked by runspec/rope_scaling
+      {"llama", "llama", {{"LlamaForCausalLM", "llama"}, {"LlamaModel", "llama"}}, {}, {"q_proj", "v_proj"}, {}, true},
       {"t5", "t5", {{"T5ForConditionalGeneration", "t5"}, {"T5Model", "t5"}}, {}, {"q", "v"}},
       {"bart", "bart", {{"BartForConditionalGeneration", "bart"}, {"BartModel", "bart"}}, {}, {"q_proj", "v_proj"}},
   };

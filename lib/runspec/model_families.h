@@ -32,6 +32,9 @@ struct ModelFamily {
   // Options of the hftrain type that config.json spells otherwise (option name -> config.json key), read when
   // the option's own key is absent: hftrain's gpt writes block_size as HF's n_positions.
   std::map<std::string, std::string> option_config_keys;
+  // Rotary position embeddings: config.json's rope_theta / rope_scaling (or v5's rope_parameters) are read
+  // into the options rope_theta / rope_scaling (runspec/rope_scaling: with_v4_rope_keys).
+  bool rotary = false;
 };
 
 // Per hftrain model type: how HF checkpoints of it are named.

@@ -13,6 +13,7 @@
 #include "runspec/hf_names.h"
 #include "runspec/hf_unbuilt.h"
 #include "runspec/model_families.h"
+#include "runspec/rope_scaling.h"
 #include "runspec/spec_rules.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -164,6 +165,7 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
     throw ConfigError(config_path + ": not valid JSON: " + e.what());
   }
   const std::string type = model_type_from_config(config, config_path);
+  config = with_v4_rope_keys(config, config_path);  // v5's rope_parameters as rope_theta / rope_scaling, checked
   if (YAML::Node t = lookup(node, "type"); t.IsDefined() && (!t.IsScalar() || t.Scalar() != type)) {
     issues.add("model.type", t, "'" + (t.IsScalar() ? t.Scalar() : std::string("?")) + "' disagrees with " + config_path +
                                     " (model_type '" + config.value("model_type", std::string()) + "' is hftrain type '" +
@@ -177,7 +179,8 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
   YAML::Node merged(YAML::NodeType::Map);
   for (const auto& option : catalog.models.options(type)) {
     if (const std::string key = config_key_of_option(config, option.name); !key.empty()) {
-      YAML::Node v = json_to_yaml_scalar(config[key]);
+      // an object (rope_scaling) as the mapping a spec would hold
+      YAML::Node v = config[key].is_object() ? YAML::Load(config[key].dump()) : json_to_yaml_scalar(config[key]);
       if (v.IsDefined()) merged[option.name] = v;
     } else if (option.name == "num_labels" && config.contains("id2label") && config["id2label"].is_object()) {
       merged[option.name] = std::to_string(config["id2label"].size());

@@ -159,3 +159,34 @@ TEST_CASE("a Llama-2-7B config.json is sized without its weights and set beside 
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("--memory-per-rank 'lots'"));
 }
+
+TEST_CASE("a Llama-3.1-8B config.json with its llama3 rope_scaling is sized at 8.03B parameters",
+          "[integration][estimate][rotary]") {
+  const std::string dir = dist_dir("estimate_llama31");
+  std::filesystem::create_directories(dir + "/llama31");
+  // meta-llama/Llama-3.1-8B's config.json as published
+  write_text(dir + "/llama31/config.json",
+             R"({"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+                 "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+                 "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 131072,
+                 "mlp_bias": false, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+                 "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+                 "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                  "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+                 "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+                 "transformers_version": "4.43.0.dev0", "use_cache": true, "vocab_size": 128256})");
+  write_text(dir + "/spec.yaml",
+             "model: {from_pretrained: llama31}\n"
+             "data: {type: digit_reversal}\n"
+             "training: {output_dir: out, per_device_train_batch_size: 1}\n"
+             "precision: {bf16: true}\n"
+             "zero: {stage: 3}\n");
+  CliResult r = run_hftrain("estimate spec.yaml --nproc-per-node 8", dir);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("8,030,261,248 parameters"));
+  CliResult j = run_hftrain("estimate spec.yaml --nproc-per-node 8 --json", dir);
+  REQUIRE(j.exit_code == 0);
+  const double parameters = json::parse(j.output)["parameters"].get<double>();
+  CHECK(std::abs(parameters - 8030261248.0) <= 0.005 * 8030261248.0);
+}

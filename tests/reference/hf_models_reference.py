@@ -180,16 +180,21 @@ def rms_norm(x, w, eps):
     return w * (x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps))
 
 
-def llama_forward(cfg, W, ids, mask):
+def llama_forward(cfg, W, ids, mask, tables=None):
+    """tables(cfg, T, D) -> (cos, sin) [T, D]: the rotary tables (rope_reference.py's scaled ones); default
+    unscaled rope_theta."""
     g = lambda n: W[n].double()
     B, T = ids.shape
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads") or H
     D = C // H
     eps = cfg["rms_norm_eps"]
-    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+    if tables:
+        cos, sin = tables(cfg, T, D)
+    else:
+        inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+        ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
 
     def rope(t):  # rotate_half convention: (x1, x2) -> (-x2, x1) on the two halves
         x1, x2 = t[..., :D // 2], t[..., D // 2:]
