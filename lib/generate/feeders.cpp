@@ -120,10 +120,11 @@ class CachedDecoderFeeder : public CachedFeeder {
   torch::Tensor next_logits(const DecodeRows& rows) override {
     // Past max_context every position moves: the cache is of no further use and the window reruns (only
     // a prompt decoded alone gets here, decode_prompts sees to it).
-    sliding_ = sliding_ || (max_context_ > 0 && static_cast<int64_t>(rows.front()->size()) > max_context_);
-    if (!sliding_) return CachedFeeder::next_logits(rows);
-    cache_ = KvCache{};
-    return window_.next_logits(rows);
+    if (!sliding_ && max_context_ > 0 && static_cast<int64_t>(rows.front()->size()) > max_context_) {
+      sliding_ = true;
+      cache_ = KvCache{};
+    }
+    return sliding_ ? window_.next_logits(rows) : CachedFeeder::next_logits(rows);
   }
   void keep_rows(const std::vector<int64_t>& rows) override {
     if (!sliding_) CachedFeeder::keep_rows(rows);

@@ -144,3 +144,20 @@ TEST_CASE("batched beam search finds the hypotheses of one prompt at a time in e
     }
   }
 }
+
+TEST_CASE("generation settings are the run spec's: max_new_tokens wins over max_length and early_stopping is checked",
+          "[unit][generate]") {
+  GenerationArgs spec;
+  spec.num_beams = 3;
+  spec.early_stopping = "never";
+  GenerationConfig config{spec};  // the spec's settings plus the model's max_context
+  CHECK(config.num_beams == 3);
+  CHECK(config.early_stopping == "never");
+  CHECK(new_token_budget(config, 3) == kDefaultMaxNewTokens);  // neither set: HF's default
+  config.max_length = 20;
+  CHECK(new_token_budget(config, 3) == 17);  // max_length counts the prompt
+  config.max_new_tokens = 5;
+  CHECK(new_token_budget(config, 3) == 5);  // HF: max_new_tokens wins when both are set
+  config.early_stopping = "sometimes";
+  CHECK_THROWS_WITH(validate_generation_config(config), Catch::Contains("generation.early_stopping"));
+}
