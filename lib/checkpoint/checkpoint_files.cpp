@@ -4,14 +4,11 @@
 #include <cctype>
 #include <limits>
 
+#include "util/strings.h"
+
 namespace hftrain {
 namespace ckpt {
 namespace {
-
-bool has_prefix(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
-bool has_suffix(const std::string& s, const std::string& x) {
-  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-}
 
 std::optional<int64_t> parse_digits(const std::string& s) {
   if (s.empty() || s.size() > 18) return std::nullopt;
@@ -33,7 +30,7 @@ std::string checkpoint_dir_name(int64_t step) { return "checkpoint-" + std::to_s
 
 std::optional<int64_t> parse_checkpoint_dir_name(const std::string& name) {
   static const std::string prefix = "checkpoint-";
-  if (!has_prefix(name, prefix)) return std::nullopt;
+  if (!starts_with(name, prefix)) return std::nullopt;
   return parse_digits(name.substr(prefix.size()));
 }
 
@@ -42,9 +39,9 @@ std::string replaced_dir_name(int64_t step) { return "." + checkpoint_dir_name(s
 std::string deleting_dir_name(int64_t step) { return "." + checkpoint_dir_name(step) + ".deleting"; }
 
 bool is_stale_temporary(const std::string& name) {
-  if (!has_prefix(name, ".checkpoint-")) return false;
+  if (!starts_with(name, ".checkpoint-")) return false;
   for (const char* suffix : {".partial", ".old", ".deleting"}) {
-    if (!has_suffix(name, suffix)) continue;
+    if (!ends_with(name, suffix)) continue;
     const std::string middle = name.substr(1, name.size() - 1 - std::char_traits<char>::length(suffix));
     return parse_checkpoint_dir_name(middle).has_value();
   }

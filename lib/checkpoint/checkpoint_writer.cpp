@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_files.h"
 #include "util/fault_injection.h"
 #include "util/error.h"
+#include "util/fd_io.h"
 #include "util/fs.h"
 
 namespace hftrain {
@@ -29,18 +30,12 @@ void write_point(const std::string& what, const std::string& path) {
   if (int err = fault::write_step(what)) fail_write(path, err);
 }
 
-void write_all(int fd, const char* p, std::size_t n, const std::string& path) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      fail_write(path, err);
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
+// Writes all `n` bytes; on an error closes `fd` and throws.
+void write_or_throw(int fd, const char* p, std::size_t n, const std::string& path) {
+  if (write_all(fd, p, n)) return;
+  const int err = errno;
+  ::close(fd);
+  fail_write(path, err);
 }
 
 void fsync_dir_or_throw(const std::string& dir) {
@@ -67,14 +62,14 @@ void write_file_durably(const std::string& path, const std::string& bytes) {
   write_point("write first half of " + name, path);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail_write(path, errno);
-  write_all(fd, bytes.data(), half, path);
+  write_or_throw(fd, bytes.data(), half, path);
   try {
     write_point("write rest of " + name, path);
   } catch (...) {
     ::close(fd);
     throw;
   }
-  write_all(fd, bytes.data() + half, bytes.size() - half, path);
+  write_or_throw(fd, bytes.data() + half, bytes.size() - half, path);
   try {
     write_point("fsync " + name, path);
   } catch (...) {

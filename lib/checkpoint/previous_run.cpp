@@ -6,19 +6,10 @@
 
 #include "checkpoint/checkpoint_files.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace hftrain {
 namespace fs = std::filesystem;
-
-namespace {
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-bool starts_with(const std::string& s, const std::string& head) { return s.rfind(head, 0) == 0; }
-
-}  // namespace
 
 bool belongs_to_previous_run(const std::string& name) {
   if (ckpt::parse_checkpoint_dir_name(name)) return true;

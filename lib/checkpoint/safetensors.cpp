@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/fd_io.h"
 #include "util/fs.h"
 
 namespace hftrain {
@@ -96,7 +97,7 @@ SafetensorsStreamWriter::SafetensorsStreamWriter(std::string path, std::vector<E
   uint64_t data_bytes = 0;
   const std::string header = header_bytes(entries_, metadata, data_bytes);
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw RuntimeFailure("cannot write '" + path_ + "': " + std::strerror(errno));
+  if (fd_ < 0) throw RuntimeFailure("cannot write '" + path_ + "': " + errno_text());
   try {
     write_bytes(header.data(), header.size());
   } catch (...) {  // the destructor will not run: leave no descriptor and no partial file behind
@@ -113,14 +114,7 @@ SafetensorsStreamWriter::~SafetensorsStreamWriter() {
 }
 
 void SafetensorsStreamWriter::write_bytes(const void* data, std::size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd_, p, std::min<std::size_t>(size, 1u << 30));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw RuntimeFailure("cannot write '" + path_ + "': " + std::strerror(errno));
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
+  if (!write_all(fd_, data, size)) throw RuntimeFailure("cannot write '" + path_ + "': " + errno_text());
 }
 
 void SafetensorsStreamWriter::add(const std::string& name, const torch::Tensor& values) {
@@ -146,7 +140,7 @@ void SafetensorsStreamWriter::finish() {
   fd_ = -1;
   if (err != 0) {
     ::unlink(path_.c_str());
-    throw RuntimeFailure("cannot write '" + path_ + "': " + std::strerror(err));
+    throw RuntimeFailure("cannot write '" + path_ + "': " + errno_text(err));
   }
 }
 

@@ -26,13 +26,12 @@
 #include "engine/partition.h"
 #include "engine/zero_checkpoint.h"
 #include "util/error.h"
+#include "util/fd_io.h"
 #include "util/fs.h"
 
 namespace hftrain {
 namespace fs = std::filesystem;
 namespace {
-
-std::string errno_text() { return std::strerror(errno); }
 
 class Fd {
  public:
@@ -135,15 +134,7 @@ void copy_range(const Piece& piece, int out_fd, std::vector<char>& bounce, bool&
     if (bounce.empty()) bounce.resize(8u << 20);  // only when copy_file_range is unavailable
     const uint64_t chunk = std::min<uint64_t>(left, bounce.size());
     read_exact(in_fd, off, bounce.data(), chunk, piece.file->path);
-    const char* p = bounce.data();
-    uint64_t w = chunk;
-    while (w > 0) {
-      ssize_t n = ::write(out_fd, p, w);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw RuntimeFailure("write failed: " + errno_text());
-      p += n;
-      w -= static_cast<uint64_t>(n);
-    }
+    if (!write_all(out_fd, bounce.data(), chunk)) throw RuntimeFailure("write failed: " + errno_text());
     off += chunk;
     left -= chunk;
   }
@@ -168,15 +159,7 @@ void write_output(const std::string& path, const std::vector<const OutTensor*>& 
     const uint64_t n = h.size();
     for (int i = 0; i < 8; ++i) head[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
     head += h;
-    const char* p = head.data();
-    std::size_t left = head.size();
-    while (left > 0) {
-      ssize_t w = ::write(out.get(), p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) throw RuntimeFailure("cannot write '" + path + "': " + errno_text());
-      p += w;
-      left -= static_cast<std::size_t>(w);
-    }
+    if (!write_all(out.get(), head)) throw RuntimeFailure("cannot write '" + path + "': " + errno_text());
     std::vector<char> bounce;
     bool use_cfr = true;
     for (const auto* t : tensors)

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
+
+#include "util/fd_io.h"
 
 namespace hftrain {
 namespace {
@@ -23,11 +23,6 @@ bool locale_is_utf8() {
     }
   }
   return false;
-}
-
-void write_all(std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stderr);
-  std::fflush(stderr);
 }
 
 }  // namespace
@@ -50,7 +45,7 @@ int Console::width() const {
 }
 
 void Console::clear_status_locked() {
-  if (status_shown_) write_all("\r\033[2K");
+  if (status_shown_) write_all(STDERR_FILENO, "\r\033[2K");
   status_shown_ = false;
 }
 
@@ -61,7 +56,7 @@ void Console::write_line(const std::string& line) {
   std::string text = line;
   if (text.empty() || text.back() != '\n') text += '\n';
   if (had_status) text += status_;
-  write_all(text);
+  write_all(STDERR_FILENO, text);
   status_shown_ = had_status;
 }
 
@@ -69,7 +64,7 @@ void Console::set_status(const std::string& line) {
   if (!tty_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   status_ = line;
-  write_all("\r\033[2K" + status_);
+  write_all(STDERR_FILENO, "\r\033[2K" + status_);
   status_shown_ = true;
 }
 
@@ -77,7 +72,7 @@ void Console::end_status(bool keep) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!status_shown_) return;
   if (keep) {
-    write_all("\n");
+    write_all(STDERR_FILENO, "\n");
     status_shown_ = false;
   } else {
     clear_status_locked();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "log/metrics_format.h"
+#include "util/strings.h"
 
 namespace hftrain {
 namespace {
@@ -120,7 +121,7 @@ std::string log_event_line(const nlohmann::json& entry, int64_t max_steps) {
   for (const auto& item : entry.items()) {
     const std::string& k = item.key();
     if (k == "step" || k == "epoch") continue;
-    const bool is_loss = k.size() >= 4 && k.compare(k.size() - 4, 4, "loss") == 0;
+    const bool is_loss = ends_with(k, "loss");
     (is_loss ? first : rest).push_back(k);
   }
   // Training entries read loss, grad_norm, learning_rate; the rest alphabetically.

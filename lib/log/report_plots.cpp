@@ -6,15 +6,12 @@
 #include <map>
 #include <set>
 
+#include "util/strings.h"
+
 namespace hftrain {
 namespace {
 
-bool is_speed_key(const std::string& k) {
-  auto ends_with = [&](const std::string& suffix) {
-    return k.size() >= suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends_with("_runtime") || ends_with("_per_second");
-}
+bool is_speed_key(const std::string& k) { return ends_with(k, "_runtime") || ends_with(k, "_per_second"); }
 
 std::string title_of(const std::string& key) {
   if (key == "loss") return "Training loss";
@@ -90,7 +87,7 @@ Axis log_axis(double lo, double hi) {
 }
 
 Axis value_axis(const std::string& key, double lo, double hi) {
-  const bool loss = key.size() >= 4 && key.compare(key.size() - 4, 4, "loss") == 0;
+  const bool loss = ends_with(key, "loss");
   if (loss && lo > 0 && hi >= 10 * lo) return log_axis(lo, hi);
   return nice_axis(lo, hi, 5);
 }

@@ -8,12 +8,10 @@
 #include <map>
 #include <vector>
 
+#include "util/strings.h"
+
 namespace hftrain {
 namespace {
-
-bool ends_with(const std::string& word, const std::string& suffix) {
-  return word.size() >= suffix.size() && word.compare(word.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::string without(const std::string& word, const std::string& suffix) { return word.substr(0, word.size() - suffix.size()); }
 

@@ -12,6 +12,7 @@
 #include "models/fused_norms.h"
 #include "models/hf_layers.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace hftrain {
 
@@ -128,8 +129,8 @@ Gpt::Gpt(const Options& options, const ModelContext& context) : options_(resolve
   pass.selects = [](const std::string&) { return true; };
   pass.init = [residual_std](const std::string& name, torch::Tensor& p) {
     if (name.find("ln_") != std::string::npos) {
-      if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) p.fill_(1.0); else p.zero_();
-    } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+      if (ends_with(name, "weight")) p.fill_(1.0); else p.zero_();
+    } else if (ends_with(name, "bias")) {
       p.zero_();
     } else if (name.find("c_proj.weight") != std::string::npos) {
       p.normal_(0.0, residual_std);

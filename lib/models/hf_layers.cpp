@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace hftrain {
 
@@ -150,7 +151,7 @@ InitPass hf_init_pass(double std, const std::vector<std::string>& norm_markers) 
   pass.init = [std, norm_markers](const std::string& name, torch::Tensor& p) {
     bool is_norm = false;
     for (const auto& m : norm_markers) is_norm = is_norm || name.find(m) != std::string::npos;
-    const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+    const bool is_bias = ends_with(name, "bias");
     if (is_norm)
       is_bias ? p.zero_() : p.fill_(1.0);
     else if (is_bias)

@@ -16,6 +16,7 @@
 #include "models/hf_layers.h"
 #include "models/packed_seq2seq.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace hftrain {
 
@@ -263,9 +264,7 @@ T5::T5(const Options& options, const ModelContext& context) : options_(resolved(
   const double f = o.initializer_factor, dm = static_cast<double>(o.d_model), dkv = static_cast<double>(o.d_kv);
   const double heads = static_cast<double>(o.num_heads), dff = static_cast<double>(o.d_ff);
   pass.init = [=](const std::string& name, torch::Tensor& p) {
-    auto ends = [&](const std::string& suffix) {
-      return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
+    auto ends = [&](std::string_view suffix) { return ends_with(name, suffix); };
     if (ends("layer_norm.weight"))
       p.fill_(f);
     else if (name == "shared.weight" || name == "lm_head.weight")

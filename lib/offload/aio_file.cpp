@@ -7,18 +7,16 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "util/fault_injection.h"
 #include "util/error.h"
+#include "util/fd_io.h"
 
 namespace hftrain {
 namespace {
 
 io_context_t as_context(void* p) { return static_cast<io_context_t>(p); }
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 // One request: its iocb, the ticket it belongs to, and what to name in an error.
 struct Request {

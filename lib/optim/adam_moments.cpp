@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "util/error.h"
+#include "util/tensor_bytes.h"
 
 namespace hftrain {
 
@@ -134,7 +135,7 @@ bool AdamMoments::load(const std::string& name, const std::map<std::string, torc
 int64_t AdamMoments::state_bytes() const {
   int64_t b = 0;
   for (const auto* t : {&exp_avg_, &exp_avg_sq_, &q_avg_.codes, &q_avg_.absmax, &q_avg_sq_.codes, &q_avg_sq_.absmax})
-    if (t->defined()) b += static_cast<int64_t>(t->nbytes());
+    b += tensor_bytes(*t);
   return b;
 }
 

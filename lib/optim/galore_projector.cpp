@@ -5,6 +5,7 @@
 
 #include "optim/optimizer.h"
 #include "util/error.h"
+#include "util/tensor_bytes.h"
 
 namespace hftrain {
 
@@ -83,7 +84,7 @@ bool GaloreProjector::load(const std::string& name, const std::map<std::string, 
 }
 
 int64_t GaloreProjector::state_bytes() const {
-  return (p_.defined() ? static_cast<int64_t>(p_.nbytes()) : 0) + (qt_.defined() ? static_cast<int64_t>(qt_.nbytes()) : 0);
+  return tensor_bytes(p_) + tensor_bytes(qt_);
 }
 
 }  // namespace hftrain

@@ -4,13 +4,10 @@
 #include <cmath>
 
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace hftrain {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 std::string key_list(const nlohmann::json& metrics) {
   std::string list;

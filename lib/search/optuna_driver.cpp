@@ -12,23 +12,9 @@
 #include <vector>
 
 #include "util/error.h"
+#include "util/fd_io.h"
 
 namespace hftrain {
-namespace {
-
-// False when the driver has gone (its answer, e.g. why it could not start, may still be readable).
-bool write_all(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-}  // namespace
 
 std::string search_python() {
   const char* v = std::getenv(kSearchPythonVariable);
@@ -88,6 +74,7 @@ std::string OptunaDriver::read_line() {
 
 nlohmann::json OptunaDriver::call(const std::string& op, nlohmann::json request) {
   request["op"] = op;
+  // Not sent: the driver has gone (its answer, e.g. why it could not start, may still be readable).
   const bool sent = write_all(to_child_, request.dump() + "\n");
   const std::string line = read_line();
   if (!sent && line.empty())

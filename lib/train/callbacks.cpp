@@ -7,6 +7,7 @@
 #include "log/logger.h"
 #include "runspec/sections.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace hftrain {
 
@@ -84,9 +85,7 @@ void EarlyStoppingCallback::import_state(const nlohmann::json& state) {
 CallbackContext best_metric_context(const TrainingArgs& args) {
   CallbackContext c;
   std::string metric = args.metric_for_best_model.empty() ? "loss" : args.metric_for_best_model;
-  c.greater_is_better = args.greater_is_better.has_value()
-                            ? *args.greater_is_better
-                            : !(metric.size() >= 4 && metric.compare(metric.size() - 4, 4, "loss") == 0);
+  c.greater_is_better = args.greater_is_better.has_value() ? *args.greater_is_better : !ends_with(metric, "loss");
   c.metric_for_best_model = metric.rfind("eval_", 0) == 0 ? metric : "eval_" + metric;
   return c;
 }

@@ -4,25 +4,18 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 
 #include "util/error.h"
+#include "util/fd_io.h"
 
 namespace hftrain {
 
 void TrialReportCallback::on_evaluate(const TrainerState& s, TrainerControl&, const nlohmann::json& metrics) {
   const std::string line = nlohmann::json{{"step", s.global_step}, {"epoch", s.epoch}, {"metrics", metrics}}.dump() + "\n";
-  std::size_t done = 0;
-  while (done < line.size()) {  // one line, whole: the reader may act on it at once
-    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw RuntimeFailure(std::string("search trial: cannot report the evaluation to hftrain search (") + kTrialReportFdVariable +
-                           "=" + std::to_string(fd_) + "): " + std::strerror(errno));
-    done += static_cast<std::size_t>(n);
-  }
+  if (!write_all(fd_, line))  // one line, whole: the reader may act on it at once
+    throw RuntimeFailure(std::string("search trial: cannot report the evaluation to hftrain search (") + kTrialReportFdVariable +
+                         "=" + std::to_string(fd_) + "): " + errno_text());
 }
 
 std::unique_ptr<TrainerCallback> trial_report_from_environment() {

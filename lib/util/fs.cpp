@@ -6,20 +6,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "util/error.h"
+#include "util/fd_io.h"
 
 namespace hftrain {
-namespace {
-
-std::string errno_text() { return std::strerror(errno); }
-
-}  // namespace
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -53,19 +47,11 @@ void write_file_atomic(const std::string& path, const void* data, std::size_t si
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw RuntimeFailure("cannot write '" + path + "': " + errno_text());
-  const char* p = static_cast<const char*>(data);
-  std::size_t left = size;
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::string why = errno_text();
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw RuntimeFailure("cannot write '" + path + "': " + why);
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
+  if (!write_all(fd, data, size)) {
+    std::string why = errno_text();
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw RuntimeFailure("cannot write '" + path + "': " + why);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     std::string why = errno_text();
