@@ -17,6 +17,12 @@
 //  - Lowercase (Rust's char::to_lowercase, full mappings): normalizeString(c) where it differs from c.
 //  - NFD: code points that JavaScript's String.prototype.normalize("NFD") decomposes but HF's NFD keeps (its
 //    decomposition table is older than the Unicode in use elsewhere).
+//  - Grapheme cluster breaks (the unicode-segmentation crate, which the Precompiled normalizer cuts text with): a
+//    Precompiled normalizer whose charsmap (built here: a Darts double array of one-byte keys) maps "a" to "b"
+//    and every UTF-8 lead byte to "Z" replaces a cluster under 6 bytes whole, else character by character, so
+//    a cluster shows in its output. c joins a preceding "a" (Extend, SpacingMark, ZWJ): "a" + c gives "b";
+//    c joins a following "a" (Prepend): c + "a" gives "Z"; for c in U+0080..U+FFFF, U+0300 does not join c
+//    (Control): c + "\u0300" gives more than "Z".
 const t = require('tokenizers');
 
 const cps = [];
@@ -67,6 +73,29 @@ for (const c of cps) {
   if (ch.normalize('NFD') !== ch && nfd.normalizeString(ch) === ch) nfdKept.push(c);
 }
 
+// A charsmap of one-byte keys: "a" -> "b", each UTF-8 lead byte -> "Z" (trie units 0..255 hold the keys' labels,
+// 256 + key their values; spm_precompiled's layout: trie size, little-endian units, NUL-terminated replacements).
+function graphemeProbe() {
+  const units = new Uint32Array(512);
+  const keys = [0x61];
+  for (let b = 0xc2; b <= 0xf4; ++b) keys.push(b);
+  for (const c of keys) {
+    units[c] = c | (1 << 8) | (256 << 10);  // label c, has a leaf, offset 256
+    units[256 + c] = (0x80000000 | (c === 0x61 ? 0 : 2)) >>> 0;  // leaf: offset of "b" or "Z"
+  }
+  const head = Buffer.alloc(4);
+  head.writeUInt32LE(units.length * 4);
+  return t.precompiled(Array.from(Buffer.concat([head, Buffer.from(units.buffer), Buffer.from('b\0Z\0', 'latin1')])));
+}
+const probe = graphemeProbe();
+const graphemeExtend = [], graphemePrepend = [], graphemeControl = [];
+for (const c of cps) {
+  const ch = String.fromCodePoint(c);
+  if (probe.normalizeString('a' + ch) === 'b') graphemeExtend.push(c);
+  if (c >= 0x80 && probe.normalizeString(ch + 'a') === 'Z') graphemePrepend.push(c);
+  if (c >= 0x80 && c < 0x10000 && probe.normalizeString(ch + '\u0300') !== 'Z') graphemeControl.push(c);
+}
+
 // Lowercase runs {first, last, stride, delta}: every stride-th code point from first to last maps to itself + delta.
 function lowerRuns(pairs) {
   const runs = [];
@@ -97,6 +126,7 @@ out += '#include "tokenizers/unicode_tables.h"\n\nnamespace hftrain::unicode::ta
 const tables = [
   ['kSpace', regexClass('\\s')], ['kLetter', regexClass('\\p{L}')], ['kNumber', regexClass('\\p{N}')],
   ['kBertControl', control], ['kBertPunctuation', punct], ['kCombiningMark', mark], ['kBertNonspacingMark', bertMark],
+  ['kGraphemeExtend', graphemeExtend], ['kGraphemePrepend', graphemePrepend], ['kGraphemeControl', graphemeControl],
 ];
 for (const [name, list] of tables) out += `// ${list.length} code points\n` + emit('Range ' + name, rangeItems(list), 6) + '\n';
 const runs = lowerRuns(lowerSingle);
@@ -106,7 +136,8 @@ out += emit('MultiLower kLowerMulti', lowerMulti.map(([c, l]) => `{${hex(c)}, {$
 out += emit('char32_t kNfdKept', nfdKept.map(hex), 8) + '\n';
 out += '}  // namespace\n\n';
 const views = [['regex_space', 'kSpace'], ['regex_letter', 'kLetter'], ['regex_number', 'kNumber'],
-  ['bert_control', 'kBertControl'], ['bert_punctuation', 'kBertPunctuation'], ['combining_mark', 'kCombiningMark'], ['bert_nonspacing_mark', 'kBertNonspacingMark']];
+  ['bert_control', 'kBertControl'], ['bert_punctuation', 'kBertPunctuation'], ['combining_mark', 'kCombiningMark'], ['bert_nonspacing_mark', 'kBertNonspacingMark'],
+  ['grapheme_extend', 'kGraphemeExtend'], ['grapheme_prepend', 'kGraphemePrepend'], ['grapheme_control', 'kGraphemeControl']];
 for (const [fn, arr] of views)
   out += `RangeTable ${fn}() { return {${arr}, sizeof(${arr}) / sizeof(${arr}[0])}; }\n`;
 out += 'LowerTable lowercase() {\n  return {kLowerRuns, sizeof(kLowerRuns) / sizeof(kLowerRuns[0]), kLowerMulti,\n' +

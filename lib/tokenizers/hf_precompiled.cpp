@@ -2,9 +2,7 @@
 // of byte strings whose values point into a blob of NUL-terminated replacements), applied as HF tokenizers does:
 // per extended grapheme cluster, a cluster shorter than 6 bytes is replaced as a whole when some prefix of it is
 // in the trie (the shortest such prefix's replacement), otherwise each character is looked up alone.
-// Grapheme clusters come from utf8proc (UAX #29 of its Unicode version; HF uses the unicode-segmentation crate).
-#include <utf8proc.h>
-
+// Grapheme clusters are HF's unicode-segmentation's (uni::grapheme_break: utf8proc's rules with HF's classes).
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -93,7 +91,7 @@ struct PrecompiledNormalizer : Normalizer {
     while (i < s.size()) {
       auto len = static_cast<std::size_t>(uni::utf8_length(static_cast<unsigned char>(s[i])));
       char32_t c = uni::code_points(s.substr(i, len)).at(0);
-      if (i > 0 && utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(prev), static_cast<utf8proc_int32_t>(c), &state)) {
+      if (i > 0 && uni::grapheme_break(prev, c, state)) {
         apply_cluster(s, cluster, i, out);
         cluster = i;
       }

@@ -127,6 +127,78 @@ static bool is_ascii(const std::string& s) {
   return true;
 }
 
+namespace {
+
+// What the grapheme tables tell apart, for one code point: it joins the character before it, it joins the
+// character after it, a mark after it does not join it.
+struct GraphemeFacts {
+  bool joins_previous = false, joins_next = false, control = false;
+  bool same(const GraphemeFacts& o) const {
+    return joins_previous == o.joins_previous && joins_next == o.joins_next && control == o.control;
+  }
+};
+
+bool utf8proc_joins(char32_t a, char32_t b) {
+  utf8proc_int32_t state = 0;
+  return !utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(a), static_cast<utf8proc_int32_t>(b), &state);
+}
+
+// utf8proc's facts, found as the tables' were measured.
+GraphemeFacts utf8proc_facts(char32_t c) {
+  return {utf8proc_joins('a', c), c >= 0x80 && utf8proc_joins(c, 'a'), c >= 0x80 && !utf8proc_joins(c, 0x300)};
+}
+
+// HF's facts; where the tables measured nothing (ASCII, a mark after a code point above the BMP), utf8proc's.
+GraphemeFacts hf_facts(char32_t c, const GraphemeFacts& fallback) {
+  GraphemeFacts f = fallback;
+  f.joins_previous = tables::grapheme_extend().contains(c);
+  if (c >= 0x80) f.joins_next = tables::grapheme_prepend().contains(c);
+  if (c >= 0x80 && c < 0x10000) f.control = tables::grapheme_control().contains(c);
+  return f;
+}
+
+// Code point -> the stand-in utf8proc is given (U+0300 Extend, U+0600 Prepend, U+0001 Control, 'a' Other)
+// for every code point whose facts differ, sorted. Built once from the code points either side classes as
+// something other than Other.
+const std::vector<std::pair<char32_t, char32_t>>& grapheme_stand_ins() {
+  static const std::vector<std::pair<char32_t, char32_t>> stand_ins = [] {
+    std::vector<char32_t> candidates;
+    for (char32_t c = 0; c < 0x110000; ++c) {
+      if (c >= 0xD800 && c <= 0xDFFF) continue;
+      const auto cls = utf8proc_get_property(static_cast<utf8proc_int32_t>(c))->boundclass;
+      if (cls != UTF8PROC_BOUNDCLASS_OTHER && cls != UTF8PROC_BOUNDCLASS_EXTENDED_PICTOGRAPHIC) candidates.push_back(c);
+    }
+    for (const tables::RangeTable& t : {tables::grapheme_extend(), tables::grapheme_prepend(), tables::grapheme_control()})
+      for (std::size_t i = 0; i < t.size; ++i)
+        for (char32_t c = t.data[i].first; c <= t.data[i].last; ++c) candidates.push_back(c);
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    std::vector<std::pair<char32_t, char32_t>> out;
+    for (char32_t c : candidates) {
+      const GraphemeFacts u = utf8proc_facts(c), h = hf_facts(c, u);
+      if (!h.same(u)) out.emplace_back(c, h.joins_previous ? 0x300 : h.joins_next ? 0x600 : h.control ? 0x1 : 'a');
+    }
+    return out;
+  }();
+  return stand_ins;
+}
+
+char32_t grapheme_stand_in(char32_t c) {
+  const auto& v = grapheme_stand_ins();
+  auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(c, char32_t{0}));
+  return it != v.end() && it->first == c ? it->second : c;
+}
+
+}  // namespace
+
+bool grapheme_break(char32_t prev, char32_t c, int32_t& state) {
+  utf8proc_int32_t s = state;
+  const bool brk = utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(grapheme_stand_in(prev)),
+                                                     static_cast<utf8proc_int32_t>(grapheme_stand_in(c)), &s);
+  state = s;
+  return brk;
+}
+
 std::string lowercase(const std::string& s) {
   if (is_ascii(s)) {
     std::string out = s;

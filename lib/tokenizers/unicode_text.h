@@ -1,6 +1,7 @@
 // UTF-8 and Unicode helpers for the tokenizers: code point iteration, categories (utf8proc), the classes HF
-// tokenizers uses (unicode_tables.h: BERT's control / punctuation, combining marks, Rust's lowercase), NFD/NFC/
-// NFKD/NFKC, the byte-level BPE byte<->character table, and a PCRE2 regex wrapper with Oniguruma's \s \p{L} \p{N}.
+// tokenizers uses (unicode_tables.h: BERT's control / punctuation, combining marks, Rust's lowercase, grapheme
+// clusters), NFD/NFC/NFKD/NFKC, the byte-level BPE byte<->character table, and a PCRE2 regex wrapper with
+// Oniguruma's \s \p{L} \p{N}.
 // Remaining differences from HF tokenizers: docs/tokenizers.md.
 #pragma once
 
@@ -32,6 +33,13 @@ bool is_bert_control(char32_t cp);      // dropped by BertNormalizer clean_text 
 bool is_bert_punctuation(char32_t cp);  // BertPreTokenizer / Punctuation (HF's table)
 bool is_combining_mark(char32_t cp);    // removed by StripAccents (HF's table: Mn, Mc, Me)
 bool is_bert_nonspacing_mark(char32_t cp);  // removed by BertNormalizer strip_accents (HF's table: old Mn)
+
+// Whether an extended grapheme cluster ends between `prev` and `c`, as HF's unicode-segmentation cuts text
+// (the Precompiled normalizer's clusters): utf8proc's rules, with each code point whose grapheme-break class HF
+// has otherwise (unicode_tables.h grapheme_*: marks and a Prepend letter assigned after utf8proc's Unicode
+// 15.0, U+11A3A no longer Prepend, unassigned default-ignorables as Control) given to them as a stand-in of
+// HF's class. `state` is 0 at the start of a text and carried from one call to the next.
+bool grapheme_break(char32_t prev, char32_t c, int32_t& state);
 
 // Rust's char::to_lowercase as HF tokenizers has it (full mappings: U+0130 -> "i\u0307").
 std::string lowercase(const std::string& s);
