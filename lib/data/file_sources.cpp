@@ -8,6 +8,7 @@
 #include <set>
 
 #include "data/dataset_cache.h"
+#include "data/row_checks.h"
 #include "distributed/env.h"
 #include "log/logger.h"
 #include "tokenizers/load_tokenizer.h"
@@ -262,29 +263,15 @@ TokenizedSplits FileDataSource::build() {
   TokenizedSplits out;
   const bool skip = options_.on_bad_row == "skip";
   const bool classify = task_ == TaskKind::kClassification;
-  auto bad = [&](const std::string& file, const Row& row, const std::string& column, const std::string& reason) {
+  // A bad row: an error, offering skip only when some row of the file can be used (`usable`), or skipped and
+  // counted. When no row of the file can be used, skipping cannot help: the error says what the file holds.
+  auto bad = [&](const std::string& file, const std::vector<Row>& rows, const RowNeeds& needs, const Row& row,
+                 const RowIssue& issue, bool usable) {
+    if (!usable) throw ConfigError(unusable_file_message(file, rows, needs, row, issue));
     if (!skip)
-      throw ConfigError(file + ":" + std::to_string(row.line) + ": " + (column.empty() ? "" : "column '" + column + "': ") +
-                        reason + " (on_bad_row: skip skips such rows)");
+      throw ConfigError(row_location(file, row) + ": " + (issue.column.empty() ? "" : "column '" + issue.column + "': ") +
+                        issue.reason + " (on_bad_row: skip skips such rows)");
     ++out.skipped_rows;
-  };
-  // A text field of a row, or nullopt after reporting the row.
-  auto text_of = [&](const std::string& file, const Row& row, const std::string& column) -> std::optional<std::string> {
-    auto it = row.fields.find(column);
-    if (it == row.fields.end()) {
-      bad(file, row, column, "missing column");
-      return std::nullopt;
-    }
-    if (!it->second) {
-      bad(file, row, column, "value is null");
-      return std::nullopt;
-    }
-    auto st = row.is_string.find(column);
-    if (st != row.is_string.end() && !st->second) {
-      bad(file, row, column, "expected a string, got " + *it->second);
-      return std::nullopt;
-    }
-    return it->second;
   };
 
   std::vector<Row> train_rows, eval_rows, test_rows;
@@ -352,54 +339,49 @@ TokenizedSplits FileDataSource::build() {
       auto t = row.fields.find(options_.target_column);
       if (targets_optional && t != row.fields.end() && t->second) targets_optional = false;
     }
+    RowNeeds needs;
+    if (task_ == TaskKind::kSeq2Seq) {
+      needs.text_columns.emplace_back(options_.source_column, "data.source_column");
+      if (!targets_optional) needs.text_columns.emplace_back(options_.target_column, "data.target_column");
+    } else {
+      needs.text_columns.emplace_back(options_.text_column, "data.text_column");
+      if (!options_.text_pair_column.empty()) needs.text_columns.emplace_back(options_.text_pair_column, "data.text_pair_column");
+    }
+    if (classify) {
+      needs.label_column = options_.label_column;
+      needs.label_required = !labels_optional;
+      needs.label_ids = &label_id;
+      needs.label_names = &out.label_names;
+    }
+    std::optional<bool> any_usable;  // some row of the file can be used (decided at its first bad row)
     for (const Row& row : rows) {
-      if (!row.problem.empty()) {
-        bad(file, row, row.problem_column, row.problem);
+      if (auto issue = row_issue(row, needs)) {
+        if (!any_usable) any_usable = std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return !row_issue(r, needs); });
+        bad(file, rows, needs, row, *issue, *any_usable);
         continue;
       }
+      auto field = [&](const std::string& column) { return *row.fields.at(column); };
       if (task_ == TaskKind::kSeq2Seq) {  // HF run_translation's preprocess_function, one row at a time
-        auto source = text_of(file, row, options_.source_column);
-        if (!source) continue;
         Example ex;
-        ex.input_ids = tokenizer_->encode_for_model(options_.source_prefix + *source, nullptr, options_.max_source_length).input_ids;
-        if (!targets_optional) {
-          auto target = text_of(file, row, options_.target_column);
-          if (!target) continue;
-          ex.labels = tokenizer_->encode_for_model(*target, nullptr, options_.max_target_length).input_ids;
-        }
+        ex.input_ids = tokenizer_->encode_for_model(options_.source_prefix + field(options_.source_column), nullptr,
+                                                    options_.max_source_length).input_ids;
+        if (!targets_optional)
+          ex.labels = tokenizer_->encode_for_model(field(options_.target_column), nullptr, options_.max_target_length).input_ids;
         ++tokenized_rows_;
         ex.prompt_length = static_cast<int64_t>(ex.input_ids.size());
         examples.push_back(std::move(ex));
         kept_rows.push_back(&row);
         continue;
       }
-      auto text = text_of(file, row, options_.text_column);
-      if (!text) continue;
+      const std::string text = field(options_.text_column);
       std::optional<std::string> pair;
-      if (!options_.text_pair_column.empty()) {
-        pair = text_of(file, row, options_.text_pair_column);
-        if (!pair) continue;
-      }
+      if (!options_.text_pair_column.empty()) pair = field(options_.text_pair_column);
       int64_t label = -100;
-      if (classify) {
+      if (classify) {  // checked: absent only where labels are optional, else in the set
         auto it = row.fields.find(options_.label_column);
-        if (it == row.fields.end() || !it->second) {
-          if (!labels_optional) {
-            bad(file, row, options_.label_column, it == row.fields.end() ? "missing column" : "value is null");
-            continue;
-          }
-        } else {
-          auto id = label_id.find(*it->second);
-          if (id == label_id.end()) {
-            std::string set;
-            for (const auto& n : out.label_names) set += (set.empty() ? "" : ", ") + n;
-            bad(file, row, options_.label_column, "label '" + *it->second + "' is not in the label set [" + set + "]");
-            continue;
-          }
-          label = id->second;
-        }
+        if (it != row.fields.end() && it->second) label = label_id.at(*it->second);
       }
-      Encoding enc = tokenizer_->encode_for_model(*text, pair ? &*pair : nullptr, pack ? 0 : options_.max_length);
+      Encoding enc = tokenizer_->encode_for_model(text, pair ? &*pair : nullptr, pack ? 0 : options_.max_length);
       ++tokenized_rows_;
       if (pack) {
         packed.input_ids.insert(packed.input_ids.end(), enc.input_ids.begin(), enc.input_ids.end());

@@ -22,7 +22,7 @@ std::vector<Prompt> read_prompts(const std::string& path, const std::string& col
   const std::string key = text ? "text" : column;
   std::vector<Prompt> prompts;
   for (const Row& row : read_rows(path, format)) {
-    const std::string where = "--prompts " + path + ":" + std::to_string(row.line) + ": ";
+    const std::string where = "--prompts " + row_location(path, row) + ": ";
     if (!row.problem.empty())
       throw ConfigError(where + (row.problem_column.empty() ? "" : "column '" + row.problem_column + "': ") + row.problem);
     auto it = row.fields.find(key);

@@ -1,6 +1,7 @@
-// The prompts of `hftrain predict --prompts FILE`, one per row, as users keep them: JSON Lines (.jsonl /
-// .json: the string field `column` of each object), CSV / TSV with a header row (.csv / .tsv: the column
-// `column`) or plain text (any other name: each non-blank line, verbatim, without its line break).
+// The prompts of `hftrain predict --prompts FILE`, one per row, as users keep them: JSON Lines or a JSON
+// array of objects (.jsonl / .json: the string field `column` of each object), CSV / TSV with a header row
+// (.csv / .tsv: the column `column`) or plain text (any other name: each non-blank line, verbatim, without
+// its line break).
 // Nothing is packed, joined or truncated here. Free of LibTorch.
 #pragma once
 

@@ -13,7 +13,7 @@ void register_data_sources(Registry<DataSource, const DataUse&>& data) {
                                        "eos 1); exact-match scored.");
   data.add<GaussianBlobsSource>("gaussian_blobs", "Synthetic: classify points by the Gaussian blob they came from.");
   data.add<TextFileSource>("text_file", "A text file as bytes, cut into blocks for language modelling.");
-  data.add<JsonlSource>("jsonl", "JSON Lines files (one object per line), tokenized with a column mapping; cached.");
+  data.add<JsonlSource>("jsonl", "JSON Lines files (one object per line) or JSON array files, tokenized with a column mapping; cached.");
   data.add<CsvSource>("csv", "CSV files with a header row, tokenized with a column mapping; cached.");
   data.add<TsvSource>("tsv", "Tab-separated files with a header row, tokenized with a column mapping; cached.");
   data.add<TextLinesSource>("text", "Plain text files, one row per line (column 'text'), tokenized; cached.");

@@ -1,7 +1,9 @@
-// Row readers for JSON Lines, CSV / TSV and plain text (see text_rows.h).
+// Row readers for JSON (Lines or one array), CSV / TSV and plain text, and the file-level checks (see text_rows.h).
 #include "data/text_rows.h"
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 #include "util/error.h"
 #include "util/fs.h"
@@ -42,6 +44,22 @@ void mark_bad_utf8(Row& row, const std::string& column, const std::string& value
   row.problem_column = column;
 }
 
+// A JSON value as a row: an object's fields (strings as they are, null as nullopt, anything else as its JSON
+// text), or the problem of a value that is no object.
+void fill_row(const nlohmann::json& j, Row& row) {
+  if (!j.is_object()) {
+    row.problem = "expected a JSON object, got " + std::string(j.type_name());
+    return;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto& v = it.value();
+    row.is_string[it.key()] = v.is_string();
+    if (v.is_null()) row.fields[it.key()] = std::nullopt;
+    else if (v.is_string()) row.fields[it.key()] = v.get<std::string>();
+    else row.fields[it.key()] = v.dump();
+  }
+}
+
 std::vector<Row> read_jsonl(const std::string& text) {
   std::vector<Row> rows;
   int64_t line_no = 0;
@@ -59,23 +77,126 @@ std::vector<Row> read_jsonl(const std::string& text) {
     mark_bad_utf8(row, "", line);
     if (row.problem.empty()) {
       nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded()) {
-        row.problem = "malformed JSON";
-      } else if (!j.is_object()) {
-        row.problem = "expected a JSON object, got " + std::string(j.type_name());
-      } else {
-        for (auto it = j.begin(); it != j.end(); ++it) {
-          const auto& v = it.value();
-          row.is_string[it.key()] = v.is_string();
-          if (v.is_null()) row.fields[it.key()] = std::nullopt;
-          else if (v.is_string()) row.fields[it.key()] = v.get<std::string>();
-          else row.fields[it.key()] = v.dump();
-        }
-      }
+      if (j.is_discarded()) row.problem = "malformed JSON";
+      else fill_row(j, row);
     }
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+int64_t line_at(const std::string& text, std::size_t offset) {
+  offset = std::min(offset, text.size());
+  return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
+}
+
+// Where the JSON text begins: after a UTF-8 byte-order mark and whitespace.
+std::size_t json_start(const std::string& text) {
+  std::size_t at = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  at = text.find_first_not_of(" \t\r\n", at);
+  return at == std::string::npos ? text.size() : at;
+}
+
+// The byte offsets where the elements of a well-formed top-level JSON array start.
+std::vector<std::size_t> element_offsets(const std::string& text) {
+  std::vector<std::size_t> offsets;
+  int depth = 0;
+  bool in_string = false, escaped = false, expect = false;
+  for (std::size_t i = json_start(text); i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (depth == 1 && expect && c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ']') {
+      offsets.push_back(i);
+      expect = false;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') expect = ++depth == 1;
+    else if (c == ']' || c == '}') --depth;
+    else if (c == ',' && depth == 1) expect = true;
+  }
+  return offsets;
+}
+
+// nlohmann's parse error without its id and position ("syntax error while parsing ...").
+std::string parse_reason(const nlohmann::json::parse_error& e) {
+  std::string w = e.what();
+  std::size_t k = w.find("] ");
+  if (k != std::string::npos) w = w.substr(k + 2);
+  k = w.find(": ");
+  if (w.rfind("parse error", 0) == 0 && k != std::string::npos) w = w.substr(k + 2);
+  return w;
+}
+
+// A file that is one JSON array (datasets' json loader reads it as rows): one row per element, each
+// knowing its element index and the line it starts on.
+std::vector<Row> read_json_array(const std::string& path, const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(path + ":" + std::to_string(line_at(text, e.byte > 0 ? e.byte - 1 : 0)) +
+                      ": malformed JSON array: " + parse_reason(e));
+  }
+  const std::vector<std::size_t> offsets = element_offsets(text);
+  std::vector<Row> rows(j.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i].element = static_cast<int64_t>(i);
+    rows[i].line = i < offsets.size() ? line_at(text, offsets[i]) : 1;
+    fill_row(j[i], rows[i]);
+  }
+  return rows;
+}
+
+// JSON rows: a JSON array file, or JSON Lines. A text that starts with '[' is an array unless its first line
+// is a JSON value by itself and more lines follow (then it is JSON Lines whose first row is no object). One
+// JSON object spread over lines is neither, and is named as what it is.
+std::vector<Row> read_json_rows(const std::string& path, const std::string& text) {
+  const std::size_t at = json_start(text);
+  std::size_t eol = text.find('\n', at);
+  const std::string first_line = text.substr(at, eol == std::string::npos ? std::string::npos : eol - at);
+  const bool one_line = eol == std::string::npos || text.find_first_not_of(" \t\r\n", eol) == std::string::npos;
+  if (at < text.size() && text[at] == '[') {
+    if (one_line || !nlohmann::json::accept(first_line)) return read_json_array(path, text);
+  } else if (at < text.size() && text[at] == '{' && !one_line) {
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded() && j.is_object()) {
+      const int64_t lines = line_at(text, text.find_last_not_of(" \t\r\n"));
+      std::string msg = path + ": the file is one JSON object over " + std::to_string(lines) +
+                        " lines, neither JSON Lines (one object per line) nor a JSON array of objects";
+      for (auto it = j.begin(); it != j.end(); ++it)
+        if (it.value().is_array() && !it.value().empty() && it.value().front().is_object()) {
+          msg += "; its key '" + it.key() + "' holds a list of " + std::to_string(it.value().size()) +
+                 " objects, and reading the rows under a key (datasets' field=) is not supported yet: write that "
+                 "list alone as a JSON array or as JSON Lines";
+          break;
+        }
+      throw ConfigError(msg);
+    }
+  }
+  return read_jsonl(text);
+}
+
+// What a binary data file is, by its magic bytes; "" for none known. These are never rows of a text format.
+std::string binary_format(const std::string& text) {
+  auto starts = [&](const char* magic, std::size_t n) { return text.size() >= n && text.compare(0, n, magic, n) == 0; };
+  const bool binary_head = first_bad_utf8(text.substr(0, 4096)) >= 0 || text.find('\0') < 4096;
+  const char* convert = "; convert it to JSON Lines, a JSON array or CSV first";
+  if (starts("PAR1", 4) && (binary_head || text.compare(text.size() - 4, 4, "PAR1") == 0))
+    return std::string("a parquet file (PAR1 magic): parquet is not read yet") + convert +
+           " (e.g. pandas.read_parquet(path).to_json(out, orient='records', lines=True))";
+  if ((starts("ARROW1", 6) || starts("\xFF\xFF\xFF\xFF", 4)) && binary_head)
+    return std::string("an Arrow file (datasets' .arrow cache files are Arrow streams): Arrow is not read yet") + convert +
+           " (e.g. datasets.Dataset.from_file(path).to_json(out))";
+  if (starts("\x1F\x8B", 2)) return "gzip-compressed (1F 8B magic): compressed files are not read yet; decompress it first";
+  if (starts("\x28\xB5\x2F\xFD", 4)) return "zstd-compressed: compressed files are not read yet; decompress it first";
+  if (starts("\xFD" "7zXZ" "\0", 6)) return "xz-compressed: compressed files are not read yet; decompress it first";
+  if (starts("PK\x03\x04", 4) && binary_head) return "a zip archive: archives are not read yet; extract the data file first";
+  return "";
 }
 
 // One CSV record starting at `pos`; advances pos and the line counter. RFC 4180 quoting.
@@ -187,6 +308,12 @@ std::vector<Row> read_text_lines(const std::string& text) {
 
 bool is_valid_utf8(const std::string& s) { return first_bad_utf8(s) < 0; }
 
+std::string row_location(const std::string& path, const Row& row) {
+  std::string where = path + ":" + std::to_string(row.line);
+  if (row.element >= 0) where += " (element " + std::to_string(row.element) + ")";
+  return where;
+}
+
 std::vector<Row> read_rows(const std::string& path, RowFormat format) {
   std::string text;
   try {
@@ -195,9 +322,11 @@ std::vector<Row> read_rows(const std::string& path, RowFormat format) {
     throw ConfigError(path + ": cannot read the data file");
   }
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw ConfigError(path + ": the data file is empty");
+  const std::string binary = binary_format(text);
+  if (!binary.empty()) throw ConfigError(path + ": this looks like " + binary);
   std::vector<Row> rows;
   switch (format) {
-    case RowFormat::kJsonl: rows = read_jsonl(text); break;
+    case RowFormat::kJsonl: rows = read_json_rows(path, text); break;
     case RowFormat::kCsv: rows = read_csv(path, text, ','); break;
     case RowFormat::kTsv: rows = read_csv(path, text, '\t'); break;
     case RowFormat::kText: rows = read_text_lines(text); break;

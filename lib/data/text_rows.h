@@ -1,7 +1,8 @@
-// Reading tabular text files into rows of named string fields: JSON Lines (one object per line), CSV /
-// TSV (RFC 4180 quoting, header row) and plain text (one row per line, column "text", as HF's `text`
-// loader). Free of LibTorch. Problems in a row are reported as BadRow (file:line, column, reason) so the
-// caller decides between an error and skip-and-count; problems with a whole file throw ConfigError.
+// Reading tabular text files into rows of named string fields: JSON (one object per line, or a file that is
+// one JSON array of objects, as datasets' json loader reads both), CSV / TSV (RFC 4180 quoting, header row)
+// and plain text (one row per line, column "text", as HF's `text` loader). Free of LibTorch. Problems in a
+// row are kept on the row (line, column, reason) so the caller decides between an error and skip-and-count;
+// problems with a whole file (unreadable, empty, a binary format such as parquet) throw ConfigError.
 #pragma once
 
 #include <cstdint>
@@ -16,14 +17,20 @@ enum class RowFormat { kJsonl, kCsv, kTsv, kText };
 
 struct Row {
   int64_t line = 0;                                   // 1-based line where the row starts
+  int64_t element = -1;                               // JSON array files: the 0-based index of the element
   std::map<std::string, std::optional<std::string>> fields;  // nullopt = JSON null
   std::map<std::string, bool> is_string;             // JSON: the value was a string (numbers are kept as text)
   std::string problem;                               // non-empty: the row is malformed (and fields may be empty)
   std::string problem_column;
 };
 
-// All rows of `path`. Throws ConfigError naming the file when it cannot be read or holds no rows.
+// All rows of `path`. Throws ConfigError naming the file when it cannot be read, holds no rows or is not a
+// text file of the format (a parquet, Arrow or compressed file; with kJsonl also a malformed JSON array and
+// a single JSON object spread over lines).
 std::vector<Row> read_rows(const std::string& path, RowFormat format);
+
+// Where a row is, for messages: "path:line", and " (element i)" for an element of a JSON array file.
+std::string row_location(const std::string& path, const Row& row);
 
 // True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
 bool is_valid_utf8(const std::string& s);

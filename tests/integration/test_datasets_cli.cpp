@@ -1,6 +1,6 @@
 // File datasets through the real binary: a tiny gpt trained on a packed jsonl corpus (with evaluation and
-// the tokenized-dataset cache), length-grouped batches, nanoGPT token files, and a malformed row that must
-// exit 2 naming file:line.
+// the tokenized-dataset cache), length-grouped batches, nanoGPT token files, a malformed row that must
+// exit 2 naming file:line, and a JSON array file training exactly as the same rows in JSON Lines.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -220,4 +220,40 @@ training: {output_dir: out, per_device_train_batch_size: 4, max_steps: 3, save_s
   CHECK_THAT(f.output, Catch::Contains("could not write the dataset cache") &&
                            Catch::Contains("rank 1 waited 3 s for rank 0 to write the tokenized dataset") &&
                            Catch::Contains("blocker/cache"));
+}
+
+TEST_CASE("a JSON array .json file trains as the same rows in JSON Lines do", "[integration][datasets]") {
+  const std::string dir = fresh_dir("datasets_json_array");
+  const std::string lines = corpus(40, 0);
+  write_text(dir + "/train.jsonl", lines);
+  std::string array = "[\n";
+  for (std::size_t pos = 0, end; (end = lines.find('\n', pos)) != std::string::npos; pos = end + 1)
+    array += (pos ? ",\n  " : "  ") + lines.substr(pos, end - pos);
+  write_text(dir + "/train.json", array + "\n]\n");
+  write_text(dir + "/spec.yaml", R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}
+data: {type: jsonl, train_file: train.jsonl, block_size: 16, cache_dir: cache}
+training: {output_dir: lines, per_device_train_batch_size: 4, max_steps: 4, logging_steps: 1, save_strategy: "no", report_to: none}
+)");
+  CliResult a = run_hftrain("train spec.yaml", dir);
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  CliResult b = run_hftrain("train spec.yaml --set data.train_file=train.json --set training.output_dir=array", dir);
+  INFO(b.output);
+  REQUIRE(b.exit_code == 0);
+  auto losses = [&](const std::string& out) {
+    std::vector<double> v;
+    const json state = json::parse(read_text(dir + "/" + out + "/trainer_state.json"));
+    for (const auto& e : state["log_history"])
+      if (e.contains("loss")) v.push_back(e["loss"].get<double>());
+    return v;
+  };
+  CHECK(losses("array").size() == 4);
+  CHECK(losses("array") == losses("lines"));
+  CHECK(read_text(dir + "/array/model.safetensors") == read_text(dir + "/lines/model.safetensors"));
+
+  // An element without the text column: exit 2 naming the file, its line and the element.
+  write_text(dir + "/bad.json", "[\n  {\"text\": \"ok\"},\n  {\"body\": \"no text\"}\n]\n");
+  CliResult bad = run_hftrain("train spec.yaml --set data.train_file=bad.json --set training.output_dir=bad", dir);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("bad.json:3 (element 1): column 'text': missing column"));
 }
