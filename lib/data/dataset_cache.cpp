@@ -4,6 +4,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -128,6 +129,24 @@ std::string CacheKey::hex() const {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+const std::vector<std::string>& options_outside_cache_key() {
+  static const std::vector<std::string> names = {"train_file", "validation_file", "test_file", "tokenizer",
+                                                 "mlm_probability", "pad_to_max_length", "cache_dir",
+                                                 "overwrite_cache", "cache_wait_seconds"};
+  return names;
+}
+
+void add_options_to_key(CacheKey& key, const FileDataSource::Options& options) {
+  const auto& outside = options_outside_cache_key();
+  for (const auto& option : schema_of<FileDataSource::Options>().dump(options)) {
+    const std::string name = option.first.Scalar();
+    if (std::find(outside.begin(), outside.end(), name) != outside.end()) continue;
+    YAML::Emitter value;
+    value << YAML::Flow << option.second;
+    key.add(name).add(std::string(value.c_str()));
+  }
 }
 
 void save_tokenized(const std::string& path, const TokenizedSplits& s) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/file_sources.h"
 
@@ -26,6 +27,15 @@ class CacheKey {
  private:
   std::string material_;
 };
+
+// The options of a file data source the key leaves out, none of which changes the tokenized examples: the
+// input files and the tokenizer (the key holds their contents and identity instead), the collation-only
+// mlm_probability and pad_to_max_length, and the cache's own settings.
+const std::vector<std::string>& options_outside_cache_key();
+
+// Adds every other option of `options` to `key` as the options' schema dumps it (name and value), so an
+// option declared later is part of the key without being listed anywhere.
+void add_options_to_key(CacheKey& key, const FileDataSource::Options& options);
 
 void save_tokenized(const std::string& path, const TokenizedSplits& splits);
 // False when the file is absent, truncated or fails its checksum.

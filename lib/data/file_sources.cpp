@@ -201,20 +201,14 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
   if (task_ == TaskKind::kMaskedLm && !special.mask)
     throw ConfigError("data.task: masked_lm needs a tokenizer with a mask token; '" + options_.tokenizer + "' has none");
 
-  // Cache key: contents of the input files, tokenizer identity, every setting that shapes the examples.
+  // Cache key: contents of the input files, tokenizer identity, every option that can shape the examples.
   CacheKey key;
-  key.add("hftrain-dataset-1").add(format_name(format_)).add(options_.task);
+  key.add("hftrain-dataset-2").add(format_name(format_));
   key.add(train_read_ ? std::to_string(hash_file_contents(options_.train_file)) : std::string("-"));
   for (const std::string* f : {&options_.validation_file, &options_.test_file})
     key.add(f->empty() ? std::string("-") : std::to_string(hash_file_contents(*f)));
   key.add(injected ? identity : tokenizer_identity(options_.tokenizer, *tokenizer_));
-  key.add(options_.text_column).add(options_.text_pair_column).add(options_.label_column);
-  key.add(static_cast<int64_t>(options_.label_names.size()));
-  for (const auto& l : options_.label_names) key.add(l);
-  key.add(options_.max_length).add(options_.block_size).add(options_.on_bad_row);
-  key.add(options_.source_column).add(options_.target_column).add(options_.source_prefix);
-  key.add(options_.max_source_length).add(options_.max_target_length);
-  key.add(options_.validation_split_percentage).add(options_.split_seed);
+  add_options_to_key(key, options_);
   const std::string dir = options_.cache_dir.empty() ? default_cache_dir() : options_.cache_dir;
   cache_file_ = (std::filesystem::path(dir) / "datasets" / (key.hex() + ".bin")).string();
 
