@@ -79,13 +79,18 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
   YAML::Node section = lookup(root, "generation");
   if (section.IsDefined() && !section.IsNull() && !section.IsMap()) return;  // the section's parser reports it
   if (!section.IsDefined() || section.IsNull()) section = YAML::Node(YAML::NodeType::Map);
-  // A key the spec or --set writes, null included: null there is the spec's own choice (no value from
-  // generation_config.json or config.json; eos_token_id then falls back to the tokenizer's), never filled.
-  auto given = [&](const std::string& key) { return lookup(section, key).IsDefined(); };
-  for (const auto& kv : section)
+  auto given = [&](const std::string& key) {
+    const YAML::Node v = lookup(section, key);
+    return v.IsDefined() && !v.IsNull();
+  };
+  // A key the spec or --set writes as null is the spec's own choice too: no source fills it.
+  auto cleared = [&](const std::string& key) { return lookup(section, key).IsDefined() && lookup(section, key).IsNull(); };
+  for (const auto& kv : section) {
     if (given(kv.first.Scalar())) facts.given_keys.push_back(kv.first.Scalar());
+    if (cleared(kv.first.Scalar())) facts.cleared_keys.push_back(kv.first.Scalar());
+  }
   auto fill = [&](const std::string& key, const YAML::Node& value, const std::string& source) {
-    if (given(key)) return;  // the spec's own setting wins
+    if (given(key) || cleared(key)) return;  // the spec's own setting wins
     section[key] = value;
     origins.emplace("generation." + key, source);
     issues.mark_origin("generation." + key, source);
@@ -105,7 +110,7 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
     }
     if (config.is_object())
       for (const auto& key : supported_keys())  // HF GenerationConfig.from_model_config, but for the eos id
-        if (key != "eos_token_id" && config.contains(key) && !config[key].is_null() && !given(key)) {
+        if (key != "eos_token_id" && config.contains(key) && !config[key].is_null() && !given(key) && !cleared(key)) {
           YAML::Node v = setting_value(key, config[key], model_dir + "/config.json", issues, facts);
           if (v.IsDefined()) fill(key, v, model_dir + "/config.json (" + key + ")");
         }
@@ -130,7 +135,7 @@ void fill_generation_section(YAML::Node& root, const TrainingArgs& training, con
         continue;
       }
       if (supported_keys().count(key)) {
-        if (given(key)) continue;
+        if (given(key) || cleared(key)) continue;
         YAML::Node v = setting_value(key, value, file, issues, facts);
         if (v.IsDefined()) fill(key, v, file + " (" + key + ")");
         continue;

@@ -463,6 +463,7 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, 
   YAML::Node given(YAML::NodeType::Map);
   const auto& given_keys = spec.generation_sources.given_keys;
   for (const auto& key : given_keys) given[key] = resolved[key];
+  for (const auto& key : spec.generation_sources.cleared_keys) given[key] = YAML::Node(YAML::NodeType::Null);
   root["generation"] = given;
   if (with_origins) {
     std::string text = emit_with_origins(root, spec.origins);

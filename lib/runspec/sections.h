@@ -300,6 +300,9 @@ struct GenerationSourceFacts {
   // Keys the spec's own generation section (or --set, or a flag) set. The saved run_spec.yaml keeps only
   // these, so that loading it again fills the rest from their sources, as the first load did.
   std::vector<std::string> given_keys;
+  // Keys the spec wrote as null: no source fills them (an eos_token_id of a generation_config.json is cleared
+  // this way; it then falls back to the tokenizer's). The saved run_spec.yaml writes them as null again.
+  std::vector<std::string> cleared_keys;
   // Settings of a generation_config.json that hftrain's generation cannot honour ("file: key: why"):
   // loading warns, generating refuses to start.
   std::vector<std::string> unsupported;

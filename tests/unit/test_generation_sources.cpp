@@ -134,6 +134,12 @@ TEST_CASE("generation_config.json settings hftrain cannot honour are kept to ref
   REQUIRE(own.generation_sources.unsupported.size() == 1);
   CHECK_THAT(own.generation_sources.unsupported[0], Catch::Contains("repetition_penalty"));
   CHECK(own.generation.eos_token_id == 1);
+  // null written by the spec (or --set) is its own choice too: the file's eos list is neither taken nor a problem.
+  RunSpec cleared = load_run_spec(dir + "/s.yaml", {"generation.eos_token_id=null"}, catalog);
+  CHECK_FALSE(cleared.generation.eos_token_id.has_value());
+  CHECK(cleared.generation_sources.cleared_keys == std::vector<std::string>{"eos_token_id"});
+  REQUIRE(cleared.generation_sources.unsupported.size() == 1);
+  CHECK_THAT(cleared.generation_sources.unsupported[0], Catch::Contains("repetition_penalty"));
   // A one-element eos list is one eos token.
   write(dir + "/g.json", R"({"eos_token_id": [7]})");
   CHECK(load_run_spec(dir + "/s.yaml", {}, catalog).generation.eos_token_id == 7);
@@ -156,11 +162,13 @@ TEST_CASE("the saved run spec keeps the generation keys the spec set, so a reloa
   write(dir + "/s.yaml", spec_text(", generation_max_length: 12", "{num_beams: 3, max_new_tokens: null}"));
   RunSpec s = load_run_spec(dir + "/s.yaml", {}, catalog);
   CHECK(s.generation.max_length == 12);
-  CHECK(s.generation_sources.given_keys == std::vector<std::string>{"num_beams"});  // null is unset
+  CHECK(s.generation_sources.given_keys == std::vector<std::string>{"num_beams"});  // null is no value of the spec's
+  CHECK(s.generation_sources.cleared_keys == std::vector<std::string>{"max_new_tokens"});  // but no source fills it
   write(dir + "/saved.yaml", dump_run_spec(s, catalog));
   RunSpec again = load_run_spec(dir + "/saved.yaml", {"training.generation_max_length=5"}, catalog);
   CHECK(again.generation.num_beams == 3);
   CHECK(again.generation.max_length == 5);  // filled again from the (overridden) training setting
+  CHECK(again.generation_sources.cleared_keys == std::vector<std::string>{"max_new_tokens"});  // saved as null
   // --dump-config (with origins) lists the resolved values of the keys the spec did not set, as comments.
   CHECK_THAT(dump_run_spec(s, catalog, true), Catch::Contains("#   max_length: 12  (training.generation_max_length)"));
   CHECK_THAT(dump_run_spec(s, catalog, true), Catch::Contains("#   min_length: ~\n"));

@@ -2,6 +2,8 @@
 // TrainingArguments fields at values that ask for nothing, nulls as HF's None, HfArgumentParser flags as
 // overrides, torch.distributed.launch's --local_rank against the environment, the command line winning over
 // the file in any spelling, run_clm's model arguments, HF's trackers, Hub ids, and transformers v5's fields.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +23,7 @@ using namespace hftrain_test;
 namespace {
 
 std::string write_spec(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_hf_arguments";
+  auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_hf_arguments_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto path = (dir / name).string();
   std::ofstream(path) << text;
@@ -279,7 +281,7 @@ TEST_CASE("run_clm's torch_dtype and attn_implementation flags map onto what hft
   CHECK(has_note(fp32, "model.torch_dtype float32: the weights load in float32"));
   CHECK_THAT(load_error(path, {"model.torch_dtype=bfloat16", "training.bf16=false"}), Catch::Contains("disagrees with"));
   // auto: the dtype model.from_pretrained's config.json names.
-  const auto dir = std::filesystem::temp_directory_path() / "hftrain_unit_hf_arguments" / "bf16_model";
+  const auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_hf_arguments_" + std::to_string(::getpid())) / "bf16_model";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << R"({"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 16,
     "n_positions": 32, "vocab_size": 256, "torch_dtype": "bfloat16"})";
