@@ -3,15 +3,9 @@
 
 #include "data/text_rows.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace hftrain {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-}  // namespace
 
 std::vector<Prompt> read_prompts(const std::string& path, const std::string& column) {
   RowFormat format = RowFormat::kText;

@@ -22,6 +22,7 @@
 
 #include "distributed/env.h"
 #include "util/error.h"
+#include "util/fd_io.h"
 
 extern char** environ;
 
@@ -71,20 +72,6 @@ struct Worker {
   Clock::time_point exit_time;
   bool failed() const { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 };
-
-void write_all(int fd, const std::string& s) {
-  const char* p = s.data();
-  std::size_t left = s.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-}
 
 class Attempt {
  public:
@@ -217,7 +204,7 @@ class Attempt {
       if (static_cast<int>(w.tail.size()) > o_.tail_lines) w.tail.pop_front();
       buf.clear();
     }
-    if (!out.empty()) write_all(stream == 0 ? 1 : 2, out);
+    if (!out.empty()) write_all(stream == 0 ? 1 : 2, out);  // an error here has nowhere to be reported
   }
 
   void signal_alive(int sig) {
