@@ -16,6 +16,7 @@
 #include "log/logger.h"
 #include "log/run_summary.h"
 #include "engine/memory_estimate.h"
+#include "engine/precision.h"
 #include "models/construction.h"
 #include "models/lora.h"
 #include "util/error.h"
@@ -109,7 +110,7 @@ int run_estimate(const EstimateRequest& request) {
       optimizer_state_elements(spec.optimizer.type, dims, momentum.IsScalar() && momentum.as<double>() != 0.0,
                                beta1.IsDefined() && !beta1.IsNull());
 
-  const bool spec_mixed = spec.precision.bf16 || spec.precision.fp16;
+  const bool spec_mixed = precision_policy(spec).training.enabled();
   const std::string spec_offload = spec.zero.offload_optimizer.device;
   std::vector<Row> rows;
   for (int stage = 0; stage <= 3; ++stage)

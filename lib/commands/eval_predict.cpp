@@ -144,7 +144,7 @@ Prepared prepare_inference(const std::string& target, const std::vector<std::str
   if (!weights.trained_file.empty()) load_model_weights(weights.trained_file, *p.pipeline.model);
   log_info("model weights: " + weights.description);
   log_info("results go to " + spec.training.output_dir + " (" + weights.results_note + ")");
-  apply_inference_precision(p.pipeline, spec);
+  apply_inference_precision(p.pipeline);
   place_on_device(p.pipeline, spec, torch_device_of(device));
   p.memory->stop("init");
   return p;

@@ -1,7 +1,9 @@
 // Single-process engine and gradient clipping (see engine.h).
 #include "engine/engine.h"
 
+#include "checkpoint/checkpoint_files.h"
 #include "engine/backward_stepper.h"
+#include "engine/partition.h"
 #include "log/logger.h"
 
 namespace hftrain {
@@ -19,6 +21,15 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
       if (p.grad().defined()) p.grad().detach().mul_(coef);
   }
   return total.item<double>();
+}
+
+nlohmann::json Engine::layout_of(int stage, const std::string& parameter_dtype) const {
+  nlohmann::json layout = {
+      {"zero_stage", stage},
+      {"dtypes", {{"parameters", parameter_dtype}, {"master_weights", "fp32"}, {"optimizer_state", "fp32"}}},
+      {"optimizer_state", sharded() ? "ZeRO shards (latest)" : ckpt::kOptimizerFile}};
+  if (const PartitionMap* map = partition_map()) layout["partition"] = map->to_json();
+  return layout;
 }
 
 std::map<std::string, torch::Tensor> state_on_device(const std::map<std::string, torch::Tensor>& state, torch::Device device) {

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,9 @@ class Engine {
   // ZeRO stage 3: the model's parameters hold memory only while gathered, so they must not be read or
   // written directly (load weights through load_master_weights, save master_weights()).
   virtual bool partitions_parameters() const { return false; }
+  // The trained model stays in its shards at the end (stage 3 with zero.stage3_gather_16bit_weights_on_model_save
+  // false): the final save writes a checkpoint of them instead of gathering model.safetensors.
+  virtual bool keeps_model_in_shards() const { return false; }
   // The hooks the model runs around its gather units (stage 3), or nullptr.
   virtual GatherHooks* gather_hooks() { return nullptr; }
   // Makes every parameter whole on this rank for good (stage 3, end of training). Collective.
@@ -90,8 +94,14 @@ class Engine {
   // Sets the master weights (and the 16-bit parameters) from full fp32 tensors, e.g. a checkpoint's
   // model.safetensors; no-op for fp32 engines, whose parameters were loaded directly. Collective.
   virtual void load_master_weights(const std::map<std::string, torch::Tensor>& /*weights*/, const std::string& /*source*/) {}
-  // One line for the log: stage, world size, layout.
-  virtual std::string describe() const { return "stage 0, 1 process"; }
+  // One line for the log: stage, world size, layout; empty for the single-process fp32 engine.
+  virtual std::string describe() const { return ""; }
+  // What a checkpoint's manifest records of the state's layout: zero_stage, dtypes, where the optimizer state
+  // is, and the partition map of sharded engines.
+  virtual nlohmann::json layout() const { return layout_of(0, "fp32"); }
+
+ protected:
+  nlohmann::json layout_of(int stage, const std::string& parameter_dtype) const;
 };
 
 // Stage 0, one process: plain backward, torch-identical clipping, optimizer over all parameters.

@@ -20,7 +20,7 @@ void precision_and_clipping(const EngineRequest& r, EngineConfig& c) {
   c.stage = static_cast<int>(r.spec.zero.stage);
   c.max_grad_norm = r.spec.training.max_grad_norm;
   c.bucket_cap_mb = r.spec.distributed.ddp_bucket_cap_mb;
-  c.precision = mixed_precision_of(r.spec);
+  c.precision = r.precision.training;
 }
 
 void optimizer_capabilities(const EngineRequest& r, EngineConfig& c) {
@@ -38,6 +38,7 @@ void gather_units(const EngineRequest& r, EngineConfig& c) {
   if (!frozen.empty()) c.frozen_gather_units = resolve_gather_units(*r.model, frozen);
   c.persistence_threshold = r.spec.zero.stage3_param_persistence_threshold;
   c.gather_limits = CoordinatorLimits{r.spec.zero.stage3_prefetch_bucket_size, r.spec.zero.stage3_max_live_parameters};
+  c.gather_16bit_weights_on_model_save = r.spec.zero.stage3_gather_16bit_weights_on_model_save;
 }
 
 // zero.Init: the model was built without holding its parameters; the engine keeps each value's partition
@@ -88,24 +89,6 @@ const std::vector<std::pair<const char*, BuildStep>>& build_steps() {
 }
 
 }  // namespace
-
-MixedPrecision mixed_precision_of(const RunSpec& spec) {
-  MixedPrecision m;
-  const PrecisionArgs& p = spec.precision;
-  if (p.bf16) m.param_dtype = torch::kBFloat16;
-  if (p.fp16) m.param_dtype = torch::kHalf;
-  m.reduce_dtype = spec.zero.reduce_dtype == "fp32" ? torch::kFloat : m.param_dtype;
-  if (p.fp16) {
-    m.scaler.dynamic = p.loss_scale == 0;
-    m.scaler.static_scale = p.loss_scale > 0 ? p.loss_scale : 1.0;
-    m.scaler.initial_scale_power = p.initial_scale_power;
-    m.scaler.scale_window = p.loss_scale_window;
-    m.scaler.hysteresis = p.hysteresis;
-    m.scaler.consecutive_hysteresis = p.consecutive_hysteresis;
-    m.scaler.min_scale = p.min_loss_scale;
-  }
-  return m;
-}
 
 EngineConfig engine_config_for(const EngineRequest& request) {
   EngineConfig config;

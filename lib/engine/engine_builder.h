@@ -19,6 +19,7 @@ struct PretrainedPlan;
 
 struct EngineRequest {
   const RunSpec& spec;
+  const PrecisionPolicy& precision;  // the run's (precision_policy(spec), decided once)
   std::shared_ptr<Model> model;
   // model.from_pretrained read rank by rank at ZeRO-3 with zero.Init (null otherwise).
   std::shared_ptr<const PretrainedPlan> deferred_weights;
@@ -27,10 +28,6 @@ struct EngineRequest {
   Comm& comm;
   torch::Device device = torch::kCPU;  // where the model was placed (train/model_and_data.h place_on_device)
 };
-
-// The engine's precision from the run spec: precision.bf16 / fp16 (HF --bf16 / --fp16, DeepSpeed's
-// bf16 / fp16 sections) and zero.reduce_dtype (DeepSpeed communication_data_type).
-MixedPrecision mixed_precision_of(const RunSpec& spec);
 
 // The EngineConfig of the run, each step of engine_builder.cpp applied in order (no tensor is touched).
 EngineConfig engine_config_for(const EngineRequest& request);

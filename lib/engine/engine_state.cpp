@@ -11,6 +11,11 @@
 
 namespace hftrain {
 
+void load_trained_weights(Engine& engine, Model& model, const SafetensorsFile& weights, const std::string& path) {
+  if (!engine.partitions_parameters()) load_model_weights(weights, path, model);  // stage 3: its shards are the parameters
+  engine.load_master_weights(weights.tensors, path);
+}
+
 void EngineState::save(CheckpointContents& out) {
   if (engine_.sharded()) return;  // its shards: write_rank_checkpoint_files, while the checkpoint commits
   NamedTensors optim;

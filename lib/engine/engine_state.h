@@ -4,12 +4,17 @@
 // any saved layout -- its own, ZeRO shards of another world size or stage, or a stage-0 checkpoint.
 #pragma once
 
+#include "checkpoint/safetensors.h"
 #include "checkpoint/stateful.h"
 #include "distributed/comm.h"
 #include "engine/engine.h"
 #include "models/model.h"
 
 namespace hftrain {
+
+// Trained weights (a checkpoint's model.safetensors, `path` in errors) into the model's parameters, unless the
+// engine partitions them, and into the engine's fp32 master weights. Collective.
+void load_trained_weights(Engine& engine, Model& model, const SafetensorsFile& weights, const std::string& path);
 
 class EngineState : public Stateful {
  public:

@@ -35,6 +35,7 @@ ZeroOptions zero_options(const EngineInputs& in) {
   o.gather_units = config.gather_units;
   o.persistence_threshold = config.persistence_threshold;
   o.gather_limits = config.gather_limits;
+  o.gather_16bit_weights_on_model_save = config.gather_16bit_weights_on_model_save;
   o.nvme_offload = config.nvme_offload;
   o.offload_to_host = config.offload_to_host;
   o.initial_values = config.initial_values;

@@ -27,6 +27,7 @@ struct EngineConfig {
   std::vector<std::vector<std::string>> frozen_gather_units;  // the frozen parameters (an adapter's base) per unit
   int64_t persistence_threshold = 100000;
   CoordinatorLimits gather_limits;
+  bool gather_16bit_weights_on_model_save = true;
   std::optional<SwapOptions> nvme_offload;  // zero.offload_optimizer device nvme
   bool offload_to_host = false;             // zero.offload_optimizer device cpu beside device parameters
   InitialValues initial_values;  // stage 3 sharded construction (zero.Init)

@@ -7,6 +7,7 @@
 #include "checkpoint/safetensors.h"
 #include "engine/partition.h"
 #include "engine/universal_state.h"
+#include "runspec/run_spec.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -123,6 +124,12 @@ int saved_zero_stage(const std::string& checkpoint_dir) {
   } catch (const std::logic_error&) {
   }
   throw RuntimeFailure("'" + first + "': shard metadata has no valid 'zero_stage'");
+}
+
+std::string layout_change(int64_t saved_world_size, int saved_stage, int64_t world_size, const RunSpec& spec) {
+  if (saved_world_size == world_size && saved_stage == spec.zero.stage) return "";
+  return "resuming a checkpoint of " + workers_text(saved_world_size) + " at stage " + std::to_string(saved_stage) + " as " +
+         workers_text(world_size) + " at stage " + std::to_string(spec.zero.stage);
 }
 
 void load_zero_checkpoint(const std::string& checkpoint_dir, Engine& engine, Comm& comm) {

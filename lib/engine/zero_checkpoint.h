@@ -56,6 +56,11 @@ std::string read_zero_tag(const std::string& checkpoint_dir);
 // The ZeRO stage a checkpoint was saved at (its rank-0 shard's metadata), 0 when it has no shards.
 int saved_zero_stage(const std::string& checkpoint_dir);
 
+struct RunSpec;
+// "resuming a checkpoint of 2 workers at stage 2 as 3 workers at stage 1" when the checkpoint's world size or
+// ZeRO stage differs from this run's (`spec`'s stage), "" when both are the same.
+std::string layout_change(int64_t saved_world_size, int saved_stage, int64_t world_size, const RunSpec& spec);
+
 // Loads this rank's shard into a sharded engine. Collective (the engine all-gathers the restored
 // partitions). A checkpoint of the same layout gives each rank its own saved shard; any other (another
 // world size, stage 3 <-> 1/2, a stage-0 checkpoint) is cut into this engine's layout by parameter name

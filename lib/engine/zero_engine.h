@@ -51,6 +51,7 @@ struct ZeroOptions {
   double bucket_cap_mb = 25;          // distributed.ddp_bucket_cap_mb
   bool skip_nonfinite_steps = false;  // skip the update when the global gradient norm is inf/nan
   bool report_memory = true;          // rank 0 prints every rank's memory and traffic after the first step
+  bool gather_16bit_weights_on_model_save = true;  // zero.stage3_gather_16bit_weights_on_model_save
   MixedPrecision precision;           // fp32 by default; 16-bit parameters and gradients with fp32 masters
   // Stage 3: the trainable parameter names each gather unit of the model uses (resolve_gather_units),
   // the size under which a parameter stays whole on every rank, and the coordinator's budgets.
@@ -95,6 +96,7 @@ class ZeroEngine : public Engine {
 
   bool sharded() const override { return shards_optimizer_; }
   bool partitions_parameters() const override { return partitions_params_; }
+  bool keeps_model_in_shards() const override { return partitions_params_ && !options_.gather_16bit_weights_on_model_save; }
   GatherHooks* gather_hooks() override { return coordinator_.get(); }
   void gather_full_parameters() override;
   EngineShard export_shard() const override;
@@ -103,6 +105,7 @@ class ZeroEngine : public Engine {
                     const std::string& source) override;
   EngineMemory memory() const override;
   std::string describe() const override;
+  nlohmann::json layout() const override { return layout_of(stage_, precision_name(dtype_)); }
   std::map<std::string, torch::Tensor> master_weights() override;
   StreamedWeights stream_master_weights() override;
   void load_master_weights(const std::map<std::string, torch::Tensor>& weights, const std::string& source) override;

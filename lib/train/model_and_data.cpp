@@ -5,6 +5,7 @@
 
 #include "checkpoint/model_io.h"
 #include "data/sample_limits.h"
+#include "engine/construction_plan.h"
 #include "engine/precision.h"
 #include "log/logger.h"
 #include "models/construction.h"
@@ -78,7 +79,7 @@ void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShap
 }
 
 // PEFT: the peft section's adapters, or those of model.peft_adapter, attached to the loaded base.
-void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training) {
+void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training, const ConstructionPlan& construction) {
   if (!spec.peft && spec.model.peft_adapter.empty()) return;
   AdapterSummary summary;
   if (!spec.model.peft_adapter.empty()) {
@@ -95,9 +96,7 @@ void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training) {
   log_info("peft: " + std::string(p.model->adapter()->config.value("use_dora", false) ? "DoRA" : "LoRA") + " on " +
            std::to_string(summary.adapted_layers) + " layers" + (for_training ? ", base frozen" : ""));
   if (for_training) log_info(summary.line());  // PEFT's print_trainable_parameters
-  if (for_training && spec.zero.stage == 3)
-    log_info("zero.stage 3: the adapters and the frozen base are partitioned and gathered per module; the base gets "
-             "no gradients, master weights or optimizer state");
+  note_adapters(construction);
 }
 
 }  // namespace
@@ -129,21 +128,15 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   DataShape shape = p.data->shape();
   ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
   torch::manual_seed(static_cast<uint64_t>(spec.training.seed));
-  // zero.Init: an HF model directory is read rank by rank later (bare weights are loaded whole).
-  // (An adapter run builds its base whole: the adapters are attached to the built model.)
-  const bool peft = spec.peft || !spec.model.peft_adapter.empty();
-  const bool sharded_init = for_training && spec.zero.stage == 3 && spec.zero.zero3_init_flag && !peft;
-  if (for_training && spec.zero.stage == 3 && spec.zero.zero3_init_flag && peft)
-    log_info("zero.zero3_init_flag: the base model is built whole on each rank (adapters attach to the built model)");
+  const ConstructionPlan construction = plan_construction(spec, for_training);  // the engine's (zero.Init)
   const bool hf_dir = !spec.model.from_pretrained.empty() &&
                       std::filesystem::exists(spec.model.from_pretrained + "/config.json");
   {
-    const bool deferred_build = sharded_init && (spec.model.from_pretrained.empty() || hf_dir);
-    DeferredInit deferred(deferred_build);
+    DeferredInit deferred(construction.deferred);
     // Straight to the worker's device, a tensor at a time (the host never holds the whole model); under zero.Init
     // the engine places each rank's partition instead.
     std::unique_ptr<DeviceConstruction> on_device;
-    if (!device.is_cpu() && !deferred_build) on_device = std::make_unique<DeviceConstruction>(device);
+    if (!device.is_cpu() && !construction.deferred) on_device = std::make_unique<DeviceConstruction>(device);
     p.model = components.models.build(spec.model.type, spec.model.options, context);
   }
   if (hf_dir) keep_loaded_config(*p.model, spec.model.from_pretrained);
@@ -159,31 +152,14 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
                       " (set padding_free: false)");
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
   if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);
-  if (p.model->initialisation_deferred()) {
-    log_info("zero.zero3_init_flag: sharded construction (each unit's parameters released as built; each rank "
-             "keeps only its partition of the " + std::string(hf_dir ? "pretrained weights, read from " +
-             spec.model.from_pretrained : "initial values") + ")");
-    if (hf_dir) {
-      auto plan = std::make_shared<PretrainedPlan>(plan_pretrained_dir(spec.model.from_pretrained, *p.model));
-      torch::NoGradGuard no_grad;
-      for (auto& nb : p.model->named_buffers())  // buffers are built whole; only parameters are deferred
-        if (plan->sources.count(nb.key())) nb.value().copy_(plan->read(nb.key()).view(nb.value().sizes()));
-      p.deferred_weights = plan;
-    }
-  } else {
-    if (sharded_init)
-      log_info("zero.zero3_init_flag: the model is built whole on each rank, then partitioned (" +
-               std::string(spec.model.from_pretrained.empty()
-                               ? "model type '" + spec.model.type + "' does not build itself unit by unit"
-                               : "model.from_pretrained holds bare weights without config.json") + ")");
-    if (!spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);
-  }
-  attach_adapters(p, spec, for_training);
+  p.deferred_weights = deferred_weights(construction, spec, *p.model);  // zero.Init: each rank's partition, later
+  if (!p.model->initialisation_deferred() && !spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);
+  attach_adapters(p, spec, for_training, construction);
   p.label_smoothing_factor = spec.training.label_smoothing_factor;
   p.prediction_loss_only = spec.training.prediction_loss_only;
   p.seed = spec.training.seed;
   p.predict_with_generate = spec.training.predict_with_generate;
-  p.parameters_sharded = spec.zero.stage == 3;
+  p.parameters_sharded = construction.parameters_sharded;
   p.generation = spec.generation;
   p.generation_sources = spec.generation_sources;
   // The model's own generation defaults (HF GenerationConfig.from_model_config), where the spec and its
@@ -193,8 +169,8 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
                             std::pair{"forced_eos_token_id", &GenerationArgs::forced_eos_token_id}})
     if (!(p.generation.*field) && model_config.contains(key) && model_config[key].is_number_integer())
       p.generation.*field = model_config[key].get<int64_t>();
-  if (spec.precision.bf16) p.compute_dtype = torch::kBFloat16;
-  if (spec.precision.fp16) p.compute_dtype = torch::kHalf;
+  p.precision = precision_policy(spec);
+  p.compute_dtype = p.precision.compute_dtype();
   p.metrics = spec.metrics;
   if (p.metrics.empty()) {
     for (const auto& name : p.data->default_metrics()) {
@@ -212,16 +188,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
 }
 
 void check_device_settings(const RunSpec& spec, torch::Device device) {
-  // Beside parameters on a GPU the optimizer state can go to host memory (the engine's host offload); NVMe swap
-  // files and parameter offload are built for parameters that are themselves on the host.
-  const bool beyond_host_offload = spec.zero.offload_optimizer.device == "nvme" || spec.zero.offload_param != "none";
-  if (!device.is_cpu() && beyond_host_offload)
-    throw ConfigError("zero.offload_optimizer nvme / zero.offload_param: offload from a GPU to NVMe or of the parameters "
-                      "is not built yet, and this worker computes on " + device.str() +
-                      "; use zero.offload_optimizer cpu with zero.offload_param none (or training.use_cpu: true to "
-                      "train on the CPU with these)");
-  if (device.is_cpu() && (spec.precision.fp16 || spec.training.fp16_full_eval))  // a CUDA build's CPU worker
-    throw ConfigError(std::string(spec.precision.fp16 ? "precision.fp16: " : "training.fp16_full_eval: ") + kFp16NeedsCuda);
+  check_engine_device(spec, device);  // offload and fp16 (engine/construction_plan.h)
   if (device.is_cpu() && spec.training.tf32.value_or(false)) throw ConfigError(std::string("training.tf32: ") + kTf32NeedsGpu);
 }
 
@@ -256,10 +223,10 @@ void check_generation_sources(const ModelAndData& p) {
                       " (HF's generate() would start from the file's; hftrain starts from the model's): make them agree");
 }
 
-void apply_inference_precision(ModelAndData& pipeline, const RunSpec& spec) {
-  const bool full = spec.training.bf16_full_eval || spec.training.fp16_full_eval;
+void apply_inference_precision(ModelAndData& pipeline) {
+  const bool full = pipeline.precision.full_eval_dtype != torch::kFloat;
   if (full) {
-    pipeline.compute_dtype = spec.training.bf16_full_eval ? torch::kBFloat16 : torch::kHalf;
+    pipeline.compute_dtype = pipeline.precision.full_eval_dtype;
     pipeline.model->to(pipeline.compute_dtype);
   }
   if (pipeline.compute_dtype != torch::kFloat)

@@ -6,6 +6,7 @@
 
 #include "train/components.h"
 #include "checkpoint/model_io.h"
+#include "engine/precision.h"
 #include "models/lora.h"
 
 namespace hftrain {
@@ -20,7 +21,9 @@ struct ModelAndData {
   bool predict_with_generate = false;   // evaluation also generates; text metrics score the output
   GenerationArgs generation;            // the run spec's generation section (eval and predict)
   GenerationSourceFacts generation_sources;  // what generating must refuse (spec/generation_sources)
-  // Forward passes run under autocast with this dtype (engine/precision.h); kFloat = plain fp32.
+  // What the run's precision settings mean (engine/precision.h), decided once from the spec.
+  PrecisionPolicy precision;
+  // Forward passes run under autocast with this dtype (the policy's, or eval's full-precision cast); kFloat = fp32.
   torch::ScalarType compute_dtype = torch::kFloat;
   // Sharded construction with model.from_pretrained: the model's parameters are not loaded yet; the
   // training engine reads each rank's partition of them from these files (checked when planned).
@@ -49,8 +52,9 @@ AdapterSummary attach_adapter_dir(Model& model, const std::string& model_type, c
 
 // Builds the data source first (so a bad data file fails before anything else), then the model
 // initialised from `seed` (torch's global RNG is seeded here), or loaded from model.from_pretrained.
-// `for_training`: at ZeRO stage 3 with zero.zero3_init_flag the model is built without holding it whole
-// (DeferredInit; the engine materialises each rank's partition), where the model family supports it.
+// `for_training`: where the engine plans sharded construction (zero.Init, engine/construction_plan.h) the
+// model is built without holding it whole (DeferredInit; the engine materialises each rank's partition),
+// where the model family supports it.
 // `use`: the splits the command reads (data/dataset.h DataUse). The data section's max_*_samples limit
 // the splits (data/sample_limits.h). `device`: the worker's; the model is built there and its pretrained
 // weights are copied there one tensor at a time (models/construction.h DeviceConstruction: the same values as a
@@ -71,9 +75,9 @@ void check_device_settings(const RunSpec& spec, torch::Device device);
 // the model's). Called before anything generates; build_model_and_data calls it when evaluation generates.
 void check_generation_sources(const ModelAndData& pipeline);
 
-// `hftrain eval` / `predict`: training.bf16_full_eval turns the model itself into bfloat16 (HF casts the
-// model for evaluation outside training); otherwise precision.bf16 keeps the weights and autocasts.
-// Logs what it chose.
-void apply_inference_precision(ModelAndData& pipeline, const RunSpec& spec);
+// `hftrain eval` / `predict`: the precision policy's full_eval_dtype (training.bf16_full_eval) turns the model
+// itself into that dtype (HF casts the model for evaluation outside training); otherwise precision.bf16 keeps
+// the weights and autocasts. Logs what it chose.
+void apply_inference_precision(ModelAndData& pipeline);
 
 }  // namespace hftrain

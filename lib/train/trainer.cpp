@@ -13,7 +13,7 @@
 #include "data/loader.h"
 #include "distributed/comm.h"
 #include "engine/engine_builder.h"
-#include "engine/precision.h"
+#include "engine/engine_state.h"
 #include "log/logger.h"
 #include "log/memory_tracker.h"
 #include "log/run_summary.h"
@@ -79,9 +79,9 @@ void Trainer::setup(const TrainingPlan& plan) {
     optimizer_kernel = optimizer->kernel_description();
     return optimizer;
   };
-  engine_ = build_engine({spec_, pipeline_.model, pipeline_.deferred_weights, traits, build_optimizer, comm_, pipeline_.device});
-  if (comm_.world_size() > 1 || spec_.zero.stage > 0 || spec_.precision.bf16 || spec_.precision.fp16)
-    log_info("engine: " + engine_->describe());
+  engine_ = build_engine({spec_, pipeline_.precision, pipeline_.model, pipeline_.deferred_weights, traits, build_optimizer,
+                          comm_, pipeline_.device});
+  if (const std::string engine = engine_->describe(); !engine.empty()) log_info("engine: " + engine);
   log_info("optimizer: " + spec_.optimizer.type + ", " + optimizer_kernel);
   schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,
                                            ScheduleContext{args.learning_rate, plan.warmup_steps, plan.max_steps});
@@ -289,20 +289,10 @@ void Trainer::note_skipped_step(const StepResult& step) {
   if (is_main_rank()) log_warning(msg + " (" + std::to_string(loop_.skipped_steps) + " skipped so far)");
 }
 
-namespace {
-
-// precision.save_dtype as a tensor dtype.
-torch::ScalarType saved_dtype(const PrecisionArgs& precision) {
-  const std::string& d = precision.save_dtype;
-  return d == "bf16" ? torch::kBFloat16 : d == "fp16" ? torch::kHalf : torch::kFloat;
-}
-
-}  // namespace
-
 SavedWeights Trainer::weights_to_save(bool for_checkpoint) {
   SavedWeights w;
   w.replacements = engine_->master_weights();
-  if (!for_checkpoint) w.dtype = saved_dtype(spec_.precision);  // checkpoints keep fp32 so that resume is exact
+  if (!for_checkpoint) w.dtype = pipeline_.precision.saved_dtype;  // checkpoints keep fp32 so that resume is exact
   return w;
 }
 
@@ -320,7 +310,7 @@ bool Trainer::save_final_model(const std::string& dir) {
     return true;
   }
   // (An adapter is small: it is always gathered and written, as PEFT's save_pretrained under ZeRO-3 does.)
-  if (engine_->partitions_parameters() && !spec_.zero.stage3_gather_16bit_weights_on_model_save && !pipeline_.model->adapter()) {
+  if (engine_->keeps_model_in_shards() && !pipeline_.model->adapter()) {
     // The shards that hold the trained weights: the best checkpoint's when load_best_model_at_end loaded
     // it, else those of the last step (saved now unless they were).
     if (loaded_best_checkpoint_.empty() && last_resumable_save_step_ != state_.global_step) save_checkpoint(/*for_resume=*/true);
@@ -331,7 +321,7 @@ bool Trainer::save_final_model(const std::string& dir) {
                " " + dir);
     return false;
   }
-  if (main_rank) save_model_dir(dir, *pipeline_.model, kDefaultMaxShardBytes, SavedWeights{{}, saved_dtype(spec_.precision)}, &streamed);
+  if (main_rank) save_model_dir(dir, *pipeline_.model, kDefaultMaxShardBytes, SavedWeights{{}, pipeline_.precision.saved_dtype}, &streamed);
   else streamed.produce([](const std::string&, const torch::Tensor&) {});
   return true;
 }
@@ -396,8 +386,7 @@ void Trainer::load_best_model() {
   const std::string path = dir + "/" + weights_file_name(*pipeline_.model);
   SafetensorsFile best = read_weights_file(path, *pipeline_.model);
   loaded_best_checkpoint_ = dir;
-  if (!engine_->partitions_parameters()) load_model_weights(best, path, *pipeline_.model);
-  engine_->load_master_weights(best.tensors, path);
+  load_trained_weights(*engine_, *pipeline_.model, best, path);
 }
 
 }  // namespace hftrain

@@ -43,7 +43,7 @@ class Trainer {
   bool save_final_model(const std::string& dir);
   // ZeRO-3: the model's parameters exist whole only inside its gather units, so anything that runs it
   // (the final evaluation) must run on every rank.
-  bool model_partitioned() const { return engine_->partitions_parameters(); }
+  bool model_partitioned() const { return pipeline_.parameters_sharded; }
   // Tracks the train stage's memory (HF TrainerMemoryTracker); train metrics then carry its figures.
   void set_memory_tracker(MemoryTracker* tracker) { memory_ = tracker; }
   // training.deepspeed with every "auto" filled by the value this run uses (JSON text; "" without one).

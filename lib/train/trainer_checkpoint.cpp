@@ -167,16 +167,9 @@ void Trainer::save_checkpoint(bool for_resume) {
 }
 
 nlohmann::json Trainer::checkpoint_layout() const {
-  const PrecisionArgs& p = spec_.precision;
-  nlohmann::json layout = {{"world_size", comm_.world_size()},
-                           {"zero_stage", spec_.zero.stage},
-                           {"optimizer", spec_.optimizer.type},
-                           {"dtypes",
-                            {{"parameters", p.bf16 ? "bf16" : p.fp16 ? "fp16" : "fp32"},
-                             {"master_weights", "fp32"},
-                             {"optimizer_state", "fp32"}}},
-                           {"optimizer_state", engine_->sharded() ? "ZeRO shards (latest)" : ckpt::kOptimizerFile}};
-  if (const PartitionMap* map = engine_->partition_map()) layout["partition"] = map->to_json();
+  nlohmann::json layout = engine_->layout();  // zero_stage, dtypes, optimizer state, partition map
+  layout["world_size"] = comm_.world_size();
+  layout["optimizer"] = spec_.optimizer.type;
   return layout;
 }
 

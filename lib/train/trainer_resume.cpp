@@ -10,6 +10,7 @@
 #include "config/issues.h"
 #include "data/loader.h"
 #include "distributed/comm.h"
+#include "engine/zero_checkpoint.h"
 #include "log/logger.h"
 #include "runspec/run_spec.h"
 #include "train/resume_changes.h"
@@ -20,8 +21,6 @@ namespace hftrain {
 namespace {
 
 void warn(const std::string& message) { std::cerr << "warning: " << message << std::endl; }
-
-std::string workers_phrase(int64_t n) { return std::to_string(n) + (n == 1 ? " worker" : " workers"); }
 
 // training.gradient_accumulation_steps of a saved run spec (1 when it does not say).
 int64_t saved_accumulation(const std::string& spec_text) {
@@ -57,14 +56,13 @@ ResumePlan Trainer::plan_resume(const TrainingPlan& plan, const DataLoader& load
                                                       LayoutFigures{world_size, plan.global_batch_size, r.plan.max_steps});
   if (!saved.spec_text.empty())
     for (auto& c : spec_changes(saved.spec_text, saved_run_spec(spec_, components_.catalog()))) changes.push_back(std::move(c));
-  std::string block;
-  if (saved.world_size != world_size || saved.zero_stage != spec_.zero.stage)
-    block = "resuming a checkpoint of " + workers_phrase(saved.world_size) + " at stage " + std::to_string(saved.zero_stage) +
-            " as " + workers_phrase(world_size) + " at stage " + std::to_string(spec_.zero.stage) + ": global batch " +
-            std::to_string(saved_global) + " -> " + std::to_string(plan.global_batch_size) + " (per device " +
-            std::to_string(saved.per_device_batch) + " -> " + std::to_string(args.per_device_train_batch_size) +
-            ", accumulation " + std::to_string(args.gradient_accumulation_steps) + "), " +
-            std::to_string(plan.updates_per_epoch) + " optimizer steps per epoch\n";
+  std::string block = layout_change(saved.world_size, saved.zero_stage, world_size, spec_);  // the engine's layout
+  if (!block.empty())
+    block += ": global batch " + std::to_string(saved_global) + " -> " + std::to_string(plan.global_batch_size) +
+             " (per device " + std::to_string(saved.per_device_batch) + " -> " +
+             std::to_string(args.per_device_train_batch_size) + ", accumulation " +
+             std::to_string(args.gradient_accumulation_steps) + "), " +
+             std::to_string(plan.updates_per_epoch) + " optimizer steps per epoch\n";
   std::cerr << block << describe_resume_changes(dir, changes) << std::endl;
   if ((args.group_by_length || args.sortish_sampler) && saved_global != plan.global_batch_size)
     warn(std::string(args.group_by_length ? "group_by_length" : "sortish_sampler") +
