@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "engine/engine.h"
+
 namespace hftrain {
 
 BackwardStepper::BackwardStepper(Optimizer& optimizer) : optimizer_(optimizer) {
@@ -33,7 +35,7 @@ void BackwardStepper::update_pass(double max_norm) {
   measure_only_ = false;
   measured_ = true;
   const torch::Tensor total = torch::tensor(static_cast<float>(std::sqrt(norm_sq_)));
-  coef_ = torch::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0).item<double>();  // read once
+  coef_ = clip_coefficient(total, max_norm).item<double>();  // read once
 }
 
 void BackwardStepper::release_held() {

@@ -8,6 +8,10 @@
 
 namespace hftrain {
 
+torch::Tensor clip_coefficient(const torch::Tensor& total_norm, double max_norm) {
+  return torch::clamp((total_norm + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
+}
+
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   std::vector<torch::Tensor> norms;
   for (const auto& p : params)
@@ -15,8 +19,7 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
   if (norms.empty()) return 0.0;
   auto total = at::linalg_vector_norm(torch::stack(norms), 2, c10::nullopt, false, c10::nullopt);
   if (max_norm > 0) {
-    // Same rounding as torch 1.13: reciprocal first, then scale.
-    auto coef = torch::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
+    const torch::Tensor coef = clip_coefficient(total, max_norm);
     for (const auto& p : params)
       if (p.grad().defined()) p.grad().detach().mul_(coef);
   }

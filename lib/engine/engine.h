@@ -129,8 +129,12 @@ class LocalEngine : public Engine {
 // state beside the parameters (nothing moves on the host).
 std::map<std::string, torch::Tensor> state_on_device(const std::map<std::string, torch::Tensor>& state, torch::Device device);
 
-// Global L2 norm of all gradients; when max_norm > 0 the gradients are scaled by
-// min(1, max_norm * 1/(norm + 1e-6)) exactly as torch.nn.utils.clip_grad_norm_ (1.13) does.
+// torch.nn.utils.clip_grad_norm_'s (1.13) coefficient for a float32 0-dim `total_norm`, with its rounding:
+// min(1, (1 / (norm + 1e-6)) * max_norm) -- the reciprocal first, then the scale. Every engine clips with it.
+torch::Tensor clip_coefficient(const torch::Tensor& total_norm, double max_norm);
+
+// Global L2 norm of all gradients; when max_norm > 0 the gradients are scaled by clip_coefficient, exactly as
+// torch.nn.utils.clip_grad_norm_ (1.13) does.
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
 }  // namespace hftrain

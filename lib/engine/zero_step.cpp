@@ -32,11 +32,6 @@ class SquaredNormSum {
   torch::Tensor sum_;
 };
 
-// torch.nn.utils.clip_grad_norm_ (1.13) rounding: reciprocal first, then scale, clamp at 1.
-torch::Tensor clip_coefficient(const torch::Tensor& total_norm, double max_norm) {
-  return torch::clamp((total_norm + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
-}
-
 }  // namespace
 
 StepResult ZeroEngine::step_fp32(double lr) {
