@@ -10,27 +10,27 @@
 namespace hftrain {
 namespace {
 
-using BuildStep = std::function<void(const EngineRequest&, EngineConfig&)>;
+using BuildStep = std::function<void(const EngineRequest&, EngineSettings&)>;
 
 // The engine's buffers, masters and optimizer state live where the model was placed; with NVMe offload
 // the optimizer state (and masters) live in swap files through host memory.
-void place_on_device(const EngineRequest& r, EngineConfig& c) { c.device = r.device; }
+void place_on_device(const EngineRequest& r, EngineSettings& c) { c.device = r.device; }
 
-void precision_and_clipping(const EngineRequest& r, EngineConfig& c) {
+void precision_and_clipping(const EngineRequest& r, EngineSettings& c) {
   c.stage = static_cast<int>(r.spec.zero.stage);
   c.max_grad_norm = r.spec.training.max_grad_norm;
   c.bucket_cap_mb = r.spec.distributed.ddp_bucket_cap_mb;
   c.precision = r.precision.training;
 }
 
-void optimizer_capabilities(const EngineRequest& r, EngineConfig& c) {
+void optimizer_capabilities(const EngineRequest& r, EngineSettings& c) {
   c.optimizer_type = r.spec.optimizer.type;
   c.optimizer_traits = r.optimizer_traits;
 }
 
 // ZeRO-3: parameters are gathered per module, so the model names its gather units; the frozen ones (an
 // adapter's base) are partitioned and gathered too.
-void gather_units(const EngineRequest& r, EngineConfig& c) {
+void gather_units(const EngineRequest& r, EngineSettings& c) {
   if (c.stage != 3) return;
   std::vector<std::string> trainable, frozen;
   for (const auto& np : r.model->named_parameters()) (np.value().requires_grad() ? trainable : frozen).push_back(np.key());
@@ -43,7 +43,7 @@ void gather_units(const EngineRequest& r, EngineConfig& c) {
 
 // zero.Init: the model was built without holding its parameters; the engine keeps each value's partition
 // only, from the model's own initialisation or from the pretrained files.
-void sharded_construction(const EngineRequest& r, EngineConfig& c) {
+void sharded_construction(const EngineRequest& r, EngineSettings& c) {
   if (c.stage != 3 || !r.model->initialisation_deferred()) return;
   c.initial_values = [model = r.model, files = r.deferred_weights](const InitialValueVisitor& visit) {
     model->materialise_parameters([&](const std::string& name, const torch::Tensor& init) {
@@ -57,7 +57,7 @@ void sharded_construction(const EngineRequest& r, EngineConfig& c) {
 }
 
 // zero.offload_optimizer / offload_param device nvme: optimizer state (and masters, shards) in swap files.
-void nvme_offload(const EngineRequest& r, EngineConfig& c) {
+void nvme_offload(const EngineRequest& r, EngineSettings& c) {
   const ZeroArgs& zero = r.spec.zero;
   if (zero.offload_optimizer.device != "nvme") return;
   SwapOptions swap;
@@ -71,7 +71,7 @@ void nvme_offload(const EngineRequest& r, EngineConfig& c) {
 
 // zero.offload_optimizer device cpu with parameters on a GPU: the fp32 masters and optimizer state live in host
 // memory and the update runs there (DeepSpeed's ZeRO-Offload with its CPU Adam). On the CPU nothing moves.
-void host_offload(const EngineRequest& r, EngineConfig& c) {
+void host_offload(const EngineRequest& r, EngineSettings& c) {
   c.offload_to_host = r.spec.zero.offload_optimizer.device == "cpu" && !r.device.is_cpu();
 }
 
@@ -90,14 +90,14 @@ const std::vector<std::pair<const char*, BuildStep>>& build_steps() {
 
 }  // namespace
 
-EngineConfig engine_config_for(const EngineRequest& request) {
-  EngineConfig config;
+EngineSettings engine_config_for(const EngineRequest& request) {
+  EngineSettings config;
   for (const auto& [name, step] : build_steps()) step(request, config);
   return config;
 }
 
 std::unique_ptr<Engine> build_engine(const EngineRequest& request) {
-  const EngineConfig config = engine_config_for(request);
+  const EngineSettings config = engine_config_for(request);
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (auto& np : request.model->named_parameters()) named.emplace_back(np.key(), np.value());
   auto engine = make_engine(config, named, make_param_groups(named, request.spec.training.weight_decay),

@@ -29,8 +29,8 @@ struct EngineRequest {
   torch::Device device = torch::kCPU;  // where the model was placed (train/model_and_data.h place_on_device)
 };
 
-// The EngineConfig of the run, each step of engine_builder.cpp applied in order (no tensor is touched).
-EngineConfig engine_config_for(const EngineRequest& request);
+// The EngineSettings of the run, each step of engine_builder.cpp applied in order (no tensor is touched).
+EngineSettings engine_config_for(const EngineRequest& request);
 
 // Builds the engine over the model's parameters (HF decay / no-decay groups) and installs its gather hooks.
 std::unique_ptr<Engine> build_engine(const EngineRequest& request);

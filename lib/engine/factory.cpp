@@ -10,7 +10,7 @@ namespace hftrain {
 namespace {
 
 struct EngineInputs {
-  const EngineConfig& config;
+  const EngineSettings& config;
   const std::vector<std::pair<std::string, torch::Tensor>>& named_params;
   std::vector<ParamGroup>& groups;
   const OptimizerFactory& build_optimizer;
@@ -24,24 +24,11 @@ std::vector<std::string> trainable_names(const EngineInputs& in) {
   return names;
 }
 
-ZeroOptions zero_options(const EngineInputs& in) {
-  const EngineConfig& config = in.config;
-  ZeroOptions o;
-  o.device = config.device;
-  o.stage = config.stage;
-  o.max_grad_norm = config.max_grad_norm;
-  o.bucket_cap_mb = config.bucket_cap_mb;
-  o.precision = config.precision;
-  o.gather_units = config.gather_units;
-  o.persistence_threshold = config.persistence_threshold;
-  o.gather_limits = config.gather_limits;
-  o.gather_16bit_weights_on_model_save = config.gather_16bit_weights_on_model_save;
-  o.nvme_offload = config.nvme_offload;
-  o.offload_to_host = config.offload_to_host;
-  o.initial_values = config.initial_values;
+// The settings with the model's frozen parameters (an adapter's base) added.
+EngineSettings zero_options(const EngineInputs& in) {
+  EngineSettings o = in.config;
   for (const auto& [name, p] : in.named_params)
     if (!p.requires_grad()) o.frozen.emplace_back(name, p);
-  o.frozen_gather_units = config.frozen_gather_units;
   return o;
 }
 
@@ -72,7 +59,7 @@ const std::map<int, std::function<std::unique_ptr<Engine>(const EngineInputs&)>>
 
 }  // namespace
 
-std::unique_ptr<Engine> make_engine(const EngineConfig& config,
+std::unique_ptr<Engine> make_engine(const EngineSettings& config,
                                     const std::vector<std::pair<std::string, torch::Tensor>>& named_params,
                                     std::vector<ParamGroup> groups, const OptimizerFactory& build_optimizer, Comm& comm) {
   auto it = makers().find(config.stage);

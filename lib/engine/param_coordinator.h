@@ -27,9 +27,10 @@ namespace hftrain {
 // the parameters): a fresh tensor with this rank's shard of group g.
 using ShardReader = std::function<torch::Tensor(std::size_t group)>;
 
+// (Their defaults are the spec's, given by EngineSettings.)
 struct CoordinatorLimits {
-  int64_t prefetch_elements = 50000000;    // zero.stage3_prefetch_bucket_size
-  int64_t max_live_elements = 1000000000;  // zero.stage3_max_live_parameters (bounds what prefetch keeps whole)
+  int64_t prefetch_elements = 0;  // zero.stage3_prefetch_bucket_size
+  int64_t max_live_elements = 0;  // zero.stage3_max_live_parameters (bounds what prefetch keeps whole)
 };
 
 class ParamCoordinator : public GatherHooks {

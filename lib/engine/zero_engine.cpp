@@ -31,7 +31,7 @@ std::map<std::string, uint64_t> bytes_since(const CommStats& now, const CommStat
 }  // namespace
 
 ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
-                       const OptimizerFactory& build_optimizer, const ZeroOptions& options, Comm& comm)
+                       const OptimizerFactory& build_optimizer, const EngineSettings& options, Comm& comm)
     : comm_(comm), stage_(options.stage), rank_(comm.rank()), world_(comm.world_size()), options_(options),
       shards_optimizer_(options.stage >= 1), partitions_params_(options.stage == 3), mixed_(options.precision.enabled()),
       dtype_(options.precision.param_dtype), reduce_dtype_(options.precision.reduce_dtype),

@@ -33,6 +33,7 @@
 
 #include "distributed/comm.h"
 #include "engine/engine.h"
+#include "engine/engine_settings.h"
 #include "engine/flat_parameters.h"
 #include "engine/frozen_partition.h"
 #include "engine/gradient_sync.h"
@@ -44,41 +45,6 @@
 
 namespace hftrain {
 
-struct ZeroOptions {
-  torch::Device device = torch::kCPU;  // the parameters' device: flat buffers, gradients and masters live there
-  int stage = 0;
-  double max_grad_norm = 0;
-  double bucket_cap_mb = 25;          // distributed.ddp_bucket_cap_mb
-  bool skip_nonfinite_steps = false;  // skip the update when the global gradient norm is inf/nan
-  bool report_memory = true;          // rank 0 prints every rank's memory and traffic after the first step
-  bool gather_16bit_weights_on_model_save = true;  // zero.stage3_gather_16bit_weights_on_model_save
-  MixedPrecision precision;           // fp32 by default; 16-bit parameters and gradients with fp32 masters
-  // Stage 3: the trainable parameter names each gather unit of the model uses (resolve_gather_units),
-  // the size under which a parameter stays whole on every rank, and the coordinator's budgets.
-  std::vector<std::vector<std::string>> gather_units;
-  int64_t persistence_threshold = 100000;  // zero.stage3_param_persistence_threshold
-  // The parameters the run does not train (an adapter's base), and at stage 3 the names of those each gather
-  // unit uses: stage 3 partitions them (engine/frozen_partition.h); stages 0-2 leave them whole in the model.
-  NamedTensorList frozen;
-  std::vector<std::vector<std::string>> frozen_gather_units;
-  CoordinatorLimits gather_limits;
-  // zero.offload_optimizer device nvme (stages 1-3): the optimizer state -- with mixed precision the fp32
-  // master weights too -- in swap files under nvme_offload->swap_dir (the engine adds this rank's
-  // subdirectory). With nvme_offload->parameter_shards (zero.offload_param nvme, stage 3) the parameter
-  // shards as well: each gather reads this rank's shard from the file.
-  std::optional<SwapOptions> nvme_offload;
-  // zero.offload_optimizer device cpu (stages 1-3): the fp32 masters of this rank's partition, the optimizer state
-  // and an fp32 copy of the partition's gradients live in host memory (pinned beside a CUDA device); each step
-  // copies the clipped gradients there, updates on the host and copies the new values back to the parameters'
-  // device, as DeepSpeed's ZeRO-Offload does. The builder sets it only for parameters off the host (on the CPU
-  // it would only copy); the engine honours it on any device.
-  bool offload_to_host = false;
-  // Stage 3, sharded construction (zero.Init): the model's parameters hold no memory yet; this hands
-  // the engine each parameter's initial value in turn (Model::materialise_parameters, or the pretrained
-  // files) and the engine reads only this rank's partition of each, so no rank holds the whole model.
-  InitialValues initial_values;
-};
-
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;
 
 class ZeroEngine : public Engine {
@@ -86,7 +52,7 @@ class ZeroEngine : public Engine {
   // `groups`: the optimizer parameter groups over the model's trainable parameters; `model_order`
   // lists the trainable parameter names in the model's order (the backward order is its reverse).
   ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::string>& model_order,
-             const OptimizerFactory& build_optimizer, const ZeroOptions& options, Comm& comm);
+             const OptimizerFactory& build_optimizer, const EngineSettings& options, Comm& comm);
   ~ZeroEngine() override;
 
   void backward(const torch::Tensor& loss, bool is_last_micro_step) override;
@@ -147,7 +113,7 @@ class ZeroEngine : public Engine {
   Comm& comm_;
   int stage_;  // reported only; the parts below were chosen from it
   int rank_, world_;
-  ZeroOptions options_;
+  EngineSettings options_;
   bool shards_optimizer_ = false;  // stages 1-3: masters and optimizer state only for this rank's partition
   bool partitions_params_ = false;  // stage 3: parameters too exist only as this rank's partition
   bool mixed_ = false;             // 16-bit parameters and gradients, separate fp32 masters

@@ -117,3 +117,35 @@ TEST_CASE("the engine answers what the trainer saves: layout, shards kept as the
   CHECK(shards->keeps_model_in_shards());
   CHECK(shards->layout()["zero_stage"] == 3);
 }
+
+TEST_CASE("engine settings: one struct from the spec, its defaults the spec schema's", "[unit][engine_plan]") {
+  const auto& c = builtin_components();
+  auto settings_for = [&](const RunSpec& spec) {
+    ModelAndData p = build_model_and_data(spec, c, /*for_training=*/false);
+    LocalComm comm;
+    return engine_config_for({spec, p.precision, p.model, nullptr, c.optimizers.traits(spec.optimizer.type), nullptr,
+                              comm, torch::kCPU});
+  };
+  const EngineSettings defaults;
+  const EngineSettings built = settings_for(spec_with("zero: {stage: 3}\n"));
+  CHECK(built.stage == 3);
+  CHECK(built.persistence_threshold == defaults.persistence_threshold);
+  CHECK(built.gather_limits.prefetch_elements == defaults.gather_limits.prefetch_elements);
+  CHECK(built.gather_limits.max_live_elements == defaults.gather_limits.max_live_elements);
+  CHECK(built.gather_16bit_weights_on_model_save == defaults.gather_16bit_weights_on_model_save);
+  CHECK(built.bucket_cap_mb == defaults.bucket_cap_mb);
+  CHECK(defaults.gather_limits.prefetch_elements > 0);  // a prefetch budget, not "none"
+
+  const EngineSettings given = settings_for(
+      spec_with("zero: {stage: 3, stage3_param_persistence_threshold: 7, stage3_prefetch_bucket_size: 11, "
+                "stage3_max_live_parameters: 13, stage3_gather_16bit_weights_on_model_save: false}\n"
+                "distributed: {ddp_bucket_cap_mb: 3}\n",
+                ", max_grad_norm: 0.25"));
+  CHECK(given.persistence_threshold == 7);
+  CHECK(given.gather_limits.prefetch_elements == 11);
+  CHECK(given.gather_limits.max_live_elements == 13);
+  CHECK_FALSE(given.gather_16bit_weights_on_model_save);
+  CHECK(given.bucket_cap_mb == 3);
+  CHECK(given.max_grad_norm == 0.25);
+  CHECK(given.gather_units.size() == 3);  // the embeddings, the block, the head
+}
