@@ -26,7 +26,7 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
   return total.item<double>();
 }
 
-nlohmann::json Engine::layout_of(int stage, const std::string& parameter_dtype) const {
+nlohmann::json EngineCheckpointState::layout_of(int stage, const std::string& parameter_dtype) const {
   nlohmann::json layout = {
       {"zero_stage", stage},
       {"dtypes", {{"parameters", parameter_dtype}, {"master_weights", "fp32"}, {"optimizer_state", "fp32"}}},

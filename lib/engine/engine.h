@@ -47,9 +47,15 @@ struct StepResult {
   double prev_loss_scale = 0;  // the scale this step's gradients were computed with
 };
 
-class Engine {
+// The engine's roles, each an interface of its own: stepping (a micro-batch's loss to updated parameters), the
+// checkpoint state (optimizer state, master weights and shards as checkpoints and saved models see them), and,
+// at stage 3 only, access to the sharded parameters. `Engine` is all of them; a caller that needs one role
+// takes that one.
+
+// Stepping: backward, gradient reduction, clipping and the optimizer step.
+class EngineStepping {
  public:
-  virtual ~Engine() = default;
+  virtual ~EngineStepping() = default;
   // Backpropagates one micro-batch's (already window-scaled) loss. `is_last_micro_step` marks the end
   // of the accumulation window, where gradient synchronisation happens.
   virtual void backward(const torch::Tensor& loss, bool is_last_micro_step) = 0;
@@ -58,10 +64,18 @@ class Engine {
   virtual void begin_step(double /*lr*/) {}
   // Clips to max_grad_norm (when > 0), applies the optimizer at `lr`, clears the gradients.
   virtual StepResult step(double lr) = 0;
+  virtual EngineMemory memory() const { return {}; }
+  // One line for the log: stage, world size, layout; empty for the single-process fp32 engine.
+  virtual std::string describe() const { return ""; }
+};
+
+// The training state as checkpoints and saved models see it.
+class EngineCheckpointState {
+ public:
+  virtual ~EngineCheckpointState() = default;
   // Named tensors for checkpoints (optimizer state) and their restoration.
   virtual std::map<std::string, torch::Tensor> optimizer_state() const = 0;
   virtual void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) = 0;
-
   // Sharded engines (ZeRO stage >= 1) keep optimizer state and master weights per rank: checkpoints then
   // hold one shard per rank (see engine/zero_checkpoint.h) instead of a full optimizer file.
   virtual bool sharded() const { return false; }
@@ -71,17 +85,6 @@ class Engine {
   // `source` names the file in errors.
   virtual void import_shard(const std::map<std::string, torch::Tensor>& tensors,
                             const std::map<std::string, std::string>& metadata, const std::string& source) {}
-  virtual EngineMemory memory() const { return {}; }
-  // ZeRO stage 3: the model's parameters hold memory only while gathered, so they must not be read or
-  // written directly (load weights through load_master_weights, save master_weights()).
-  virtual bool partitions_parameters() const { return false; }
-  // The trained model stays in its shards at the end (stage 3 with zero.stage3_gather_16bit_weights_on_model_save
-  // false): the final save writes a checkpoint of them instead of gathering model.safetensors.
-  virtual bool keeps_model_in_shards() const { return false; }
-  // The hooks the model runs around its gather units (stage 3), or nullptr.
-  virtual GatherHooks* gather_hooks() { return nullptr; }
-  // Makes every parameter whole on this rank for good (stage 3, end of training). Collective.
-  virtual void gather_full_parameters() {}
   // Mixed precision: the fp32 master weights of the trainable parameters by name (collective: sharded
   // engines gather them), for saving; empty when the model's parameters are themselves fp32 and whole
   // (stage 3 always returns them: its parameters are partitioned). At stage 0 and on one rank the
@@ -94,14 +97,38 @@ class Engine {
   // Sets the master weights (and the 16-bit parameters) from full fp32 tensors, e.g. a checkpoint's
   // model.safetensors; no-op for fp32 engines, whose parameters were loaded directly. Collective.
   virtual void load_master_weights(const std::map<std::string, torch::Tensor>& /*weights*/, const std::string& /*source*/) {}
-  // One line for the log: stage, world size, layout; empty for the single-process fp32 engine.
-  virtual std::string describe() const { return ""; }
+  // The trained model stays in its shards at the end (stage 3 with zero.stage3_gather_16bit_weights_on_model_save
+  // false): the final save writes a checkpoint of them instead of gathering model.safetensors.
+  virtual bool keeps_model_in_shards() const { return false; }
   // What a checkpoint's manifest records of the state's layout: zero_stage, dtypes, where the optimizer state
   // is, and the partition map of sharded engines.
   virtual nlohmann::json layout() const { return layout_of(0, "fp32"); }
 
  protected:
   nlohmann::json layout_of(int stage, const std::string& parameter_dtype) const;
+};
+
+// ZeRO stage 3: the model's parameters hold memory only while gathered, so they must not be read or written
+// directly (load weights through load_master_weights, save master_weights()).
+class ShardedParameters {
+ public:
+  virtual ~ShardedParameters() = default;
+  // The hooks the model runs around its gather units.
+  virtual GatherHooks* gather_hooks() = 0;
+  // Makes every parameter whole on this rank for good (end of training). Collective.
+  virtual void gather_full_parameters() = 0;
+};
+
+class Engine : public EngineStepping, public EngineCheckpointState {
+ public:
+  // Stage 3's access to the sharded parameters; nullptr while every rank holds the model's parameters whole.
+  virtual ShardedParameters* sharded_parameters() const { return nullptr; }
+  // Shorthands over sharded_parameters().
+  bool partitions_parameters() const { return sharded_parameters() != nullptr; }
+  GatherHooks* gather_hooks() const { return partitions_parameters() ? sharded_parameters()->gather_hooks() : nullptr; }
+  void gather_full_parameters() const {
+    if (ShardedParameters* sharded = sharded_parameters()) sharded->gather_full_parameters();
+  }
 };
 
 // Stage 0, one process: plain backward, torch-identical clipping, optimizer over all parameters.

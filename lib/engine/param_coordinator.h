@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "distributed/comm.h"
+#include "engine/engine.h"
 #include "models/model.h"
 
 namespace hftrain {
@@ -33,7 +34,7 @@ struct CoordinatorLimits {
   int64_t max_live_elements = 0;  // zero.stage3_max_live_parameters (bounds what prefetch keeps whole)
 };
 
-class ParamCoordinator : public GatherHooks {
+class ParamCoordinator : public GatherHooks, public ShardedParameters {
  public:
   // `full[g]`: group g's whole flat buffer (world * shard numel elements); `shard[g]`: this rank's part,
   // the all-gather's source (or, with `read_shard`, read for each gather and dropped after it); `units[u]`:
@@ -61,6 +62,9 @@ class ParamCoordinator : public GatherHooks {
   void refresh_persistent();
   // Makes every group whole and keeps it so (end of training: the model is used without the engine).
   void gather_all();
+  // The engine's sharded-parameter access (engine/engine.h) is this coordinator.
+  GatherHooks* gather_hooks() override { return this; }
+  void gather_full_parameters() override { gather_all(); }
   // Releases every non-persistent group (waits for gathers in flight first).
   void release_all();
 

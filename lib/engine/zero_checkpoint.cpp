@@ -46,7 +46,7 @@ std::map<std::string, std::string> zero_model_states_metadata(const std::vector<
 }
 
 std::vector<std::string> write_rank_checkpoint_files(const std::string& tmp_dir, int64_t global_step,
-                                                     const Engine& engine, Model& model,
+                                                     const EngineCheckpointState& engine, Model& model,
                                                      const std::vector<std::pair<std::string, std::string>>& own_files,
                                                      Comm& comm) {
   comm.barrier("checkpoint directory created");

@@ -45,7 +45,7 @@ std::map<std::string, std::string> zero_model_states_metadata(const std::vector<
 // `latest`. A failure on any rank throws RuntimeFailure on every rank, naming the rank. Returns on rank 0
 // every file now under tmp_dir (relative names), so it can record the other ranks' files in the manifest.
 std::vector<std::string> write_rank_checkpoint_files(const std::string& tmp_dir, int64_t global_step,
-                                                     const Engine& engine, Model& model,
+                                                     const EngineCheckpointState& engine, Model& model,
                                                      const std::vector<std::pair<std::string, std::string>>& own_files,
                                                      Comm& comm);
 

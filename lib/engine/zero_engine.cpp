@@ -210,8 +210,4 @@ StepResult ZeroEngine::step(double lr) {
   return r;
 }
 
-void ZeroEngine::gather_full_parameters() {
-  if (coordinator_) coordinator_->gather_all();
-}
-
 }  // namespace hftrain

@@ -61,10 +61,8 @@ class ZeroEngine : public Engine {
   void load_optimizer_state(const std::map<std::string, torch::Tensor>& state) override;
 
   bool sharded() const override { return shards_optimizer_; }
-  bool partitions_parameters() const override { return partitions_params_; }
+  ShardedParameters* sharded_parameters() const override { return coordinator_.get(); }
   bool keeps_model_in_shards() const override { return partitions_params_ && !options_.gather_16bit_weights_on_model_save; }
-  GatherHooks* gather_hooks() override { return coordinator_.get(); }
-  void gather_full_parameters() override;
   EngineShard export_shard() const override;
   const PartitionMap* partition_map() const override { return shards_optimizer_ ? &map_ : nullptr; }
   void import_shard(const std::map<std::string, torch::Tensor>& tensors, const std::map<std::string, std::string>& metadata,
