@@ -72,12 +72,6 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
                              },
                              options_.device);
   }
-  for (std::size_t g = 0; g < flat_.flat.size(); ++g) {
-    const FlatGroupInfo& info = map_.groups[g];
-    own_params_.push_back(partitions_params_ ? (g < shard16_.size() ? shard16_[g] : torch::Tensor())
-                          : shards_optimizer_ ? flat_.flat[g].narrow(0, info.partition_begin(rank_), info.partition_size)
-                                              : flat_.flat[g]);
-  }
   if (params_copy_masters())  // a stored master refreshes the copy the model (or the stage-3 gather) reads
     masters_.on_store([this](std::size_t g, const torch::Tensor& values) {
       if (swapped_shards_) masters_.swap()->write_params16(flat_group_key(g), values.to(dtype_));
@@ -90,7 +84,6 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
   this->build_optimizer(groups, build_optimizer);
   if (partitions_params_) build_coordinator(layout.persistent, layout.unit_groups);
   if (partitions_params_) partition_frozen_parameters();
-  choose_step_parts();
   stats_at_window_start_ = comm_.stats();
 }
 
@@ -208,7 +201,7 @@ void ZeroEngine::backward(const torch::Tensor& loss, bool is_last_micro_step) {
 
 StepResult ZeroEngine::step(double lr) {
   torch::NoGradGuard no_grad;
-  StepResult r = update_parameters(lr);
+  StepResult r = mixed_ ? step_mixed(lr) : step_fp32(lr);
   grads_->zero();
   ++steps_;
   last_step_bytes_ = bytes_since(comm_.stats(), stats_at_window_start_);

@@ -39,7 +39,6 @@
 #include "engine/gradient_sync.h"
 #include "engine/master_store.h"
 #include "engine/param_coordinator.h"
-#include "engine/parameter_publisher.h"
 #include "engine/partition.h"
 #include "engine/precision.h"
 #include "offload/swapped_optimizer.h"
@@ -88,31 +87,14 @@ class ZeroEngine : public Engine {
   void build_optimizer(const std::vector<ParamGroup>& model_groups, const OptimizerFactory& build);
   void build_coordinator(const std::vector<bool>& persistent, const std::vector<std::vector<std::size_t>>& unit_groups);
   void partition_frozen_parameters();  // stage 3: the frozen parameters join the coordinator
-  // The update rule (zero_step.cpp): one step for every stage and precision, norm -> overflow verdict -> clip ->
-  // update -> publish, through the parts choose_step_parts() picks once, after the optimizer is built.
-  struct StepGradients {
-    std::vector<torch::Tensor> tensors;  // what the norm measures and clipping scales: fp32, or the 16-bit ones
-    double divisor = 1.0;                // 16-bit gradients still carry the loss scale
-    bool fused = false;  // 16-bit, unscaled and clipped by the optimizer's own pass (StepScaling)
-  };
-  struct GlobalNorm {
-    torch::Tensor total;  // float32, 0-dim: what the clip coefficient is computed from (undefined: no gradients)
-    double value = 0;     // its value, the logged grad_norm
-    double sum = 0;       // the squared norms summed over the ranks (in double), when summed
-    bool overflow = false;  // inf / nan in any rank's gradients (mixed precision's verdict)
-  };
-  StepResult update_parameters(double lr);
-  void choose_step_parts();
-  StepGradients parameter_grads() const;
-  StepGradients partition_grads() const;
-  StepGradients fp32_copies(double scale, bool on_host);
-  StepGradients fused_grads(double scale);
-  GlobalNorm summed_norm(const StepGradients& grads, bool over_partitions) const;
+  // The update rule (zero_step.cpp).
+  StepResult step_fp32(double lr);
+  StepResult step_mixed(double lr);
   void set_master_grads(const std::vector<torch::Tensor>& grads32);
-  void step_masters(double lr, const std::vector<torch::Tensor>& grads32);  // attach, step, detach, write back
+  void step_on_host(double lr, const std::vector<torch::Tensor>& clipped_grads);  // host offload: copy, update, copy back
   void write_back_masters();
-  void share_updated_parameters() { publisher_->publish(); }
-  torch::Tensor own_flat_params(std::size_t g) const { return own_params_[g]; }
+  void share_updated_parameters();
+  torch::Tensor own_flat_params(std::size_t g) const;  // the 16-bit range of group g the masters update
   // State (zero_engine_state.cpp) and reports (zero_engine_report.cpp).
   void load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source);
   void report_first_step();
@@ -148,15 +130,6 @@ class ZeroEngine : public Engine {
   FrozenGroups frozen_;                             // stage 3: the frozen parameters' shards
   std::unique_ptr<Optimizer> optimizer_;
   LossScaler scaler_;
-  // Per group, the range the masters update: the partition of the flat buffer (stages 1-2), the whole buffer
-  // (stage 0), stage 3's 16-bit shard (when the shards are copies of the masters).
-  std::vector<torch::Tensor> own_params_;
-  // The step's parts (choose_step_parts).
-  std::function<StepGradients(double scale)> gradients_for_step_;
-  std::function<GlobalNorm(const StepGradients&)> global_norm_;
-  std::function<void(const GlobalNorm&, double scale, StepResult&)> verdict_;
-  std::function<void(double lr, const StepGradients&, double clip, double scale)> update_;
-  std::unique_ptr<ParameterPublisher> publisher_;
   int64_t steps_ = 0;
   CommStats stats_at_window_start_;  // since the previous step (or construction): forwards count too
   std::map<std::string, uint64_t> last_step_bytes_;
