@@ -18,6 +18,8 @@ packages=(
   chromium                           # headless browser that renders `hftrain report` pages in the tests
   python3-sentencepiece              # trains the sentencepiece model behind the tokenizer.json test fixtures
   python3-optuna                     # Optuna 3.1 (TPE / random / CMA-ES, pruners, RDB storage): `hftrain search` drives it
+  python3-jinja2                     # Jinja2 3.1: the reference renderer of chat templates
+  libsnappy-dev libzstd-dev zlib1g-dev  # parquet's codecs (snappy, zstd, gzip)
 )
 
 # HF tokenizers' native binding from npm (prebuilt, no compiler needed) into $HFTRAIN_NPM_DIR (default
