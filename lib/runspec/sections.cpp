@@ -35,19 +35,26 @@ std::string report_to_rule(const ReportTargets& v) {
   return "";
 }
 
-}  // namespace
-
-void TrainingArgs::declare(Schema<TrainingArgs>& s) {
+// Where the run writes and what it resumes from.
+void declare_output(Schema<TrainingArgs>& s) {
   s.add("output_dir", &TrainingArgs::output_dir, "Directory for checkpoints, the final model and results.").required();
   s.add("overwrite_output_dir", &TrainingArgs::overwrite_output_dir, "Allow writing into a non-empty output_dir.");
   s.add("resume_from_checkpoint", &TrainingArgs::resume_from_checkpoint,
         "Checkpoint directory to resume from, or 'last' / 'true' for the newest complete one in output_dir.");
+}
+
+// Batch sizes, accumulation and how long training runs.
+void declare_batches_and_length(Schema<TrainingArgs>& s) {
   s.add("per_device_train_batch_size", &TrainingArgs::per_device_train_batch_size, "Training batch size per worker.").min(1);
   s.add("per_device_eval_batch_size", &TrainingArgs::per_device_eval_batch_size, "Evaluation batch size per worker.").min(1);
   s.add("gradient_accumulation_steps", &TrainingArgs::gradient_accumulation_steps,
         "Micro-batches accumulated before each optimizer step.").min(1);
   s.add("num_train_epochs", &TrainingArgs::num_train_epochs, "Number of epochs (may be fractional).").greater_than(0);
   s.add("max_steps", &TrainingArgs::max_steps, "If > 0: total optimizer steps, overriding num_train_epochs.").min(-1);
+}
+
+// The optimizer's and schedule's settings that HF keeps in TrainingArguments.
+void declare_optimization(Schema<TrainingArgs>& s) {
   s.add("learning_rate", &TrainingArgs::learning_rate, "Initial (peak) learning rate.").min(0);
   s.add("weight_decay", &TrainingArgs::weight_decay, "Decoupled weight decay, not applied to biases and norms.").min(0);
   s.add("adam_beta1", &TrainingArgs::adam_beta1, "Adam beta1.").min(0).max(1);
@@ -63,18 +70,30 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "warmup_ratio); overrides warmup_ratio when > 0.")
       .check(steps_rule);
   s.add("warmup_ratio", &TrainingArgs::warmup_ratio, "Warmup as a fraction of total steps.").min(0).max(1);
+}
+
+// When the trainer logs.
+void declare_logging_schedule(Schema<TrainingArgs>& s) {
   s.add("logging_strategy", &TrainingArgs::logging_strategy, "When to log: no, steps or epoch.").choices(kIntervalStrategies);
   s.add("logging_steps", &TrainingArgs::logging_steps, "Log every N steps (integer) or every ratio of total steps (< 1).")
       .check(steps_rule);
   s.add("logging_first_step", &TrainingArgs::logging_first_step, "Also log after the first optimizer step.");
   s.add("logging_nan_inf_filter", &TrainingArgs::logging_nan_inf_filter,
         "Replace nan/inf micro-batch losses by the running mean when logging.");
+}
+
+// When the trainer evaluates.
+void declare_evaluation_schedule(Schema<TrainingArgs>& s) {
   s.add("eval_strategy", &TrainingArgs::eval_strategy, "When to evaluate: no, steps or epoch.").choices(kIntervalStrategies);
   s.add("eval_steps", &TrainingArgs::eval_steps, "Evaluate every N steps or ratio (< 1); 0 = logging_steps.").check(steps_rule);
   s.add("eval_delay", &TrainingArgs::eval_delay, "Steps (or epochs) to wait before the first evaluation.").min(0);
   s.add("do_eval", &TrainingArgs::do_eval,
         "`hftrain train` evaluates the final model on the eval split (as HF example scripts with --do_eval); "
         "false skips it. Default true.");
+}
+
+// When checkpoints are saved and what they hold.
+void declare_saving(Schema<TrainingArgs>& s) {
   s.add("save_strategy", &TrainingArgs::save_strategy, "When to save a checkpoint: no, steps, epoch or best.")
       .choices({"no", "steps", "epoch", "best"});
   s.add("save_steps", &TrainingArgs::save_steps, "Save every N steps or ratio (< 1).").check(steps_rule);
@@ -82,6 +101,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("save_only_model", &TrainingArgs::save_only_model,
         "Checkpoints hold only the model weights and trainer_state.json (no optimizer, scheduler or RNG state: "
         "training cannot resume from them).");
+}
+
+// What a resumed run takes from its checkpoint.
+void declare_resume(Schema<TrainingArgs>& s) {
   s.add("ignore_data_skip", &TrainingArgs::ignore_data_skip,
         "On resume, do not skip the batches the interrupted epoch already consumed (start it from its first batch).");
   s.add("ignore_optimizer_state", &TrainingArgs::ignore_optimizer_state,
@@ -91,12 +114,20 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("resume_over_newer_model", &TrainingArgs::resume_over_newer_model,
         "Let a resume whose run ends below the step of the model already in output_dir (its trainer_state.json) "
         "replace that model; without it such a resume is refused before anything is written.");
+}
+
+// Which checkpoint is best.
+void declare_best_model(Schema<TrainingArgs>& s) {
   s.add("load_best_model_at_end", &TrainingArgs::load_best_model_at_end,
         "Load the best checkpoint (by metric_for_best_model) when training ends.");
   s.add("metric_for_best_model", &TrainingArgs::metric_for_best_model,
         "Metric that ranks checkpoints and drives early stopping; default 'loss'.");
   s.add("greater_is_better", &TrainingArgs::greater_is_better,
         "Whether a larger metric_for_best_model is better; default: false for names ending in 'loss'.");
+}
+
+// Seeds, the data loader and the order and shape of training batches.
+void declare_data_order(Schema<TrainingArgs>& s) {
   s.add("seed", &TrainingArgs::seed, "Random seed for initialisation, dropout and shuffling.").min(0);
   s.add("data_seed", &TrainingArgs::data_seed, "Seed for data shuffling; -1 = use seed.").min(-1);
   s.add("dataloader_drop_last", &TrainingArgs::dataloader_drop_last, "Drop the last incomplete training batch.");
@@ -123,6 +154,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "packed side by side, each target attending to its own source); evaluation batches stay padded.");
   s.add("length_column_name", &TrainingArgs::length_column_name,
         "group_by_length: the dataset column with precomputed lengths; token counts when the dataset has none.");
+}
+
+// How a step's loss is normalised, the evaluation before training and callback state on resume.
+void declare_step_accounting(Schema<TrainingArgs>& s) {
   s.add("average_tokens_across_devices", &TrainingArgs::average_tokens_across_devices,
         "Label-token losses (causal, seq2seq, masked LM) of an optimizer step are summed over its micro-batches "
         "and divided by the step's label-token count summed over every worker (HF >= 4.46 num_items_in_batch, "
@@ -134,6 +169,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("restore_callback_states_from_checkpoint", &TrainingArgs::restore_callback_states_from_checkpoint,
         "On resume, restore the stateful callbacks (early_stopping's patience counter) from the checkpoint's "
         "trainer_state.json stateful_callbacks; false (HF's default) starts them afresh.");
+}
+
+// The training loss (smoothing, chunked LM loss) and memory / noise settings of the forward.
+void declare_loss_and_memory(Schema<TrainingArgs>& s) {
   s.add("label_smoothing_factor", &TrainingArgs::label_smoothing_factor,
         "Label smoothing epsilon (HF LabelSmoother; -100 labels ignored, causal LMs shifted).").min(0).max(1);
   s.add("chunked_lm_loss", &TrainingArgs::chunked_lm_loss,
@@ -148,6 +187,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "Recompute each block in backward: same gradients, lower peak memory.");
   s.add("neftune_noise_alpha", &TrainingArgs::neftune_noise_alpha,
         "NEFTune noise on input embeddings while training; 0 = off.").min(0);
+}
+
+// Evaluation's outputs and Seq2SeqTrainingArguments' generation.
+void declare_prediction(Schema<TrainingArgs>& s) {
   s.add("prediction_loss_only", &TrainingArgs::prediction_loss_only, "Evaluation reports only the loss, no metrics.");
   s.add("predict_with_generate", &TrainingArgs::predict_with_generate,
         "Seq2SeqTrainingArguments: evaluation also generates for every example (the `generation` settings) and "
@@ -166,6 +209,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("sortish_sampler", &TrainingArgs::sortish_sampler,
         "Seq2SeqTrainingArguments: the training order sorts chunks of 50 batches of shuffled examples by "
         "source length, longest chunk first, the other batches shuffled (less padding).");
+}
+
+// What is logged and where log events go.
+void declare_reporting(Schema<TrainingArgs>& s) {
   s.add("include_num_input_tokens_seen", &TrainingArgs::include_num_input_tokens_seen,
         "Track num_input_tokens_seen in the state and logs, summed over all workers: all (input_ids elements, "
         "padding included), non_padding (attention-mask ones) or no; true / false = all / no (HF).");
@@ -186,6 +233,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
         "Do not add the *_mem_cpu_alloc_delta / *_mem_cpu_peaked_delta metrics (process RSS).");
   s.add("include_tokens_per_second", &TrainingArgs::include_tokens_per_second,
         "Add train_tokens_per_second (input tokens, padding included) for token inputs.");
+}
+
+// Evaluation precision, the run's name and the device.
+void declare_eval_precision_and_device(Schema<TrainingArgs>& s) {
   s.add("bf16_full_eval", &TrainingArgs::bf16_full_eval,
         "Evaluate and predict with the model itself in bfloat16 (no fp32 weights): faster, less memory, "
         "slightly different metrics. Without it, a bf16 run evaluates its bf16 weights under autocast and "
@@ -197,6 +248,10 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
   s.add("tf32", &TrainingArgs::tf32,
         "TF32 matmuls and convolutions on Ampere or newer NVIDIA GPUs (HF; null = LibTorch's default); true is "
         "refused where the worker computes on the CPU.");
+}
+
+// HF settings accepted only at the values hftrain acts on, or with no effect here.
+void declare_hf_compatibility(Schema<TrainingArgs>& s) {
   s.add("save_safetensors", &TrainingArgs::save_safetensors,
         "Save model weights as safetensors (HF default true; hftrain writes nothing else).")
       .check([](const bool& v) {
@@ -227,6 +282,27 @@ void TrainingArgs::declare(Schema<TrainingArgs>& s) {
                                  : "the launcher sets each worker's local rank (LOCAL_RANK, or --local_rank on the command "
                                    "line); remove it from the spec (-1 or 0 are accepted)";
       });
+}
+
+}  // namespace
+
+void TrainingArgs::declare(Schema<TrainingArgs>& s) {
+  // Grouped by theme; the order of the calls is the order of the options in dumps and listings.
+  declare_output(s);
+  declare_batches_and_length(s);
+  declare_optimization(s);
+  declare_logging_schedule(s);
+  declare_evaluation_schedule(s);
+  declare_saving(s);
+  declare_resume(s);
+  declare_best_model(s);
+  declare_data_order(s);
+  declare_step_accounting(s);
+  declare_loss_and_memory(s);
+  declare_prediction(s);
+  declare_reporting(s);
+  declare_eval_precision_and_device(s);
+  declare_hf_compatibility(s);
 }
 
 bool ReportTargets::has(const std::string& target) const {
