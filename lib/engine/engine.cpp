@@ -12,12 +12,19 @@ torch::Tensor clip_coefficient(const torch::Tensor& total_norm, double max_norm)
   return torch::clamp((total_norm + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
 }
 
-double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads) {
   std::vector<torch::Tensor> norms;
+  for (const auto& g : grads) norms.push_back(at::linalg_vector_norm(g.detach(), 2, c10::nullopt, false, c10::nullopt));
+  if (norms.empty()) return {};
+  return at::linalg_vector_norm(torch::stack(norms), 2, c10::nullopt, false, c10::nullopt);
+}
+
+double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  std::vector<torch::Tensor> grads;
   for (const auto& p : params)
-    if (p.grad().defined()) norms.push_back(at::linalg_vector_norm(p.grad().detach(), 2, c10::nullopt, false, c10::nullopt));
-  if (norms.empty()) return 0.0;
-  auto total = at::linalg_vector_norm(torch::stack(norms), 2, c10::nullopt, false, c10::nullopt);
+    if (p.grad().defined()) grads.push_back(p.grad());
+  const torch::Tensor total = global_grad_norm(grads);
+  if (!total.defined()) return 0.0;
   if (max_norm > 0) {
     const torch::Tensor coef = clip_coefficient(total, max_norm);
     for (const auto& p : params)

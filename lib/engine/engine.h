@@ -160,6 +160,10 @@ std::map<std::string, torch::Tensor> state_on_device(const std::map<std::string,
 // min(1, (1 / (norm + 1e-6)) * max_norm) -- the reciprocal first, then the scale. Every engine clips with it.
 torch::Tensor clip_coefficient(const torch::Tensor& total_norm, double max_norm);
 
+// The global L2 norm of `grads` as torch.nn.utils.clip_grad_norm_ (1.13) computes it: each tensor's norm, then
+// the norm of those (float32, 0-dim); undefined when `grads` is empty.
+torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads);
+
 // Global L2 norm of all gradients; when max_norm > 0 the gradients are scaled by clip_coefficient, exactly as
 // torch.nn.utils.clip_grad_norm_ (1.13) does.
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);

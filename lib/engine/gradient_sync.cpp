@@ -10,13 +10,9 @@
 
 #include "engine/precision.h"
 #include "util/error.h"
+#include "util/tensor_bytes.h"
 
 namespace hftrain {
-namespace {
-
-int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
-
-}  // namespace
 
 GradientSync::GradientSync(Comm& comm, const PartitionMap& map, std::vector<std::vector<torch::Tensor>> params,
                            GradientReduction mode, torch::Device device, torch::ScalarType dtype,

@@ -36,15 +36,7 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
       shards_optimizer_(options.stage >= 1), partitions_params_(options.stage == 3), mixed_(options.precision.enabled()),
       dtype_(options.precision.param_dtype), reduce_dtype_(options.precision.reduce_dtype),
       masters_(comm, map_, /*whole_groups=*/options.stage == 0), scaler_(options.precision.scaler) {
-  if (stage_ < 0 || stage_ > 3)
-    throw ConfigError("zero.stage: the data-parallel engine implements stages 0 to 3 (got " + std::to_string(stage_) + ")");
-  swapped_shards_ = options_.nvme_offload && options_.nvme_offload->parameter_shards;
-  if (swapped_shards_ && !partitions_params_)
-    throw ConfigError("zero.offload_param: offloading parameters needs zero.stage 3 (got stage " + std::to_string(stage_) + ")");
-  host_masters_ = options_.offload_to_host;
-  if (host_masters_ && (!shards_optimizer_ || options_.nvme_offload))
-    throw ConfigError("zero.offload_optimizer: host offload needs zero.stage 1, 2 or 3 and excludes nvme offload (stage " +
-                      std::to_string(stage_) + ")");
+  choose_master_home();
   torch::NoGradGuard no_grad;
   UnitLayout layout;
   if (partitions_params_) {
@@ -52,26 +44,7 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
     groups = layout.groups;
   }
   map_ = map_groups(groups, model_order, world_, options_.device);
-
-  // Flat parameter buffers; the model's parameters become views of them. Rank 0's fp32 values win (DDP);
-  // with mixed precision they become the masters and the 16-bit buffer holds them rounded.
-  const bool sharded_init = partitions_params_ && options_.initial_values;
-  if (options_.initial_values && !sharded_init)
-    throw RuntimeFailure("data-parallel engine: sharded construction needs ZeRO stage 3 (got stage " + std::to_string(stage_) + ")");
-  if (sharded_init) {  // each initial value in turn; only this rank's partition of it is kept
-    for (auto& partition : read_initial_partitions(map_, rank_, options_.initial_values, optimizer_device()))
-      masters_.add(host_masters_ ? host_buffer(partition.numel(), options_.device).copy_(partition) : partition);
-    options_.initial_values = nullptr;  // the model (and pretrained files) it holds are not needed any more
-    for (std::size_t g = 0; g < masters_.size() && device_shards_separate(); ++g)
-      shard16_.push_back(masters_.tensor(g).to(torch::TensorOptions().device(options_.device).dtype(dtype_), false, /*copy=*/true));
-    flat_ = adopt_released_parameters(groups, map_, dtype_, layout.persistent, options_.device);
-  } else {
-    flat_ = adopt_parameters(groups, map_, dtype_, comm_,
-                             [this](std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat) {
-                               adopt_masters(g, values32, flat);
-                             },
-                             options_.device);
-  }
+  adopt_flat_parameters(groups, layout.persistent);
   if (params_copy_masters())  // a stored master refreshes the copy the model (or the stage-3 gather) reads
     masters_.on_store([this](std::size_t g, const torch::Tensor& values) {
       if (swapped_shards_) masters_.swap()->write_params16(flat_group_key(g), values.to(dtype_));
@@ -84,25 +57,78 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
   this->build_optimizer(groups, build_optimizer);
   if (partitions_params_) build_coordinator(layout.persistent, layout.unit_groups);
   if (partitions_params_) partition_frozen_parameters();
+  choose_step_parts();
   stats_at_window_start_ = comm_.stats();
 }
 
 ZeroEngine::~ZeroEngine() { grads_.reset(); }  // the gradient hooks go first, as the parameters outlive us
 
+void ZeroEngine::choose_master_home() {
+  if (stage_ < 0 || stage_ > 3)
+    throw ConfigError("zero.stage: the data-parallel engine implements stages 0 to 3 (got " + std::to_string(stage_) + ")");
+  swapped_shards_ = options_.nvme_offload && options_.nvme_offload->parameter_shards;
+  if (swapped_shards_ && !partitions_params_)
+    throw ConfigError("zero.offload_param: offloading parameters needs zero.stage 3 (got stage " + std::to_string(stage_) + ")");
+  host_masters_ = options_.offload_to_host;
+  if (host_masters_ && (!shards_optimizer_ || options_.nvme_offload))
+    throw ConfigError("zero.offload_optimizer: host offload needs zero.stage 1, 2 or 3 and excludes nvme offload (stage " +
+                      std::to_string(stage_) + ")");
+  const bool swapped_masters = options_.nvme_offload && shards_optimizer_ && (mixed_ || swapped_shards_);
+  master_home_ = host_masters_                  ? MasterHome::kHost
+                 : swapped_masters              ? MasterHome::kSwapFile
+                 : mixed_ || partitions_params_ ? MasterHome::kDevice
+                                                : MasterHome::kParameters;
+}
+
+void ZeroEngine::adopt_flat_parameters(std::vector<ParamGroup>& groups, const std::vector<bool>& persistent) {
+  // Flat parameter buffers; the model's parameters become views of them. Rank 0's fp32 values win (DDP);
+  // with mixed precision they become the masters and the 16-bit buffer holds them rounded.
+  const bool sharded_init = partitions_params_ && options_.initial_values;
+  if (options_.initial_values && !sharded_init)
+    throw RuntimeFailure("data-parallel engine: sharded construction needs ZeRO stage 3 (got stage " + std::to_string(stage_) + ")");
+  if (sharded_init) {  // each initial value in turn; only this rank's partition of it is kept
+    for (auto& partition : read_initial_partitions(map_, rank_, options_.initial_values, optimizer_device()))
+      masters_.add(host_masters_ ? host_buffer(partition.numel(), options_.device).copy_(partition) : partition);
+    options_.initial_values = nullptr;  // the model (and pretrained files) it holds are not needed any more
+    for (std::size_t g = 0; g < masters_.size() && device_shards_separate(); ++g)
+      shard16_.push_back(masters_.tensor(g).to(torch::TensorOptions().device(options_.device).dtype(dtype_), false, /*copy=*/true));
+    flat_ = adopt_released_parameters(groups, map_, dtype_, persistent, options_.device);
+  } else {
+    flat_ = adopt_parameters(groups, map_, dtype_, comm_,
+                             [this](std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat) {
+                               adopt_masters(g, values32, flat);
+                             },
+                             options_.device);
+  }
+  for (std::size_t g = 0; g < flat_.flat.size(); ++g) {
+    const FlatGroupInfo& info = map_.groups[g];
+    own_params_.push_back(partitions_params_ ? (g < shard16_.size() ? shard16_[g] : torch::Tensor())
+                          : shards_optimizer_ ? flat_.flat[g].narrow(0, info.partition_begin(rank_), info.partition_size)
+                                              : flat_.flat[g]);
+  }
+}
+
 void ZeroEngine::adopt_masters(std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat) {
   const FlatGroupInfo& info = map_.groups[g];
   auto partition_of = [&](const torch::Tensor& t) { return t.narrow(0, info.partition_begin(rank_), info.partition_size); };
-  // Masters bound for the swap file stay a view: it releases the whole fp32 buffer once they are written.
-  const bool masters_to_swap = options_.nvme_offload && shards_optimizer_;
-  if (host_masters_)  // offload: this rank's partition, in fp32, in host memory
-    masters_.add(host_buffer(info.partition_size, options_.device).copy_(partition_of(mixed_ ? values32 : flat)));
-  else if (mixed_)
-    masters_.add(!shards_optimizer_ ? values32 : masters_to_swap ? partition_of(values32) : partition_of(values32).clone());
-  else if (partitions_params_)  // the partition outlives the (released) full buffer
-    masters_.add(partition_of(flat).clone());
-  else if (shards_optimizer_)  // fp32 stages 1-2: the masters are this rank's part of the parameters
-    masters_.add(partition_of(flat));
+  // (fp32: values32 is the flat buffer of the parameters itself)
+  if (torch::Tensor masters = masters_from(values32, flat, partition_of(values32)); masters.defined()) masters_.add(masters);
   if (device_shards_separate()) shard16_.push_back(partition_of(flat).clone());
+}
+
+torch::Tensor ZeroEngine::masters_from(const torch::Tensor& values32, const torch::Tensor& flat,
+                                       const torch::Tensor& partition) const {
+  switch (master_home_) {
+    case MasterHome::kParameters:  // stage 0: the optimizer steps the parameters; stages 1-2: this rank's part of them
+      return shards_optimizer_ ? partition : torch::Tensor();
+    case MasterHome::kDevice:  // a copy: the partition outlives the full buffer (released at stage 3)
+      return shards_optimizer_ ? partition.clone() : values32;
+    case MasterHome::kHost:
+      return host_buffer(partition.numel(), options_.device).copy_(partition);
+    case MasterHome::kSwapFile:  // a view of the fp32 values until the swap file takes them and releases the buffer;
+      return values32.is_same(flat) ? partition.clone() : partition;  // fp32 shards: the parameters', so a copy
+  }
+  return {};
 }
 
 std::vector<ParamGroup> ZeroEngine::optimizer_groups(const std::vector<ParamGroup>& model_groups) {
@@ -158,7 +184,7 @@ void ZeroEngine::build_optimizer(const std::vector<ParamGroup>& model_groups, co
   // masters are the shards; mixed: their 16-bit copies).
   SwapOptions swap = *options_.nvme_offload;
   swap.swap_dir = swap.swap_dir + "/hftrain-swap-rank" + std::to_string(rank_);
-  swap.swap_params = mixed_ || swapped_shards_;
+  swap.swap_params = master_home_ == MasterHome::kSwapFile;
   swap.swap_params16 = mixed_ && swapped_shards_;
   auto swapped = std::make_unique<SwappedOptimizer>(groups, build, swap);
   if (swap.swap_params) masters_.move_to(swapped.get());
@@ -201,7 +227,7 @@ void ZeroEngine::backward(const torch::Tensor& loss, bool is_last_micro_step) {
 
 StepResult ZeroEngine::step(double lr) {
   torch::NoGradGuard no_grad;
-  StepResult r = mixed_ ? step_mixed(lr) : step_fp32(lr);
+  StepResult r = update_parameters(lr);
   grads_->zero();
   ++steps_;
   last_step_bytes_ = bytes_since(comm_.stats(), stats_at_window_start_);

@@ -39,6 +39,7 @@
 #include "engine/gradient_sync.h"
 #include "engine/master_store.h"
 #include "engine/param_coordinator.h"
+#include "engine/parameter_publisher.h"
 #include "engine/partition.h"
 #include "engine/precision.h"
 #include "offload/swapped_optimizer.h"
@@ -81,32 +82,60 @@ class ZeroEngine : public Engine {
   const std::map<std::string, uint64_t>& last_step_bytes() const { return last_step_bytes_; }
 
  private:
-  // Construction (zero_engine.cpp): the masters, the optimizer over them, the stage-3 coordinator.
+  // Where the fp32 masters live, chosen once by the constructor.
+  enum class MasterHome {
+    kParameters,  // fp32 stages 0-2: the parameters themselves (stages 1-2: views of this rank's partition)
+    kDevice,      // tensors of their own beside the parameters: mixed precision's fp32 copy, stage 3's fp32 shards
+    kHost,        // offload_optimizer cpu: this rank's partition in (pinned) host memory
+    kSwapFile,    // NVMe offload of masters that are not the parameters: in this rank's swap file
+  };
+  // Construction (zero_engine.cpp): the settings checked and the masters' home chosen, the flat buffers and
+  // the masters, the optimizer over them, the stage-3 coordinator.
+  void choose_master_home();
+  void adopt_flat_parameters(std::vector<ParamGroup>& groups, const std::vector<bool>& persistent);
   void adopt_masters(std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat);
+  torch::Tensor masters_from(const torch::Tensor& values32, const torch::Tensor& flat, const torch::Tensor& partition) const;
   std::vector<ParamGroup> optimizer_groups(const std::vector<ParamGroup>& model_groups);
   void build_optimizer(const std::vector<ParamGroup>& model_groups, const OptimizerFactory& build);
   void build_coordinator(const std::vector<bool>& persistent, const std::vector<std::vector<std::size_t>>& unit_groups);
   void partition_frozen_parameters();  // stage 3: the frozen parameters join the coordinator
-  // The update rule (zero_step.cpp).
-  StepResult step_fp32(double lr);
-  StepResult step_mixed(double lr);
+  // The update rule (zero_step.cpp): one step for every stage and precision, norm -> overflow verdict -> clip ->
+  // update -> publish, through the parts choose_step_parts() picks once, after the optimizer is built.
+  struct StepGradients {
+    std::vector<torch::Tensor> tensors;  // what the norm measures and clipping scales: fp32, or the 16-bit ones
+    double divisor = 1.0;                // 16-bit gradients still carry the loss scale
+    bool fused = false;  // 16-bit, unscaled and clipped by the optimizer's own pass (StepScaling)
+  };
+  struct GlobalNorm {
+    torch::Tensor total;  // float32, 0-dim: what the clip coefficient is computed from (undefined: no gradients)
+    double value = 0;     // its value, the logged grad_norm
+    double sum = 0;       // the squared norms summed over the ranks (in double), when summed
+    bool overflow = false;  // inf / nan in any rank's gradients (mixed precision's verdict)
+  };
+  StepResult update_parameters(double lr);
+  void choose_step_parts();
+  StepGradients parameter_grads() const;
+  StepGradients partition_grads() const;
+  StepGradients fp32_copies(double scale, bool on_host);
+  StepGradients fused_grads(double scale);
+  GlobalNorm summed_norm(const StepGradients& grads, bool over_partitions) const;
   void set_master_grads(const std::vector<torch::Tensor>& grads32);
-  void step_on_host(double lr, const std::vector<torch::Tensor>& clipped_grads);  // host offload: copy, update, copy back
+  void step_masters(double lr, const std::vector<torch::Tensor>& grads32);  // attach, step, detach, write back
   void write_back_masters();
-  void share_updated_parameters();
-  torch::Tensor own_flat_params(std::size_t g) const;  // the 16-bit range of group g the masters update
+  void share_updated_parameters() { publisher_->publish(); }
+  torch::Tensor own_flat_params(std::size_t g) const { return own_params_[g]; }
   // State (zero_engine_state.cpp) and reports (zero_engine_report.cpp).
   void load_scaler_state(const std::map<std::string, torch::Tensor>& state, const std::string& source);
   void report_first_step();
   // Whether the fp32 masters are tensors of their own (mixed precision, stage 3, host offload), not the parameters.
-  bool masters_separate() const { return mixed_ || partitions_params_ || host_masters_; }
+  bool masters_separate() const { return master_home_ != MasterHome::kParameters; }
   // Whether the values the parameters are refreshed from are the masters' copies (16-bit, or on the device beside
   // host masters) rather than the masters themselves.
   bool params_copy_masters() const { return mixed_ || host_masters_; }
   // Stage 3: whether the gather sources are shard16_ (copies of the masters) rather than the masters.
   bool device_shards_separate() const { return partitions_params_ && params_copy_masters(); }
   // Where the masters and the optimizer state live.
-  torch::Device optimizer_device() const { return host_masters_ ? torch::Device(torch::kCPU) : options_.device; }
+  torch::Device optimizer_device() const { return master_home_ == MasterHome::kHost ? torch::Device(torch::kCPU) : options_.device; }
 
   Comm& comm_;
   int stage_;  // reported only; the parts below were chosen from it
@@ -117,6 +146,7 @@ class ZeroEngine : public Engine {
   bool mixed_ = false;             // 16-bit parameters and gradients, separate fp32 masters
   bool swapped_shards_ = false;    // stage 3 offload_param nvme: the gather sources live in the swap file
   bool host_masters_ = false;      // offload_optimizer cpu: masters, optimizer state and a gradient copy on the host
+  MasterHome master_home_ = MasterHome::kParameters;
   std::vector<torch::Tensor> host_grads_;  // host offload: each group's fp32 partition gradients
   torch::ScalarType dtype_ = torch::kFloat;         // parameters and gradients
   torch::ScalarType reduce_dtype_ = torch::kFloat;  // what gradient reductions send
@@ -130,6 +160,15 @@ class ZeroEngine : public Engine {
   FrozenGroups frozen_;                             // stage 3: the frozen parameters' shards
   std::unique_ptr<Optimizer> optimizer_;
   LossScaler scaler_;
+  // Per group, the range the masters update: the partition of the flat buffer (stages 1-2), the whole buffer
+  // (stage 0), stage 3's 16-bit shard (when the shards are copies of the masters).
+  std::vector<torch::Tensor> own_params_;
+  // The step's parts (choose_step_parts).
+  std::function<StepGradients(double scale)> gradients_for_step_;
+  std::function<GlobalNorm(const StepGradients&)> global_norm_;
+  std::function<void(const GlobalNorm&, double scale, StepResult&)> verdict_;
+  std::function<void(double lr, const StepGradients&, double clip, double scale)> update_;
+  std::unique_ptr<ParameterPublisher> publisher_;
   int64_t steps_ = 0;
   CommStats stats_at_window_start_;  // since the previous step (or construction): forwards count too
   std::map<std::string, uint64_t> last_step_bytes_;

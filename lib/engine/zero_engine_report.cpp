@@ -5,13 +5,9 @@
 
 #include "engine/zero_engine.h"
 #include "offload/swapped_optimizer.h"
+#include "util/tensor_bytes.h"
 
 namespace hftrain {
-namespace {
-
-int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
-
-}  // namespace
 
 EngineMemory ZeroEngine::memory() const {
   EngineMemory m;

@@ -1,16 +1,17 @@
-// The ZeroEngine's update rule (see zero_engine.h): the global gradient norm over what every rank holds,
-// clipping (torch 1.13 rounding), the overflow verdict and loss scale of mixed precision, the optimizer
-// step on this rank's masters, and sharing the updated parameters with the other ranks.
+// The ZeroEngine's update rule (see zero_engine.h): one step for every stage, precision and placement of the
+// masters -- the gradients this rank updates, their global norm over every rank, the overflow verdict (and the
+// loss scale), clipping with torch 1.13's coefficient, the optimizer on the masters, and publishing the updated
+// parameters. choose_step_parts() picks each part once, when the engine is built; the step itself branches on
+// nothing.
 #include <cmath>
 #include <limits>
 
 #include "engine/zero_engine.h"
 #include "util/fault_injection.h"
+#include "util/tensor_bytes.h"
 
 namespace hftrain {
 namespace {
-
-int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
 
 // Σ (‖part‖₂ / divisor)² over `parts`, each part's norm in float32 and the squares added in order in double,
 // as the host would add them, but on the parts' device and read back once: on a GPU a read per part would
@@ -32,85 +33,123 @@ class SquaredNormSum {
   torch::Tensor sum_;
 };
 
+// Test hook: rank 0's gradients overflow.
+void inject_overflow(std::vector<torch::Tensor>& grads, int rank) {
+  if (fault::forced_overflow() && rank == 0 && !grads.empty() && grads[0].numel() > 0)
+    grads[0][0] = std::numeric_limits<float>::infinity();
+}
+
 }  // namespace
 
-StepResult ZeroEngine::step_fp32(double lr) {
+StepResult ZeroEngine::update_parameters(double lr) {
+  const double scale = scaler_.scale();
+  StepGradients grads = gradients_for_step_(scale);
+  const GlobalNorm norm = global_norm_(grads);
   StepResult r;
-  if (!shards_optimizer_) {
-    // Every rank holds the same averaged gradients: the same norm and verdict everywhere.
-    std::vector<torch::Tensor> all;
-    for (const auto& g : flat_.params) all.insert(all.end(), g.begin(), g.end());
-    const bool finite_check = options_.skip_nonfinite_steps;
-    r.grad_norm = clip_grad_norm(all, finite_check ? 0.0 : options_.max_grad_norm);
-    if (finite_check) {
-      if (!std::isfinite(r.grad_norm)) r.skipped = true;
-      else if (options_.max_grad_norm > 0) clip_grad_norm(all, options_.max_grad_norm);
-    }
-    if (!r.skipped) optimizer_->step(lr);
-    return r;
+  verdict_(norm, scale, r);
+  if (r.skipped) return r;
+  double clip = 1.0;
+  if (options_.max_grad_norm > 0 && norm.total.defined()) {
+    clip = clip_coefficient(norm.total, options_.max_grad_norm).item<double>();  // a float32 value
+    if (!grads.fused)
+      for (auto& g : grads.tensors) g.mul_(clip);
   }
-  // Global norm over the partitions: every rank adds its squared partition norm. Padding is zero.
-  SquaredNormSum local_sum(1.0);
-  for (const auto& g : grads_->step_grads())
-    if (g.numel() > 0) local_sum.add(g);
-  const double local = local_sum.read();
-  const double total_sq = comm_.all_reduce_scalar(local, ReduceOp::kSum, "gradient norm");
-  auto total = torch::tensor(static_cast<float>(std::sqrt(total_sq)), torch::kFloat32);
-  r.grad_norm = total.item<double>();
-  if (options_.skip_nonfinite_steps && !std::isfinite(r.grad_norm)) {
-    r.skipped = true;
-    return r;
-  }
-  if (options_.max_grad_norm > 0) {
-    const double coef = clip_coefficient(total, options_.max_grad_norm).item<double>();  // a float32 value
-    for (const auto& g : grads_->step_grads()) torch::Tensor(g).mul_(coef);
-  }
-  if (host_masters_) {
-    step_on_host(lr, grads_->step_grads());
-    return r;
-  }
-  optimizer_->step(lr);
-  share_updated_parameters();
+  update_(lr, grads, clip, scale);
+  publisher_->publish();
   return r;
 }
 
-void ZeroEngine::step_on_host(double lr, const std::vector<torch::Tensor>& clipped_grads) {
-  for (std::size_t g = 0; g < clipped_grads.size(); ++g)
-    if (host_grads_[g].data_ptr() != clipped_grads[g].data_ptr()) host_grads_[g].copy_(clipped_grads[g]);
-  set_master_grads(host_grads_);
-  optimizer_->step(lr);
-  set_master_grads({});
-  write_back_masters();  // the new values to the parameters' device, then shared
+void ZeroEngine::choose_step_parts() {
+  // Where the masters live decides what the step's gradients are and how the optimizer reaches them.
+  const bool fused = mixed_ && !host_masters_ && optimizer_->fuses_low_precision();
+  auto plain_step = [this](double lr, const StepGradients&, double, double) { optimizer_->step(lr); };
+  if (host_masters_) {  // fp32 or mixed: the update runs on host copies of the masters and gradients
+    if (mixed_) gradients_for_step_ = [this](double scale) { return fp32_copies(scale, /*on_host=*/true); };
+    else gradients_for_step_ = [this](double) { return partition_grads(); };
+    update_ = [this](double lr, const StepGradients& g, double, double) { step_masters(lr, g.tensors); };
+  } else if (fused) {  // the optimizer reads the 16-bit gradients and writes the 16-bit parameters in its pass
+    gradients_for_step_ = [this](double scale) { return fused_grads(scale); };
+    update_ = [this](double lr, const StepGradients&, double clip, double scale) {
+      optimizer_->step(lr, StepScaling{clip / scale});
+    };
+  } else if (mixed_) {  // fp32 masters of their own on the device
+    gradients_for_step_ = [this](double scale) { return fp32_copies(scale, /*on_host=*/false); };
+    update_ = [this](double lr, const StepGradients& g, double, double) { step_masters(lr, g.tensors); };
+  } else {  // the masters are the parameters (or stage 3's fp32 shards), their gradients bound at construction
+    if (shards_optimizer_) gradients_for_step_ = [this](double) { return partition_grads(); };
+    else gradients_for_step_ = [this](double) { return parameter_grads(); };
+    update_ = plain_step;
+  }
+  // The norm: torch's over whole replicated fp32 gradients (bitwise the single-process engine's); otherwise the
+  // squared norms summed over what each rank holds (the partitions), or, for replicated 16-bit gradients, a vote
+  // on the verdict so that every rank agrees.
+  if (!mixed_ && !shards_optimizer_)
+    global_norm_ = [](const StepGradients& g) {
+      GlobalNorm n;
+      n.total = global_grad_norm(g.tensors);
+      if (n.total.defined()) n.value = n.total.item<double>();
+      return n;
+    };
+  else
+    global_norm_ = [this](const StepGradients& g) { return summed_norm(g, shards_optimizer_); };
+  if (mixed_)  // an overflow skips the step on every rank and moves the loss scale
+    verdict_ = [this](const GlobalNorm& n, double scale, StepResult& r) {
+      r.grad_norm = n.overflow && std::isfinite(n.sum) ? std::numeric_limits<double>::infinity() : n.value;
+      r.prev_loss_scale = scale;
+      scaler_.update(n.overflow);
+      if (scaler_.dynamic() || scale != 1.0) r.loss_scale = scaler_.scale();
+      r.skipped = n.overflow;
+    };
+  else  // fp32: a non-finite norm skips the step only when asked to
+    verdict_ = [this](const GlobalNorm& n, double, StepResult& r) {
+      r.grad_norm = n.value;
+      r.skipped = options_.skip_nonfinite_steps && !std::isfinite(n.value);
+    };
+  publisher_ = partitions_params_ ? refresh_persistent(*coordinator_)
+               : shards_optimizer_ ? all_gather_partitions(comm_, own_params_, flat_.flat)
+                                   : publish_nothing();
 }
 
-StepResult ZeroEngine::step_mixed(double lr) {
-  StepResult r;
-  // The 16-bit gradients this rank updates (whole groups at stage 0, the partition at 1-3). An optimizer that
-  // fuses the 16-bit side reads them directly, unscaled and clipped by the factor it is given, and writes the
-  // 16-bit parameters in the same pass; otherwise (Adafactor) fp32 copies divided by the loss scale are
-  // attached to the masters and the masters are copied back after the step.
-  const double scale = scaler_.scale();
-  // With host offload the fp32 copies are the host gradient buffers: the norm, clipping and update run there.
-  const bool fused = !host_masters_ && optimizer_->fuses_low_precision();
-  std::vector<torch::Tensor> grads16 = grads_->step_grads(), grads32;
-  int64_t grad32_bytes = 0;
-  for (std::size_t g = 0; g < grads16.size() && !fused; ++g) {
-    auto g32 = host_masters_ ? host_grads_[g].copy_(grads16[g]) : grads16[g].to(torch::kFloat);
-    if (scale != 1.0) g32.mul_(1.0 / scale);
-    grad32_bytes += host_masters_ ? 0 : tensor_bytes(g32);
-    grads32.push_back(g32);
-  }
-  grads_->note_transient(grad32_bytes);
-  auto& checked = fused ? grads16 : grads32;
-  if (fault::forced_overflow() && rank_ == 0 && !checked.empty() && checked[0].numel() > 0)
-    checked[0][0] = std::numeric_limits<float>::infinity();  // test hook: this rank's gradients overflow
+ZeroEngine::StepGradients ZeroEngine::parameter_grads() const {
+  StepGradients out;
+  for (const auto& group : flat_.params)
+    for (const auto& p : group)
+      if (p.grad().defined()) out.tensors.push_back(p.grad());
+  return out;
+}
 
-  // Norm over what this rank holds; sharded stages add the partitions of every rank (a non-finite partition
-  // makes the sum non-finite everywhere), stage 0 votes on the verdict so that every rank agrees.
-  SquaredNormSum local_sum(fused ? scale : 1.0);  // fused: 16-bit gradients still multiplied by the loss scale
-  for (const auto& g : checked) {
+ZeroEngine::StepGradients ZeroEngine::partition_grads() const { return StepGradients{grads_->step_grads()}; }
+
+ZeroEngine::StepGradients ZeroEngine::fp32_copies(double scale, bool on_host) {
+  // The 16-bit gradients this rank updates (whole groups at stage 0, the partition at 1-3) as fp32 copies
+  // divided by the loss scale: transient ones on the device, or the host gradient buffers.
+  StepGradients out;
+  int64_t bytes = 0;
+  const std::vector<torch::Tensor>& grads16 = grads_->step_grads();
+  for (std::size_t g = 0; g < grads16.size(); ++g) {
+    auto g32 = on_host ? host_grads_[g].copy_(grads16[g]) : grads16[g].to(torch::kFloat);
+    if (scale != 1.0) g32.mul_(1.0 / scale);
+    bytes += on_host ? 0 : tensor_bytes(g32);
+    out.tensors.push_back(g32);
+  }
+  grads_->note_transient(bytes);
+  inject_overflow(out.tensors, rank_);
+  return out;
+}
+
+ZeroEngine::StepGradients ZeroEngine::fused_grads(double scale) {
+  // An optimizer that fuses the 16-bit side reads them directly, unscaled and clipped by the factor it is given.
+  StepGradients out{grads_->step_grads(), scale, /*fused=*/true};
+  grads_->note_transient(0);
+  inject_overflow(out.tensors, rank_);
+  return out;
+}
+
+ZeroEngine::GlobalNorm ZeroEngine::summed_norm(const StepGradients& grads, bool over_partitions) const {
+  SquaredNormSum local_sum(grads.divisor);  // fused: 16-bit gradients still multiplied by the loss scale
+  for (const auto& g : grads.tensors) {
     if (g.numel() == 0) continue;
-    if (!fused) {
+    if (!grads.fused) {
       local_sum.add(g);
       continue;
     }
@@ -118,55 +157,42 @@ StepResult ZeroEngine::step_mixed(double lr) {
     const int64_t chunk = int64_t{1} << 20;
     for (int64_t begin = 0; begin < g.numel(); begin += chunk) local_sum.add(g.narrow(0, begin, std::min(chunk, g.numel() - begin)));
   }
-  const double local = local_sum.read();
-  double total_sq = local;
-  bool overflow = !std::isfinite(local);
+  GlobalNorm n;
+  n.sum = local_sum.read();
+  n.overflow = !std::isfinite(n.sum);
   if (world_ > 1) {
-    if (shards_optimizer_) {
-      total_sq = comm_.all_reduce_scalar(local, ReduceOp::kSum, "gradient norm");
-      overflow = !std::isfinite(total_sq);
+    // Partitions: every rank adds its squared partition norm (padding is zero; a non-finite partition makes the
+    // sum non-finite everywhere). Replicated gradients: the ranks vote on the verdict.
+    if (over_partitions) {
+      n.sum = comm_.all_reduce_scalar(n.sum, ReduceOp::kSum, "gradient norm");
+      n.overflow = !std::isfinite(n.sum);
     } else {
-      overflow = comm_.all_reduce_scalar(overflow ? 1.0 : 0.0, ReduceOp::kMax, "gradient overflow vote") > 0;
+      n.overflow = comm_.all_reduce_scalar(n.overflow ? 1.0 : 0.0, ReduceOp::kMax, "gradient overflow vote") > 0;
     }
   }
-  auto total = torch::tensor(static_cast<float>(std::sqrt(total_sq)), torch::kFloat32);
-  r.grad_norm = overflow && std::isfinite(total_sq) ? std::numeric_limits<double>::infinity() : total.item<double>();
-  r.prev_loss_scale = scale;
-  scaler_.update(overflow);
-  if (scaler_.dynamic() || scale != 1.0) r.loss_scale = scaler_.scale();
-  if (overflow) {
-    r.skipped = true;
-    return r;
-  }
-  double clip = 1.0;
-  if (options_.max_grad_norm > 0) {
-    clip = clip_coefficient(total, options_.max_grad_norm).item<double>();  // a float32 value
-    for (auto& g : grads32) g.mul_(clip);
-  }
-  if (fused) {
-    optimizer_->step(lr, StepScaling{clip / scale});
-    share_updated_parameters();
-    return r;
-  }
-  if (host_masters_) {
-    step_on_host(lr, grads32);  // grads32 are the host buffers: nothing more to copy
-    return r;
-  }
-  set_master_grads(grads32);
+  n.total = torch::tensor(static_cast<float>(std::sqrt(n.sum)), torch::kFloat32);
+  n.value = n.total.item<double>();
+  return n;
+}
+
+void ZeroEngine::step_masters(double lr, const std::vector<torch::Tensor>& grads32) {
+  // Host masters take the (clipped) gradients into their host buffers, unless they were formed there.
+  for (std::size_t g = 0; g < host_grads_.size(); ++g)
+    if (host_grads_[g].data_ptr() != grads32[g].data_ptr()) host_grads_[g].copy_(grads32[g]);
+  set_master_grads(host_grads_.empty() ? grads32 : host_grads_);
   optimizer_->step(lr);
   set_master_grads({});
   write_back_masters();
-  return r;
 }
 
 void ZeroEngine::set_master_grads(const std::vector<torch::Tensor>& grads32) {
   const bool attach = !grads32.empty();
   for (std::size_t g = 0; g < masters_.size(); ++g) {
-    if (shards_optimizer_) {
+    if (master_views_.empty()) {  // the masters are partitions, one tensor per group
       masters_.tensor(g).mutable_grad() = attach ? grads32[g] : torch::Tensor();
       continue;
     }
-    const FlatGroupInfo& info = map_.groups[g];
+    const FlatGroupInfo& info = map_.groups[g];  // whole groups: per-parameter views
     for (std::size_t i = 0; i < master_views_[g].size(); ++i)
       master_views_[g][i].mutable_grad() =
           attach ? grads32[g].narrow(0, info.params[i].offset, info.params[i].numel).view(master_views_[g][i].sizes())
@@ -174,32 +200,11 @@ void ZeroEngine::set_master_grads(const std::vector<torch::Tensor>& grads32) {
   }
 }
 
-torch::Tensor ZeroEngine::own_flat_params(std::size_t g) const {
-  if (partitions_params_) return shard16_[g];
-  const FlatGroupInfo& info = map_.groups[g];
-  return shards_optimizer_ ? flat_.flat[g].narrow(0, info.partition_begin(rank_), info.partition_size) : flat_.flat[g];
-}
-
 void ZeroEngine::write_back_masters() {
-  // Rounded to nearest even by the conversion, then shared. Masters in the swap file were copied by the
-  // optimizer, one sub-group at a time.
+  // Rounded to nearest even by the conversion (or copied to the parameters' device). Masters in the swap file
+  // were copied by the optimizer, one sub-group at a time.
   for (std::size_t g = 0; g < masters_.size() && !masters_.swapped(); ++g)
     if (flat_.flat[g].numel() > 0) own_flat_params(g).copy_(masters_.tensor(g));
-  share_updated_parameters();
-}
-
-void ZeroEngine::share_updated_parameters() {
-  // Sharded stages all-gather the updated partitions into the full parameters (from the fp32 masters, which
-  // are the partitions, or their 16-bit copies); partitioned parameters only refresh the groups kept whole.
-  if (partitions_params_) {
-    coordinator_->refresh_persistent();
-    return;
-  }
-  if (!shards_optimizer_) return;
-  for (std::size_t g = 0; g < masters_.size(); ++g)
-    if (flat_.flat[g].numel() > 0)
-      comm_.all_gather(params_copy_masters() ? own_flat_params(g) : masters_.tensor(g), flat_.flat[g],
-                       "parameters of group " + std::to_string(g));
 }
 
 }  // namespace hftrain
