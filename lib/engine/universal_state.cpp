@@ -255,23 +255,47 @@ SlabLayout per_parameter_state_layout(const std::vector<std::pair<std::string, s
   return layout;
 }
 
-CutState cut_state(const SlabLayout& saved, const SlabLayout& target) {
-  check_parameter_sets(saved, target);
-  std::map<std::string, std::vector<Destination>> destinations;
-  for (std::size_t s = 0; s < target.slabs.size(); ++s)
-    for (const auto& piece : target.slabs[s].pieces) destinations[piece.param].push_back({s, &piece});
+namespace {
 
-  CutState out;
-  std::vector<torch::Tensor> masters(target.slabs.size());
-  std::vector<std::map<std::string, torch::Tensor>> slots(target.slabs.size());
-  for (std::size_t s = 0; s < target.slabs.size(); ++s)
-    masters[s] = torch::zeros({target.slabs[s].master_numel}, torch::kFloat32);
-  Readers readers;
-  for (const StateSlab& from : saved.slabs) {
-    // The run of this saved slab that any target piece needs, read once per tensor.
+// Cuts saved slabs into the target slabs by parameter name: each saved slab's masters and optimizer slots are
+// read once, as the run of elements some target piece needs, and scattered into the target slabs.
+class StateCutter {
+ public:
+  explicit StateCutter(const SlabLayout& target) : target_(target), masters_(target.slabs.size()), slots_(target.slabs.size()) {
+    for (std::size_t s = 0; s < target.slabs.size(); ++s) {
+      for (const auto& piece : target.slabs[s].pieces) destinations_[piece.param].push_back({s, &piece});
+      masters_[s] = torch::zeros({target.slabs[s].master_numel}, torch::kFloat32);
+    }
+  }
+
+  void take(const StateSlab& from, Readers& readers) {
+    const auto [lo, hi] = needed_run(from);
+    if (hi <= lo) return;
+    // One tensor's run at a time: the master, then each optimizer slot.
+    scatter(from, lo, readers.get(from.master_file).read_range(from.master_key, lo, hi - lo).to(torch::kFloat32),
+            [&](std::size_t slab) -> torch::Tensor& { return masters_[slab]; });
+    const SafetensorsReader& state_reader = readers.get(from.state_file);
+    for (const std::string& slot : slots_of(state_reader, from.state_prefix)) take_slot(from, state_reader, slot, lo, hi);
+  }
+
+  CutState result() {
+    fill_padding_slabs();
+    CutState out;
+    for (std::size_t s = 0; s < target_.slabs.size(); ++s) {
+      const StateSlab& to = target_.slabs[s];
+      out.masters[to.master_key] = to.whole_parameter ? masters_[s].view(to.shape) : masters_[s];
+      for (auto& [slot, t] : slots_[s])
+        out.state[to.state_prefix + slot] = (slot != kStepSlot && to.whole_parameter) ? t.view(to.shape) : t;
+    }
+    return out;
+  }
+
+ private:
+  // The run [lo, hi) of this saved slab that any target piece needs (hi <= lo: none).
+  std::pair<int64_t, int64_t> needed_run(const StateSlab& from) {
     int64_t lo = INT64_MAX, hi = 0;
     for (const auto& piece : from.pieces)
-      for (const Destination& d : destinations[piece.param]) {
+      for (const Destination& d : destinations_[piece.param]) {
         const int64_t b = std::max(piece.param_begin, d.piece->param_begin);
         const int64_t e = std::min(piece.param_begin + piece.count, d.piece->param_begin + d.piece->count);
         if (e > b) {
@@ -279,58 +303,70 @@ CutState cut_state(const SlabLayout& saved, const SlabLayout& target) {
           hi = std::max(hi, piece.offset + e - piece.param_begin);
         }
       }
-    if (hi <= lo) continue;
-    // One tensor's run at a time: the master, then each optimizer slot.
-    auto scatter = [&](const torch::Tensor& run, const std::function<torch::Tensor&(std::size_t)>& target_of) {
-      for (const auto& piece : from.pieces)
-        for (const Destination& d : destinations[piece.param]) {
-          const int64_t b = std::max(piece.param_begin, d.piece->param_begin);
-          const int64_t e = std::min(piece.param_begin + piece.count, d.piece->param_begin + d.piece->count);
-          if (e > b)
-            target_of(d.slab).narrow(0, d.piece->offset + b - d.piece->param_begin, e - b)
-                .copy_(run.narrow(0, piece.offset + b - piece.param_begin - lo, e - b));
-        }
-    };
-    scatter(readers.get(from.master_file).read_range(from.master_key, lo, hi - lo).to(torch::kFloat32),
-            [&](std::size_t slab) -> torch::Tensor& { return masters[slab]; });
-    const SafetensorsReader& state_reader = readers.get(from.state_file);
-    for (const std::string& slot : slots_of(state_reader, from.state_prefix)) {
-      const std::string key = from.state_prefix + slot;
-      const SafetensorsHeader::Entry* e = state_reader.find(key);
-      if (slot == kStepSlot) {  // a counter: the same for every slab the run reaches
-        const torch::Tensor step = state_reader.read(key);
-        for (const auto& piece : from.pieces)
-          for (const Destination& d : destinations[piece.param])
-            if (!slots[d.slab][slot].defined()) slots[d.slab][slot] = step.clone();
-        continue;
+    return {lo, hi};
+  }
+
+  void scatter(const StateSlab& from, int64_t lo, const torch::Tensor& run,
+               const std::function<torch::Tensor&(std::size_t)>& target_of) {
+    for (const auto& piece : from.pieces)
+      for (const Destination& d : destinations_[piece.param]) {
+        const int64_t b = std::max(piece.param_begin, d.piece->param_begin);
+        const int64_t e = std::min(piece.param_begin + piece.count, d.piece->param_begin + d.piece->count);
+        if (e > b)
+          target_of(d.slab).narrow(0, d.piece->offset + b - d.piece->param_begin, e - b)
+              .copy_(run.narrow(0, piece.offset + b - piece.param_begin - lo, e - b));
       }
-      if (numel_of(e->shape) != from.state_numel)
-        throw RuntimeFailure("'" + from.state_file + "': optimizer state '" + key + "' is " + shape_text(e->shape) +
-                             ", not one value per element (" + std::to_string(from.state_numel) +
-                             "), so it cannot be re-partitioned (only element-wise optimizers can change layout)");
-      const torch::Tensor run = state_reader.read_range(key, lo, hi - lo);
-      scatter(run, [&](std::size_t slab) -> torch::Tensor& {
-        torch::Tensor& out = slots[slab][slot];
-        if (!out.defined()) out = torch::zeros({target.slabs[slab].state_numel}, run.options());
-        return out;
-      });
+  }
+
+  void take_slot(const StateSlab& from, const SafetensorsReader& reader, const std::string& slot, int64_t lo, int64_t hi) {
+    const std::string key = from.state_prefix + slot;
+    if (slot == kStepSlot) {  // a counter: the same for every slab the run reaches
+      const torch::Tensor step = reader.read(key);
+      for (const auto& piece : from.pieces)
+        for (const Destination& d : destinations_[piece.param])
+          if (!slots_[d.slab][slot].defined()) slots_[d.slab][slot] = step.clone();
+      return;
     }
+    const SafetensorsHeader::Entry* e = reader.find(key);
+    if (numel_of(e->shape) != from.state_numel)
+      throw RuntimeFailure("'" + from.state_file + "': optimizer state '" + key + "' is " + shape_text(e->shape) +
+                           ", not one value per element (" + std::to_string(from.state_numel) +
+                           "), so it cannot be re-partitioned (only element-wise optimizers can change layout)");
+    const torch::Tensor run = reader.read_range(key, lo, hi - lo);
+    scatter(from, lo, run, [&](std::size_t slab) -> torch::Tensor& {
+      torch::Tensor& out = slots_[slab][slot];
+      if (!out.defined()) out = torch::zeros({target_.slabs[slab].state_numel}, run.options());
+      return out;
+    });
   }
-  // A partition of only padding has state all the same (zeros, the common step counter), as the engine's.
-  std::map<std::string, torch::Tensor> any_slot;
-  for (const auto& m : slots)
-    for (const auto& [slot, t] : m) any_slot.emplace(slot, t);
-  for (std::size_t s = 0; s < target.slabs.size(); ++s)
-    if (target.slabs[s].stepped)
-      for (const auto& [slot, t] : any_slot)
-        if (!slots[s].count(slot))
-          slots[s][slot] = slot == kStepSlot ? t.clone() : torch::zeros({target.slabs[s].state_numel}, t.options());
-  for (std::size_t s = 0; s < target.slabs.size(); ++s) {
-    const StateSlab& to = target.slabs[s];
-    out.masters[to.master_key] = to.whole_parameter ? masters[s].view(to.shape) : masters[s];
-    for (auto& [slot, t] : slots[s])
-      out.state[to.state_prefix + slot] = (slot != kStepSlot && to.whole_parameter) ? t.view(to.shape) : t;
+
+  // A partition of only padding has state all the same (zeros, the common step counter), as the engine
+  // would have created it.
+  void fill_padding_slabs() {
+    std::map<std::string, torch::Tensor> any_slot;
+    for (const auto& m : slots_)
+      for (const auto& [slot, t] : m) any_slot.emplace(slot, t);
+    for (std::size_t s = 0; s < target_.slabs.size(); ++s)
+      if (target_.slabs[s].stepped)
+        for (const auto& [slot, t] : any_slot)
+          if (!slots_[s].count(slot))
+            slots_[s][slot] = slot == kStepSlot ? t.clone() : torch::zeros({target_.slabs[s].state_numel}, t.options());
   }
+
+  const SlabLayout& target_;
+  std::map<std::string, std::vector<Destination>> destinations_;
+  std::vector<torch::Tensor> masters_;
+  std::vector<std::map<std::string, torch::Tensor>> slots_;
+};
+
+}  // namespace
+
+CutState cut_state(const SlabLayout& saved, const SlabLayout& target) {
+  check_parameter_sets(saved, target);
+  Readers readers;
+  StateCutter cutter(target);
+  for (const StateSlab& from : saved.slabs) cutter.take(from, readers);
+  CutState out = cutter.result();
   if (!saved.scaler_file.empty()) {
     const SafetensorsReader& reader = readers.get(saved.scaler_file);
     for (const auto& e : reader.header().tensors)
