@@ -53,6 +53,7 @@ def functions(path):
                 header = code[header_start:i]
                 if CONTAINER.search(header.strip()) or re.search(r"=\s*$", header):
                     stack.append("container" if CONTAINER.search(header.strip()) else "other")
+                    header_start = i + 1
                 else:
                     stack.append(("function", header_start))
                     continue
