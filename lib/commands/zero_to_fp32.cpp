@@ -220,139 +220,165 @@ uint64_t parse_size(const std::string& text, const std::string& option) {
   return static_cast<uint64_t>(v * mult);
 }
 
-int run_zero_to_fp32(const ZeroToFp32Request& request) {
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t baseline_kib = rss_kib("VmRSS:");
-  const fs::path ckpt = fs::path(request.checkpoint_dir);
-  if (!fs::is_directory(ckpt)) throw ConfigError("zero-to-fp32: '" + ckpt.string() + "' is not a directory");
-  const uint64_t max_shard = parse_size(request.max_shard_size);
+namespace {
 
-  // Locate the tag folder: checkpoint-N/latest -> global_stepN/, or the folder itself.
-  fs::path tag_dir;
-  if (fs::exists(ckpt / kZeroModelStatesFile)) {
-    tag_dir = ckpt;
-  } else if (const std::string tag = read_zero_tag(ckpt.string()); !tag.empty()) {
-    tag_dir = ckpt / tag;
+// The tag folder: checkpoint-N/latest -> global_stepN/, or the folder itself.
+fs::path find_tag_dir(const fs::path& ckpt) {
+  if (fs::exists(ckpt / kZeroModelStatesFile)) return ckpt;
+  if (const std::string tag = read_zero_tag(ckpt.string()); !tag.empty()) {
+    const fs::path tag_dir = ckpt / tag;
     if (!fs::is_directory(tag_dir))
       throw RuntimeFailure("'" + (ckpt / "latest").string() + "' names '" + tag + "' but '" + tag_dir.string() + "' does not exist");
-  } else if (fs::exists(ckpt / "model.safetensors")) {
+    return tag_dir;
+  }
+  if (fs::exists(ckpt / "model.safetensors"))
     throw RuntimeFailure("zero-to-fp32: '" + ckpt.string() + "' has no ZeRO shards (no 'latest' file): it was saved with "
                          "zero.stage 0, and its model.safetensors already holds the full fp32 weights");
-  } else {
-    throw RuntimeFailure("zero-to-fp32: '" + ckpt.string() + "' is not a checkpoint directory (no 'latest' file and no " +
-                         kZeroModelStatesFile + ")");
-  }
-  const fs::path states_path = tag_dir / kZeroModelStatesFile;
-  if (!fs::exists(states_path)) throw RuntimeFailure("missing ZeRO model states file '" + states_path.string() + "'");
-  Header states = read_header(states_path.string());
-  int world = 0;
-  try {
-    world = std::stoi(states.meta("world_size"));
-  } catch (const std::invalid_argument&) {
-    world = 0;
-  }
-  if (world < 1) throw RuntimeFailure("'" + states_path.string() + "': bad world_size metadata");
-  nlohmann::json order;
-  try {
-    order = nlohmann::json::parse(states.meta("tensor_order"));
-  } catch (const nlohmann::json::exception& e) {
-    throw RuntimeFailure("'" + states_path.string() + "': bad tensor_order metadata: " + e.what());
-  }
+  throw RuntimeFailure("zero-to-fp32: '" + ckpt.string() + "' is not a checkpoint directory (no 'latest' file and no " +
+                       kZeroModelStatesFile + ")");
+}
 
-  // Every rank's shard must be there, and no other.
+// A ZeRO checkpoint's files, read and checked against each other. Pieces point into states and shards, so the
+// value stays where it was built while they are in use.
+struct ZeroCheckpoint {
+  fs::path tag_dir, states_path;
+  Header states;
+  int world = 0;
+  nlohmann::json order;
   std::vector<Header> shards;
-  for (int r = 0; r < world; ++r) {
-    const fs::path p = tag_dir / zero_shard_file_name(r);
-    if (!fs::exists(p))
-      throw RuntimeFailure("missing ZeRO shard '" + p.string() + "': the checkpoint was saved by " + std::to_string(world) +
-                           " workers (" + states_path.string() + ")");
-    shards.push_back(read_header(p.string()));
+  std::string partition_text, stage;
+  PartitionMap map;
+};
+
+void read_model_states(ZeroCheckpoint& z) {
+  z.states_path = z.tag_dir / kZeroModelStatesFile;
+  if (!fs::exists(z.states_path)) throw RuntimeFailure("missing ZeRO model states file '" + z.states_path.string() + "'");
+  z.states = read_header(z.states_path.string());
+  try {
+    z.world = std::stoi(z.states.meta("world_size"));
+  } catch (const std::invalid_argument&) {
+    z.world = 0;
   }
-  for (const auto& entry : fs::directory_iterator(tag_dir)) {
+  if (z.world < 1) throw RuntimeFailure("'" + z.states_path.string() + "': bad world_size metadata");
+  try {
+    z.order = nlohmann::json::parse(z.states.meta("tensor_order"));
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeFailure("'" + z.states_path.string() + "': bad tensor_order metadata: " + e.what());
+  }
+}
+
+// Every rank's shard must be there, and no other.
+void read_shards(ZeroCheckpoint& z) {
+  for (int r = 0; r < z.world; ++r) {
+    const fs::path p = z.tag_dir / zero_shard_file_name(r);
+    if (!fs::exists(p))
+      throw RuntimeFailure("missing ZeRO shard '" + p.string() + "': the checkpoint was saved by " + std::to_string(z.world) +
+                           " workers (" + z.states_path.string() + ")");
+    z.shards.push_back(read_header(p.string()));
+  }
+  for (const auto& entry : fs::directory_iterator(z.tag_dir)) {
     static const std::regex shard_re("zero_pp_rank_([0-9]+)_mp_rank_00_optim_states\\.safetensors");
     std::smatch m;
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, shard_re) && std::stoll(m[1].str()) >= world)
-      throw RuntimeFailure("unexpected ZeRO shard '" + entry.path().string() + "': '" + states_path.string() +
-                           "' says the checkpoint was saved by " + std::to_string(world) + " workers");
+    if (std::regex_match(name, m, shard_re) && std::stoll(m[1].str()) >= z.world)
+      throw RuntimeFailure("unexpected ZeRO shard '" + entry.path().string() + "': '" + z.states_path.string() +
+                           "' says the checkpoint was saved by " + std::to_string(z.world) + " workers");
   }
-  const std::string partition_text = shards[0].meta("partition");
-  const PartitionMap map = PartitionMap::from_json(nlohmann::json::parse(partition_text, nullptr, false), shards[0].path);
-  if (map.world_size != world)
-    throw RuntimeFailure("'" + shards[0].path + "': partition world_size " + std::to_string(map.world_size) +
-                         " disagrees with '" + states_path.string() + "' (" + std::to_string(world) + ")");
-  const std::string stage = shards[0].meta("zero_stage");
-  for (int r = 0; r < world; ++r) {
-    const Header& s = shards[static_cast<std::size_t>(r)];
-    if (s.meta("rank") != std::to_string(r))
-      throw RuntimeFailure("'" + s.path + "': metadata says rank " + s.meta("rank") + ", expected " + std::to_string(r));
-    if (s.meta("world_size") != std::to_string(world))
-      throw RuntimeFailure("'" + s.path + "': metadata world_size " + s.meta("world_size") + " disagrees with '" +
-                           states_path.string() + "' (" + std::to_string(world) + ")");
-    if (s.meta("zero_stage") != stage || s.meta("partition") != partition_text)
-      throw RuntimeFailure("'" + s.path + "': metadata (zero_stage / partition) disagrees with '" + shards[0].path +
-                           "': the shards come from different checkpoints");
-    if (s.metadata.count("global_step") && shards[0].metadata.count("global_step") &&
-        s.meta("global_step") != shards[0].meta("global_step"))
-      throw RuntimeFailure("'" + s.path + "': global_step " + s.meta("global_step") + " disagrees with '" + shards[0].path +
-                           "' (" + shards[0].meta("global_step") + ")");
-    for (std::size_t g = 0; g < map.groups.size(); ++g) {
-      const TensorEntry& e = s.tensor("fp32_flat_group_" + std::to_string(g));
-      const int64_t real = map.groups[g].partition_real(r);
-      if (e.dtype != "F32" || e.end - e.begin != static_cast<uint64_t>(real) * 4)
-        throw RuntimeFailure("'" + s.path + "': tensor 'fp32_flat_group_" + std::to_string(g) + "' holds " +
-                             std::to_string((e.end - e.begin) / 4) + " fp32 values, the partition metadata says " +
-                             std::to_string(real));
-    }
-  }
+}
 
-  // Plan the output tensors in the model's order.
-  std::map<std::string, OutTensor> planned;
-  for (std::size_t g = 0; g < map.groups.size(); ++g) {
-    const FlatGroupInfo& info = map.groups[g];
-    for (const auto& p : info.params) {
-      OutTensor t;
-      t.name = p.name;
-      t.dtype = "F32";
-      t.shape = p.shape;
-      t.bytes = static_cast<uint64_t>(p.numel) * 4;
-      for (int r = 0; r < world; ++r) {
-        const int64_t part_begin = info.partition_begin(r);
-        const int64_t n = overlap(p.offset, p.offset + p.numel, part_begin, part_begin + info.partition_real(r));
-        if (n == 0) continue;
-        const int64_t lo = std::max(p.offset, part_begin);
-        const TensorEntry& e = shards[static_cast<std::size_t>(r)].tensor("fp32_flat_group_" + std::to_string(g));
-        t.pieces.push_back({&shards[static_cast<std::size_t>(r)], e.begin + static_cast<uint64_t>(lo - part_begin) * 4,
-                            static_cast<uint64_t>(n) * 4});
-      }
-      planned.emplace(p.name, std::move(t));
-    }
+void read_partition_map(ZeroCheckpoint& z) {
+  z.partition_text = z.shards[0].meta("partition");
+  z.map = PartitionMap::from_json(nlohmann::json::parse(z.partition_text, nullptr, false), z.shards[0].path);
+  if (z.map.world_size != z.world)
+    throw RuntimeFailure("'" + z.shards[0].path + "': partition world_size " + std::to_string(z.map.world_size) +
+                         " disagrees with '" + z.states_path.string() + "' (" + std::to_string(z.world) + ")");
+  z.stage = z.shards[0].meta("zero_stage");
+}
+
+// Rank r's shard agrees with the first shard and the model states, and holds its partition of every group.
+void check_shard(const ZeroCheckpoint& z, int r) {
+  const Header& s = z.shards[static_cast<std::size_t>(r)];
+  const Header& first = z.shards[0];
+  if (s.meta("rank") != std::to_string(r))
+    throw RuntimeFailure("'" + s.path + "': metadata says rank " + s.meta("rank") + ", expected " + std::to_string(r));
+  if (s.meta("world_size") != std::to_string(z.world))
+    throw RuntimeFailure("'" + s.path + "': metadata world_size " + s.meta("world_size") + " disagrees with '" +
+                         z.states_path.string() + "' (" + std::to_string(z.world) + ")");
+  if (s.meta("zero_stage") != z.stage || s.meta("partition") != z.partition_text)
+    throw RuntimeFailure("'" + s.path + "': metadata (zero_stage / partition) disagrees with '" + first.path +
+                         "': the shards come from different checkpoints");
+  if (s.metadata.count("global_step") && first.metadata.count("global_step") &&
+      s.meta("global_step") != first.meta("global_step"))
+    throw RuntimeFailure("'" + s.path + "': global_step " + s.meta("global_step") + " disagrees with '" + first.path +
+                         "' (" + first.meta("global_step") + ")");
+  for (std::size_t g = 0; g < z.map.groups.size(); ++g) {
+    const TensorEntry& e = s.tensor("fp32_flat_group_" + std::to_string(g));
+    const int64_t real = z.map.groups[g].partition_real(r);
+    if (e.dtype != "F32" || e.end - e.begin != static_cast<uint64_t>(real) * 4)
+      throw RuntimeFailure("'" + s.path + "': tensor 'fp32_flat_group_" + std::to_string(g) + "' holds " +
+                           std::to_string((e.end - e.begin) / 4) + " fp32 values, the partition metadata says " +
+                           std::to_string(real));
   }
-  for (const auto& [name, e] : states.tensors) {
-    if (planned.count(name)) throw RuntimeFailure("'" + states_path.string() + "': tensor '" + name + "' is also partitioned");
+}
+
+// A partitioned parameter: its bytes from each rank's partition of its group that holds some of them.
+OutTensor plan_partitioned(const ZeroCheckpoint& z, std::size_t g, const FlatParamInfo& p) {
+  const FlatGroupInfo& info = z.map.groups[g];
+  OutTensor t;
+  t.name = p.name;
+  t.dtype = "F32";
+  t.shape = p.shape;
+  t.bytes = static_cast<uint64_t>(p.numel) * 4;
+  for (int r = 0; r < z.world; ++r) {
+    const int64_t part_begin = info.partition_begin(r);
+    const int64_t n = overlap(p.offset, p.offset + p.numel, part_begin, part_begin + info.partition_real(r));
+    if (n == 0) continue;
+    const int64_t lo = std::max(p.offset, part_begin);
+    const Header& shard = z.shards[static_cast<std::size_t>(r)];
+    const TensorEntry& e = shard.tensor("fp32_flat_group_" + std::to_string(g));
+    t.pieces.push_back({&shard, e.begin + static_cast<uint64_t>(lo - part_begin) * 4, static_cast<uint64_t>(n) * 4});
+  }
+  return t;
+}
+
+// The output tensors, partitioned ones and the model states' own, by name.
+std::map<std::string, OutTensor> plan_tensors(const ZeroCheckpoint& z) {
+  std::map<std::string, OutTensor> planned;
+  for (std::size_t g = 0; g < z.map.groups.size(); ++g)
+    for (const auto& p : z.map.groups[g].params) planned.emplace(p.name, plan_partitioned(z, g, p));
+  for (const auto& [name, e] : z.states.tensors) {
+    if (planned.count(name)) throw RuntimeFailure("'" + z.states_path.string() + "': tensor '" + name + "' is also partitioned");
     OutTensor t;
     t.name = name;
     t.dtype = e.dtype;
     t.shape = e.shape;
     t.bytes = e.end - e.begin;
-    t.pieces.push_back({&states, e.begin, t.bytes});
+    t.pieces.push_back({&z.states, e.begin, t.bytes});
     planned.emplace(name, std::move(t));
   }
+  return planned;
+}
+
+// The planned tensors in the model's order (tensor_order), every one of them.
+std::vector<const OutTensor*> in_model_order(const ZeroCheckpoint& z, const std::map<std::string, OutTensor>& planned) {
   std::vector<const OutTensor*> ordered;
-  for (const auto& n : order) {
+  for (const auto& n : z.order) {
     auto it = planned.find(n.get<std::string>());
     if (it == planned.end())
-      throw RuntimeFailure("'" + states_path.string() + "': tensor '" + n.get<std::string>() +
+      throw RuntimeFailure("'" + z.states_path.string() + "': tensor '" + n.get<std::string>() +
                            "' of the model is in no shard and not in the model states");
     ordered.push_back(&it->second);
   }
   if (ordered.size() != planned.size())
-    throw RuntimeFailure("'" + states_path.string() + "': tensor_order lists " + std::to_string(ordered.size()) +
+    throw RuntimeFailure("'" + z.states_path.string() + "': tensor_order lists " + std::to_string(ordered.size()) +
                          " tensors but the shards and model states hold " + std::to_string(planned.size()));
+  return ordered;
+}
 
-  // Split like HF's split_torch_state_dict_into_shards: a new file when the next tensor would overflow.
+// Split like HF's split_torch_state_dict_into_shards: a new file when the next tensor would overflow.
+std::vector<std::vector<const OutTensor*>> split_into_files(const std::vector<const OutTensor*>& ordered, uint64_t max_shard) {
   std::vector<std::vector<const OutTensor*>> files(1);
-  uint64_t current = 0, total = 0;
+  uint64_t current = 0;
   for (const auto* t : ordered) {
     if (!files.back().empty() && current + t->bytes > max_shard) {
       files.emplace_back();
@@ -360,31 +386,47 @@ int run_zero_to_fp32(const ZeroToFp32Request& request) {
     }
     files.back().push_back(t);
     current += t->bytes;
-    total += t->bytes;
   }
+  return files;
+}
 
+fs::path make_output_dir(const ZeroToFp32Request& request, const fs::path& ckpt) {
   fs::path out = request.output.empty() ? ckpt.lexically_normal().parent_path() / ("fp32-" + ckpt.lexically_normal().filename().string())
                                         : fs::path(request.output);
   if (request.output.empty() && ckpt.lexically_normal().filename().empty()) out = ckpt / "fp32";
   std::error_code ec;
   fs::create_directories(out, ec);
   if (!fs::is_directory(out)) throw RuntimeFailure("cannot create output directory '" + out.string() + "': " + ec.message());
-  // Like save_pretrained: remove weight files of a previous, differently split conversion.
-  static const std::regex stale_re("model-[0-9]{5}-of-[0-9]{5}\\.safetensors|model\\.safetensors(\\.index\\.json)?");
-  std::vector<std::string> written;
-  const std::size_t nfiles = files.size();
+  return out;
+}
+
+std::vector<std::string> weight_file_names(std::size_t nfiles) {
+  std::vector<std::string> names;
   for (std::size_t i = 0; i < nfiles; ++i) {
     char name[64];
     if (nfiles == 1) std::snprintf(name, sizeof name, "model.safetensors");
     else std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, nfiles);
-    written.push_back(name);
+    names.push_back(name);
   }
+  return names;
+}
+
+// Like save_pretrained: remove weight files of a previous, differently split conversion.
+void remove_stale_weights(const fs::path& out, const std::vector<std::string>& written) {
+  static const std::regex stale_re("model-[0-9]{5}-of-[0-9]{5}\\.safetensors|model\\.safetensors(\\.index\\.json)?");
+  std::error_code ec;
   for (const auto& entry : fs::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
     if (std::regex_match(name, stale_re) && std::find(written.begin(), written.end(), name) == written.end() &&
-        !(nfiles > 1 && name == "model.safetensors.index.json"))
+        !(written.size() > 1 && name == "model.safetensors.index.json"))
       fs::remove(entry.path(), ec);
   }
+}
+
+// The weight files, the index when there are several, and config.json when the model states carry one.
+void write_model_dir(const fs::path& out, const std::vector<std::vector<const OutTensor*>>& files,
+                     const std::vector<std::string>& written, uint64_t total, const Header& states) {
+  const std::size_t nfiles = files.size();
   for (std::size_t i = 0; i < nfiles; ++i) write_output((out / written[i]).string(), files[i]);
   if (nfiles > 1) {
     nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", nlohmann::json::object()}};
@@ -397,17 +439,51 @@ int run_zero_to_fp32(const ZeroToFp32Request& request) {
     if (!config.is_discarded()) write_file_atomic((out / "config.json").string(), config.dump(2) + "\n");
   }
   fsync_directory(out.string());
+}
 
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+void print_summary(const ZeroCheckpoint& z, std::size_t tensors, uint64_t total, const fs::path& out,
+                   const std::vector<std::string>& written, double seconds, int64_t baseline_kib) {
+  const std::size_t nfiles = written.size();
   // VmHWM: the peak of this process image (getrusage's maxrss would include the parent's image before exec).
   const double peak = static_cast<double>(rss_kib("VmHWM:")) * 1024.0;
-  std::cout << "zero-to-fp32: " << ordered.size() << " tensors (" << mib(static_cast<double>(total)) << ") from " << world
-            << " shard(s) of zero stage " << stage << " in " << tag_dir.string() << " -> " << out.string() << "/"
+  std::cout << "zero-to-fp32: " << tensors << " tensors (" << mib(static_cast<double>(total)) << ") from " << z.world
+            << " shard(s) of zero stage " << z.stage << " in " << z.tag_dir.string() << " -> " << out.string() << "/"
             << (nfiles == 1 ? written[0] : std::to_string(nfiles) + " files + model.safetensors.index.json") << std::endl;
   char line[256];
   std::snprintf(line, sizeof line, "zero-to-fp32: %.2f s, peak RSS %s (at start %s; output %s)", seconds, mib(peak).c_str(),
                 mib(static_cast<double>(baseline_kib) * 1024.0).c_str(), mib(static_cast<double>(total)).c_str());
   std::cout << line << std::endl;
+}
+
+}  // namespace
+
+int run_zero_to_fp32(const ZeroToFp32Request& request) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t baseline_kib = rss_kib("VmRSS:");
+  const fs::path ckpt = fs::path(request.checkpoint_dir);
+  if (!fs::is_directory(ckpt)) throw ConfigError("zero-to-fp32: '" + ckpt.string() + "' is not a directory");
+  const uint64_t max_shard = parse_size(request.max_shard_size);
+
+  ZeroCheckpoint z;
+  z.tag_dir = find_tag_dir(ckpt);
+  read_model_states(z);
+  read_shards(z);
+  read_partition_map(z);
+  for (int r = 0; r < z.world; ++r) check_shard(z, r);
+
+  const std::map<std::string, OutTensor> planned = plan_tensors(z);
+  const std::vector<const OutTensor*> ordered = in_model_order(z, planned);
+  const auto files = split_into_files(ordered, max_shard);
+  uint64_t total = 0;
+  for (const auto* t : ordered) total += t->bytes;
+
+  const fs::path out = make_output_dir(request, ckpt);
+  const std::vector<std::string> written = weight_file_names(files.size());
+  remove_stale_weights(out, written);
+  write_model_dir(out, files, written, total, z.states);
+
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  print_summary(z, ordered.size(), total, out, written, seconds, baseline_kib);
   return 0;
 }
 
