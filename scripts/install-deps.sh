@@ -22,26 +22,33 @@ packages=(
   libsnappy-dev libzstd-dev zlib1g-dev  # parquet's codecs (snappy, zstd, gzip)
 )
 
-# HF tokenizers' native binding from npm (prebuilt, no compiler needed) into $HFTRAIN_NPM_DIR (default
-# /opt/hftrain-npm): tests/reference/hf_tokenizers/expected_ids.js regenerates / checks the expected ids with it.
-# Node.js and npm come from Debian only when the machine has no npm yet (a Node.js from elsewhere, e.g.
-# NodeSource's, already bundles npm, and Debian's npm package would conflict with it). The reference test
-# that needs the binding is skipped without it, so a failed npm install is a warning, not an error.
+# Test-only npm packages into $HFTRAIN_NPM_DIR (default /opt/hftrain-npm), pinned: HF tokenizers' native
+# binding (tests/reference/hf_tokenizers/expected_ids.js regenerates / checks the expected ids with it), and
+# parquet-wasm (the Rust parquet crate) with apache-arrow (Arrow's JavaScript IPC writer), the independent
+# writers of the parquet / Arrow fixtures (tests/reference/columnar_fixtures.js). Prebuilt (wasm / native), no
+# compiler needed. Node.js and npm come from Debian only when the machine has no npm yet (a Node.js from
+# elsewhere, e.g. NodeSource's, already bundles npm, and Debian's npm package would conflict with it). The tests
+# that need a package are skipped without it, so a failed npm install is a warning, not an error.
+npm_packages=(tokenizers@0.23.2 parquet-wasm@0.8.0 apache-arrow@21.2.0)
 install_npm_reference() {
   local dir="${HFTRAIN_NPM_DIR:-/opt/hftrain-npm}"
-  if [ -d "$dir/node_modules/tokenizers" ]; then return 0; fi
+  local missing_npm=()
+  for p in "${npm_packages[@]}"; do
+    [ -d "$dir/node_modules/${p%@*}" ] || missing_npm+=("$p")
+  done
+  if [ ${#missing_npm[@]} -eq 0 ]; then return 0; fi
   if ! command -v npm >/dev/null 2>&1; then
     $SUDO apt-get install -y -qq --no-install-recommends nodejs npm || true
   fi
   if ! command -v npm >/dev/null 2>&1; then
-    echo "install-deps: warning: no npm; the tokenizer.json reference test will be skipped"
+    echo "install-deps: warning: no npm; the tests that need ${missing_npm[*]} will be skipped"
     return 0
   fi
   $SUDO mkdir -p "$dir"
-  if $SUDO npm install --prefix "$dir" --no-audit --no-fund tokenizers@0.23.2 >/dev/null; then
-    echo "install-deps: npm tokenizers in $dir/node_modules"
+  if $SUDO npm install --prefix "$dir" --no-audit --no-fund "${missing_npm[@]}" >/dev/null; then
+    echo "install-deps: npm ${missing_npm[*]} in $dir/node_modules"
   else
-    echo "install-deps: warning: npm install tokenizers failed; the tokenizer.json reference test will be skipped"
+    echo "install-deps: warning: npm install ${missing_npm[*]} failed; the tests that need them will be skipped"
   fi
 }
 

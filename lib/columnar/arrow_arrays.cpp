@@ -120,36 +120,45 @@ ArrowValues RecordBatchReader::read_array(const ArrowField& f, const ArrowDictio
     }
     return out;
   }
-  if (f.type == ArrowType::kStruct) {
-    std::vector<ArrowValues> kids;
-    for (const auto& c : f.children) {
-      kids.push_back(read_array(c, dicts, depth + 1));
-      if (static_cast<int64_t>(kids.back().size()) < node.length) throw ConfigError("column '" + c.path + "': shorter than its struct");
-    }
-    for (int64_t i = 0; i < node.length; ++i) {
-      if (!valid[static_cast<std::size_t>(i)]) { out.emplace_back(nullptr); continue; }
-      Json obj = Json::object();
-      for (std::size_t c = 0; c < kids.size(); ++c) obj[f.children[c].name] = std::move(kids[c][static_cast<std::size_t>(i)]);
-      out.push_back(std::move(obj));
-    }
-    return out;
-  }
-  if (f.type == ArrowType::kList || f.type == ArrowType::kLargeList || f.type == ArrowType::kFixedSizeList) {
-    std::vector<int64_t> off;
-    if (f.type != ArrowType::kFixedSizeList) off = read_offsets(next_buffer(), node.length, f.type == ArrowType::kLargeList, kMaxLength);
-    const ArrowValues child = read_array(f.children[0], dicts, depth + 1);
-    for (int64_t i = 0; i < node.length; ++i) {
-      if (!valid[static_cast<std::size_t>(i)]) { out.emplace_back(nullptr); continue; }
-      const int64_t a = off.empty() ? i * f.list_size : off[static_cast<std::size_t>(i)];
-      const int64_t b = off.empty() ? a + f.list_size : off[static_cast<std::size_t>(i + 1)];
-      if (b > static_cast<int64_t>(child.size())) throw ConfigError("column '" + f.path + "': a list runs past its values");
-      Json arr = Json::array();
-      for (int64_t k = a; k < b; ++k) arr.push_back(child[static_cast<std::size_t>(k)]);
-      out.push_back(std::move(arr));
-    }
-    return out;
-  }
+  if (f.type == ArrowType::kStruct) return read_struct(f, node, valid, dicts, depth);
+  if (f.type == ArrowType::kList || f.type == ArrowType::kLargeList || f.type == ArrowType::kFixedSizeList)
+    return read_list(f, node, valid, dicts, depth);
   return read_leaf(f, node, valid);
+}
+
+ArrowValues RecordBatchReader::read_struct(const ArrowField& f, const Node& node, const std::vector<bool>& valid,
+                                           const ArrowDictionaries& dicts, int depth) {
+  ArrowValues out;
+  std::vector<ArrowValues> kids;
+  for (const auto& c : f.children) {
+    kids.push_back(read_array(c, dicts, depth + 1));
+    if (static_cast<int64_t>(kids.back().size()) < node.length) throw ConfigError("column '" + c.path + "': shorter than its struct");
+  }
+  for (int64_t i = 0; i < node.length; ++i) {
+    if (!valid[static_cast<std::size_t>(i)]) { out.emplace_back(nullptr); continue; }
+    Json obj = Json::object();
+    for (std::size_t c = 0; c < kids.size(); ++c) obj[f.children[c].name] = std::move(kids[c][static_cast<std::size_t>(i)]);
+    out.push_back(std::move(obj));
+  }
+  return out;
+}
+
+ArrowValues RecordBatchReader::read_list(const ArrowField& f, const Node& node, const std::vector<bool>& valid,
+                                         const ArrowDictionaries& dicts, int depth) {
+  ArrowValues out;
+  std::vector<int64_t> off;
+  if (f.type != ArrowType::kFixedSizeList) off = read_offsets(next_buffer(), node.length, f.type == ArrowType::kLargeList, kMaxLength);
+  const ArrowValues child = read_array(f.children[0], dicts, depth + 1);
+  for (int64_t i = 0; i < node.length; ++i) {
+    if (!valid[static_cast<std::size_t>(i)]) { out.emplace_back(nullptr); continue; }
+    const int64_t a = off.empty() ? i * f.list_size : off[static_cast<std::size_t>(i)];
+    const int64_t b = off.empty() ? a + f.list_size : off[static_cast<std::size_t>(i + 1)];
+    if (b > static_cast<int64_t>(child.size())) throw ConfigError("column '" + f.path + "': a list runs past its values");
+    Json arr = Json::array();
+    for (int64_t k = a; k < b; ++k) arr.push_back(child[static_cast<std::size_t>(k)]);
+    out.push_back(std::move(arr));
+  }
+  return out;
 }
 
 ArrowValues RecordBatchReader::read_leaf(const ArrowField& f, const Node& node, const std::vector<bool>& valid) {

@@ -31,6 +31,10 @@ class RecordBatchReader {
   Node next_node();
   Bytes next_buffer();
   ArrowValues read_array(const ArrowField& field, const ArrowDictionaries& dictionaries, int depth);
+  ArrowValues read_struct(const ArrowField& field, const Node& node, const std::vector<bool>& valid,
+                          const ArrowDictionaries& dictionaries, int depth);
+  ArrowValues read_list(const ArrowField& field, const Node& node, const std::vector<bool>& valid,
+                        const ArrowDictionaries& dictionaries, int depth);
   ArrowValues read_leaf(const ArrowField& field, const Node& node, const std::vector<bool>& valid);
 
   Bytes nodes_, buffers_, body_;

@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "data/dataset.h"
+#include "data/data_files.h"
 #include "log/logger.h"
 #include "util/error.h"
 
@@ -9,7 +10,7 @@ namespace hftrain {
 
 bool read_data_file(const std::string& path, bool needed, const std::string& key) {
   std::error_code ec;
-  if (std::filesystem::exists(path, ec)) return true;
+  if (data_files_exist(path)) return true;
   if (needed)
     throw ConfigError(key + ": '" + path + "' does not exist (paths are relative to the working directory, " +
                       std::filesystem::current_path(ec).string() + ")");

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <set>
 
+#include "data/data_files.h"
 #include "data/dataset_cache.h"
 #include "data/row_checks.h"
 #include "distributed/env.h"
@@ -24,6 +25,8 @@ const char* format_name(RowFormat f) {
     case RowFormat::kCsv: return "csv";
     case RowFormat::kTsv: return "tsv";
     case RowFormat::kText: return "text";
+    case RowFormat::kParquet: return "parquet";
+    case RowFormat::kArrow: return "arrow";
   }
   return "?";
 }
@@ -109,11 +112,18 @@ std::string tokenizer_identity(const std::string& value, const Tokenizer& tok) {
 
 }  // namespace
 
-// ---- jsonl / csv / tsv / text --------------------------------------------------------------------
+// ---- jsonl / csv / tsv / text / parquet / arrow --------------------------------------------------------------------
 void FileDataSource::Options::declare(Schema<Options>& s) {
-  s.add("train_file", &Options::train_file, "Training data file (HF train_file).").required().path();
-  s.add("validation_file", &Options::validation_file, "Evaluation data file; \"\" = none or a ratio split.").path();
-  s.add("test_file", &Options::test_file, "Prediction data file; \"\" = the evaluation split.").path();
+  s.add("train_file", &Options::train_file,
+        "Training data (HF train_file): a file, a glob, a datasets save_to_disk folder, a DatasetDict folder (its "
+        "train split) or a folder of split-named shards (train-*.parquet, also under data/).")
+      .required()
+      .path();
+  s.add("validation_file", &Options::validation_file,
+        "Evaluation data, as train_file (a folder gives its validation split); \"\" = none or a ratio split.")
+      .path();
+  s.add("test_file", &Options::test_file, "Prediction data, as train_file (a folder gives its test split); \"\" = the evaluation split.")
+      .path();
   s.add("validation_split_percentage", &Options::validation_split_percentage,
         "Without validation_file: percent of training rows (ceil, seeded by split_seed) held out for evaluation.")
       .min(0)
@@ -163,6 +173,11 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
     options_.validation_file.clear();
   if (!options_.test_file.empty() && !read_data_file(options_.test_file, use.test, "data.test_file"))
     options_.test_file.clear();
+  // The files behind each option: a file, a glob, a save_to_disk / DatasetDict folder or a folder of shards.
+  if (train_read_) train_files_ = resolve_data_files(options_.train_file, "train", "data.train_file");
+  if (!options_.validation_file.empty())
+    eval_files_ = resolve_data_files(options_.validation_file, "validation", "data.validation_file");
+  if (!options_.test_file.empty()) test_files_ = resolve_data_files(options_.test_file, "test", "data.test_file");
   if (options_.task == "sequence_classification") task_ = TaskKind::kClassification;
   else if (options_.task == "masked_lm") task_ = TaskKind::kMaskedLm;
   else if (options_.task == "seq2seq") task_ = TaskKind::kSeq2Seq;
@@ -204,9 +219,8 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
   // Cache key: contents of the input files, tokenizer identity, every option that can shape the examples.
   CacheKey key;
   key.add("hftrain-dataset-2").add(format_name(format_));
-  key.add(train_read_ ? std::to_string(hash_file_contents(options_.train_file)) : std::string("-"));
-  for (const std::string* f : {&options_.validation_file, &options_.test_file})
-    key.add(f->empty() ? std::string("-") : std::to_string(hash_file_contents(*f)));
+  for (const auto* files : {&train_files_, &eval_files_, &test_files_})
+    key.add(files->empty() ? std::string("-") : files_identity(*files));
   key.add(injected ? identity : tokenizer_identity(options_.tokenizer, *tokenizer_));
   add_options_to_key(key, options_);
   const std::string dir = options_.cache_dir.empty() ? default_cache_dir() : options_.cache_dir;
@@ -269,10 +283,10 @@ TokenizedSplits FileDataSource::build() {
   };
 
   std::vector<Row> train_rows, eval_rows, test_rows;
-  if (train_read_) train_rows = read_rows(options_.train_file, format_);
+  if (train_read_) train_rows = read_split_rows(train_files_, format_);
   std::string eval_file = options_.validation_file.empty() ? options_.train_file : options_.validation_file;
   if (!options_.validation_file.empty()) {
-    eval_rows = read_rows(options_.validation_file, format_);
+    eval_rows = read_split_rows(eval_files_, format_);
     out.has_eval = true;
   } else if (options_.validation_split_percentage > 0) {
     // Seeded Fisher-Yates over the training rows; the first ceil(p% * n) positions are held out.
@@ -297,7 +311,7 @@ TokenizedSplits FileDataSource::build() {
     out.has_eval = true;
   }
   if (!options_.test_file.empty()) {
-    test_rows = read_rows(options_.test_file, format_);
+    test_rows = read_split_rows(test_files_, format_);
     out.has_test = true;
   }
 

@@ -1,4 +1,4 @@
-// Data components over user files: `jsonl`, `csv`, `tsv` and `text` (tabular text, tokenized, with an
+// Data components over user files: `jsonl`, `csv`, `tsv`, `text`, `parquet` and `arrow` (tabular rows, tokenized, with an
 // HF-style column mapping, label set and optional run_clm-style packing, cached by content hash). The
 // pre-tokenized `token_files` source is in token_file_source.h. See docs/design.md "Datasets".
 #pragma once
@@ -83,6 +83,7 @@ class FileDataSource : public DataSource {
   bool loaded_from_cache_ = false;
   int64_t tokenized_rows_ = 0;
   bool train_read_ = true;  // false: the command needs no training rows and train_file does not exist
+  std::vector<std::string> train_files_, eval_files_, test_files_;  // the files each option names (data_files.h)
 };
 
 template <RowFormat F>
@@ -95,5 +96,7 @@ using JsonlSource = FormatSource<RowFormat::kJsonl>;
 using CsvSource = FormatSource<RowFormat::kCsv>;
 using TsvSource = FormatSource<RowFormat::kTsv>;
 using TextLinesSource = FormatSource<RowFormat::kText>;
+using ParquetSource = FormatSource<RowFormat::kParquet>;
+using ArrowSource = FormatSource<RowFormat::kArrow>;
 
 }  // namespace hftrain

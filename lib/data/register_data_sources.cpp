@@ -17,6 +17,10 @@ void register_data_sources(Registry<DataSource, const DataUse&>& data) {
   data.add<CsvSource>("csv", "CSV files with a header row, tokenized with a column mapping; cached.");
   data.add<TsvSource>("tsv", "Tab-separated files with a header row, tokenized with a column mapping; cached.");
   data.add<TextLinesSource>("text", "Plain text files, one row per line (column 'text'), tokenized; cached.");
+  data.add<ParquetSource>("parquet",
+                           "Parquet files (HF datasets' Hub shards), globs or shard folders, tokenized with a column mapping; cached.");
+  data.add<ArrowSource>("arrow",
+                        "Arrow IPC stream files, datasets save_to_disk / DatasetDict folders, tokenized with a column mapping; cached.");
   data.add<TokenFileSource>("token_files", "Pre-tokenized binary files (nanoGPT train.bin / val.bin), memory-mapped.");
 }
 

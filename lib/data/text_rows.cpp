@@ -1,41 +1,20 @@
 // Row readers for JSON (Lines or one array), CSV / TSV and plain text, and the file-level checks (see text_rows.h).
 #include "data/text_rows.h"
 
+#include "data/data_files.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <fstream>
 
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/strings.h"
+#include "util/utf8.h"
 
 namespace hftrain {
 namespace {
-
-// Byte offset of the first malformed UTF-8 sequence, or -1.
-int64_t first_bad_utf8(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const std::size_t n = s.size();
-  std::size_t i = 0;
-  while (i < n) {
-    const unsigned c = p[i];
-    std::size_t len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return static_cast<int64_t>(i);
-    if (i + len > n) return static_cast<int64_t>(i);
-    for (std::size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return static_cast<int64_t>(i);
-    i += len;
-  }
-  return -1;
-}
 
 void mark_bad_utf8(Row& row, const std::string& column, const std::string& value) {
   int64_t at = first_bad_utf8(value);
@@ -181,17 +160,11 @@ std::vector<Row> read_json_rows(const std::string& path, const std::string& text
   return read_jsonl(text);
 }
 
-// What a binary data file is, by its magic bytes; "" for none known. These are never rows of a text format.
+// What a binary data file is, by its magic bytes; "" for none known. These are never rows of a text format
+// (parquet and Arrow files are read before: columnar_format).
 std::string binary_format(const std::string& text) {
   auto starts = [&](const char* magic, std::size_t n) { return text.size() >= n && text.compare(0, n, magic, n) == 0; };
   const bool binary_head = first_bad_utf8(text.substr(0, 4096)) >= 0 || text.find('\0') < 4096;
-  const char* convert = "; convert it to JSON Lines, a JSON array or CSV first";
-  if (starts("PAR1", 4) && (binary_head || text.compare(text.size() - 4, 4, "PAR1") == 0))
-    return std::string("a parquet file (PAR1 magic): parquet is not read yet") + convert +
-           " (e.g. pandas.read_parquet(path).to_json(out, orient='records', lines=True))";
-  if ((starts("ARROW1", 6) || starts("\xFF\xFF\xFF\xFF", 4)) && binary_head)
-    return std::string("an Arrow file (datasets' .arrow cache files are Arrow streams): Arrow is not read yet") + convert +
-           " (e.g. datasets.Dataset.from_file(path).to_json(out))";
   if (starts("\x1F\x8B", 2)) return "gzip-compressed (1F 8B magic): compressed files are not read yet; decompress it first";
   if (starts("\x28\xB5\x2F\xFD", 4)) return "zstd-compressed: compressed files are not read yet; decompress it first";
   if (starts("\xFD" "7zXZ" "\0", 6)) return "xz-compressed: compressed files are not read yet; decompress it first";
@@ -304,17 +277,43 @@ std::vector<Row> read_text_lines(const std::string& text) {
   return rows;
 }
 
+// Whether `path` is read as parquet (1) or Arrow (2), else 0: by the data type, the name, then the magic bytes.
+int columnar_format(const std::string& path, RowFormat format) {
+  if (format == RowFormat::kParquet || ends_with(path, ".parquet")) return 1;
+  if (format == RowFormat::kArrow || ends_with(path, ".arrow")) return 2;
+  char head[8] = {};
+  std::ifstream in(path, std::ios::binary);
+  in.read(head, sizeof head);
+  const auto n = static_cast<std::size_t>(in.gcount());
+  if (n >= 4 && std::string(head, 4) == "PAR1") return 1;
+  if ((n >= 6 && std::string(head, 6) == "ARROW1") || (n >= 4 && std::string(head, 4) == "\xFF\xFF\xFF\xFF")) return 2;
+  return 0;
+}
+
 }  // namespace
 
 bool is_valid_utf8(const std::string& s) { return first_bad_utf8(s) < 0; }
 
 std::string row_location(const std::string& path, const Row& row) {
-  std::string where = path + ":" + std::to_string(row.line);
+  const std::string& file = row.file.empty() ? path : row.file;
+  if (row.line == 0 && row.element >= 0) return file + " (row " + std::to_string(row.element) + ")";
+  std::string where = file + ":" + std::to_string(row.line);
   if (row.element >= 0) where += " (element " + std::to_string(row.element) + ")";
   return where;
 }
 
 std::vector<Row> read_rows(const std::string& path, RowFormat format) {
+  if (const int columnar = columnar_format(path, format)) {
+    const bool by_content = format != RowFormat::kParquet && format != RowFormat::kArrow && !ends_with(path, ".parquet") &&
+                            !ends_with(path, ".arrow");
+    try {
+      return read_columnar_rows(path, columnar == 2);
+    } catch (const ConfigError& e) {
+      if (!by_content) throw;
+      throw ConfigError(std::string(e.what()) + " (read as " + (columnar == 1 ? "a parquet" : "an Arrow") +
+                        " file: its first bytes are that format's magic)");
+    }
+  }
   std::string text;
   try {
     text = read_text_file(path);
@@ -330,6 +329,8 @@ std::vector<Row> read_rows(const std::string& path, RowFormat format) {
     case RowFormat::kCsv: rows = read_csv(path, text, ','); break;
     case RowFormat::kTsv: rows = read_csv(path, text, '\t'); break;
     case RowFormat::kText: rows = read_text_lines(text); break;
+    case RowFormat::kParquet:
+    case RowFormat::kArrow: break;  // read above
   }
   if (rows.empty()) throw ConfigError(path + ": the data file has no rows");
   return rows;
