@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+// Each entry point has C linkage and default visibility (the loader looks it up by name).
+#define HFTRAIN_SPM_API extern "C" __attribute__((visibility("default")))
+
 namespace {
 
 // Copies `s` into the caller's buffer (NUL-terminated, truncated to fit).
@@ -24,10 +27,8 @@ void put(const std::string& s, char* buf, int64_t size) {
 
 }  // namespace
 
-extern "C" {
-
 // Returns a processor handle, or null with the reason in `error`.
-__attribute__((visibility("default"))) void* hftrain_spm_load(const char* path, char* error, int64_t error_size) {
+HFTRAIN_SPM_API void* hftrain_spm_load(const char* path, char* error, int64_t error_size) {
   try {  // no exception may cross into the caller's namespace (it has another libstdc++)
     auto* sp = new sentencepiece::SentencePieceProcessor();
     auto status = sp->Load(path);
@@ -43,12 +44,12 @@ __attribute__((visibility("default"))) void* hftrain_spm_load(const char* path, 
   }
 }
 
-__attribute__((visibility("default"))) void hftrain_spm_free(void* handle) {
+HFTRAIN_SPM_API void hftrain_spm_free(void* handle) {
   delete static_cast<sentencepiece::SentencePieceProcessor*>(handle);
 }
 
 // what: 0 piece count, 1 bos, 2 eos, 3 unk, 4 pad.
-__attribute__((visibility("default"))) int64_t hftrain_spm_info(void* handle, int what) {
+HFTRAIN_SPM_API int64_t hftrain_spm_info(void* handle, int what) {
   auto* sp = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
   switch (what) {
     case 0: return sp->GetPieceSize();
@@ -61,9 +62,9 @@ __attribute__((visibility("default"))) int64_t hftrain_spm_info(void* handle, in
 }
 
 // Encodes `text`; ids are handed to `sink(ctx, id, piece, piece_len)` one by one. Returns 0, or -1 with `error`.
-__attribute__((visibility("default"))) int hftrain_spm_encode(void* handle, const char* text, int64_t len,
-                                                              void (*sink)(void*, int64_t, const char*, int64_t),
-                                                              void* ctx, char* error, int64_t error_size) {
+HFTRAIN_SPM_API int hftrain_spm_encode(void* handle, const char* text, int64_t len,
+                                       void (*sink)(void*, int64_t, const char*, int64_t), void* ctx, char* error,
+                                       int64_t error_size) {
   auto* sp = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
   try {
     std::vector<int> ids;
@@ -84,9 +85,9 @@ __attribute__((visibility("default"))) int hftrain_spm_encode(void* handle, cons
 }
 
 // Decodes ids; the text is handed to `sink(ctx, text, len)`. Returns 0, or -1 with `error`.
-__attribute__((visibility("default"))) int hftrain_spm_decode(void* handle, const int64_t* ids, int64_t n,
-                                                              void (*sink)(void*, const char*, int64_t), void* ctx,
-                                                              char* error, int64_t error_size) {
+HFTRAIN_SPM_API int hftrain_spm_decode(void* handle, const int64_t* ids, int64_t n,
+                                       void (*sink)(void*, const char*, int64_t), void* ctx, char* error,
+                                       int64_t error_size) {
   auto* sp = static_cast<sentencepiece::SentencePieceProcessor*>(handle);
   try {
     std::vector<int> v(ids, ids + n);
@@ -104,20 +105,20 @@ __attribute__((visibility("default"))) int hftrain_spm_decode(void* handle, cons
   }
 }
 
-__attribute__((visibility("default"))) int64_t hftrain_spm_piece_to_id(void* handle, const char* piece, int64_t len) {
+HFTRAIN_SPM_API int64_t hftrain_spm_piece_to_id(void* handle, const char* piece, int64_t len) {
   return static_cast<sentencepiece::SentencePieceProcessor*>(handle)->PieceToId(
       absl::string_view(piece, static_cast<std::size_t>(len)));
 }
 
 // Hands the piece of `id` to `sink(ctx, piece, len)`.
-__attribute__((visibility("default"))) void hftrain_spm_id_to_piece(void* handle, int64_t id,
-                                                                    void (*sink)(void*, const char*, int64_t), void* ctx) {
+HFTRAIN_SPM_API void hftrain_spm_id_to_piece(void* handle, int64_t id, void (*sink)(void*, const char*, int64_t),
+                                             void* ctx) {
   const std::string& piece = static_cast<sentencepiece::SentencePieceProcessor*>(handle)->IdToPiece(static_cast<int>(id));
   sink(ctx, piece.data(), static_cast<int64_t>(piece.size()));
 }
 
 // Trains a model (sentencepiece_trainer flags). Returns 0, or -1 with `error`.
-__attribute__((visibility("default"))) int hftrain_spm_train(const char* args, char* error, int64_t error_size) {
+HFTRAIN_SPM_API int hftrain_spm_train(const char* args, char* error, int64_t error_size) {
   try {
     auto status = sentencepiece::SentencePieceTrainer::Train(args);
     if (!status.ok()) {
@@ -130,5 +131,3 @@ __attribute__((visibility("default"))) int hftrain_spm_train(const char* args, c
     return -1;
   }
 }
-
-}  // extern "C"
