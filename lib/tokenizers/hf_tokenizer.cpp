@@ -32,6 +32,31 @@ std::optional<std::string> token_content(const Json& j) {
   return std::nullopt;
 }
 
+Json read_tokenizer_json(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(prefix + "cannot open the tokenizer file");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  try {
+    return Json::parse(buf.str());
+  } catch (const Json::parse_error& e) {
+    throw ConfigError(prefix + "malformed JSON: " + e.what());
+  }
+}
+
+AddedToken parse_added_token(const Json& aj, const Normalizer* normalizer) {
+  AddedToken t;
+  t.id = aj.at("id").get<int64_t>();
+  t.content = aj.at("content").get<std::string>();
+  t.single_word = get_bool(aj, "single_word", false);
+  t.lstrip = get_bool(aj, "lstrip", false);
+  t.rstrip = get_bool(aj, "rstrip", false);
+  t.special = get_bool(aj, "special", false);
+  t.normalized = get_bool(aj, "normalized", !t.special);
+  t.match = (t.normalized && normalizer) ? normalizer->apply(t.content) : t.content;
+  return t;
+}
+
 }  // namespace
 
 struct HfTokenizer::Impl {
@@ -82,89 +107,64 @@ struct HfTokenizer::Impl {
     if (it != added_by_content.end()) return it->second;
     return model->find(token);
   }
-};
 
-std::shared_ptr<const HfTokenizer> HfTokenizer::from_file(const std::string& path, const std::string& where) {
-  const std::string prefix = where + ": " + path + ": ";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(prefix + "cannot open the tokenizer file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  Json j;
-  try {
-    j = Json::parse(buf.str());
-  } catch (const Json::parse_error& e) {
-    throw ConfigError(prefix + "malformed JSON: " + e.what());
-  }
-  auto impl = std::make_shared<Impl>();
-  try {
+  // The pipeline's stages, the added tokens and the vocabulary size from tokenizer.json (throws the stages'
+  // FormatError / UnsupportedError and Json's exceptions).
+  void parse(const Json& j) {
     if (!j.is_object()) throw FormatError("the top level is not a JSON object");
-    impl->model = parse_model(j.contains("model") ? j.at("model") : Json());
-    impl->normalizer = parse_normalizer(j.value("normalizer", Json()));
-    impl->pre_tokenizer = parse_pre_tokenizer(j.value("pre_tokenizer", Json()));
-    impl->decoder = parse_decoder(j.value("decoder", Json()));
-    impl->has_post = parse_post_processor(j.value("post_processor", Json()), impl->post);
-    if (j.contains("truncation") && !j.at("truncation").is_null()) {
-      // Truncation is chosen per call (max_length), as transformers does; the stored setting is not applied.
-    }
-    int64_t max_id = static_cast<int64_t>(impl->model->tokens.size()) - 1;
-    const Json& added = j.contains("added_tokens") && !j.at("added_tokens").is_null() ? j.at("added_tokens") : Json::array();
-    for (const auto& aj : added) {
-      AddedToken t;
-      t.id = aj.at("id").get<int64_t>();
-      t.content = aj.at("content").get<std::string>();
-      t.single_word = get_bool(aj, "single_word", false);
-      t.lstrip = get_bool(aj, "lstrip", false);
-      t.rstrip = get_bool(aj, "rstrip", false);
-      t.special = get_bool(aj, "special", false);
-      t.normalized = get_bool(aj, "normalized", !t.special);
-      t.match = (t.normalized && impl->normalizer) ? impl->normalizer->apply(t.content) : t.content;
-      max_id = std::max(max_id, t.id);
-      impl->added.push_back(t);
-    }
-    for (const auto& t : impl->added) {
-      impl->added_by_id[t.id] = &t;
-      impl->added_by_content[t.content] = t.id;
-      (t.normalized ? impl->normalized_matcher : impl->raw_matcher).add(&t);
-    }
-    impl->size = max_id + 1;
-    if (impl->has_post)
-      for (const auto& [name, ids] : impl->post.special_ids)
+    model = parse_model(j.contains("model") ? j.at("model") : Json());
+    normalizer = parse_normalizer(j.value("normalizer", Json()));
+    pre_tokenizer = parse_pre_tokenizer(j.value("pre_tokenizer", Json()));
+    decoder = parse_decoder(j.value("decoder", Json()));
+    has_post = parse_post_processor(j.value("post_processor", Json()), post);
+    // "truncation" is chosen per call (max_length), as transformers does; the stored setting is not applied.
+    add_tokens(j.contains("added_tokens") && !j.at("added_tokens").is_null() ? j.at("added_tokens") : Json::array());
+    if (has_post)
+      for (const auto& [name, ids] : post.special_ids)
         for (auto id : ids)
           if (id < 0) throw FormatError("post_processor: special token \"" + name + "\" has a negative id");
-  } catch (const UnsupportedError& e) {
-    throw UnsupportedTokenizerError(prefix + e.what());
-  } catch (const FormatError& e) {
-    throw ConfigError(prefix + e.what());
-  } catch (const Json::exception& e) {
-    throw ConfigError(prefix + "unexpected structure: " + e.what());
   }
 
-  // Special tokens: the usual names among the added tokens (and the model's unk), then the post-processor's
-  // cls / sep, then tokenizer_config.json and special_tokens_map.json next to the file (the latter wins, as
-  // in transformers).
-  SpecialTokenIds& sp = impl->specials;
-  auto first_of = [&](std::initializer_list<const char*> names) -> std::optional<int64_t> {
+  void add_tokens(const Json& tokens) {
+    int64_t max_id = static_cast<int64_t>(model->tokens.size()) - 1;
+    for (const auto& aj : tokens) {
+      added.push_back(parse_added_token(aj, normalizer.get()));
+      max_id = std::max(max_id, added.back().id);
+    }
+    for (const auto& t : added) {
+      added_by_id[t.id] = &t;
+      added_by_content[t.content] = t.id;
+      (t.normalized ? normalized_matcher : raw_matcher).add(&t);
+    }
+    size = max_id + 1;
+  }
+
+  std::optional<int64_t> first_of(std::initializer_list<const char*> names) const {
     for (const char* n : names)
-      if (auto id = impl->find(n)) return id;
+      if (auto id = find(n)) return id;
     return std::nullopt;
-  };
-  sp.bos = first_of({"<|begin_of_text|>", "<s>", "[BOS]", "<bos>", "<|startoftext|>", "<|endoftext|>"});
-  sp.eos = first_of({"<|end_of_text|>", "</s>", "[EOS]", "<eos>", "<|endoftext|>"});
-  sp.pad = first_of({"[PAD]", "<pad>", "<|pad|>", "<|padding|>"});
-  sp.unk = first_of({"[UNK]", "<unk>", "<|unk|>"});
-  if (auto* wp = dynamic_cast<WordPieceModel*>(impl->model.get()); wp && !sp.unk) sp.unk = impl->find(wp->unk_token);
-  if (auto* bpe = dynamic_cast<BpeModel*>(impl->model.get()); bpe && bpe->unk) sp.unk = bpe->unk;
-  if (auto* ug = dynamic_cast<UnigramModel*>(impl->model.get()); ug && ug->unk) sp.unk = ug->unk;
-  sp.cls = first_of({"[CLS]"});
-  sp.sep = first_of({"[SEP]"});
-  sp.mask = first_of({"[MASK]", "<mask>"});
-  if (impl->post.cls) sp.cls = impl->post.cls->second;
-  if (impl->post.sep) sp.sep = impl->post.sep->second;
-  fs::path dir = fs::path(path).parent_path();
-  for (const char* name : {"tokenizer_config.json", "special_tokens_map.json"}) {
-    fs::path f = dir / name;
-    if (!fs::exists(f)) continue;
+  }
+
+  // The usual names among the added tokens (and the model's unk), then the post-processor's cls / sep.
+  void find_special_tokens() {
+    SpecialTokenIds& sp = specials;
+    sp.bos = first_of({"<|begin_of_text|>", "<s>", "[BOS]", "<bos>", "<|startoftext|>", "<|endoftext|>"});
+    sp.eos = first_of({"<|end_of_text|>", "</s>", "[EOS]", "<eos>", "<|endoftext|>"});
+    sp.pad = first_of({"[PAD]", "<pad>", "<|pad|>", "<|padding|>"});
+    sp.unk = first_of({"[UNK]", "<unk>", "<|unk|>"});
+    if (auto* wp = dynamic_cast<WordPieceModel*>(model.get()); wp && !sp.unk) sp.unk = find(wp->unk_token);
+    if (auto* bpe = dynamic_cast<BpeModel*>(model.get()); bpe && bpe->unk) sp.unk = bpe->unk;
+    if (auto* ug = dynamic_cast<UnigramModel*>(model.get()); ug && ug->unk) sp.unk = ug->unk;
+    sp.cls = first_of({"[CLS]"});
+    sp.sep = first_of({"[SEP]"});
+    sp.mask = first_of({"[MASK]", "<mask>"});
+    if (post.cls) sp.cls = post.cls->second;
+    if (post.sep) sp.sep = post.sep->second;
+  }
+
+  // The *_token entries of tokenizer_config.json or special_tokens_map.json (`f`, next to the tokenizer
+  // file `path`): null clears a special token, a token of the vocabulary sets it.
+  void read_special_tokens(const fs::path& f, const std::string& where, const std::string& path) {
     Json cj;
     try {
       std::ifstream cfg_in(f);
@@ -172,7 +172,8 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_file(const std::string& pat
     } catch (const Json::parse_error& e) {
       throw ConfigError(where + ": " + f.string() + ": malformed JSON: " + e.what());
     }
-    if (!cj.is_object()) continue;
+    if (!cj.is_object()) return;
+    SpecialTokenIds& sp = specials;
     std::pair<const char*, std::optional<int64_t>*> keys[] = {{"bos_token", &sp.bos}, {"eos_token", &sp.eos},
                                                               {"pad_token", &sp.pad}, {"unk_token", &sp.unk},
                                                               {"cls_token", &sp.cls}, {"sep_token", &sp.sep},
@@ -185,11 +186,33 @@ std::shared_ptr<const HfTokenizer> HfTokenizer::from_file(const std::string& pat
       }
       auto content = token_content(cj.at(key));
       if (!content) continue;
-      auto id = impl->find(*content);
+      auto id = find(*content);
       if (!id) throw ConfigError(where + ": " + f.string() + ": " + key + " \"" + *content + "\" is not a token of " + path);
       *slot = id;
     }
   }
+};
+
+
+std::shared_ptr<const HfTokenizer> HfTokenizer::from_file(const std::string& path, const std::string& where) {
+  const std::string prefix = where + ": " + path + ": ";
+  const Json j = read_tokenizer_json(path, prefix);
+  auto impl = std::make_shared<Impl>();
+  try {
+    impl->parse(j);
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedTokenizerError(prefix + e.what());
+  } catch (const FormatError& e) {
+    throw ConfigError(prefix + e.what());
+  } catch (const Json::exception& e) {
+    throw ConfigError(prefix + "unexpected structure: " + e.what());
+  }
+  // Special tokens: the usual names, then tokenizer_config.json and special_tokens_map.json next to the file
+  // (the latter wins, as in transformers).
+  impl->find_special_tokens();
+  const fs::path dir = fs::path(path).parent_path();
+  for (const char* name : {"tokenizer_config.json", "special_tokens_map.json"})
+    if (fs::exists(dir / name)) impl->read_special_tokens(dir / name, where, path);
   return std::make_shared<HfTokenizer>(impl);
 }
 
