@@ -223,13 +223,21 @@ Value f_reverse(const Value& v, CallArgs& args) {
   return generator(std::move(items));
 }
 
+Value f_sum(const Value& v, CallArgs& args) {
+  Arguments a("filter 'sum'", args, {"attribute", "start"});
+  AttrGetter getter(a.get_or(0, Value::none()));
+  Value total = a.get_or(1, Value(0));
+  for (const Value& item : iterate(v)) total = binary_op("+", total, getter(item));
+  return total;
+}
+
 }  // namespace
 
 void add_sequence_filters(std::map<std::string, FilterFunction>& table) {
   table.insert({{"join", f_join}, {"items", f_items}, {"select", f_select}, {"reject", f_reject},
                 {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr}, {"map", f_map}, {"first", f_first},
                 {"last", f_last}, {"list", f_list}, {"unique", f_unique}, {"dictsort", f_dictsort},
-                {"sort", f_sort}, {"reverse", f_reverse}});
+                {"sort", f_sort}, {"reverse", f_reverse}, {"sum", f_sum}});
 }
 
 }  // namespace hftrain::jinja

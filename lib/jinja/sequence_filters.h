@@ -1,5 +1,5 @@
 // jinja2's filters over sequences and mappings (join, items, select / reject, selectattr / rejectattr,
-// map, first, last, list, unique, dictsort, sort, reverse), added to the filter table of filters.cpp.
+// map, first, last, list, unique, dictsort, sort, reverse, sum), added to the filter table of filters.cpp.
 #pragma once
 
 #include <map>

@@ -88,7 +88,10 @@ static bool is_cased(char32_t cp) { return py_islower_char(cp) || py_isupper_cha
 
 std::string upper(std::string_view s) {
   std::string out;
-  for (char32_t cp : decode_utf8(s)) append_utf8(out, to_upper(cp));
+  for (char32_t cp : decode_utf8(s)) {
+    if (cp == 0xDF) out += "SS";  // Python's full case mapping of sharp s
+    else append_utf8(out, to_upper(cp));
+  }
   return out;
 }
 
