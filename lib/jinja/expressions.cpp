@@ -49,6 +49,29 @@ Value Renderer::eval_compare(const Expr& e) {
   return Value(true);
 }
 
+Value Renderer::eval_collection(const Expr& e) {
+  if (e.kind != Expr::Kind::Dict) {
+    std::vector<Value> items;
+    for (const auto& item : e.args) items.push_back(eval(*item));
+    return Value::list(std::move(items), e.kind == Expr::Kind::Tuple ? Value::Shape::Tuple : Value::Shape::List);
+  }
+  Value d = Value::new_dict();
+  for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+    Value key = eval(*e.args[i]);
+    if (key.is_list() || key.is_dict()) throw Problem("unhashable type: '" + type_name(key) + "'");
+    d.dict_data().set(key, eval(*e.args[i + 1]));
+  }
+  return d;
+}
+
+Value Renderer::eval_subscript(const Expr& e) {
+  const Value obj = eval(*e.args[0]);
+  const Expr& sub = *e.args[1];
+  if (sub.kind != Expr::Kind::Slice) return get_item(obj, eval(sub));
+  auto part = [&](size_t i) { return sub.args[i] ? eval(*sub.args[i]) : Value::none(); };
+  return slice(obj, part(0), part(1), part(2));
+}
+
 Value Renderer::eval_node(const Expr& e) {
   switch (e.kind) {
     case Expr::Kind::Const: return e.value;
@@ -57,28 +80,10 @@ Value Renderer::eval_node(const Expr& e) {
       return v ? *v : Value::undefined("'" + e.name + "' is undefined");
     }
     case Expr::Kind::List:
-    case Expr::Kind::Tuple: {
-      std::vector<Value> items;
-      for (const auto& item : e.args) items.push_back(eval(*item));
-      return Value::list(std::move(items), e.kind == Expr::Kind::Tuple ? Value::Shape::Tuple : Value::Shape::List);
-    }
-    case Expr::Kind::Dict: {
-      Value d = Value::new_dict();
-      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
-        Value key = eval(*e.args[i]);
-        if (key.is_list() || key.is_dict()) throw Problem("unhashable type: '" + type_name(key) + "'");
-        d.dict_data().set(key, eval(*e.args[i + 1]));
-      }
-      return d;
-    }
+    case Expr::Kind::Tuple:
+    case Expr::Kind::Dict: return eval_collection(e);
     case Expr::Kind::GetAttr: return get_attr(eval(*e.args[0]), e.name);
-    case Expr::Kind::GetItem: {
-      const Value obj = eval(*e.args[0]);
-      const Expr& sub = *e.args[1];
-      if (sub.kind != Expr::Kind::Slice) return get_item(obj, eval(sub));
-      auto part = [&](size_t i) { return sub.args[i] ? eval(*sub.args[i]) : Value::none(); };
-      return slice(obj, part(0), part(1), part(2));
-    }
+    case Expr::Kind::GetItem: return eval_subscript(e);
     case Expr::Kind::Slice: throw Problem("a slice outside a subscript");
     case Expr::Kind::Call: return eval_call(e);
     case Expr::Kind::Filter: return eval_filter(e);

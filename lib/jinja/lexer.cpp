@@ -225,37 +225,45 @@ class Lexer {
   }
 
   bool number() {
+    if (!is_digit(src_[pos_])) return false;
+    return float_literal() || integer_literal();
+  }
+
+  // float_re: digits, then an exponent (after optional decimals) or decimals; not right after a '.'.
+  bool float_literal() {
     const size_t start = pos_;
-    if (!is_digit(src_[start])) return false;
-    size_t p = digits(start);
-    size_t float_end = 0;
-    const bool after_dot = start > 0 && src_[start - 1] == '.';  // float_re's (?<!\.)
-    size_t frac = p;
+    if (start > 0 && src_[start - 1] == '.') return false;
+    const size_t p = digits(start);
+    size_t frac = p, end = 0;
     if (frac < src_.size() && src_[frac] == '.' && frac + 1 < src_.size() && is_digit(src_[frac + 1])) frac = digits(frac + 1);
     if (frac < src_.size() && (src_[frac] == 'e' || src_[frac] == 'E')) {
       size_t e = frac + 1;
       if (e < src_.size() && (src_[e] == '+' || src_[e] == '-')) ++e;
-      if (e < src_.size() && is_digit(src_[e])) float_end = digits(e);
+      if (e < src_.size() && is_digit(src_[e])) end = digits(e);
     }
-    if (!float_end && frac != p) float_end = frac;
-    if (float_end && !after_dot) {
-      emit(Token::Type::Float, src_.substr(start, float_end - start), start).number =
-          std::strtod(src_.substr(start, float_end - start).c_str(), nullptr);
-      pos_ = float_end;
-      return true;
-    }
+    if (!end && frac != p) end = frac;
+    if (!end) return false;
+    const std::string text = src_.substr(start, end - start);
+    emit(Token::Type::Float, text, start).number = std::strtod(text.c_str(), nullptr);
+    pos_ = end;
+    return true;
+  }
+
+  // integer_re: 0b / 0o / 0x prefixed, a decimal without leading zeros, or zeros.
+  bool integer_literal() {
+    const size_t start = pos_;
     int base = 10;
-    size_t q = start;
     if (src_[start] == '0' && start + 1 < src_.size()) {
       const char b = static_cast<char>(src_[start + 1] | 0x20);
       base = b == 'x' ? 16 : b == 'o' ? 8 : b == 'b' ? 2 : 10;
-      if (base != 10) q = start + 2;
     }
+    const size_t q = base == 10 ? start : start + 2;
+    size_t p = q;
     if (base == 10 && src_[start] == '0') {
-      p = start;
       while (p < src_.size() && src_[p] == '0') ++p;
-    } else if (base != 10) {
-      p = q;
+    } else if (base == 10) {
+      p = digits(start);
+    } else {
       while (p < src_.size() && std::isxdigit(static_cast<unsigned char>(src_[p])) &&
              std::strtol(std::string(1, src_[p]).c_str(), nullptr, 16) < base)
         ++p;

@@ -72,6 +72,8 @@ class Renderer {
   Value eval(const Expr& e);
   Value eval_node(const Expr& e);
   Value eval_call(const Expr& e);
+  Value eval_collection(const Expr& e);
+  Value eval_subscript(const Expr& e);
   Value eval_filter(const Expr& e);
   Value eval_compare(const Expr& e);
   CallArgs eval_args(const Expr& e, size_t first);

@@ -426,4 +426,28 @@ Value from_json(const nlohmann::ordered_json& j) {
   }
 }
 
+nlohmann::ordered_json to_json(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::None: return nullptr;
+    case Value::Kind::Bool: return v.as_bool();
+    case Value::Kind::Int: return v.as_int();
+    case Value::Kind::Float: return v.as_float();
+    case Value::Kind::String: return v.str();
+    case Value::Kind::Dict: {
+      nlohmann::ordered_json out = nlohmann::ordered_json::object();
+      for (const auto& [k, value] : v.dict_data().entries) out[json_key(k)] = to_json(value);
+      return out;
+    }
+    case Value::Kind::List:
+      if (v.list_data().shape == Value::Shape::List || v.list_data().shape == Value::Shape::Tuple) {
+        nlohmann::ordered_json out = nlohmann::ordered_json::array();
+        for (const Value& item : v.list_data().items) out.push_back(to_json(item));
+        return out;
+      }
+      break;
+    default: break;
+  }
+  throw Problem("Object of type " + type_name(v) + " is not JSON serializable");
+}
+
 }  // namespace hftrain::jinja

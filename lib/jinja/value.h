@@ -131,5 +131,8 @@ struct JsonDumpOptions {
 std::string json_dumps(const Value& v, const JsonDumpOptions& options);
 
 Value from_json(const nlohmann::ordered_json& j);
+// The JSON of a value (lists, tuples, dicts with str / int / float / bool / None keys, scalars); throws
+// Problem on one JSON cannot hold (undefined, a generator, a namespace, a function).
+nlohmann::ordered_json to_json(const Value& v);
 
 }  // namespace hftrain::jinja

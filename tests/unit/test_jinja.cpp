@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -129,6 +131,13 @@ TEST_CASE("jinja values print as Python prints them", "[unit][jinja]") {
   CHECK(render("{{ 1e16 }} {{ 1.5e-5 }} {{ 10 / 4 }} {{ 0.1 + 0.2 }}") == "1e+16 1.5e-05 2.5 0.30000000000000004");
   CHECK(render("{{ x }}|{{ x is defined }}") == "|False");
   CHECK(render("{{ (1,) }} {{ d.items() }}", {{"d", {{"a", 1}}}}) == "(1,) dict_items([('a', 1)])");
+}
+
+TEST_CASE("jinja values convert from JSON and back with the key order kept", "[unit][jinja]") {
+  const auto j = ordered_json::parse(R"({"z": 1, "a": [1.5, "\u00e9", null, true, {"k": []}], "m": {}})");
+  CHECK(to_json(from_json(j)).dump() == j.dump());
+  CHECK(render("{{ d | tojson }}", {{"d", j}}) == R"({"z": 1, "a": [1.5, "é", null, true, {"k": []}], "m": {}})");
+  CHECK_THROWS_AS(to_json(Value()), Problem);
 }
 
 TEST_CASE("jinja generation blocks record the byte spans of the text they render", "[unit][jinja]") {
