@@ -62,8 +62,4 @@ struct EngineSettings {
   InitialValues initial_values;
 };
 
-// The names the builder's and the ZeRO engine's settings had when they were two structs.
-using EngineConfig = EngineSettings;
-using ZeroOptions = EngineSettings;
-
 }  // namespace hftrain

@@ -24,8 +24,8 @@
 namespace hftrain_test {
 
 // An AdamW engine at `stage` on `device`, clipping at `max_grad_norm` (the device tests' engines).
-inline hftrain::EngineConfig adamw_engine_config(torch::Device device, int stage, double max_grad_norm) {
-  hftrain::EngineConfig config;
+inline hftrain::EngineSettings adamw_engine_config(torch::Device device, int stage, double max_grad_norm) {
+  hftrain::EngineSettings config;
   config.device = device;
   config.stage = stage;
   config.max_grad_norm = max_grad_norm;
@@ -81,7 +81,7 @@ inline void check_zero3_trains_as_stage0(const std::function<std::shared_ptr<hft
       params.emplace_back(np.key(), np.value());
       names.push_back(np.key());
     }
-    ZeroOptions o;
+    EngineSettings o;
     o.stage = stage;
     o.report_memory = false;
     o.persistence_threshold = 40;  // matrices partitioned, norm weights whole

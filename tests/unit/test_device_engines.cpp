@@ -102,7 +102,7 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
     named.emplace_back(np.key(), np.value());
     names.push_back(np.key());
   }
-  EngineConfig config = hftrain_test::adamw_engine_config(device, stage, /*max_grad_norm=*/1.0);
+  EngineSettings config = hftrain_test::adamw_engine_config(device, stage, /*max_grad_norm=*/1.0);
   config.precision.param_dtype = dtype;
   config.precision.reduce_dtype = dtype;
   config.persistence_threshold = 40;  // matrices partitioned at stage 3, norm weights whole

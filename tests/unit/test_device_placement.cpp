@@ -132,7 +132,7 @@ Trained train_steps(int stage, torch::Device device, Model* values_from) {
     t.model = build_mlp(3);
   }
   if (values_from) copy_values(*values_from, *t.model);
-  const EngineConfig config = hftrain_test::adamw_engine_config(device, stage, /*max_grad_norm=*/0.5);
+  const EngineSettings config = hftrain_test::adamw_engine_config(device, stage, /*max_grad_norm=*/0.5);
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (auto& np : t.model->named_parameters()) named.emplace_back(np.key(), np.value());
   static LocalComm local;

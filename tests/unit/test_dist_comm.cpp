@@ -164,7 +164,7 @@ TEST_CASE("dist worker: engine matches one process", "[.dist_worker]") {
   LocalEngine local(ref_params, adamw(ref_groups), /*max_grad_norm=*/0.5);
 
   Net net;
-  ZeroOptions o;
+  EngineSettings o;
   o.stage = stage;
   o.max_grad_norm = 0.5;
   o.bucket_cap_mb = 40.0 / (1024 * 1024);  // 10 floats: several buckets
@@ -207,7 +207,7 @@ TEST_CASE("dist worker: engine matches one process", "[.dist_worker]") {
 TEST_CASE("dist worker: non-finite gradients are a global vote", "[.dist_worker]") {
   auto comm = worker_comm();
   Net net;
-  ZeroOptions o;
+  EngineSettings o;
   o.stage = std::stoi(env_or("HFTRAIN_TEST_STAGE", "2"));
   o.skip_nonfinite_steps = true;
   o.report_memory = false;

@@ -51,8 +51,8 @@ std::unique_ptr<Optimizer> adamw(std::vector<ParamGroup> groups) {
   return std::make_unique<AdamW>(AdamW::Options{}, std::move(groups), OptimizerHyper{});
 }
 
-ZeroOptions bf16_options(int stage, double max_grad_norm = 0) {
-  ZeroOptions o;
+EngineSettings bf16_options(int stage, double max_grad_norm = 0) {
+  EngineSettings o;
   o.stage = stage;
   o.max_grad_norm = max_grad_norm;
   o.bucket_cap_mb = 40.0 / (1024 * 1024);  // 20 bf16 elements: several buckets
@@ -137,7 +137,7 @@ TEST_CASE("mp worker: one rank's overflow skips the step everywhere", "[.mp_work
   auto comm = hftrain_test::worker_comm();
   const int stage = std::stoi(std::getenv("HFTRAIN_TEST_STAGE"));
   Net net;
-  ZeroOptions o = bf16_options(stage, 1.0);
+  EngineSettings o = bf16_options(stage, 1.0);
   o.precision.scaler.dynamic = true;
   o.precision.scaler.initial_scale_power = 8;
   o.precision.scaler.hysteresis = 1;
@@ -204,7 +204,7 @@ TEST_CASE("an overflowed step leaves the weights of a run that never saw that ba
   // Engine-level: bf16 with a dynamic loss scale (the scaler's code path, runnable on the CPU).
   torch::manual_seed(3);
   auto x = torch::randn({5, 6, 5}), y = torch::randn({5, 6, 3});
-  ZeroOptions o = bf16_options(0, 1.0);
+  EngineSettings o = bf16_options(0, 1.0);
   o.precision.scaler.dynamic = true;
   o.precision.scaler.initial_scale_power = 10;
   o.precision.scaler.hysteresis = 1;

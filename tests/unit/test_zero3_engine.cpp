@@ -34,7 +34,7 @@ TEST_CASE("a stage-3 gpt gathers per unit: same logits and generation, no parame
     named.emplace_back(np.key(), np.value());
     names.push_back(np.key());
   }
-  ZeroOptions options;
+  EngineSettings options;
   options.stage = 3;
   options.report_memory = false;
   options.persistence_threshold = 20;  // matrices partitioned, 16-element vectors whole
@@ -170,7 +170,7 @@ TEST_CASE("a stage-3 LoRA gpt partitions its frozen base and releases it as back
       if (checkpointing) model->enable_gradient_checkpointing();
       std::vector<std::pair<std::string, torch::Tensor>> trainable;
       std::vector<std::string> names, frozen_names;
-      ZeroOptions options;
+      EngineSettings options;
       options.stage = stage;
       options.report_memory = false;
       options.persistence_threshold = 20;
