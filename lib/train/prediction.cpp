@@ -201,6 +201,117 @@ std::vector<PromptInput> prepare_prompts(const ModelAndData& p, const std::vecto
   return out;
 }
 
+namespace {
+
+// One prediction loop: where its lines go, its generation settings and what it gathers for the test metrics.
+struct PredictLoop {
+  ModelAndData& p;
+  const PredictRequest& r;
+  const GenerationConfig& config;
+  PredictionFile& out;
+  LoopProgress& progress;
+  int64_t total;
+  std::shared_ptr<const Dataset> dataset;  // null with --prompts
+  // One generator for the whole loop, seeded once (HF: set_seed, then generate over the batches).
+  at::Generator generator = make_generator(static_cast<uint64_t>(p.generation.seed.value_or(p.seed)));
+  bool has_labels = false;
+  SplitGenerations generations{};  // the best sequences, for the test metrics
+  int64_t generated_tokens = 0;
+  double generation_seconds = 0;
+
+  // The lines of `n` examples are written: the progress moves and a stop signal ends the loop here.
+  void written(int64_t n) {
+    progress.advance(n);
+    stop_if_signalled(out, total);
+  }
+};
+
+// One batch of prompts generated together (HF generate() over a batch: generate/batch_generate.h).
+void generate_timed(PredictLoop& loop, std::vector<ExampleGeneration>& batch) {
+  std::vector<std::vector<int64_t>> prompts;
+  for (const auto& g : batch) prompts.push_back(g.prompt);
+  const auto t0 = Clock::now();
+  std::vector<std::vector<GeneratedSequence>> sequences =
+      generate_sequences_batch(*loop.p.model, prompts, loop.config, loop.generator);
+  fault::inside_generation_batch();
+  loop.generation_seconds += seconds_since(t0);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    batch[i].sequences = std::move(sequences[i]);
+    loop.generated_tokens += static_cast<int64_t>(batch[i].sequences.front().tokens.size());
+  }
+}
+
+// --prompts: each batch of prompts continued, one line per prompt.
+void predict_prompts(PredictLoop& loop) {
+  const auto& prompts = loop.r.prompts;
+  const auto batch_size = static_cast<std::size_t>(loop.r.batch_size);
+  for (std::size_t first = 0; first < prompts.size(); first += batch_size) {
+    const std::size_t end = std::min(prompts.size(), first + batch_size);
+    std::vector<ExampleGeneration> batch(end - first);
+    for (std::size_t i = first; i < end; ++i) batch[i - first].prompt = prompts[i].ids;
+    generate_timed(loop, batch);
+    for (std::size_t i = first; i < end; ++i) {
+      const PromptInput& prompt = prompts[i];
+      nlohmann::json line = generation_line(loop.p, batch[i - first], loop.config, &prompt.text);
+      if (prompt.dropped_tokens > 0) line["prompt_tokens_dropped"] = prompt.dropped_tokens;
+      loop.out.write(line);
+    }
+    loop.written(static_cast<int64_t>(end - first));
+  }
+}
+
+// Causal LMs continue the prompt; encoder-decoder models encode it and generate from the decoder start. Each
+// line is written (and kept for the test metrics) as it is done.
+void generate_examples(PredictLoop& loop, const std::vector<Example>& examples) {
+  ModelAndData& p = loop.p;
+  std::vector<ExampleGeneration> batch;
+  for (const auto& ex : examples) batch.push_back(prepare_generation(p, ex));
+  generate_timed(loop, batch);
+  const bool seq2seq = p.data->task() == TaskKind::kSeq2Seq;
+  for (ExampleGeneration& g : batch) {
+    nlohmann::json line = generation_line(p, g, loop.config, nullptr);
+    if (!g.reference.empty()) {
+      line["reference"] = generated_text(p, g.reference, loop.config);
+      loop.has_labels = true;
+    }
+    loop.generations.predictions.push_back(line[seq2seq ? "prediction" : "generated"]);
+    loop.generations.references.push_back(generated_text(p, g.reference, loop.config));
+    loop.generations.lengths.push_back(generated_length(p, g, loop.dataset->collate_options().pad_id));
+    loop.out.write(line);
+    loop.written(1);
+  }
+}
+
+// The data's split, batch by batch: classifier, token-model or generation lines.
+void predict_split(PredictLoop& loop, bool generating) {
+  ModelAndData& p = loop.p;
+  DataLoader loader(loop.dataset, p.data->task(), loop.r.batch_size, false, 0, false);
+  loader.start_epoch(0);
+  for (auto examples = loader.next_examples(); !examples.empty(); examples = loader.next_examples()) {
+    if (p.data->task() == TaskKind::kClassification) {
+      loop.has_labels = classify_batch(p, examples, loop.out) || loop.has_labels;
+    } else if (!generating) {
+      token_batch(p, examples, loop.out);
+      loop.has_labels = loop.has_labels || examples.front().labels.size() > 0;
+    } else {
+      generate_examples(loop, examples);  // progress and stop signal per example
+      continue;
+    }
+    loop.written(static_cast<int64_t>(examples.size()));
+  }
+}
+
+// The test metrics score the generations written (HF predict: one generation per example).
+nlohmann::json test_metrics(PredictLoop& loop, const Components& components) {
+  if (!loop.has_labels) return nlohmann::json::object();
+  const PredictRequest& r = loop.r;
+  return loop.generations.predictions.empty()
+             ? evaluate(loop.p, components, r.split, r.batch_size, "test")
+             : evaluate_generations(loop.p, components, r.split, r.batch_size, "test", loop.generations);
+}
+
+}  // namespace
+
 nlohmann::json predict(ModelAndData& p, const Components& components, const PredictRequest& r) {
   const bool from_prompts = !r.prompts.empty();
   auto dataset = from_prompts ? nullptr : p.data->split(r.split);
@@ -216,88 +327,20 @@ nlohmann::json predict(ModelAndData& p, const Components& components, const Pred
   p.model->eval();
   torch::NoGradGuard no_grad;
   AutocastScope autocast(p.compute_dtype);
-  // One generator for the whole loop, seeded once (HF: set_seed, then generate over the batches).
-  at::Generator generator = make_generator(static_cast<uint64_t>(p.generation.seed.value_or(p.seed)));
   LoopProgress progress("predict", total, r.progress);
-  bool has_labels = false;
-  SplitGenerations generations;  // the best sequences, for the test metrics
-  int64_t generated_tokens = 0;
-  double generation_seconds = 0;
-  // One batch of prompts generated together (HF generate() over a batch: generate/batch_generate.h).
-  auto generate_timed = [&](std::vector<ExampleGeneration>& batch) {
-    std::vector<std::vector<int64_t>> prompts;
-    for (const auto& g : batch) prompts.push_back(g.prompt);
-    const auto t0 = Clock::now();
-    std::vector<std::vector<GeneratedSequence>> sequences = generate_sequences_batch(*p.model, prompts, config, generator);
-    fault::inside_generation_batch();
-    generation_seconds += seconds_since(t0);
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      batch[i].sequences = std::move(sequences[i]);
-      generated_tokens += static_cast<int64_t>(batch[i].sequences.front().tokens.size());
-    }
-  };
-  if (from_prompts) {
-    for (std::size_t first = 0; first < r.prompts.size(); first += static_cast<std::size_t>(r.batch_size)) {
-      const std::size_t end = std::min(r.prompts.size(), first + static_cast<std::size_t>(r.batch_size));
-      std::vector<ExampleGeneration> batch(end - first);
-      for (std::size_t i = first; i < end; ++i) batch[i - first].prompt = r.prompts[i].ids;
-      generate_timed(batch);
-      for (std::size_t i = first; i < end; ++i) {
-        const PromptInput& prompt = r.prompts[i];
-        nlohmann::json line = generation_line(p, batch[i - first], config, &prompt.text);
-        if (prompt.dropped_tokens > 0) line["prompt_tokens_dropped"] = prompt.dropped_tokens;
-        out.write(line);
-      }
-      progress.advance(static_cast<int64_t>(end - first));
-      stop_if_signalled(out, total);
-    }
-  } else {
-    DataLoader loader(dataset, p.data->task(), r.batch_size, false, 0, false);
-    loader.start_epoch(0);
-    for (auto examples = loader.next_examples(); !examples.empty(); examples = loader.next_examples()) {
-      if (p.data->task() == TaskKind::kClassification) {
-        has_labels = classify_batch(p, examples, out) || has_labels;
-      } else if (!generating) {
-        token_batch(p, examples, out);
-        has_labels = has_labels || examples.front().labels.size() > 0;
-      } else {  // causal LMs continue the prompt; encoder-decoder models encode it and generate from the decoder start
-        std::vector<ExampleGeneration> batch;
-        for (const auto& ex : examples) batch.push_back(prepare_generation(p, ex));
-        generate_timed(batch);
-        for (ExampleGeneration& g : batch) {
-          const bool seq2seq = p.data->task() == TaskKind::kSeq2Seq;
-          nlohmann::json line = generation_line(p, g, config, nullptr);
-          if (!g.reference.empty()) {
-            line["reference"] = generated_text(p, g.reference, config);
-            has_labels = true;
-          }
-          generations.predictions.push_back(line[seq2seq ? "prediction" : "generated"]);
-          generations.references.push_back(generated_text(p, g.reference, config));
-          generations.lengths.push_back(generated_length(p, g, dataset->collate_options().pad_id));
-          out.write(line);
-          progress.advance(1);
-          stop_if_signalled(out, total);
-        }
-        continue;
-      }
-      progress.advance(static_cast<int64_t>(examples.size()));
-      stop_if_signalled(out, total);
-    }
-  }
+  PredictLoop loop{p, r, config, out, progress, total, dataset};
+  if (from_prompts) predict_prompts(loop);
+  else predict_split(loop, generating);
   progress.finish();
-  nlohmann::json metrics = nlohmann::json::object();
-  // The test metrics score the generations written above (HF predict: one generation per example).
-  if (has_labels)
-    metrics = generations.predictions.empty() ? evaluate(p, components, r.split, r.batch_size, "test")
-                                              : evaluate_generations(p, components, r.split, r.batch_size, "test", generations);
+  nlohmann::json metrics = test_metrics(loop, components);
   stop_if_signalled(out, total);
   out.commit();
   // HF speed_metrics over the whole loop (generation, writing and scoring included).
   const int64_t steps = (total + r.batch_size - 1) / r.batch_size;
   metrics.update(speed_metrics("test", seconds_since(start), total, steps));
-  if (generating && generation_seconds > 0)
+  if (generating && loop.generation_seconds > 0)
     metrics["test_gen_tokens_per_second"] =
-        std::round(static_cast<double>(generated_tokens) / generation_seconds * 1000.0) / 1000.0;
+        std::round(static_cast<double>(loop.generated_tokens) / loop.generation_seconds * 1000.0) / 1000.0;
   return metrics;
 }
 
