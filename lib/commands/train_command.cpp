@@ -189,15 +189,123 @@ std::string dump_accelerate_launch(const TrainRequest& launch, const AccelerateL
   return text;
 }
 
+// The command line's overrides and the ones its flags stand for.
+std::vector<std::string> train_overrides(const TrainRequest& request) {
+  std::vector<std::string> overrides = request.overrides;
+  if (!request.accelerate_config.empty())
+    overrides.push_back(std::string(kAccelerateConfigKey) + "=" + request.accelerate_config);
+  if (!request.nproc_per_node.empty()) overrides.push_back("distributed.nproc_per_node=" + request.nproc_per_node);
+  if (!request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + request.resume);
+  return overrides;
+}
+
+// This process's logging, determinism and threads, and the output_dir check every rank makes before the
+// rendezvous (so rank 0 writing into it cannot fail another's check).
+void set_up_process(const RunSpec& spec, const DistEnv& env) {
+  configure_logging(spec.training, ProcessIdentity{env.rank, env.local_rank, env.world_size});
+  for (const auto& note : spec.notes) log_info(note);
+  if (!spec.training.run_name.empty()) log_info("run name: " + spec.training.run_name);
+  apply_determinism(spec.training);
+  const std::string& out = spec.training.output_dir;
+  if (!directory_is_empty(out) && !spec.training.overwrite_output_dir && spec.training.resume_from_checkpoint.empty())
+    throw ConfigError("training.output_dir: '" + out +
+                      "' already exists and is not empty; set training.overwrite_output_dir=true or resume");
+  setup_threads(spec.distributed, env.local_world_size);
+}
+
+// The device, and with several workers the rendezvous and the world's communicator.
+DeviceChoice join_workers(const RunSpec& spec, const DistEnv& env, const std::string& resolved) {
+  const DeviceChoice device = select_device(spec, env);
+  if (env.world_size > 1) {
+    const RendezvousOptions rendezvous_options = rendezvous_options_for(spec.distributed, resolved);
+    set_world(device.backend == "nccl" ? make_nccl_comm(env, rendezvous_options, device.cuda_index)
+                                       : make_gloo_comm(env, rendezvous_options));
+    log_debug("worker " + env.describe());
+  }
+  report_rank_devices(device);
+  return device;
+}
+
+// The model and data on the device; fails on bad data before anything is written.
+ModelAndData build_training_pipeline(const RunSpec& spec, const Components& c, const DistEnv& env,
+                                     const DeviceChoice& device) {
+  ModelAndData pipeline = build_model_and_data(spec, c, /*for_training=*/true, {}, torch_device_of(device));
+  if (spec.training.eval_strategy != "no" && split_size(pipeline, "eval") == 0)  // as HF's Trainer, before training
+    throw ConfigError("training.eval_strategy: '" + spec.training.eval_strategy +
+                      "' needs evaluation examples, and the data source has none (give data an evaluation split, or "
+                      "set eval_strategy: \"no\")");
+  fit_threads_to_step(spec.distributed, env.local_world_size, pipeline, spec.training.per_device_train_batch_size, 6);
+  place_on_device(pipeline, spec, torch_device_of(device));
+  return pipeline;
+}
+
+// Rank 0's callbacks: the output_dir writer, and the report to hftrain search when this run is a trial.
+void add_main_rank_callbacks(Trainer& trainer, const RunSpec& spec, const Components& c) {
+  trainer.add_callback(
+      std::make_unique<OutputDirWriter>(spec.training.output_dir, saved_run_spec(spec, c.catalog()), trainer));
+  if (auto report = trial_report_from_environment()) trainer.add_callback(std::move(report));
+}
+
+// Trains; a stop by a signal also says the command that resumes.
+nlohmann::json train_with_resume_hint(Trainer& trainer, const TrainRequest& request) {
+  try {
+    return trainer.train();
+  } catch (const StoppedBySignal& stop) {
+    throw StoppedBySignal(std::string(stop.what()) + "\nresume with:\n  " + resume_command(request, stop.checkpoint_dir()),
+                          stop.signal(), stop.checkpoint_dir());
+  }
+}
+
+nlohmann::json final_evaluation(ModelAndData& pipeline, const Components& c, const RunSpec& spec, MemoryTracker& memory) {
+  memory.start("eval");
+  nlohmann::json eval_metrics = evaluate(pipeline, c, "eval", spec.training.per_device_eval_batch_size, "eval");
+  memory.stop_and_update_metrics("eval", eval_metrics);
+  return eval_metrics;
+}
+
+// One worker (or the only process): build, train, save, evaluate (do_eval), and on rank 0 write the results.
+int train_worker(const TrainRequest& request, const RunSpec& spec, const Components& c, const DistEnv& env,
+                 const DeviceChoice& device) {
+  const bool main_rank = env.rank == 0;
+  const std::string& out = spec.training.output_dir;
+  MemoryTracker memory(!spec.training.skip_memory_metrics);
+  if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));
+  memory.start("init");
+  ModelAndData pipeline = build_training_pipeline(spec, c, env, device);
+  Trainer trainer(spec, c, pipeline);
+  if (main_rank) add_main_rank_callbacks(trainer, spec, c);
+  memory.stop("init");
+  trainer.set_memory_tracker(&memory);
+  const nlohmann::json train_metrics = train_with_resume_hint(trainer, request);
+  const bool model_saved = trainer.save_final_model(out);  // collective; rank 0 writes
+  auto eval_split = pipeline.data->split("eval");
+  const bool final_eval = spec.training.do_eval && eval_split && eval_split->size() > 0;
+  nlohmann::json eval_metrics;
+  if (final_eval && trainer.model_partitioned())  // ZeRO-3: every rank gathers unit by unit
+    eval_metrics = final_evaluation(pipeline, c, spec, memory);
+  if (env.world_size > 1) {  // all ranks are done; only rank 0 writes the results
+    world().barrier("end of training");
+    set_world(std::make_unique<LocalComm>());
+    if (!main_rank) return 0;
+  }
+  write_file_atomic(out + "/trainer_state.json", trainer.state().to_json_text());
+  save_metrics(out, "train", train_metrics);
+  print_metrics("train", train_metrics);
+  if (final_eval) {
+    if (eval_metrics.is_null()) eval_metrics = final_evaluation(pipeline, c, spec, memory);
+    eval_metrics["epoch"] = trainer.state().epoch;
+    print_metrics("eval", eval_metrics);
+    save_metrics(out, "eval", eval_metrics);
+  }
+  if (model_saved) std::cout << "model saved to " << out << "/" << weights_file_name(*pipeline.model) << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int run_train(const TrainRequest& given_request) {
   const Components& c = builtin_components();
-  std::vector<std::string> overrides = given_request.overrides;
-  if (!given_request.accelerate_config.empty())
-    overrides.push_back(std::string(kAccelerateConfigKey) + "=" + given_request.accelerate_config);
-  if (!given_request.nproc_per_node.empty()) overrides.push_back("distributed.nproc_per_node=" + given_request.nproc_per_node);
-  if (!given_request.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + given_request.resume);
+  std::vector<std::string> overrides = train_overrides(given_request);
   RunSpec spec = load_run_spec(given_request.spec_path, overrides, c.catalog(), train_spec_checks(c.catalog()));
   const TrainRequest request = with_accelerate_launch(given_request, spec.accelerate);
   // A launcher (--nproc-per-node > 1, no worker environment) or a worker (torchrun / SLURM / launcher
@@ -216,77 +324,9 @@ int run_train(const TrainRequest& given_request) {
                            spec);
   // One process: the GPU ids apply to it, as accelerate launch sets them for the process it starts.
   if (!env.is_worker() && spec.accelerate.gpu_ids) ::setenv("CUDA_VISIBLE_DEVICES", spec.accelerate.gpu_ids->c_str(), 1);
-  configure_logging(spec.training, ProcessIdentity{env.rank, env.local_rank, env.world_size});
-  for (const auto& note : spec.notes) log_info(note);
-  if (!spec.training.run_name.empty()) log_info("run name: " + spec.training.run_name);
-  apply_determinism(spec.training);
-  const std::string& out = spec.training.output_dir;
-  if (!directory_is_empty(out) && !spec.training.overwrite_output_dir && spec.training.resume_from_checkpoint.empty())
-    throw ConfigError("training.output_dir: '" + out +
-                      "' already exists and is not empty; set training.overwrite_output_dir=true or resume");
-  setup_threads(spec.distributed, env.local_world_size);
-  // Every rank has checked output_dir before the rendezvous, so rank 0 writing into it cannot fail another's check.
-  const DeviceChoice device = select_device(spec, env);
-  if (env.world_size > 1) {
-    const RendezvousOptions rendezvous_options = rendezvous_options_for(spec.distributed, resolved);
-    set_world(device.backend == "nccl" ? make_nccl_comm(env, rendezvous_options, device.cuda_index)
-                                       : make_gloo_comm(env, rendezvous_options));
-    log_debug("worker " + env.describe());
-  }
-  report_rank_devices(device);
-  const bool main_rank = env.rank == 0;
-  MemoryTracker memory(!spec.training.skip_memory_metrics);
-  if (device.on_gpu()) memory.set_gpu(cuda_memory_counters(device.cuda_index));
-  memory.start("init");
-  // Fails on bad data before anything is written.
-  ModelAndData pipeline = build_model_and_data(spec, c, /*for_training=*/true, {}, torch_device_of(device));
-  if (spec.training.eval_strategy != "no" && split_size(pipeline, "eval") == 0)  // as HF's Trainer, before training
-    throw ConfigError("training.eval_strategy: '" + spec.training.eval_strategy +
-                      "' needs evaluation examples, and the data source has none (give data an evaluation split, or "
-                      "set eval_strategy: \"no\")");
-  fit_threads_to_step(spec.distributed, env.local_world_size, pipeline, spec.training.per_device_train_batch_size, 6);
-  place_on_device(pipeline, spec, torch_device_of(device));
-
-  Trainer trainer(spec, c, pipeline);
-  if (main_rank) trainer.add_callback(std::make_unique<OutputDirWriter>(out, saved_run_spec(spec, c.catalog()), trainer));
-  if (main_rank)  // a trial of hftrain search reports each evaluation to it
-    if (auto report = trial_report_from_environment()) trainer.add_callback(std::move(report));
-  memory.stop("init");
-  trainer.set_memory_tracker(&memory);
-  nlohmann::json train_metrics;
-  try {
-    train_metrics = trainer.train();
-  } catch (const StoppedBySignal& stop) {
-    throw StoppedBySignal(std::string(stop.what()) + "\nresume with:\n  " + resume_command(request, stop.checkpoint_dir()),
-                          stop.signal(), stop.checkpoint_dir());
-  }
-  const bool model_saved = trainer.save_final_model(out);  // collective; rank 0 writes
-  auto eval_split = pipeline.data->split("eval");
-  const bool final_eval = spec.training.do_eval && eval_split && eval_split->size() > 0;
-  nlohmann::json eval_metrics;
-  auto run_final_eval = [&] {
-    memory.start("eval");
-    eval_metrics = evaluate(pipeline, c, "eval", spec.training.per_device_eval_batch_size, "eval");
-    memory.stop_and_update_metrics("eval", eval_metrics);
-  };
-  if (final_eval && trainer.model_partitioned()) run_final_eval();  // ZeRO-3: every rank gathers unit by unit
-  if (env.world_size > 1) {  // all ranks are done; only rank 0 writes the results
-    world().barrier("end of training");
-    set_world(std::make_unique<LocalComm>());
-    if (!main_rank) return 0;
-  }
-  write_file_atomic(out + "/trainer_state.json", trainer.state().to_json_text());
-  save_metrics(out, "train", train_metrics);
-  print_metrics("train", train_metrics);
-
-  if (final_eval) {
-    if (eval_metrics.is_null()) run_final_eval();
-    eval_metrics["epoch"] = trainer.state().epoch;
-    print_metrics("eval", eval_metrics);
-    save_metrics(out, "eval", eval_metrics);
-  }
-  if (model_saved) std::cout << "model saved to " << out << "/" << weights_file_name(*pipeline.model) << std::endl;
-  return 0;
+  set_up_process(spec, env);
+  const DeviceChoice device = join_workers(spec, env, resolved);
+  return train_worker(request, spec, c, env, device);
 }
 
 }  // namespace hftrain
