@@ -213,79 +213,93 @@ class Attempt {
       if (!w.exited) ::kill(w.pid, sig);
   }
 
-  int watch() {
-    bool tearing_down = false, stopping = false;
+  // What watch() has decided so far.
+  struct WatchState {
+    bool tearing_down = false, stopping = false, killed = false;
     int stop_signal = 0;
     Clock::time_point teardown_start, kill_deadline, drain_deadline;
-    bool killed = false, all_exited = false;
-    for (;;) {
-      std::vector<pollfd> pfds;
-      std::vector<std::pair<std::size_t, int>> owners;
-      pfds.push_back({notify_[0], POLLIN, 0});
-      pfds.push_back({g_signal_pipe[0], POLLIN, 0});
-      for (std::size_t i = 0; i < workers_.size(); ++i)
-        for (int s = 0; s < 2; ++s)
-          if (workers_[i].fds[s] >= 0) {
-            pfds.push_back({workers_[i].fds[s], POLLIN, 0});
-            owners.emplace_back(i, s);
-          }
-      ::poll(pfds.data(), pfds.size(), 50);
-      char sink[256];
-      if (pfds[0].revents & POLLIN) {
-        ssize_t ignored = ::read(notify_[0], sink, sizeof sink);
-        (void)ignored;
-      }
-      if (pfds[1].revents & POLLIN) {
-        ssize_t ignored = ::read(g_signal_pipe[0], sink, sizeof sink);
-        (void)ignored;
-      }
-      for (std::size_t k = 2; k < pfds.size(); ++k) {
-        if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        auto [i, s] = owners[k - 2];
-        char buf[65536];
-        ssize_t n = ::read(pfds[k].fd, buf, sizeof buf);
-        if (n > 0) {
-          forward(workers_[i], s, std::string(buf, static_cast<std::size_t>(n)), false);
-        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-          forward(workers_[i], s, "", true);
-          ::close(workers_[i].fds[s]);
-          workers_[i].fds[s] = -1;
+  };
+
+  // Waits up to 50 ms for output, an exit or a signal, and forwards what the workers wrote.
+  void poll_once() {
+    std::vector<pollfd> pfds;
+    std::vector<std::pair<std::size_t, int>> owners;
+    pfds.push_back({notify_[0], POLLIN, 0});
+    pfds.push_back({g_signal_pipe[0], POLLIN, 0});
+    for (std::size_t i = 0; i < workers_.size(); ++i)
+      for (int s = 0; s < 2; ++s)
+        if (workers_[i].fds[s] >= 0) {
+          pfds.push_back({workers_[i].fds[s], POLLIN, 0});
+          owners.emplace_back(i, s);
         }
-      }
-      const auto now = Clock::now();
-      if (g_signal != 0 && !stopping) {
-        stopping = true;
-        stop_signal = g_signal;
-        std::fprintf(stderr, "launcher: received %s; forwarding it to the workers\n", signal_name(stop_signal));
-        signal_alive(stop_signal);
-        kill_deadline = now + std::chrono::seconds(30);
-      }
-      bool any_failed = false;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        all_exited = true;
-        for (auto& w : workers_) {
-          all_exited = all_exited && w.exited;
-          any_failed = any_failed || (w.exited && w.failed());
-        }
-      }
-      if (any_failed && !tearing_down && !stopping) {
-        tearing_down = true;
-        teardown_start = now;
-        signal_alive(SIGTERM);
-        kill_deadline = now + std::chrono::milliseconds(static_cast<int64_t>(o_.stop_grace_seconds * 1000));
-      }
-      if ((tearing_down || stopping) && !killed && now >= kill_deadline) {
-        killed = true;
-        signal_alive(SIGKILL);
-      }
-      bool pipes_open = false;
-      for (auto& w : workers_) pipes_open = pipes_open || w.fds[0] >= 0 || w.fds[1] >= 0;
-      if (all_exited) {
-        if (drain_deadline == Clock::time_point()) drain_deadline = now + std::chrono::seconds(2);
-        if (!pipes_open || now >= drain_deadline) break;
-      }
+    ::poll(pfds.data(), pfds.size(), 50);
+    char sink[256];
+    if (pfds[0].revents & POLLIN) {
+      ssize_t ignored = ::read(notify_[0], sink, sizeof sink);
+      (void)ignored;
     }
+    if (pfds[1].revents & POLLIN) {
+      ssize_t ignored = ::read(g_signal_pipe[0], sink, sizeof sink);
+      (void)ignored;
+    }
+    for (std::size_t k = 2; k < pfds.size(); ++k) {
+      if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [i, s] = owners[k - 2];
+      read_output(workers_[i], s);
+    }
+  }
+
+  // Forwards what worker `w` wrote on `stream`; at its end the pipe is closed.
+  void read_output(Worker& w, int stream) {
+    char buf[65536];
+    ssize_t n = ::read(w.fds[stream], buf, sizeof buf);
+    if (n > 0) {
+      forward(w, stream, std::string(buf, static_cast<std::size_t>(n)), false);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      forward(w, stream, "", true);
+      ::close(w.fds[stream]);
+      w.fds[stream] = -1;
+    }
+  }
+
+  // A signal to the launcher is forwarded to the workers once; they get 30 s before SIGKILL.
+  void forward_stop_signal(WatchState& st, Clock::time_point now) {
+    if (g_signal == 0 || st.stopping) return;
+    st.stopping = true;
+    st.stop_signal = g_signal;
+    std::fprintf(stderr, "launcher: received %s; forwarding it to the workers\n", signal_name(st.stop_signal));
+    signal_alive(st.stop_signal);
+    st.kill_deadline = now + std::chrono::seconds(30);
+  }
+
+  // Whether every worker has exited; `any_failed` whether one of them failed.
+  bool all_exited(bool& any_failed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    bool all = true;
+    for (auto& w : workers_) {
+      all = all && w.exited;
+      any_failed = any_failed || (w.exited && w.failed());
+    }
+    return all;
+  }
+
+  // The first failure tears the others down: SIGTERM, then SIGKILL after stop_grace_seconds.
+  void tear_down(WatchState& st, Clock::time_point now) {
+    st.tearing_down = true;
+    st.teardown_start = now;
+    signal_alive(SIGTERM);
+    st.kill_deadline = now + std::chrono::milliseconds(static_cast<int64_t>(o_.stop_grace_seconds * 1000));
+  }
+
+  // Once every worker exited: done when their pipes are drained, or 2 s later.
+  bool drained(WatchState& st, Clock::time_point now) {
+    bool pipes_open = false;
+    for (auto& w : workers_) pipes_open = pipes_open || w.fds[0] >= 0 || w.fds[1] >= 0;
+    if (st.drain_deadline == Clock::time_point()) st.drain_deadline = now + std::chrono::seconds(2);
+    return !pipes_open || now >= st.drain_deadline;
+  }
+
+  void close_outputs() {
     for (auto& w : workers_)
       for (int s = 0; s < 2; ++s)
         if (w.fds[s] >= 0) {
@@ -293,9 +307,10 @@ class Attempt {
           ::close(w.fds[s]);
           w.fds[s] = -1;
         }
-    if (stopping) return 128 + stop_signal;
-    if (!tearing_down) return 0;
-    // The first failure by exit time caused the teardown; later ones are its consequences.
+  }
+
+  // The first failure by exit time caused the teardown; later ones are its consequences.
+  void record_first_failure(Clock::time_point teardown_start) {
     const Worker* first = nullptr;
     for (const auto& w : workers_)
       if (w.failed() && w.exit_time <= teardown_start && (!first || w.exit_time < first->exit_time)) first = &w;
@@ -307,6 +322,27 @@ class Attempt {
     if (WIFSIGNALED(first->status)) failure.signal = WTERMSIG(first->status);
     else failure.exit_code = WEXITSTATUS(first->status);
     failure.tail.assign(first->tail.begin(), first->tail.end());
+  }
+
+  int watch() {
+    WatchState st;
+    for (;;) {
+      poll_once();
+      const auto now = Clock::now();
+      forward_stop_signal(st, now);
+      bool any_failed = false;
+      const bool exited = all_exited(any_failed);
+      if (any_failed && !st.tearing_down && !st.stopping) tear_down(st, now);
+      if ((st.tearing_down || st.stopping) && !st.killed && now >= st.kill_deadline) {
+        st.killed = true;
+        signal_alive(SIGKILL);
+      }
+      if (exited && drained(st, now)) break;
+    }
+    close_outputs();
+    if (st.stopping) return 128 + st.stop_signal;
+    if (!st.tearing_down) return 0;
+    record_first_failure(st.teardown_start);
     return 1;
   }
 
