@@ -74,10 +74,7 @@ std::string model_states_bytes(const fs::path& dir, const SlabLayout& saved, int
                                                                   stage, world, step));
 }
 
-}  // namespace
-
-int run_checkpoint_convert(const ConvertRequest& request) {
-  const fs::path dir(request.checkpoint_dir);
+void check_request(const ConvertRequest& request) {
   if (request.stage < 0 || request.stage > 3)
     throw UsageError("checkpoint convert: --stage " + std::to_string(request.stage) + " is not a ZeRO stage (0 to 3)");
   if (request.stage == 3)
@@ -85,33 +82,41 @@ int run_checkpoint_convert(const ConvertRequest& request) {
                      "and zero.stage3_param_persistence_threshold. Resume at stage 3 directly: `hftrain train --resume` "
                      "re-partitions any checkpoint into it as it loads");
   if (request.nproc_per_node < 1) throw UsageError("checkpoint convert: --nproc-per-node must be at least 1");
-  if (!fs::is_directory(dir)) throw UsageError("checkpoint convert: '" + request.checkpoint_dir + "' is not a directory");
+  if (!fs::is_directory(request.checkpoint_dir))
+    throw UsageError("checkpoint convert: '" + request.checkpoint_dir + "' is not a directory");
+}
+
+// Only element-wise optimizer state can change layout (GaLore projections, 8-bit blocks, factored moments cannot).
+void check_element_wise_optimizer(const Manifest& manifest, const ConvertRequest& request) {
+  if (!manifest.layout.is_object() || !manifest.layout.contains("optimizer") || !manifest.layout["optimizer"].is_string())
+    return;
+  const std::string optimizer = manifest.layout["optimizer"].get<std::string>();
+  const auto& optimizers = builtin_components().optimizers;
+  if (optimizers.contains(optimizer) && optimizers.traits(optimizer).element_wise) return;
+  std::string names;
+  for (const auto& n : optimizers.names_where([](const OptimizerTraits& t) { return t.element_wise; }))
+    names += (names.empty() ? "" : ", ") + n;
+  throw UsageError("checkpoint convert: '" + request.checkpoint_dir + "' was written by optimizer '" + optimizer +
+                   "', whose state is not one value per parameter element, so it cannot be re-partitioned "
+                   "(that works for " + names + ")");
+}
+
+// The manifest of a complete checkpoint that holds optimizer state this command can re-partition.
+Manifest read_convertible_manifest(const fs::path& dir, const ConvertRequest& request) {
   if (const std::string problem = verify_checkpoint(dir.string()); !problem.empty())
     throw RuntimeFailure("checkpoint convert: '" + request.checkpoint_dir + "' is not complete: " + problem);
-  const Manifest manifest = read_manifest(dir.string());
+  Manifest manifest = read_manifest(dir.string());
   if (manifest.save_only_model)
     throw RuntimeFailure("checkpoint convert: '" + request.checkpoint_dir +
                          "' holds only the model (save_only_model): there is no optimizer state to re-partition");
-  // Only element-wise optimizer state can change layout (GaLore projections, 8-bit blocks, factored moments cannot).
-  if (manifest.layout.is_object() && manifest.layout.contains("optimizer") && manifest.layout["optimizer"].is_string()) {
-    const std::string optimizer = manifest.layout["optimizer"].get<std::string>();
-    const auto& optimizers = builtin_components().optimizers;
-    if (!optimizers.contains(optimizer) || !optimizers.traits(optimizer).element_wise) {
-      std::string names;
-      for (const auto& n : optimizers.names_where([](const OptimizerTraits& t) { return t.element_wise; }))
-        names += (names.empty() ? "" : ", ") + n;
-      throw UsageError("checkpoint convert: '" + request.checkpoint_dir + "' was written by optimizer '" + optimizer +
-                       "', whose state is not one value per parameter element, so it cannot be re-partitioned "
-                       "(that works for " + names + ")");
-    }
-  }
-  const SlabLayout saved = saved_state_layout(dir.string());
-  const int world = request.nproc_per_node, stage = request.stage;
-  const int64_t step = manifest.global_step;
-  std::cerr << "converting " << dir.string() << " (step " << step << ", " << saved.describe() << ") to "
-            << workers_text(world) << " at ZeRO stage " << stage << std::endl;
+  check_element_wise_optimizer(manifest, request);
+  return manifest;
+}
 
-  CheckpointWriter writer(request.out_dir, step);
+// Every file but the optimizer layout's, copied as it is, and each new rank's RNG state: rank r continues
+// saved rank r mod W's random stream.
+void copy_run_files(CheckpointWriter& writer, const fs::path& dir, const Manifest& manifest, const SlabLayout& saved,
+                    int world) {
   const std::string old_tag = read_zero_tag(dir.string());
   for (const auto& f : manifest.files) {
     if (is_optimizer_layout_file(f.name, old_tag)) continue;
@@ -120,35 +125,43 @@ int run_checkpoint_convert(const ConvertRequest& request) {
     fs::copy_file(dir / f.name, to, fs::copy_options::overwrite_existing);
     writer.adopt(f.name);
   }
-  for (int r = 0; r < world; ++r)  // rank r continues saved rank r mod W's random stream
+  for (int r = 0; r < world; ++r)
     writer.add(ckpt::rng_state_file(r, world),
                read_text_file((dir / ckpt::rng_state_file(r % saved.world_size, saved.world_size)).string()));
+}
 
-  const PartitionMap map = stage12_map(saved, saved_weight_decay(dir), world);  // used at stages 1-2
-  if (stage == 0) {
-    std::vector<std::pair<std::string, std::vector<int64_t>>> params;
-    for (const auto& name : saved.trainable) params.emplace_back(name, saved.shapes.at(name));
-    const CutState cut = cut_state(saved, per_parameter_state_layout(params));
-    NamedTensors state(cut.state.begin(), cut.state.end());
-    writer.add(ckpt::kOptimizerFile, serialize_safetensors(state));
-  } else {
-    const std::string tag = zero_tag(step);
-    const std::string precision = saved.precision.empty() ? "fp32" : saved.precision;
-    for (int r = 0; r < world; ++r) {
-      CutState cut = cut_state(saved, shard_state_layout(map, r, stage));
-      NamedTensors shard;
-      for (const auto& [k, v] : cut.masters) shard.emplace_back(k, v);
-      for (const auto& [k, v] : cut.state) shard.emplace_back(k, v);
-      std::map<std::string, std::string> meta = zero_shard_metadata(stage, precision, r, map);
-      meta["global_step"] = std::to_string(step);
-      const std::string name = tag + "/" + zero_shard_file_name(r);
-      fs::create_directories(fs::path(writer.tmp_dir()) / tag);
-      write_safetensors_streamed((fs::path(writer.tmp_dir()) / name).string(), shard, meta);
-      writer.adopt(name);
-    }
-    writer.add(tag + "/" + kZeroModelStatesFile, model_states_bytes(dir, saved, stage, world, step));
-    writer.add("latest", tag);
+// Stage 0: one optimizer.safetensors of per-parameter state.
+void write_unsharded_state(CheckpointWriter& writer, const SlabLayout& saved) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> params;
+  for (const auto& name : saved.trainable) params.emplace_back(name, saved.shapes.at(name));
+  const CutState cut = cut_state(saved, per_parameter_state_layout(params));
+  NamedTensors state(cut.state.begin(), cut.state.end());
+  writer.add(ckpt::kOptimizerFile, serialize_safetensors(state));
+}
+
+// Stages 1-2: one shard per rank (cut and written one at a time), the model states and `latest`.
+void write_zero_shards(CheckpointWriter& writer, const fs::path& dir, const SlabLayout& saved, const PartitionMap& map,
+                       int stage, int world, int64_t step) {
+  const std::string tag = zero_tag(step);
+  const std::string precision = saved.precision.empty() ? "fp32" : saved.precision;
+  for (int r = 0; r < world; ++r) {
+    CutState cut = cut_state(saved, shard_state_layout(map, r, stage));
+    NamedTensors shard;
+    for (const auto& [k, v] : cut.masters) shard.emplace_back(k, v);
+    for (const auto& [k, v] : cut.state) shard.emplace_back(k, v);
+    std::map<std::string, std::string> meta = zero_shard_metadata(stage, precision, r, map);
+    meta["global_step"] = std::to_string(step);
+    const std::string name = tag + "/" + zero_shard_file_name(r);
+    fs::create_directories(fs::path(writer.tmp_dir()) / tag);
+    write_safetensors_streamed((fs::path(writer.tmp_dir()) / name).string(), shard, meta);
+    writer.adopt(name);
   }
+  writer.add(tag + "/" + kZeroModelStatesFile, model_states_bytes(dir, saved, stage, world, step));
+  writer.add("latest", tag);
+}
+
+nlohmann::json converted_layout(const Manifest& manifest, const SlabLayout& saved, const PartitionMap& map, int stage,
+                                int world) {
   nlohmann::json layout = manifest.layout.is_object() ? manifest.layout : nlohmann::json::object();
   layout["world_size"] = world;
   layout["zero_stage"] = stage;
@@ -156,7 +169,27 @@ int run_checkpoint_convert(const ConvertRequest& request) {
   layout["converted_from"] = saved.describe();
   layout.erase("partition");
   if (stage > 0) layout["partition"] = map.to_json();
-  writer.set_layout(layout);
+  return layout;
+}
+
+}  // namespace
+
+int run_checkpoint_convert(const ConvertRequest& request) {
+  const fs::path dir(request.checkpoint_dir);
+  check_request(request);
+  const Manifest manifest = read_convertible_manifest(dir, request);
+  const SlabLayout saved = saved_state_layout(dir.string());
+  const int world = request.nproc_per_node, stage = request.stage;
+  const int64_t step = manifest.global_step;
+  std::cerr << "converting " << dir.string() << " (step " << step << ", " << saved.describe() << ") to "
+            << workers_text(world) << " at ZeRO stage " << stage << std::endl;
+
+  CheckpointWriter writer(request.out_dir, step);
+  copy_run_files(writer, dir, manifest, saved, world);
+  const PartitionMap map = stage12_map(saved, saved_weight_decay(dir), world);  // used at stages 1-2
+  if (stage == 0) write_unsharded_state(writer, saved);
+  else write_zero_shards(writer, dir, saved, map, stage, world, step);
+  writer.set_layout(converted_layout(manifest, saved, map, stage, world));
   const std::string out = writer.commit(false);
   std::cout << "wrote " << out << " (" << workers_text(world) << " at ZeRO stage " << stage
             << "); resume it with --nproc-per-node " << world << " --set zero.stage=" << stage << " --resume " << out
