@@ -71,54 +71,106 @@ bool has_swapped_state(const Optimizer& optimizer, int64_t numel) {
 
 std::string human_bytes(int64_t b) { return std::to_string(b) + " bytes (" + std::to_string(b >> 20) + " MiB)"; }
 
+void check_swap_options(const SwapOptions& options) {
+  if (options.buffer_count < 3)
+    throw ConfigError("zero.offload_optimizer.buffer_count must be at least 3 (reading, updating, writing back)");
+  if (options.sub_group_size < 1) throw ConfigError("zero.sub_group_size must be at least 1");
+}
+
+// The swap file must fit the free space of the swap directory's filesystem.
+void check_free_space(const SwapOptions& options, int64_t swap_bytes) {
+  struct statvfs vfs {};
+  if (::statvfs(options.swap_dir.c_str(), &vfs) != 0) return;
+  const long long injected = fault::swap_free_bytes();
+  const int64_t available = injected >= 0 ? injected : static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+  if (available < swap_bytes)
+    throw ConfigError("zero.offload_optimizer.nvme_path: '" + options.swap_dir + "' needs " + human_bytes(swap_bytes) +
+                      " for this rank's optimizer state" +
+                      (options.swap_params ? std::string(options.swap_params16 ? " and parameters" : " and fp32 master weights")
+                                           : std::string()) +
+                      " but its filesystem has " + human_bytes(available) + " free");
+}
+
 }  // namespace
 
 SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory& build, SwapOptions options)
     : groups_(std::move(groups)), options_(std::move(options)) {
-  if (options_.buffer_count < 3)
-    throw ConfigError("zero.offload_optimizer.buffer_count must be at least 3 (reading, updating, writing back)");
-  if (options_.sub_group_size < 1) throw ConfigError("zero.sub_group_size must be at least 1");
+  check_swap_options(options_);
   int64_t largest = 0;
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    const ParamGroup& group = groups_[g];
-    if (group.params.size() != 1)
-      throw RuntimeFailure("offload: each optimizer group must be one flat partition (got " +
-                           std::to_string(group.params.size()) + " tensors)");
-    const int64_t n = group.params[0].numel();
-    if (options_.swap_params16 && (!options_.swap_params || group.params16.empty()))
-      throw RuntimeFailure("offload: swapping the 16-bit parameters needs their fp32 masters swapped and given");
-    for (int64_t begin = 0; begin < n; begin += options_.sub_group_size) {
-      SubGroup s;
-      s.group = g;
-      s.begin = begin;
-      s.numel = std::min(options_.sub_group_size, n - begin);
-      ParamGroup sub;
-      sub.names = group.names;
-      sub.weight_decay = group.weight_decay;
-      if (options_.swap_params) {  // a tensor of its own, holding memory only while the step has it in a buffer
-        s.view = torch::empty({s.numel}, torch::kFloat32);
-        release_storage(s.view);
-      } else {
-        s.view = group.params[0].narrow(0, begin, s.numel);
-      }
-      sub.params = {s.view};
-      if (!group.grads16.empty()) sub.grads16 = {group.grads16[0].narrow(0, begin, s.numel)};
-      if (options_.swap_params16) {
-        dtype16_ = group.params16[0].scalar_type();
-        s.view16 = torch::empty({s.numel}, group.params16[0].options());
-        release_storage(s.view16);
-        s.slot16_bytes = round_up_to_alignment(s.numel * group.params16[0].element_size());
-        sub.params16 = {s.view16};
-      } else if (!group.params16.empty()) {
-        sub.params16 = {group.params16[0].narrow(0, begin, s.numel)};
-      }
-      s.slot_bytes = round_up_to_alignment(s.numel * 4);
-      s.optimizer = build({sub});
-      largest = std::max(largest, s.numel);
-      subgroups_.push_back(std::move(s));
-    }
-  }
+  for (std::size_t g = 0; g < groups_.size(); ++g) largest = std::max(largest, add_subgroups(g, build));
   if (subgroups_.empty()) return;
+  lay_out_swap_file(build, largest);
+  claim_swap_dir(options_.swap_dir);
+  try {  // from here on a failure removes the claimed directory (the destructor will not run)
+    check_free_space(options_, swap_bytes_);
+    file_ = std::make_unique<AioFile>((fs::path(options_.swap_dir) / "optimizer_state.swap").string(), swap_bytes_, options_.aio);
+    for (int i = 0; i < options_.buffer_count; ++i) {
+      Buffer b;
+      b.memory = std::make_unique<AlignedBuffer>(stride_);
+      buffers_.push_back(std::move(b));
+    }
+    if (options_.swap_params) write_initial_params();
+  } catch (...) {
+    file_.reset();
+    std::error_code ec;
+    fs::remove_all(options_.swap_dir, ec);
+    throw;
+  }
+}
+
+// Group g's flat partition cut into sub-groups of sub_group_size elements, each with an optimizer of its own;
+// returns the largest sub-group's size.
+int64_t SwappedOptimizer::add_subgroups(std::size_t g, const Factory& build) {
+  const ParamGroup& group = groups_[g];
+  if (group.params.size() != 1)
+    throw RuntimeFailure("offload: each optimizer group must be one flat partition (got " +
+                         std::to_string(group.params.size()) + " tensors)");
+  const int64_t n = group.params[0].numel();
+  if (options_.swap_params16 && (!options_.swap_params || group.params16.empty()))
+    throw RuntimeFailure("offload: swapping the 16-bit parameters needs their fp32 masters swapped and given");
+  int64_t largest = 0;
+  for (int64_t begin = 0; begin < n; begin += options_.sub_group_size) {
+    SubGroup s;
+    s.group = g;
+    s.begin = begin;
+    s.numel = std::min(options_.sub_group_size, n - begin);
+    ParamGroup sub = subgroup_params(s, group);
+    s.slot_bytes = round_up_to_alignment(s.numel * 4);
+    s.optimizer = build({sub});
+    largest = std::max(largest, s.numel);
+    subgroups_.push_back(std::move(s));
+  }
+  return largest;
+}
+
+// The parameter group sub-group `s` steps: its slice of the partition (a tensor of its own when swapped,
+// holding memory only while the step has it in a buffer), of the 16-bit gradients and parameters.
+ParamGroup SwappedOptimizer::subgroup_params(SubGroup& s, const ParamGroup& group) {
+  ParamGroup sub;
+  sub.names = group.names;
+  sub.weight_decay = group.weight_decay;
+  if (options_.swap_params) {
+    s.view = torch::empty({s.numel}, torch::kFloat32);
+    release_storage(s.view);
+  } else {
+    s.view = group.params[0].narrow(0, s.begin, s.numel);
+  }
+  sub.params = {s.view};
+  if (!group.grads16.empty()) sub.grads16 = {group.grads16[0].narrow(0, s.begin, s.numel)};
+  if (options_.swap_params16) {
+    dtype16_ = group.params16[0].scalar_type();
+    s.view16 = torch::empty({s.numel}, group.params16[0].options());
+    release_storage(s.view16);
+    s.slot16_bytes = round_up_to_alignment(s.numel * group.params16[0].element_size());
+    sub.params16 = {s.view16};
+  } else if (!group.params16.empty()) {
+    sub.params16 = {group.params16[0].narrow(0, s.begin, s.numel)};
+  }
+  return sub;
+}
+
+// Each sub-group's region of the swap file (its parameter slices, then its state slots), and the file's size.
+void SwappedOptimizer::lay_out_swap_file(const Factory& build, int64_t largest) {
   fuses_ = subgroups_.front().optimizer->fuses_low_precision();
   if (options_.swap_params && !groups_.front().params16.empty() && !fuses_)  // written while the slice is in its buffer
     throw RuntimeFailure("offload: swapping the fp32 master weights needs an optimizer that writes the 16-bit "
@@ -133,31 +185,6 @@ SwappedOptimizer::SwappedOptimizer(std::vector<ParamGroup> groups, const Factory
     swap_params16_bytes_ += subgroups_[k].slot16_bytes;
   }
   swap_bytes_ = fp32_slots == 0 ? 0 : stride_ * static_cast<int64_t>(subgroups_.size());
-
-  claim_swap_dir(options_.swap_dir);
-  try {  // from here on a failure removes the claimed directory (the destructor will not run)
-    struct statvfs vfs {};
-    if (::statvfs(options_.swap_dir.c_str(), &vfs) == 0) {
-      const long long injected = fault::swap_free_bytes();
-      const int64_t available = injected >= 0 ? injected : static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
-      if (available < swap_bytes_)
-        throw ConfigError("zero.offload_optimizer.nvme_path: '" + options_.swap_dir + "' needs " + human_bytes(swap_bytes_) +
-                          " for this rank's optimizer state" +
-                        (options_.swap_params ? std::string(options_.swap_params16 ? " and parameters" : " and fp32 master weights") : std::string()) + " but its filesystem has " + human_bytes(available) + " free");
-    }
-    file_ = std::make_unique<AioFile>((fs::path(options_.swap_dir) / "optimizer_state.swap").string(), swap_bytes_, options_.aio);
-    for (int i = 0; i < options_.buffer_count; ++i) {
-      Buffer b;
-      b.memory = std::make_unique<AlignedBuffer>(stride_);
-      buffers_.push_back(std::move(b));
-    }
-    if (options_.swap_params) write_initial_params();
-  } catch (...) {
-    file_.reset();
-    std::error_code ec;
-    fs::remove_all(options_.swap_dir, ec);
-    throw;
-  }
 }
 
 // The partitions' values go to the swap file; their memory is released (the file is where they live now).

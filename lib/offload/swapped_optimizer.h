@@ -106,6 +106,9 @@ class SwappedOptimizer : public Optimizer {
   torch::Tensor read_slices(const std::string& group_name, bool sixteen, int64_t begin, int64_t count) const;
   void write_slices(const std::string& group_name, bool sixteen, const torch::Tensor& values);
   std::vector<std::size_t> subgroups_of(const std::string& group_name) const;
+  int64_t add_subgroups(std::size_t g, const Factory& build);
+  ParamGroup subgroup_params(SubGroup& s, const ParamGroup& group);
+  void lay_out_swap_file(const Factory& build, int64_t largest);
   void write_initial_params();
   int buffer_of(int k) const;
   int acquire_buffer(int for_subgroup);
