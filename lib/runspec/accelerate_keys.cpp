@@ -11,12 +11,11 @@ const std::string kTpu = "a TPU (XLA) launch setting; distributed_type XLA is re
 const std::string kDynamo = "torch.compile (TorchDynamo); hftrain is compiled ahead of time, results are unchanged";
 const std::string kGathers = "hftrain gathers and shards per transformer block, which is what TRANSFORMER_BASED_WRAP "
                              "(or a size policy over those blocks) selects";
-}  // namespace
 
-const std::vector<Key>& keys() {
+// ClusterConfig, top level.
+std::vector<Key> top_level_keys() {
   using T = Treatment;
-  static const std::vector<Key> table = {
-      // ClusterConfig, top level
+  return {
       {"", "compute_environment", T::mapped, "LOCAL_MACHINE (the default); AMAZON_SAGEMAKER is refused"},
       {"", "distributed_type", T::mapped,
        "required: NO, MULTI_GPU, MULTI_CPU (use_cpu), DEEPSPEED (reads deepspeed_config), FSDP (reads fsdp_config); "
@@ -56,7 +55,13 @@ const std::vector<Key>& keys() {
                                        "runs its own, results are unchanged"},
       {"", "mpirun_config", T::refused, "hftrain starts its own workers on each node; launching through mpirun is not "
                                         "available"},
-      // deepspeed_config
+  };
+}
+
+// deepspeed_config.
+std::vector<Key> deepspeed_config_keys() {
+  using T = Treatment;
+  return {
       {"deepspeed_config", "deepspeed_config_file", T::mapped, "training.deepspeed (the ds_config JSON)"},
       {"deepspeed_config", "zero_stage", T::mapped, "zero.stage (absent: 2, DeepSpeedPlugin's default)"},
       {"deepspeed_config", "gradient_accumulation_steps", T::mapped, "training.gradient_accumulation_steps"},
@@ -78,7 +83,13 @@ const std::vector<Key>& keys() {
       {"deepspeed_config", "deepspeed_exclusion_filter", T::refused, "a hostfile filter; hostfiles are not read", {"none", ""}},
       {"deepspeed_config", "deepspeed_moe_layer_cls_names", T::refused, "mixture-of-experts layers are not available",
        {"none", ""}},
-      // fsdp_config (FSDP's sharding is ZeRO's: docs/distributed.md)
+  };
+}
+
+// fsdp_config (FSDP's sharding is ZeRO's: docs/distributed.md).
+std::vector<Key> fsdp_config_keys() {
+  using T = Treatment;
+  return {
       {"fsdp_config", "fsdp_sharding_strategy", T::mapped,
        "zero.stage: FULL_SHARD (1) = 3, SHARD_GRAD_OP (2) = 2, NO_SHARD (3) = 0 (absent: FULL_SHARD); HYBRID_SHARD "
        "(4, 5) is refused"},
@@ -99,6 +110,16 @@ const std::vector<Key>& keys() {
       {"fsdp_config", "fsdp_use_orig_params", T::accepted, "parameters keep their names and groups"},
       {"fsdp_config", "fsdp_sync_module_states", T::accepted, "rank 0's initial weights reach every rank"},
   };
+}
+
+}  // namespace
+
+const std::vector<Key>& keys() {
+  static const std::vector<Key> table = [] {
+    std::vector<Key> all = top_level_keys();
+    for (auto block : {deepspeed_config_keys(), fsdp_config_keys()}) all.insert(all.end(), block.begin(), block.end());
+    return all;
+  }();
   return table;
 }
 
