@@ -7,7 +7,7 @@ std::vector<std::unique_ptr<CliCommand>> declare_commands(CLI::App& app) {
   std::vector<std::unique_ptr<CliCommand>> commands;
   for (auto* declare : {declare_train_command, declare_eval_command, declare_predict_command, declare_zero_to_fp32_command,
                         declare_merge_adapter_command, declare_estimate_command, declare_checkpoint_command,
-                        declare_components_command, declare_report_command, declare_search_command})
+                        declare_components_command, declare_report_command, declare_search_command, declare_data_command})
     commands.push_back(declare(app));
   return commands;
 }

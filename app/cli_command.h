@@ -43,6 +43,7 @@ std::unique_ptr<CliCommand> declare_checkpoint_command(CLI::App& app);  // inspe
 std::unique_ptr<CliCommand> declare_components_command(CLI::App& app);
 std::unique_ptr<CliCommand> declare_report_command(CLI::App& app);
 std::unique_ptr<CliCommand> declare_search_command(CLI::App& app);
+std::unique_ptr<CliCommand> declare_data_command(CLI::App& app);  // inspect
 
 // --nproc-per-node: a positive integer, or `auto` (one worker per visible GPU, 1 on the CPU) where the
 // command runs on this machine. Where it does not (`checkpoint convert` writes a layout for a later run),

@@ -22,6 +22,9 @@ struct Example {
   int64_t prompt_length = 0;  // LM: tokens given as the prompt by `hftrain predict`
   std::vector<int64_t> token_type_ids;       // segment ids (text 0, text_pair 1); empty = none
   std::vector<int64_t> special_tokens_mask;  // 1 = special token (never MLM-masked); empty = none
+  // A packed row of several examples (data.packing: bfd): their lengths in order, each attending only to
+  // itself (collated padding-free, position ids restarting); empty = one example.
+  std::vector<int64_t> segment_lengths;
 };
 
 // How examples of a dataset are padded and (for masked LMs) masked when batched.

@@ -1,5 +1,5 @@
-// Tokenized-dataset cache files (see dataset_cache.h). Layout: "HFTDSC02", then little-endian int64
-// records (label names, skipped rows, three splits of examples, integer training columns), then the xxh64 of everything before it.
+// Tokenized-dataset cache files (see dataset_cache.h). Layout: "HFTDSC03", then little-endian int64
+// records (label names, skipped rows, three splits of examples, integer training columns, the data format), then the xxh64 of everything before it.
 #include "data/dataset_cache.h"
 
 #include <xxhash.h>
@@ -18,7 +18,7 @@
 namespace hftrain {
 namespace {
 
-constexpr char kMagic[8] = {'H', 'F', 'T', 'D', 'S', 'C', '0', '2'};
+constexpr char kMagic[8] = {'H', 'F', 'T', 'D', 'S', 'C', '0', '3'};
 
 class Writer {
  public:
@@ -77,6 +77,7 @@ void write_examples(Writer& w, const std::vector<Example>& examples) {
     w.vec(e.special_tokens_mask);
     w.i64(e.label);
     w.i64(e.prompt_length);
+    w.vec(e.segment_lengths);
   }
 }
 
@@ -87,7 +88,7 @@ bool read_examples(Reader& r, std::vector<Example>& examples) {
   for (int64_t i = 0; i < n; ++i) {
     Example e;
     if (!r.vec(e.input_ids) || !r.vec(e.labels) || !r.vec(e.token_type_ids) || !r.vec(e.special_tokens_mask) ||
-        !r.i64(e.label) || !r.i64(e.prompt_length))
+        !r.i64(e.label) || !r.i64(e.prompt_length) || !r.vec(e.segment_lengths))
       return false;
     examples.push_back(std::move(e));
   }
@@ -165,6 +166,7 @@ void save_tokenized(const std::string& path, const TokenizedSplits& s) {
     w.str(name);
     w.vec(values);
   }
+  w.str(s.data_format);
   const uint64_t h = XXH64(w.bytes().data(), w.bytes().size(), 0);
   w.i64(static_cast<int64_t>(h));
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -205,7 +207,7 @@ bool load_tokenized(const std::string& path, TokenizedSplits& s) {
     if (!r.str(name) || !r.vec(values) || values.size() != out.train.size()) return false;
     out.train_int_columns[name] = std::move(values);
   }
-  if (!r.done()) return false;
+  if (!r.str(out.data_format) || !r.done()) return false;
   s = std::move(out);
   return true;
 }

@@ -160,6 +160,7 @@ void FileDataSource::Options::declare(Schema<Options>& s) {
   s.add("cache_wait_seconds", &Options::cache_wait_seconds,
         "Multi-process runs: how long ranks > 0 wait for rank 0 to write the cache.")
       .min(1);
+  declare_sft(s);
 }
 
 FileDataSource::FileDataSource(const Options& options, RowFormat format, std::shared_ptr<const Tokenizer> tokenizer,
@@ -215,6 +216,7 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
   const SpecialTokenIds special = tokenizer_->special_tokens();
   if (task_ == TaskKind::kMaskedLm && !special.mask)
     throw ConfigError("data.task: masked_lm needs a tokenizer with a mask token; '" + options_.tokenizer + "' has none");
+  setup_sft(special);
 
   // Cache key: contents of the input files, tokenizer identity, every option that can shape the examples.
   CacheKey key;
@@ -223,6 +225,7 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
     key.add(files->empty() ? std::string("-") : files_identity(*files));
   key.add(injected ? identity : tokenizer_identity(options_.tokenizer, *tokenizer_));
   add_options_to_key(key, options_);
+  if (chat_) key.add(chat_->text());
   const std::string dir = options_.cache_dir.empty() ? default_cache_dir() : options_.cache_dir;
   cache_file_ = (std::filesystem::path(dir) / "datasets" / (key.hex() + ".bin")).string();
 
@@ -244,6 +247,7 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
       log_warning(std::string("data: could not write the dataset cache: ") + e.what());
     }
   }
+  if (!splits_.data_format.empty()) log_info("data: dataset format: " + splits_.data_format);
   if (splits_.skipped_rows > 0)
     log_warning("data: skipped " + std::to_string(splits_.skipped_rows) + " bad rows (on_bad_row: skip)");
   if (train_read_ && splits_.train.empty()) throw ConfigError("data.train_file: '" + options_.train_file + "' yields no training examples");
@@ -257,7 +261,7 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
     for (const auto* v : {&splits_.train, &splits_.eval, &splits_.test})
       for (const auto& e : *v) shape_.max_length = std::max<int64_t>(shape_.max_length, static_cast<int64_t>(e.input_ids.size()));
   }
-  collate_.pad_id = special.pad ? *special.pad : special.eos ? *special.eos : 0;
+  collate_.pad_id = pad_override_ ? *pad_override_ : special.pad ? *special.pad : special.eos ? *special.eos : 0;
   collate_.mlm_probability = options_.mlm_probability;
   collate_.mask_id = special.mask ? *special.mask : -1;
   collate_.vocab_size = tokenizer_->vocab_size();
@@ -315,6 +319,9 @@ TokenizedSplits FileDataSource::build() {
     out.has_test = true;
   }
 
+  const SftFormat format = choose_format(train_rows, eval_rows);
+  if (task_ == TaskKind::kCausalLm) out.data_format = describe_sft_format(format, options_.dataset_text_field);
+
   // Label set: given, or the sorted unique labels of the (well-formed) training rows.
   std::map<std::string, int64_t> label_id;
   if (classify) {
@@ -340,6 +347,10 @@ TokenizedSplits FileDataSource::build() {
   auto convert = [&](const std::string& file, const std::vector<Row>& rows, bool labels_optional) {
     std::vector<Example> examples;
     kept_rows.clear();
+    if (format != SftFormat::kPlain)  // TRL's formats (sft_source.cpp)
+      return pack_split(convert_sft(file, rows, format, [&](const Row& row, const RowIssue& issue) {
+        bad(file, rows, RowNeeds{}, row, issue, true);
+      }));
     Encoding packed;
     // A seq2seq test file may leave out the targets (nothing to score), but not some of them.
     bool targets_optional = labels_optional && task_ == TaskKind::kSeq2Seq;
@@ -389,7 +400,8 @@ TokenizedSplits FileDataSource::build() {
         auto it = row.fields.find(options_.label_column);
         if (it != row.fields.end() && it->second) label = label_id.at(*it->second);
       }
-      Encoding enc = tokenizer_->encode_for_model(text, pair ? &*pair : nullptr, pack ? 0 : options_.max_length);
+      const bool whole = pack || (options_.packing && options_.packing_strategy == "wrapped");  // cut later
+      Encoding enc = tokenizer_->encode_for_model(text, pair ? &*pair : nullptr, whole ? 0 : options_.max_length);
       ++tokenized_rows_;
       if (pack) {
         packed.input_ids.insert(packed.input_ids.end(), enc.input_ids.begin(), enc.input_ids.end());
@@ -430,10 +442,10 @@ TokenizedSplits FileDataSource::build() {
         examples.push_back(std::move(ex));
       }
     }
-    return examples;
+    return pack_split(std::move(examples));
   };
   out.train = convert(options_.train_file, train_rows, false);
-  if (!pack && !kept_rows.empty()) {
+  if (!pack && !options_.packing && !kept_rows.empty()) {
     for (const auto& [name, first] : kept_rows[0]->fields) {
       if (name == options_.text_column || name == options_.text_pair_column || name == options_.source_column ||
           name == options_.target_column)

@@ -3,11 +3,16 @@
 // pre-tokenized `token_files` source is in token_file_source.h. See docs/design.md "Datasets".
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "config/schema.h"
+#include "data/chat_template.h"
 #include "data/dataset.h"
+#include "data/row_checks.h"
+#include "data/sft_rows.h"
 #include "data/text_rows.h"
 
 namespace hftrain {
@@ -21,6 +26,7 @@ struct TokenizedSplits {
   // Unpacked training rows: raw columns whose value is an integer in every kept row (e.g. a precomputed
   // "length" for group_by_length's length_column_name), one value per training example.
   std::map<std::string, std::vector<int64_t>> train_int_columns;
+  std::string data_format;  // causal_lm: the dataset format told from the columns (sft_rows.h), as printed at start
 };
 
 class FileDataSource : public DataSource {
@@ -51,7 +57,18 @@ class FileDataSource : public DataSource {
     std::string cache_dir;
     bool overwrite_cache = false;
     int64_t cache_wait_seconds = 1800;
+    // Supervised fine-tuning as TRL's SFTTrainer (sft_source.cpp, docs/data.md "Chat and SFT data").
+    std::string dataset_text_field;
+    std::string chat_template;
+    std::string chat_template_name;
+    std::optional<bool> completion_only_loss;
+    bool assistant_only_loss = false;
+    bool packing = false;
+    std::string packing_strategy = "bfd";
+    std::string eos_token;
+    std::string pad_token;
     static void declare(Schema<Options>& s);
+    static void declare_sft(Schema<Options>& s);
   };
   // `tokenizer` replaces options.tokenizer (tests); `tokenizer_identity` then names it in the cache key.
   // `use`: the splits the command reads (DataUse); the files of the others are read only when they exist.
@@ -69,10 +86,25 @@ class FileDataSource : public DataSource {
   const std::string& cache_file() const { return cache_file_; }
   bool loaded_from_cache() const { return loaded_from_cache_; }
   int64_t skipped_rows() const { return splits_.skipped_rows; }
+  // The chat template in use (data.chat_template or the tokenizer's), nullptr when there is none.
+  const ChatTemplate* chat_template() const { return chat_ ? &*chat_ : nullptr; }
+  // The dataset format told from the columns (causal_lm), as printed at start.
+  const std::string& data_format() const { return splits_.data_format; }
 
  private:
   TokenizedSplits build();
+  // sft_source.cpp: the SFT options checked against the task, the chat template loaded, EOS and pad tokens.
+  void setup_sft(const SpecialTokenIds& special);
+  // The format of the rows (and the checks that depend on it); the examples of one split's rows in that
+  // format (`bad` decides between an error and a skip); packing: true applied to a split's examples.
+  SftFormat choose_format(const std::vector<Row>& train_rows, const std::vector<Row>& eval_rows);
+  using BadRow = std::function<void(const Row&, const RowIssue&)>;
+  std::vector<Example> convert_sft(const std::string& file, const std::vector<Row>& rows, SftFormat format, const BadRow& bad);
+  std::vector<Example> pack_split(std::vector<Example> examples) const;
   Options options_;
+  std::optional<ChatTemplate> chat_;
+  std::string eos_text_;  // appended to non-conversational text and completions (TRL)
+  std::optional<int64_t> pad_override_;  // data.pad_token's id
   RowFormat format_;
   TaskKind task_ = TaskKind::kCausalLm;
   std::shared_ptr<const Tokenizer> tokenizer_;

@@ -274,7 +274,9 @@ bool DataLoader::next(Batch& batch, std::vector<Example>* examples_out) {
   const int64_t batch_index = batch_offset_ + position_ / batch_size_;
   auto examples = next_examples();
   if (examples.empty()) return false;
-  batch = flatten_ ? flatten_for_task(examples, task_)
+  // Packed rows of several examples (data.packing: bfd) attend within each: the padding-free path, as TRL's bfd.
+  const bool packed = std::any_of(examples.begin(), examples.end(), [](const Example& e) { return !e.segment_lengths.empty(); });
+  batch = flatten_ || packed ? flatten_for_task(examples, task_)
                    : collate(examples, task_, collate_options_, batch_mask_seed(seed_, epoch_, batch_index));
   if (examples_out) *examples_out = std::move(examples);
   return true;

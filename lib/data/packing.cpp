@@ -10,13 +10,23 @@ Batch flatten_examples(const std::vector<Example>& examples) {
   for (const Example& e : examples) {
     const auto n = static_cast<int64_t>(e.input_ids.size());
     if (n == 0) continue;
-    lengths.push_back(n);
-    for (int64_t t = 0; t < n; ++t) {
-      ids.push_back(e.input_ids[static_cast<std::size_t>(t)]);
-      positions.push_back(t);
-      const bool has_label = t > 0 && t < static_cast<int64_t>(e.labels.size());
-      labels.push_back(has_label ? e.labels[static_cast<std::size_t>(t)] : -100);
+    // A packed row (Example::segment_lengths) is its examples one after the other.
+    std::vector<int64_t> segments = e.segment_lengths.empty() ? std::vector<int64_t>{n} : e.segment_lengths;
+    int64_t at = 0;
+    for (int64_t length : segments) {
+      if (length <= 0 || at + length > n)
+        throw RuntimeFailure("padding_free: a packed row's segment lengths do not add up to its " + std::to_string(n) + " tokens");
+      lengths.push_back(length);
+      for (int64_t t = 0; t < length; ++t) {
+        const auto i = static_cast<std::size_t>(at + t);
+        ids.push_back(e.input_ids[i]);
+        positions.push_back(t);
+        const bool has_label = t > 0 && i < e.labels.size();
+        labels.push_back(has_label ? e.labels[i] : -100);
+      }
+      at += length;
     }
+    if (at != n) throw RuntimeFailure("padding_free: a packed row's segment lengths do not add up to its " + std::to_string(n) + " tokens");
   }
   if (lengths.empty()) throw RuntimeFailure("padding_free: a micro-batch holds no tokens");
   Batch b;

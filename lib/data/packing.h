@@ -12,7 +12,8 @@ namespace hftrain {
 // One row [1, sum of lengths] holding `examples` (causal-LM examples) one after the other: input_ids,
 // labels with each example's first label -100 (HF's separator: the previous example's last token predicts
 // nothing across the boundary), attention_mask all 1, position_ids restarting at 0 for each example, and
-// Batch::packed_lengths the examples' lengths. The label tokens scored are those of the padded batch.
+// Batch::packed_lengths the examples' lengths. The label tokens scored are those of the padded batch. An
+// example that is itself a packed row (Example::segment_lengths) contributes each of its segments.
 Batch flatten_examples(const std::vector<Example>& examples);
 
 // One encoder-decoder row (sequence-to-sequence examples: input_ids the source, labels the target): the

@@ -1,6 +1,6 @@
 // Data files that are not JSON Lines: a JSON array of objects (datasets' json loader reads it) is read as rows
 // that name their element and line, and gives the examples the same rows give as JSON Lines; files no row of
-// which can be used (parquet bytes, chat `messages` rows, one JSON object over many lines) are errors that say
+// which can be used (parquet bytes, chat `messages` rows without a chat template, one JSON object over many lines) are errors that say
 // what the file is and offer on_bad_row: skip only when some row is good.
 #include <catch2/catch.hpp>
 
@@ -137,15 +137,14 @@ TEST_CASE("a file no row of which can be used says what it is and does not offer
   write(dir + "/train.jsonl", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00", 8));
   CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl); }), Catch::Contains("gzip"));
 
-  // Chat rows where the spec reads a text column: in either mode, the error names the chat column.
+  // Chat rows are conversational data: without a chat template (the byte tokenizer has none), the error says
+  // to give one.
   const std::string chat = R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})";
   write(dir + "/train.jsonl", chat + "\n" + chat + "\n");
   for (const char* mode : {"error", "skip"}) {
     o.on_bad_row = mode;
     const std::string msg = error_of([&] { FileDataSource(o, RowFormat::kJsonl); });
-    CHECK_THAT(msg, Catch::Contains("train.jsonl: none of its 2 rows can be used") &&
-                        Catch::Contains("`messages` column: chat data is not supported yet") &&
-                        Catch::Contains("train.jsonl:1: column 'text': missing column"));
+    CHECK_THAT(msg, Catch::Contains("data.chat_template: the rows are conversational (column 'messages')"));
     CHECK_THAT(msg, !Catch::Contains("on_bad_row"));
   }
   // Other columns than the spec names: they are listed with the option to set.
@@ -153,10 +152,10 @@ TEST_CASE("a file no row of which can be used says what it is and does not offer
   CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl); }),
              Catch::Contains("no row has the column 'text' (data.text_column); the rows have 'id', 'sentence'"));
   // One good row among them: the bad row is an error that offers skip, and skip trains on the good one.
-  write(dir + "/train.jsonl", chat + "\n{\"text\": \"plain\"}\n");
+  write(dir + "/train.jsonl", "{\"text\": \"plain\"}\n" + chat + "\n");
   o.on_bad_row = "error";
   CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl); }),
-             Catch::Contains("train.jsonl:1: column 'text': missing column (on_bad_row: skip skips such rows)"));
+             Catch::Contains("train.jsonl:2: column 'text': missing column (on_bad_row: skip skips such rows)"));
   o.on_bad_row = "skip";
   const FileDataSource skipped(o, RowFormat::kJsonl);
   CHECK(skipped.skipped_rows() == 1);

@@ -35,6 +35,7 @@ YAML::Node changed_value(const YAML::Node& value, const std::string& type) {
     return more;
   }
   if (type == "bool") return YAML::Node(!value.as<bool>());
+  if (type == "bool or null") return YAML::Node(value.IsNull() ? false : !value.as<bool>());
   if (type == "integer") return YAML::Node(value.as<int64_t>() + 1);
   if (type == "number") return YAML::Node(value.as<double>() + 0.125);
   if (type == "string") return YAML::Node(value.Scalar() + "-changed");
