@@ -1,4 +1,4 @@
-// Loading, overriding, validating and dumping run specs (see run_spec.h).
+// Loading, overriding and validating run specs (see run_spec.h; the dump: run_spec_dump.cpp).
 #include "runspec/run_spec.h"
 
 #include <algorithm>
@@ -223,32 +223,6 @@ YAML::Node node_at(const YAML::Node& root, const std::string& dotted) {
   return n;
 }
 
-// YAML text of the dumped tree with each written value's origin as a comment after it.
-std::string emit_with_origins(const YAML::Node& root, const std::map<std::string, std::string>& origins) {
-  YAML::Emitter out;
-  out << YAML::Comment("resolved run spec; a comment says where a value was written, values without one are defaults");
-  out << YAML::BeginMap;
-  for (const auto& section : root) {
-    const std::string name = section.first.Scalar();
-    out << YAML::Key << name << YAML::Value;
-    if (!section.second.IsMap()) {
-      out << section.second;
-      continue;
-    }
-    out << YAML::BeginMap;
-    for (const auto& kv : section.second) {
-      auto it = origins.find(name + "." + kv.first.Scalar());
-      out << YAML::Key << kv.first.Scalar() << YAML::Value;
-      if (it != origins.end() && !kv.second.IsScalar()) out << YAML::Flow;  // keeps the comment on its line
-      out << kv.second;
-      if (it != origins.end()) out << YAML::Comment(it->second);
-    }
-    out << YAML::EndMap;
-  }
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
-}
-
 // HF TrainingArguments holds what hftrain splits into sections: a `training` key that is an option of
 // another section is pointed there (e.g. training.bf16 -> precision.bf16).
 std::string training_key_hint(const std::string& key) {
@@ -316,21 +290,24 @@ RunSpec load_run_spec_text(const std::string& text, const std::string& source, c
 }
 
 namespace {
-RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides,
-                           const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks) {
-  Issues issues(path);
+
+// The tree as the sections read it: the file's (its duplicate keys reported), the --set overrides, HF's
+// names and the Accelerate and DeepSpeed files moved into place, and where each value came from.
+void prepare_tree(YAML::Node& root, const std::string& path, const std::vector<std::string>& overrides, Issues& issues,
+                  RunSpec& spec) {
   if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw ConfigError(path + ": the run spec must be a mapping of sections (" + "model, data, training, ...)");
   report_duplicate_keys(root, "", issues);  // before --set, so that positions are the file's
   for (const auto& o : overrides) apply_override(root, o, issues);
-  RunSpec spec;
   move_hf_training_names(root, issues, spec.origins, spec.notes);
   move_hf_model_arguments(root, issues, spec.origins, spec.notes);
   take_unbuilt_hf_fields(root, issues);
   apply_accelerate_config(root, issues, spec.origins, spec.notes, spec.accelerate);  // may set training.deepspeed
   apply_deepspeed_config(root, issues, spec.origins, spec.notes, spec.deepspeed);
   record_origins(root, issues, spec.origins);
+}
 
+void check_top_level_keys(const YAML::Node& root, const ComponentCatalog& catalog, Issues& issues) {
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
     bool known = false;
@@ -341,31 +318,35 @@ RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::
                "unknown section" + (option.empty() ? did_you_mean(key, kTopLevelKeys)
                                                    : " (did you mean '" + option + "'? keys are given with their section)"));
   }
+}
 
-  spec.source = path;
-  parse_model_section(root, catalog, issues, spec.model, spec.origins);
-  spec.data = parse_component(root, "data", catalog.data, "", issues, schema_of<DataSampleLimits>().names());
-  {  // the sample limits: keys of the data section that no data source owns
-    const YAML::Node data = lookup(root, "data");
-    YAML::Node limits(YAML::NodeType::Map);
-    for (const auto& name : schema_of<DataSampleLimits>().names())
-      if (YAML::Node v = lookup(data, name); v.IsDefined()) limits[name] = v;
-    schema_of<DataSampleLimits>().parse(limits, "data", spec.data_limits, issues);
-  }
-  spec.optimizer = parse_component(root, "optimizer", catalog.optimizers, "adamw", issues);
-  spec.scheduler = parse_component(root, "scheduler", catalog.schedulers, "linear", issues);
+// The sample limits: keys of the data section that no data source owns.
+void parse_data_limits(const YAML::Node& root, RunSpec& spec, Issues& issues) {
+  const YAML::Node data = lookup(root, "data");
+  YAML::Node limits(YAML::NodeType::Map);
+  for (const auto& name : schema_of<DataSampleLimits>().names())
+    if (YAML::Node v = lookup(data, name); v.IsDefined()) limits[name] = v;
+  schema_of<DataSampleLimits>().parse(limits, "data", spec.data_limits, issues);
+}
+
+void parse_training_section(const YAML::Node& root, RunSpec& spec, Issues& issues) {
   schema_of<TrainingArgs>().parse(lookup(root, "training"), "training", spec.training, issues, {}, [](const std::string& key) {
     const std::string other = training_key_hint(key);
     return other.empty() ? did_you_mean(key, schema_of<TrainingArgs>().names()) : other;
   });
-  parse_section(root, "distributed", spec.distributed, issues);
-  parse_section(root, "zero", spec.zero, issues);
-  parse_section(root, "precision", spec.precision, issues);
+}
+
+// The generation section, after its sources (training.generation_*, generation_config.json) filled it.
+void parse_generation_section(YAML::Node& root, RunSpec& spec, Issues& issues) {
   fill_generation_section(root, spec.training, spec.model.from_pretrained, issues, spec.origins, spec.generation_sources);
   for (const auto& problem : spec.generation_sources.unsupported)
     spec.notes.push_back(problem + " (predict, and training or eval with predict_with_generate, refuse to start; "
                          "training without generating is not affected)");
   parse_section(root, "generation", spec.generation, issues);
+}
+
+// The peft and search sections, each only when given.
+void parse_optional_sections(const YAML::Node& root, const ComponentCatalog& catalog, RunSpec& spec, Issues& issues) {
   if (YAML::Node peft = lookup(root, "peft"); peft.IsDefined() && !peft.IsNull()) {
     spec.peft.emplace();
     parse_section(root, "peft", *spec.peft, issues);
@@ -376,114 +357,88 @@ RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::
                          *spec.search);
     spec.notes.push_back("the search section is read by hftrain search only; this run trains the values of the spec and its --set overrides");
   }
+}
 
-  if (YAML::Node m = lookup(root, "metrics"); m.IsDefined() && !m.IsNull()) {
-    if (!m.IsSequence()) {
-      issues.add("metrics", m, "expected a list of metric names or {type: ..., name: ..., options}");
-    } else {
-      for (std::size_t i = 0; i < m.size(); ++i) {
-        const std::string key = "metrics[" + std::to_string(i) + "]";
-        YAML::Node holder(YAML::NodeType::Map);
-        if (m[i].IsScalar()) {
-          YAML::Node entry(YAML::NodeType::Map);
-          entry["type"] = m[i];
-          holder[key] = entry;
-        } else {
-          holder[key] = m[i];
-        }
-        MetricChoice choice;
-        static_cast<ComponentChoice&>(choice) = parse_component(holder, key, catalog.metrics, "", issues, {"name"});
-        if (choice.type.empty()) continue;
-        YAML::Node name = lookup(holder[key], "name");
-        choice.key = name.IsDefined() && name.IsScalar() ? name.Scalar() : choice.type;
-        for (const auto& other : spec.metrics)
-          if (other.key == choice.key)
-            issues.add(key, m[i], "two metrics report as '" + choice.key + "'; give one a different 'name'");
-        spec.metrics.push_back(choice);
-      }
-    }
+// metrics[i]: a metric name, or {type: ..., name: ..., options}; two metrics may not report under one name.
+void parse_metric(const YAML::Node& entry_node, const std::string& key, const ComponentCatalog& catalog, RunSpec& spec,
+                  Issues& issues) {
+  YAML::Node holder(YAML::NodeType::Map);
+  if (entry_node.IsScalar()) {
+    YAML::Node entry(YAML::NodeType::Map);
+    entry["type"] = entry_node;
+    holder[key] = entry;
+  } else {
+    holder[key] = entry_node;
   }
+  MetricChoice choice;
+  static_cast<ComponentChoice&>(choice) = parse_component(holder, key, catalog.metrics, "", issues, {"name"});
+  if (choice.type.empty()) return;
+  YAML::Node name = lookup(holder[key], "name");
+  choice.key = name.IsDefined() && name.IsScalar() ? name.Scalar() : choice.type;
+  for (const auto& other : spec.metrics)
+    if (other.key == choice.key)
+      issues.add(key, entry_node, "two metrics report as '" + choice.key + "'; give one a different 'name'");
+  spec.metrics.push_back(choice);
+}
 
-  if (YAML::Node cbs = lookup(root, "callbacks"); cbs.IsDefined() && !cbs.IsNull()) {
-    if (!cbs.IsSequence()) {
-      issues.add("callbacks", cbs, "expected a list of {type: ..., options}");
-    } else {
-      for (std::size_t i = 0; i < cbs.size(); ++i) {
-        YAML::Node holder(YAML::NodeType::Map);
-        const std::string key = "callbacks[" + std::to_string(i) + "]";
-        holder[key] = cbs[i];
-        ComponentChoice choice = parse_component(holder, key, catalog.callbacks, "", issues);
-        if (!choice.type.empty()) spec.callbacks.push_back(choice);
-      }
-    }
+void parse_metrics(const YAML::Node& root, const ComponentCatalog& catalog, RunSpec& spec, Issues& issues) {
+  YAML::Node m = lookup(root, "metrics");
+  if (!m.IsDefined() || m.IsNull()) return;
+  if (!m.IsSequence()) {
+    issues.add("metrics", m, "expected a list of metric names or {type: ..., name: ..., options}");
+    return;
   }
+  for (std::size_t i = 0; i < m.size(); ++i) parse_metric(m[i], "metrics[" + std::to_string(i) + "]", catalog, spec, issues);
+}
+
+void parse_callbacks(const YAML::Node& root, const ComponentCatalog& catalog, RunSpec& spec, Issues& issues) {
+  YAML::Node cbs = lookup(root, "callbacks");
+  if (!cbs.IsDefined() || cbs.IsNull()) return;
+  if (!cbs.IsSequence()) {
+    issues.add("callbacks", cbs, "expected a list of {type: ..., options}");
+    return;
+  }
+  for (std::size_t i = 0; i < cbs.size(); ++i) {
+    YAML::Node holder(YAML::NodeType::Map);
+    const std::string key = "callbacks[" + std::to_string(i) + "]";
+    holder[key] = cbs[i];
+    ComponentChoice choice = parse_component(holder, key, catalog.callbacks, "", issues);
+    if (!choice.type.empty()) spec.callbacks.push_back(choice);
+  }
+}
+
+// Every section, in the order their problems are reported.
+void parse_sections(YAML::Node& root, const ComponentCatalog& catalog, RunSpec& spec, Issues& issues) {
+  parse_model_section(root, catalog, issues, spec.model, spec.origins);
+  spec.data = parse_component(root, "data", catalog.data, "", issues, schema_of<DataSampleLimits>().names());
+  parse_data_limits(root, spec, issues);
+  spec.optimizer = parse_component(root, "optimizer", catalog.optimizers, "adamw", issues);
+  spec.scheduler = parse_component(root, "scheduler", catalog.schedulers, "linear", issues);
+  parse_training_section(root, spec, issues);
+  parse_section(root, "distributed", spec.distributed, issues);
+  parse_section(root, "zero", spec.zero, issues);
+  parse_section(root, "precision", spec.precision, issues);
+  parse_generation_section(root, spec, issues);
+  parse_optional_sections(root, catalog, spec, issues);
+  parse_metrics(root, catalog, spec, issues);
+  parse_callbacks(root, catalog, spec, issues);
+}
+
+RunSpec load_run_spec_from(YAML::Node root, const std::string& path, const std::vector<std::string>& overrides,
+                           const ComponentCatalog& catalog, const std::vector<SpecCheck>& checks) {
+  Issues issues(path);
+  RunSpec spec;
+  prepare_tree(root, path, overrides, issues, spec);
+  check_top_level_keys(root, catalog, issues);
+  spec.source = path;
+  parse_sections(root, catalog, spec, issues);
   check_spec_rules({spec, root, catalog, issues});
   for (const auto& check : checks)
     check(spec, [&](const std::string& key, const std::string& message) { issues.add(key, node_at(root, key), message); });
   issues.throw_if_any();
   return spec;
 }
+
 }  // namespace
-
-std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, bool with_origins) {
-  auto component = [](const ComponentChoice& c, const RegistryBase& r) {
-    YAML::Node n(YAML::NodeType::Map);
-    n["type"] = c.type;
-    YAML::Node opts = r.dump(c.type, c.options);
-    for (const auto& kv : opts) n[kv.first.Scalar()] = kv.second;
-    return n;
-  };
-  YAML::Node root(YAML::NodeType::Map);
-  root["model"] = component(spec.model, catalog.models);
-  if (!spec.model.from_pretrained.empty()) root["model"]["from_pretrained"] = SavedSpecPaths::saved(spec.model.from_pretrained);
-  if (!spec.model.peft_adapter.empty()) root["model"]["peft_adapter"] = SavedSpecPaths::saved(spec.model.peft_adapter);
-  root["data"] = component(spec.data, catalog.data);
-  for (const auto& kv : schema_of<DataSampleLimits>().dump(spec.data_limits)) root["data"][kv.first.Scalar()] = kv.second;
-  root["optimizer"] = component(spec.optimizer, catalog.optimizers);
-  root["scheduler"] = component(spec.scheduler, catalog.schedulers);
-  YAML::Node metrics(YAML::NodeType::Sequence);
-  for (const auto& m : spec.metrics) {
-    YAML::Node entry = component(m, catalog.metrics);
-    entry["name"] = m.key;
-    metrics.push_back(entry);
-  }
-  root["metrics"] = metrics;
-  YAML::Node callbacks(YAML::NodeType::Sequence);
-  for (const auto& cb : spec.callbacks) callbacks.push_back(component(cb, catalog.callbacks));
-  root["callbacks"] = callbacks;
-  root["training"] = schema_of<TrainingArgs>().dump(spec.training);
-  root["distributed"] = schema_of<DistributedArgs>().dump(spec.distributed);
-  root["zero"] = schema_of<ZeroArgs>().dump(spec.zero);
-  root["precision"] = schema_of<PrecisionArgs>().dump(spec.precision);
-  if (spec.peft) root["peft"] = schema_of<PeftArgs>().dump(*spec.peft);
-  // The generation section keeps the keys the spec set itself: loading the dump again fills the others
-  // from their sources (training.generation_*, generation_config.json), which eval / predict may change.
-  // --dump-config lists the resolved values of the others as comments.
-  const YAML::Node resolved = schema_of<GenerationArgs>().dump(spec.generation);
-  YAML::Node given(YAML::NodeType::Map);
-  const auto& given_keys = spec.generation_sources.given_keys;
-  for (const auto& key : given_keys) given[key] = resolved[key];
-  for (const auto& key : spec.generation_sources.cleared_keys) given[key] = YAML::Node(YAML::NodeType::Null);
-  root["generation"] = given;
-  if (with_origins) {
-    std::string text = emit_with_origins(root, spec.origins);
-    text += "# generation, the keys above and these, resolved from their sources (docs/generation.md):\n";
-    for (const auto& kv : resolved) {
-      const std::string key = kv.first.Scalar();
-      if (std::find(given_keys.begin(), given_keys.end(), key) != given_keys.end()) continue;
-      auto origin = spec.origins.find("generation." + key);
-      text += "#   " + key + ": " + yaml_text(kv.second) + (origin == spec.origins.end() ? "" : "  (" + origin->second + ")") + "\n";
-    }
-    return text;
-  }
-  YAML::Emitter out;
-  out << root;
-  return std::string(out.c_str()) + "\n";
-}
-
-std::string saved_run_spec(const RunSpec& spec, const ComponentCatalog& catalog) {
-  SavedSpecPaths absolute;
-  return dump_run_spec(spec, catalog);
-}
 
 }  // namespace hftrain
