@@ -347,10 +347,12 @@ TokenizedSplits FileDataSource::build() {
   auto convert = [&](const std::string& file, const std::vector<Row>& rows, bool labels_optional) {
     std::vector<Example> examples;
     kept_rows.clear();
-    if (format != SftFormat::kPlain)  // TRL's formats (sft_source.cpp)
-      return pack_split(convert_sft(file, rows, format, [&](const Row& row, const RowIssue& issue) {
+    if (format != SftFormat::kPlain) {  // TRL's formats (sft_source.cpp); the test split stays one row per example
+      examples = convert_sft(file, rows, format, [&](const Row& row, const RowIssue& issue) {
         bad(file, rows, RowNeeds{}, row, issue, true);
-      }));
+      });
+      return labels_optional ? examples : pack_split(std::move(examples));
+    }
     Encoding packed;
     // A seq2seq test file may leave out the targets (nothing to score), but not some of them.
     bool targets_optional = labels_optional && task_ == TaskKind::kSeq2Seq;
@@ -442,7 +444,7 @@ TokenizedSplits FileDataSource::build() {
         examples.push_back(std::move(ex));
       }
     }
-    return pack_split(std::move(examples));
+    return labels_optional ? examples : pack_split(std::move(examples));
   };
   out.train = convert(options_.train_file, train_rows, false);
   if (!pack && !options_.packing && !kept_rows.empty()) {

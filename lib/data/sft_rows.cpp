@@ -190,11 +190,21 @@ std::optional<std::vector<std::pair<std::size_t, std::size_t>>> token_byte_offse
   std::vector<std::pair<std::size_t, std::size_t>> out;
   out.reserve(ids.size());
   std::size_t at = 0;
-  for (int64_t id : ids) {
-    const std::string piece = tokenizer.decode({id});
-    if (text.compare(at, piece.size(), piece) != 0) return std::nullopt;
-    out.emplace_back(at, at + piece.size());
-    at += piece.size();
+  for (std::size_t i = 0; i < ids.size();) {
+    // A token alone, or (a character split over byte-level tokens, which decode alone to U+FFFD) up to four
+    // together: each token of the group spans the group's bytes, as HF's offsets give each the character.
+    std::size_t k = 1;
+    for (; k <= 4 && i + k <= ids.size(); ++k) {
+      const std::string piece = tokenizer.decode(std::vector<int64_t>(ids.begin() + static_cast<std::ptrdiff_t>(i),
+                                                                      ids.begin() + static_cast<std::ptrdiff_t>(i + k)));
+      if ((k == 1 || !piece.empty()) && text.compare(at, piece.size(), piece) == 0) {
+        for (std::size_t t = 0; t < k; ++t) out.emplace_back(at, at + piece.size());
+        at += piece.size();
+        break;
+      }
+    }
+    if (k > 4 || i + k > ids.size()) return std::nullopt;
+    i += k;
   }
   if (at != text.size()) return std::nullopt;
   return out;

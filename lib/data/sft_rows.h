@@ -52,8 +52,9 @@ struct SftRowError {
 // tokens (TRL's refusal).
 Example make_sft_example(const Row& row, SftFormat format, const SftSettings& settings);
 
-// The byte span [begin, end) of each of `ids` in `text`, from each token decoded alone; nullopt when the
-// pieces do not spell `text` exactly (a tokenizer whose decoding is not a concatenation of its tokens).
+// The byte span [begin, end) of each of `ids` in `text`, from each token decoded alone (the tokens of a
+// character split over byte-level tokens decoded together, each spanning it); nullopt when the pieces do not
+// spell `text` exactly (a tokenizer whose decoding is not a concatenation of its tokens).
 std::optional<std::vector<std::pair<std::size_t, std::size_t>>> token_byte_offsets(const Tokenizer& tokenizer,
                                                                                    const std::string& text,
                                                                                    const std::vector<int64_t>& ids);

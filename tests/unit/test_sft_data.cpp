@@ -17,6 +17,7 @@
 #include "data/chat_template.h"
 #include "data/file_sources.h"
 #include "data/sft_rows.h"
+#include "tokenizers/hf_tokenizer.h"
 #include "util/error.h"
 
 using namespace hftrain;
@@ -169,6 +170,32 @@ TEST_CASE("sft bfd packing fills the tightest row, truncates long examples, and 
   CHECK(wrapped[2].input_ids == std::vector<int64_t>{13});
   CHECK(wrapped[0].segment_lengths.empty());
   CHECK_THAT(error_of([&] { pack_examples({ex(2, 0)}, "bfd", 0); }), Catch::Contains("data.max_length"));
+}
+
+TEST_CASE("sft token offsets of a byte-level BPE tokenizer cover a character split over tokens", "[unit][sft]") {
+  const std::string dir = scratch("offsets");
+  write(dir + "/tokenizer.json", R"({"version": "1.0", "truncation": null, "padding": null,
+    "added_tokens": [{"id": 6, "content": "<|e|>", "single_word": false, "lstrip": false, "rstrip": false,
+                      "normalized": false, "special": true}],
+    "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+    "post_processor": null,
+    "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+    "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+              "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+              "vocab": {"h": 0, "i": 1, "\u0120": 2, "hi": 3, "\u00c3": 4, "\u00a9": 5}, "merges": ["h i"]}})");
+  const auto tok = HfTokenizer::from_file(dir + "/tokenizer.json", "data.tokenizer");
+  const std::string text = "<|e|>hi \xC3\xA9<|e|>";  // é is two byte-level tokens, each U+FFFD alone
+  const std::vector<int64_t> ids = tok->encode(text);
+  REQUIRE(ids == std::vector<int64_t>{6, 3, 2, 4, 5, 6});
+  const auto offsets = token_byte_offsets(*tok, text, ids);
+  REQUIRE(offsets);
+  using Span = std::pair<std::size_t, std::size_t>;
+  CHECK(*offsets == std::vector<Span>{{0, 5}, {5, 7}, {7, 8}, {8, 10}, {8, 10}, {10, 15}});
+  // The assistant span "\xC3\xA9<|e|>" marks both halves of the character and the end token.
+  CHECK(assistant_token_mask(*offsets, {{8, 15}}) == std::vector<int64_t>{0, 0, 0, 1, 1, 1});
+  // A span ending in that character: char_to_token gives its first token, so transformers marks only that one.
+  CHECK(assistant_token_mask(*offsets, {{5, 10}}) == std::vector<int64_t>{0, 1, 1, 1, 0, 0});
 }
 
 TEST_CASE("sft ids and label masks equal TRL's under several templates, truncated and packed", "[reference][sft]") {
