@@ -296,7 +296,7 @@ bool is_floating_dtype(const std::string& dtype) {
 }  // namespace
 
 PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
-  const LoadRules rules = load_rules_for(hftrain_type_of(model.config_json()));
+  const LoadRules rules = model.family() ? model.family()->load : LoadRules{};  // its family's declaration
   std::map<std::string, torch::Tensor> targets;
   for (auto& np : model.named_parameters()) targets.emplace(np.key(), np.value());
   for (auto& nb : model.named_buffers()) targets.emplace(nb.key(), nb.value());

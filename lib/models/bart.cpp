@@ -77,14 +77,11 @@ namespace {
 
 // The options with the data's vocabulary filled in, checked.
 Bart::Options resolved(Bart::Options o, const ModelContext& context) {
-  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
-  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
+  resolve_lm_sizes({o.vocab_size, nullptr, nullptr}, context);
   check_activation(o.activation_function, "model.activation_function");
   for (const auto& [key, heads] : {std::pair<const char*, int64_t>{"encoder_attention_heads", o.encoder_attention_heads},
                                    {"decoder_attention_heads", o.decoder_attention_heads}})
-    if (o.d_model % heads != 0)
-      throw ConfigError(std::string("model: d_model (") + std::to_string(o.d_model) + ") must be divisible by " + key +
-                        " (" + std::to_string(heads) + ")");
+    resolve_lm_sizes({o.vocab_size, nullptr, nullptr, o.d_model, heads, "d_model", key}, context);
   for (const auto& [key, p] : {std::pair<const char*, double>{"encoder_layerdrop", o.encoder_layerdrop},
                                {"decoder_layerdrop", o.decoder_layerdrop}})
     if (p != 0.0)
@@ -105,9 +102,7 @@ Bart::Options resolved(Bart::Options o, const ModelContext& context) {
     if (id >= o.vocab_size)
       throw ConfigError(std::string("model.") + key + " (" + std::to_string(id) + ") is outside the vocabulary (" +
                         std::to_string(o.vocab_size) + " tokens)");
-  if (context.max_length > o.max_position_embeddings)
-    throw ConfigError("model.max_position_embeddings (" + std::to_string(o.max_position_embeddings) +
-                      ") is shorter than the data's sequences (" + std::to_string(context.max_length) + ")");
+  resolve_lm_sizes({o.vocab_size, &o.max_position_embeddings, "max_position_embeddings"}, context);  // the data fits
   return o;
 }
 
@@ -206,8 +201,39 @@ ModelDimensions Bart::facts(const Options& o) {
   return {o.d_model, o.encoder_layers + o.decoder_layers, std::max(o.encoder_attention_heads, o.decoder_attention_heads)};
 }
 
+// BartForConditionalGeneration files name everything under model. (BartModel files without it); the
+// embedding is stored once as model.shared.weight, with or without the embed_tokens copies.
+const ModelFamily& Bart::declaration() {
+  static const ModelFamily family = [] {
+    ModelFamily f;
+    f.type = f.model_type = "bart";
+    f.architectures = {"BartForConditionalGeneration", "BartModel"};
+    f.lora_target_modules = {"q_proj", "v_proj"};
+    f.load = {"model.",
+              {".embed_tokens.weight", "lm_head.weight"},
+              {"lm_head.", "final_logits_bias"},
+              {{"model.encoder.embed_tokens.weight", "model.shared.weight"},
+               {"model.decoder.embed_tokens.weight", "model.shared.weight"}}};
+    return f;
+  }();
+  return family;
+}
+
 Bart::Bart(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
   const auto& o = options_;
+  declare_family(declaration(), options_, [this](nlohmann::json& j) {
+    j["num_hidden_layers"] = options_.encoder_layers;
+    j["is_encoder_decoder"] = true;
+    j["use_cache"] = true;
+  });
+  for (const bool decoder : {false, true}) {  // ZeRO-3's gather units, in forward order
+    const std::string stack = decoder ? "model.decoder." : "model.encoder.";
+    embed_units_[decoder] =
+        declare_unit(stack + "embeddings", {"model.shared.weight", stack + "embed_positions.", stack + "layernorm_embedding."});
+    for (int64_t i = 0; i < (decoder ? o.decoder_layers : o.encoder_layers); ++i)
+      layer_units_[decoder].push_back(declare_unit(stack + "layers." + std::to_string(i), {stack + "layers." + std::to_string(i) + "."}));
+  }
+  head_unit_ = declare_unit("lm_head", {o.tie_word_embeddings ? "model.shared.weight" : "lm_head.weight"});
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
   shared_ = model->register_module("shared", new_embedding(o.vocab_size, o.d_model));
@@ -247,8 +273,7 @@ torch::Tensor Bart::shift_right(const torch::Tensor& labels) const {
 }
 
 torch::Tensor Bart::embed(bool decoder, const torch::Tensor& ids, int64_t past, const std::vector<int64_t>* segments) {
-  const std::size_t unit = decoder ? encoder_layers_.size() + 1 : 0;
-  return in_unit(unit, [&] {
+  return in_unit(embed_units_[decoder], [&] {
     const int64_t T = ids.size(1);
     const int64_t extent = segments && !segments->empty() ? *std::max_element(segments->begin(), segments->end()) : past + T;
     if (extent > options_.max_position_embeddings)
@@ -273,7 +298,7 @@ torch::Tensor Bart::encode(const torch::Tensor& input_ids, const torch::Tensor& 
   for (std::size_t i = 0; i < encoder_layers_.size(); ++i) {
     Layer* l = encoder_layers_[i].get();
     auto body = [this, l, padding, i](const torch::Tensor& in) {
-      return in_unit(i + 1, [&] { return l->forward(in, padding, {}, {}); });
+      return in_unit(layer_units_[0][i], [&] { return l->forward(in, padding, {}, {}); });
     };
     x = gradient_checkpointing_ && is_training() ? checkpointed(checkpoint_fns_->hold(body, 4 * encoder_layers_.size()), x)
                                                  : body(x);
@@ -290,10 +315,9 @@ torch::Tensor Bart::decode(const torch::Tensor& ids, const torch::Tensor& memory
                                       : AttentionBias(causal_bias(T, past, {}, dtype, x.device()));
   const AttentionBias cross = packed ? segments(packed->packed_label_lengths, packed->packed_lengths, false, x)
                                      : AttentionBias(padding_bias(encoder_mask, dtype));
-  const std::size_t first = encoder_layers_.size() + 2;  // the first decoder layer's unit
   for (std::size_t i = 0; i < decoder_layers_.size(); ++i) {
     Layer* l = decoder_layers_[i].get();
-    auto body = [this, l, causal, cross, cache, unit = first + i, i](const torch::Tensor& in, const torch::Tensor& mem) {
+    auto body = [this, l, causal, cross, cache, unit = layer_units_[1][i], i](const torch::Tensor& in, const torch::Tensor& mem) {
       return in_unit(unit, [&] { return l->forward(in, causal, mem, cross, cache, i); });
     };
     x = gradient_checkpointing_ && is_training() && !cache
@@ -308,24 +332,8 @@ Model::LmHead Bart::head(const torch::Tensor& hidden) {
   return {hidden, options_.tie_word_embeddings ? shared_->weight : lm_head_, final_logits_bias_.view({-1})};
 }
 
-std::size_t Bart::head_unit() const { return encoder_layers_.size() + decoder_layers_.size() + 2; }
-
 torch::Tensor Bart::lm_logits(const torch::Tensor& hidden) {
-  return head_logits(head_unit(), [&] { return head(hidden); });
-}
-
-std::vector<GatherUnit> Bart::gather_units() const {
-  std::vector<GatherUnit> units;
-  for (const bool decoder : {false, true}) {
-    const std::string stack = decoder ? "model.decoder." : "model.encoder.";
-    units.push_back({stack + "embeddings",
-                     {"model.shared.weight", stack + "embed_positions.", stack + "layernorm_embedding."}});
-    const std::size_t n = decoder ? decoder_layers_.size() : encoder_layers_.size();
-    for (std::size_t i = 0; i < n; ++i)
-      units.push_back({stack + "layers." + std::to_string(i), {stack + "layers." + std::to_string(i) + "."}});
-  }
-  units.push_back({"lm_head", {options_.tie_word_embeddings ? "model.shared.weight" : "lm_head.weight"}});
-  return units;
+  return head_logits(head_unit_, [&] { return head(hidden); });
 }
 
 ModelOutput Bart::forward(const Batch& batch) {
@@ -334,7 +342,7 @@ ModelOutput Bart::forward(const Batch& batch) {
   auto memory = encode(batch.input_ids, batch.attention_mask, packed);
   const torch::Tensor decoder_inputs = decoder_input_ids(batch, options_.pad_token_id, options_.decoder_start_token_id);
   const torch::Tensor hidden = decode(decoder_inputs, memory, batch.attention_mask, nullptr, packed);
-  return language_model_output(head_unit(), batch, /*shift=*/false, [&] { return head(hidden); });
+  return language_model_output(head_unit_, batch, /*shift=*/false, [&] { return head(hidden); });
 }
 
 torch::Tensor Bart::forward_encoder_decoder_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
@@ -344,39 +352,6 @@ torch::Tensor Bart::forward_encoder_decoder_cached(const torch::Tensor& input_id
     cache.encoder_mask = attention_mask;
   }
   return lm_logits(decode(decoder_input_ids, cache.encoder_hidden, cache.encoder_mask, &cache));
-}
-
-nlohmann::json Bart::config_json() const {
-  const auto& o = options_;
-  return {{"model_type", "bart"},
-          {"architectures", {"BartForConditionalGeneration"}},
-          {"vocab_size", o.vocab_size},
-          {"d_model", o.d_model},
-          {"encoder_layers", o.encoder_layers},
-          {"decoder_layers", o.decoder_layers},
-          {"num_hidden_layers", o.encoder_layers},
-          {"encoder_attention_heads", o.encoder_attention_heads},
-          {"decoder_attention_heads", o.decoder_attention_heads},
-          {"encoder_ffn_dim", o.encoder_ffn_dim},
-          {"decoder_ffn_dim", o.decoder_ffn_dim},
-          {"activation_function", o.activation_function},
-          {"dropout", o.dropout},
-          {"attention_dropout", o.attention_dropout},
-          {"activation_dropout", o.activation_dropout},
-          {"encoder_layerdrop", o.encoder_layerdrop},
-          {"decoder_layerdrop", o.decoder_layerdrop},
-          {"max_position_embeddings", o.max_position_embeddings},
-          {"init_std", o.init_std},
-          {"scale_embedding", o.scale_embedding},
-          {"tie_word_embeddings", o.tie_word_embeddings},
-          {"is_encoder_decoder", true},
-          {"use_cache", true},
-          {"pad_token_id", o.pad_token_id},
-          {"bos_token_id", o.bos_token_id},
-          {"eos_token_id", o.eos_token_id},
-          {"decoder_start_token_id", o.decoder_start_token_id},
-          {"forced_eos_token_id", o.forced_eos_token_id},
-          {"torch_dtype", "float32"}};
 }
 
 }  // namespace hftrain

@@ -52,12 +52,11 @@ class Bart : public Model {
 
   Bart(const Options& options, const ModelContext& context);
   static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
+  static const ModelFamily& declaration();
   // input_ids / attention_mask feed the encoder; labels [B, T] (-100 = ignored) are required.
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
   LossUnit loss_unit() const override { return LossUnit::kLabelToken; }
-  nlohmann::json config_json() const override;
-  std::vector<GatherUnit> gather_units() const override;
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
 
@@ -85,9 +84,10 @@ class Bart : public Model {
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& encoder_hidden,
                        const torch::Tensor& encoder_mask, KvCache* cache, const Batch* packed = nullptr);
   LmHead head(const torch::Tensor& decoder_hidden);  // lm_head + final_logits_bias
-  std::size_t head_unit() const;
   torch::Tensor lm_logits(const torch::Tensor& decoder_hidden);
   Options options_;
+  UnitHandle embed_units_[2], head_unit_;             // [0] encoder, [1] decoder
+  std::vector<UnitHandle> layer_units_[2];
   torch::nn::Embedding shared_{nullptr};
   torch::nn::Embedding positions_[2] = {nullptr, nullptr};  // [0] encoder, [1] decoder
   torch::nn::LayerNorm embedding_norms_[2] = {nullptr, nullptr};

@@ -55,7 +55,7 @@ torch::nn::LayerNorm layer_norm(const BertConfig& o) {
 }
 
 void validate(BertConfig& o, const ModelContext& context) {
-  resolve_lm_sizes({o.vocab_size, o.max_position_embeddings, "max_position_embeddings", o.hidden_size,
+  resolve_lm_sizes({o.vocab_size, &o.max_position_embeddings, "max_position_embeddings", o.hidden_size,
                     o.num_attention_heads, "hidden_size", "num_attention_heads"},
                    context);
   if (o.position_embedding_type != "absolute")
@@ -65,31 +65,16 @@ void validate(BertConfig& o, const ModelContext& context) {
   check_activation(o.hidden_act, "model.hidden_act");
 }
 
-nlohmann::json encoder_config(const BertConfig& o) {
-  return {{"model_type", "bert"},
-          {"vocab_size", o.vocab_size},
-          {"hidden_size", o.hidden_size},
-          {"num_hidden_layers", o.num_hidden_layers},
-          {"num_attention_heads", o.num_attention_heads},
-          {"intermediate_size", o.intermediate_size},
-          {"hidden_act", o.hidden_act},
-          {"hidden_dropout_prob", o.hidden_dropout_prob},
-          {"attention_probs_dropout_prob", o.attention_probs_dropout_prob},
-          {"max_position_embeddings", o.max_position_embeddings},
-          {"type_vocab_size", o.type_vocab_size},
-          {"initializer_range", o.initializer_range},
-          {"layer_norm_eps", o.layer_norm_eps},
-          {"pad_token_id", o.pad_token_id},
-          {"position_embedding_type", o.position_embedding_type},
-          {"torch_dtype", "float32"}};
-}
-
 }  // namespace
 
 // bert.embeddings + bert.encoder (+ bert.pooler when `pooler`), registered under the caller's "bert".
 class BertEncoder : public torch::nn::Module {
  public:
-  BertEncoder(const BertConfig& o, bool pooler) : o_(o) {
+  BertEncoder(const BertConfig& o, bool pooler, std::shared_ptr<GatherUnits> units) : o_(o), units_(std::move(units)) {
+    embeddings_unit_ = units_->declare("embeddings", {"bert.embeddings."});
+    for (int64_t i = 0; i < o.num_hidden_layers; ++i)
+      layer_units_.push_back(
+          units_->declare("bert.encoder.layer." + std::to_string(i), {"bert.encoder.layer." + std::to_string(i) + "."}));
     auto emb = register_module("embeddings", std::make_shared<torch::nn::Module>());
     word_ = emb->register_module("word_embeddings", new_embedding(o.vocab_size, o.hidden_size));
     position_ = emb->register_module("position_embeddings", new_embedding(o.max_position_embeddings, o.hidden_size));
@@ -117,7 +102,7 @@ class BertEncoder : public torch::nn::Module {
                            std::to_string(o_.max_position_embeddings));
     auto pos = torch::arange(T, ids.options().dtype(torch::kLong));
     auto types = batch.token_type_ids.defined() ? batch.token_type_ids : torch::zeros_like(ids);
-    auto x = run_unit(hooks, 0, [&] {
+    auto x = units_->run(embeddings_unit_, [&] {
       auto words = apply_embedding(word_, ids);
       if (neftune_noise_alpha > 0 && is_training()) {
         const double magnitude = neftune_noise_alpha / std::sqrt(static_cast<double>(T * o_.hidden_size));
@@ -131,30 +116,19 @@ class BertEncoder : public torch::nn::Module {
       if (gradient_checkpointing && is_training()) {
         x = checkpointed(checkpoint_fns_.hold(
                              [this, l, bias, i](const torch::Tensor& in) {
-                               return run_unit(hooks, i + 1, [&] { return l->forward(in, bias); });
+                               return units_->run(layer_units_[i], [&] { return l->forward(in, bias); });
                              },
                              4 * layers_.size()),
                          x);
       } else {
-        x = run_unit(hooks, i + 1, [&] { return l->forward(x, bias); });
+        x = units_->run(layer_units_[i], [&] { return l->forward(x, bias); });
       }
     }
     return x;
   }
 
-  // Gather units of the encoder (embeddings, then each layer); the owning model appends its head.
-  std::vector<GatherUnit> gather_units() const {
-    std::vector<GatherUnit> units = {{"embeddings", {"bert.embeddings."}}};
-    for (std::size_t i = 0; i < layers_.size(); ++i)
-      units.push_back({"bert.encoder.layer." + std::to_string(i), {"bert.encoder.layer." + std::to_string(i) + "."}});
-    return units;
-  }
-  std::size_t head_unit() const { return layers_.size() + 1; }
-
   // tanh(dense(h[:, 0])): the pooler of the sequence classifier.
   torch::Tensor pool(const torch::Tensor& x) { return torch::tanh(pooler_(x.select(1, 0))); }
-
-  GatherHooks* hooks = nullptr;
 
   torch::nn::Embedding word_{nullptr};
   bool gradient_checkpointing = false;
@@ -197,6 +171,9 @@ class BertEncoder : public torch::nn::Module {
   };
 
   BertConfig o_;
+  std::shared_ptr<GatherUnits> units_;  // the owning model's
+  UnitHandle embeddings_unit_;
+  std::vector<UnitHandle> layer_units_;
   torch::nn::Embedding position_{nullptr}, token_type_{nullptr};
   torch::nn::LayerNorm emb_norm_{nullptr};
   std::vector<std::shared_ptr<Layer>> layers_;
@@ -217,7 +194,7 @@ InitPass bert_init_pass(const BertConfig& o) {
 }
 
 // The sequence classifier's options with the data's sizes filled in, checked.
-BertConfig classifier_config(BertConfig o, const ModelContext& context) {
+BertOptions classifier_config(BertOptions o, const ModelContext& context) {
   validate(o, context);
   if (o.num_labels == 0) o.num_labels = context.num_labels;
   if (o.num_labels <= 0) throw ConfigError("model.num_labels: the data gives no number of labels; set it");
@@ -234,11 +211,45 @@ ModelDimensions BertForSequenceClassification::facts(const Options& o) {
   return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads};
 }
 
+namespace {
+
+// Both heads: model_type bert, PEFT's query / value targets; base-model files lack `bert.`.
+ModelFamily bert_family(const std::string& type, std::vector<std::string> architectures, LoadRules load) {
+  ModelFamily f;
+  f.type = type;
+  f.model_type = "bert";
+  f.architectures = std::move(architectures);
+  f.default_for_model_type = type == "bert_mlm";  // BertModel / BertForPreTraining files load as the MLM
+  f.lora_target_modules = {"query", "value"};
+  f.load = std::move(load);
+  return f;
+}
+
+}  // namespace
+
+const ModelFamily& BertForSequenceClassification::declaration() {
+  static const ModelFamily family = bert_family("bert", {"BertForSequenceClassification"},
+                                                {"bert.", {".position_ids", "cls."}, {"classifier.", "bert.pooler."}});
+  return family;
+}
+
+const ModelFamily& BertForMaskedLM::declaration() {
+  static const ModelFamily family =
+      bert_family("bert_mlm", {"BertForMaskedLM", "BertForPreTraining", "BertModel"},
+                  {"bert.",
+                   {".position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
+                    "cls.seq_relationship.", "bert.pooler."},
+                   {}});
+  return family;
+}
+
 BertForSequenceClassification::BertForSequenceClassification(const Options& options, const ModelContext& context)
     : options_(classifier_config(options, context)) {
   auto& o = options_;
   if (static_cast<int64_t>(context.label_names.size()) == o.num_labels) label_names_ = context.label_names;
-  bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/true));
+  declare_family(declaration(), options_, [this](nlohmann::json& j) { derived_config(j); });
+  bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/true, units()));
+  head_unit_ = declare_unit("head", {"bert.pooler.", "classifier."});
   classifier_ = register_module("classifier", new_linear(o.hidden_size, o.num_labels));
   initialise_parameters({bert_init_pass(o)});
 }
@@ -247,7 +258,7 @@ ModelOutput BertForSequenceClassification::forward(const Batch& batch) {
   auto h = bert_->forward(batch);
   const double p = options_.classifier_dropout.value_or(options_.hidden_dropout_prob);
   ModelOutput out;
-  out.logits = in_unit(bert_->head_unit(), [&] { return classifier_(torch::dropout(bert_->pool(h), p, is_training())); });
+  out.logits = in_unit(head_unit_, [&] { return classifier_(torch::dropout(bert_->pool(h), p, is_training())); });
   if (batch.labels.defined()) {
     if (options_.problem_type == "regression")
       out.loss = torch::mse_loss(out.logits.to(torch::kFloat).squeeze(-1), batch.labels.to(torch::kFloat).view({-1}));
@@ -259,11 +270,9 @@ ModelOutput BertForSequenceClassification::forward(const Batch& batch) {
   return out;
 }
 
-nlohmann::json BertForSequenceClassification::config_json() const {
-  auto j = encoder_config(options_);
-  j["architectures"] = {"BertForSequenceClassification"};
-  j["problem_type"] = options_.problem_type;
-  j["classifier_dropout"] = options_.classifier_dropout ? nlohmann::json(*options_.classifier_dropout) : nlohmann::json();
+// HF writes the classes as id2label / label2id, not num_labels.
+void BertForSequenceClassification::derived_config(nlohmann::json& j) const {
+  j.erase("num_labels");
   nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
   for (int64_t i = 0; i < options_.num_labels; ++i) {  // the data's class names, else HF's LABEL_i
     const std::string name =
@@ -273,21 +282,10 @@ nlohmann::json BertForSequenceClassification::config_json() const {
   }
   j["id2label"] = id2label;
   j["label2id"] = label2id;
-  return j;
 }
 
 void BertForSequenceClassification::enable_gradient_checkpointing() { bert_->gradient_checkpointing = true; }
 void BertForSequenceClassification::set_neftune_noise_alpha(double alpha) { bert_->neftune_noise_alpha = alpha; }
-void BertForSequenceClassification::set_gather_hooks(GatherHooks* hooks) {
-  Model::set_gather_hooks(hooks);
-  bert_->hooks = hooks;
-}
-std::vector<GatherUnit> BertForSequenceClassification::gather_units() const {
-  auto units = bert_->gather_units();
-  units.push_back({"head", {"bert.pooler.", "classifier."}});
-  return units;
-}
-
 ModelDimensions BertForMaskedLM::facts(const Options& o) {
   return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads};
 }
@@ -295,7 +293,9 @@ ModelDimensions BertForMaskedLM::facts(const Options& o) {
 BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& context) : options_(options) {
   validate(options_, context);
   const auto& o = options_;
-  bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/false));
+  declare_family(declaration(), options_, [](nlohmann::json& j) { j["tie_word_embeddings"] = true; });
+  bert_ = register_module("bert", std::make_shared<BertEncoder>(o, /*pooler=*/false, units()));
+  head_unit_ = declare_unit("head", {"cls.", "bert.embeddings.word_embeddings.weight"});
   auto cls = register_module("cls", std::make_shared<torch::nn::Module>());
   auto predictions = cls->register_module("predictions", std::make_shared<torch::nn::Module>());
   auto transform = predictions->register_module("transform", std::make_shared<torch::nn::Module>());
@@ -307,29 +307,13 @@ BertForMaskedLM::BertForMaskedLM(const Options& options, const ModelContext& con
 
 ModelOutput BertForMaskedLM::forward(const Batch& batch) {
   auto h = bert_->forward(batch);
-  return language_model_output(bert_->head_unit(), batch, /*shift=*/false, [&] {
+  return language_model_output(head_unit_, batch, /*shift=*/false, [&] {
     auto t = apply_layer_norm(transform_norm_, apply_activation(options_.hidden_act, transform_dense_(h)));
     return LmHead{t, bert_->word_->weight, decoder_bias_};  // decoder tied to embeddings
   });
 }
 
-nlohmann::json BertForMaskedLM::config_json() const {
-  auto j = encoder_config(options_);
-  j["architectures"] = {"BertForMaskedLM"};
-  j["tie_word_embeddings"] = true;
-  return j;
-}
-
 void BertForMaskedLM::enable_gradient_checkpointing() { bert_->gradient_checkpointing = true; }
 void BertForMaskedLM::set_neftune_noise_alpha(double alpha) { bert_->neftune_noise_alpha = alpha; }
-void BertForMaskedLM::set_gather_hooks(GatherHooks* hooks) {
-  Model::set_gather_hooks(hooks);
-  bert_->hooks = hooks;
-}
-std::vector<GatherUnit> BertForMaskedLM::gather_units() const {
-  auto units = bert_->gather_units();
-  units.push_back({"head", {"cls.", "bert.embeddings.word_embeddings.weight"}});
-  return units;
-}
 
 }  // namespace hftrain

@@ -46,17 +46,17 @@ class BertForSequenceClassification : public Model {
   using Options = BertOptions;
   BertForSequenceClassification(const Options& options, const ModelContext& context);
   static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
+  static const ModelFamily& declaration();
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
-  nlohmann::json config_json() const override;
-  std::vector<GatherUnit> gather_units() const override;
-  void set_gather_hooks(GatherHooks* hooks) override;
   void enable_gradient_checkpointing() override;
   void set_neftune_noise_alpha(double alpha) override;
 
  private:
-  BertConfig options_;
+  void derived_config(nlohmann::json& j) const;  // id2label / label2id
+  Options options_;
   std::vector<std::string> label_names_;  // id2label from the data; empty = LABEL_i
+  UnitHandle head_unit_;
   std::shared_ptr<BertEncoder> bert_;
   AdaptableLinear classifier_{nullptr};
 };
@@ -66,17 +66,16 @@ class BertForMaskedLM : public Model {
   using Options = BertMlmOptions;
   BertForMaskedLM(const Options& options, const ModelContext& context);
   static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
+  static const ModelFamily& declaration();
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
   LossUnit loss_unit() const override { return LossUnit::kLabelToken; }
-  nlohmann::json config_json() const override;
-  std::vector<GatherUnit> gather_units() const override;
-  void set_gather_hooks(GatherHooks* hooks) override;
   void enable_gradient_checkpointing() override;
   void set_neftune_noise_alpha(double alpha) override;
 
  private:
-  BertConfig options_;
+  Options options_;
+  UnitHandle head_unit_;
   std::shared_ptr<BertEncoder> bert_;
   AdaptableLinear transform_dense_{nullptr};
   torch::nn::LayerNorm transform_norm_{nullptr};

@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "models/checkpointing.h"
-#include "models/fused_attention.h"
 #include "models/fused_activations.h"
 #include "models/fused_embedding.h"
 #include "models/fused_norms.h"
@@ -58,26 +57,8 @@ struct Gpt::Block : torch::nn::Module {
     const auto B = x.size(0), T = x.size(1), C = x.size(2);
     auto qkv = c_attn(x).split(C, 2);
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, n_head, C / n_head}).transpose(1, 2); };
-    auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-    torch::Tensor y;
-    if (cache) {  // generation: the new tokens attend to every cached one and causally among themselves
-      auto kv = cache->append(layer, k, v);
-      y = attend(q, kv.first, kv.second, key_bias, /*causal=*/true, 0.0);
-    } else if (!segments.empty()) {  // padding-free: each example attends to itself only
-      y = attend_packed(q, k, v, segments, is_training() ? dropout : 0.0);
-    } else if (fused_attention_applies(q, k, v, {}, is_training() ? dropout : 0.0)) {
-      y = fused_attention(q, k, v, {}, 1.0 / std::sqrt(static_cast<double>(k.size(-1))), /*causal=*/true);
-    } else {
-#if HFTRAIN_HAS_SDPA
-      y = at::scaled_dot_product_attention(q, k, v, {}, is_training() ? dropout : 0.0, /*is_causal=*/true);
-#else
-      auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(k.size(-1))));
-      auto mask = torch::ones({T, T}, q.options().dtype(torch::kBool)).tril();
-      att = att.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
-      att = attn_dropout(torch::softmax(att, -1));
-      y = torch::matmul(att, v);
-#endif
-    }
+    auto y = self_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), key_bias, segments,
+                            is_training() ? dropout : 0.0, cache, layer);
     y = y.transpose(1, 2).contiguous().view({B, T, C});
     return resid_dropout(attn_proj(y));
   }
@@ -101,7 +82,7 @@ namespace {
 
 // The options with the data's sizes filled in, checked.
 Gpt::Options resolved(Gpt::Options o, const ModelContext& context) {
-  resolve_lm_sizes({o.vocab_size, o.block_size, "block_size", o.n_embd, o.n_head, "n_embd", "n_head"}, context);
+  resolve_lm_sizes({o.vocab_size, &o.block_size, "block_size", o.n_embd, o.n_head, "n_embd", "n_head"}, context);
   return o;
 }
 
@@ -109,7 +90,25 @@ Gpt::Options resolved(Gpt::Options o, const ModelContext& context) {
 
 ModelDimensions Gpt::facts(const Options& o) { return {o.n_embd, o.n_layer, o.n_head}; }
 
+// block_size is written under HF's name n_positions, and read back from it.
+const ModelFamily& Gpt::declaration() {
+  static const ModelFamily family = [] {
+    ModelFamily f;
+    f.type = f.model_type = "gpt";
+    f.architectures = {"GptLMHeadModel"};
+    f.lora_target_modules = {"c_attn"};
+    f.option_config_keys = {{"block_size", "n_positions"}};
+    return f;
+  }();
+  return family;
+}
+
 Gpt::Gpt(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
+  declare_family(declaration(), options_, [](nlohmann::json& j) { j["tie_word_embeddings"] = true; });
+  embeddings_unit_ = declare_unit("embeddings", {"transformer.wte.", "transformer.wpe."});
+  for (int64_t i = 0; i < options_.n_layer; ++i)
+    block_units_.push_back(declare_unit("transformer.h." + std::to_string(i), {"transformer.h." + std::to_string(i) + "."}));
+  head_unit_ = declare_unit("head", {"transformer.ln_f.", "transformer.wte.weight"});
 
   transformer_ = register_module("transformer", std::make_shared<torch::nn::Module>());
   wte_ = transformer_->register_module("wte", new_embedding(options_.vocab_size, options_.n_embd));
@@ -149,7 +148,7 @@ torch::Tensor Gpt::hidden_states(const Batch& batch, KvCache* cache) {
     throw RuntimeFailure("gpt: sequence length " + std::to_string(sequence_extent(batch, past, T)) + " exceeds block_size " +
                          std::to_string(options_.block_size));
   auto pos = token_positions(batch, past, T, idx.device());
-  auto x = in_unit(0, [&] {
+  auto x = in_unit(embeddings_unit_, [&] {
     auto tokens = apply_embedding(wte_, idx);
     if (neftune_noise_alpha_ > 0 && is_training()) {  // NEFTune: U(-1, 1) * alpha / sqrt(T * C)
       const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
@@ -167,12 +166,12 @@ torch::Tensor Gpt::hidden_states(const Batch& batch, KvCache* cache) {
     if (gradient_checkpointing_ && is_training()) {
       x = checkpointed(checkpoint_fns_->hold(
                            [this, block, i, segments](const torch::Tensor& in) {
-                             return in_unit(i + 1, [&] { return block->forward(in, segments); });
+                             return in_unit(block_units_[i], [&] { return block->forward(in, segments); });
                            },
                            4 * blocks_.size()),
                        x);
     } else {
-      x = in_unit(i + 1, [&] { return block->forward(x, segments, cache, i, key_bias); });
+      x = in_unit(block_units_[i], [&] { return block->forward(x, segments, cache, i, key_bias); });
     }
   }
   if (cache) cache->length += T;
@@ -182,12 +181,12 @@ torch::Tensor Gpt::hidden_states(const Batch& batch, KvCache* cache) {
 Model::LmHead Gpt::head(const torch::Tensor& hidden) { return {apply_layer_norm(ln_f_, hidden), wte_->weight, {}}; }  // tied head
 
 torch::Tensor Gpt::lm_logits(const torch::Tensor& hidden) {
-  return head_logits(blocks_.size() + 1, [&] { return head(hidden); });
+  return head_logits(head_unit_, [&] { return head(hidden); });
 }
 
 ModelOutput Gpt::forward(const Batch& batch) {
   const torch::Tensor hidden = hidden_states(batch, nullptr);
-  return language_model_output(blocks_.size() + 1, batch, /*shift=*/true, [&] { return head(hidden); });
+  return language_model_output(head_unit_, batch, /*shift=*/true, [&] { return head(hidden); });
 }
 
 torch::Tensor Gpt::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
@@ -196,23 +195,6 @@ torch::Tensor Gpt::forward_cached(const torch::Tensor& input_ids, KvCache& cache
   batch.attention_mask = cache.key_mask;  // batched generation: left padding, per-row positions
   batch.position_ids = cache.positions;
   return lm_logits(hidden_states(batch, &cache));
-}
-
-std::vector<GatherUnit> Gpt::gather_units() const {
-  std::vector<GatherUnit> units = {{"embeddings", {"transformer.wte.", "transformer.wpe."}}};
-  for (std::size_t i = 0; i < blocks_.size(); ++i)
-    units.push_back({"transformer.h." + std::to_string(i), {"transformer.h." + std::to_string(i) + "."}});
-  units.push_back({"head", {"transformer.ln_f.", "transformer.wte.weight"}});
-  return units;
-}
-
-// block_size is written under HF's name n_positions; from_pretrained reads it back (runspec/model_families).
-nlohmann::json Gpt::config_json() const {
-  return {{"model_type", "gpt"},         {"architectures", {"GptLMHeadModel"}},
-          {"n_layer", options_.n_layer}, {"n_head", options_.n_head},
-          {"n_embd", options_.n_embd},   {"n_positions", options_.block_size},
-          {"vocab_size", options_.vocab_size}, {"dropout", options_.dropout},
-          {"bias", options_.bias},       {"tie_word_embeddings", true}};
 }
 
 }  // namespace hftrain

@@ -54,10 +54,7 @@ struct Gpt2::Block : torch::nn::Module {
     auto q = heads(qkv[0]);
     // HF divides the scores by sqrt(head_dim) only when scale_attn_weights; attend() always scales.
     if (!o.scale_attn_weights) q = q * std::sqrt(static_cast<double>(C / o.n_head));
-    auto k = heads(qkv[1]), v = heads(qkv[2]);
-    if (cache) std::tie(k, v) = cache->append(layer, k, v);  // generation: attend to every cached token too
-    const double dropout = is_training() ? o.attn_pdrop : 0.0;
-    auto y = segments.empty() ? attend(q, k, v, bias, /*causal=*/true, dropout) : attend_packed(q, k, v, segments, dropout);
+    auto y = self_attention(q, heads(qkv[1]), heads(qkv[2]), bias, segments, is_training() ? o.attn_pdrop : 0.0, cache, layer);
     y = y.transpose(1, 2).contiguous().view({B, T, C});
     auto [h, normed] = add_layer_norm(ln_2, x, torch::dropout(attn_proj->forward(y), o.resid_pdrop, is_training()));
     auto m = mlp_proj->forward(apply_activation(o.activation_function, c_fc->forward(normed)));
@@ -74,7 +71,7 @@ namespace {
 // The options with the data's sizes filled in, checked.
 Gpt2::Options resolved(Gpt2::Options o, const ModelContext& context) {
   if (o.n_positions == 0) o.n_positions = o.n_ctx;
-  resolve_lm_sizes({o.vocab_size, o.n_positions, "n_positions", o.n_embd, o.n_head, "n_embd", "n_head"}, context);
+  resolve_lm_sizes({o.vocab_size, &o.n_positions, "n_positions", o.n_embd, o.n_head, "n_embd", "n_head"}, context);
   check_activation(o.activation_function, "model.activation_function");
   return o;
 }
@@ -83,8 +80,25 @@ Gpt2::Options resolved(Gpt2::Options o, const ModelContext& context) {
 
 ModelDimensions Gpt2::facts(const Options& o) { return {o.n_embd, o.n_layer, o.n_head}; }
 
+const ModelFamily& Gpt2::declaration() {
+  static const ModelFamily family = [] {
+    ModelFamily f;
+    f.type = f.model_type = "gpt2";
+    f.architectures = {"GPT2LMHeadModel", "GPT2Model"};
+    f.lora_target_modules = {"c_attn"};
+    f.load = {"transformer.", {".attn.bias", ".attn.masked_bias", "lm_head.weight"}, {}};
+    return f;
+  }();
+  return family;
+}
+
 Gpt2::Gpt2(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
   auto& o = options_;
+  declare_family(declaration(), options_, [this](nlohmann::json& j) { j["n_ctx"] = options_.n_positions; });
+  embeddings_unit_ = declare_unit("embeddings", {"transformer.wte.", "transformer.wpe."});
+  for (int64_t i = 0; i < o.n_layer; ++i)
+    block_units_.push_back(declare_unit("transformer.h." + std::to_string(i), {"transformer.h." + std::to_string(i) + "."}));
+  head_unit_ = declare_unit("head", {"transformer.ln_f.", o.tie_word_embeddings ? "transformer.wte.weight" : "lm_head.weight"});
   const int64_t inner = o.n_inner.value_or(4 * o.n_embd);
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 
@@ -123,7 +137,7 @@ torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {
     throw RuntimeFailure("gpt2: sequence length " + std::to_string(sequence_extent(batch, past, T)) + " exceeds n_positions " +
                          std::to_string(options_.n_positions));
   auto pos = token_positions(batch, past, T, idx.device());
-  auto x = in_unit(0, [&] {
+  auto x = in_unit(embeddings_unit_, [&] {
     auto tokens = apply_embedding(wte_, idx);
     if (neftune_noise_alpha_ > 0 && is_training()) {
       const double magnitude = neftune_noise_alpha_ / std::sqrt(static_cast<double>(T * options_.n_embd));
@@ -137,12 +151,12 @@ torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {
     if (gradient_checkpointing_ && is_training()) {
       x = checkpointed(checkpoint_fns_->hold(
                            [this, b, bias, i, segments = batch.packed_lengths](const torch::Tensor& in) {
-                             return in_unit(i + 1, [&] { return b->forward(in, bias, segments); });
+                             return in_unit(block_units_[i], [&] { return b->forward(in, bias, segments); });
                            },
                            4 * blocks_.size()),
                        x);
     } else {
-      x = in_unit(i + 1, [&] { return b->forward(x, bias, batch.packed_lengths, cache, i); });
+      x = in_unit(block_units_[i], [&] { return b->forward(x, bias, batch.packed_lengths, cache, i); });
     }
   }
   if (cache) cache->length += T;
@@ -154,20 +168,12 @@ Model::LmHead Gpt2::head(const torch::Tensor& hidden) {
 }
 
 torch::Tensor Gpt2::lm_logits(const torch::Tensor& hidden) {
-  return head_logits(blocks_.size() + 1, [&] { return head(hidden); });
-}
-
-std::vector<GatherUnit> Gpt2::gather_units() const {
-  std::vector<GatherUnit> units = {{"embeddings", {"transformer.wte.", "transformer.wpe."}}};
-  for (std::size_t i = 0; i < blocks_.size(); ++i)
-    units.push_back({"transformer.h." + std::to_string(i), {"transformer.h." + std::to_string(i) + "."}});
-  units.push_back({"head", {"transformer.ln_f.", options_.tie_word_embeddings ? "transformer.wte.weight" : "lm_head.weight"}});
-  return units;
+  return head_logits(head_unit_, [&] { return head(hidden); });
 }
 
 ModelOutput Gpt2::forward(const Batch& batch) {
   const torch::Tensor hidden = hidden_states(batch, nullptr);
-  return language_model_output(blocks_.size() + 1, batch, /*shift=*/true, [&] { return head(hidden); });
+  return language_model_output(head_unit_, batch, /*shift=*/true, [&] { return head(hidden); });
 }
 
 torch::Tensor Gpt2::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
@@ -176,30 +182,6 @@ torch::Tensor Gpt2::forward_cached(const torch::Tensor& input_ids, KvCache& cach
   batch.attention_mask = cache.key_mask;  // batched generation: left padding, per-row positions
   batch.position_ids = cache.positions;
   return lm_logits(hidden_states(batch, &cache));
-}
-
-nlohmann::json Gpt2::config_json() const {
-  const auto& o = options_;
-  nlohmann::json j = {{"model_type", "gpt2"},
-                      {"architectures", {"GPT2LMHeadModel"}},
-                      {"vocab_size", o.vocab_size},
-                      {"n_positions", o.n_positions},
-                      {"n_ctx", o.n_positions},
-                      {"n_embd", o.n_embd},
-                      {"n_layer", o.n_layer},
-                      {"n_head", o.n_head},
-                      {"n_inner", nullptr},
-                      {"activation_function", o.activation_function},
-                      {"resid_pdrop", o.resid_pdrop},
-                      {"embd_pdrop", o.embd_pdrop},
-                      {"attn_pdrop", o.attn_pdrop},
-                      {"layer_norm_epsilon", o.layer_norm_epsilon},
-                      {"initializer_range", o.initializer_range},
-                      {"scale_attn_weights", o.scale_attn_weights},
-                      {"tie_word_embeddings", o.tie_word_embeddings},
-                      {"torch_dtype", "float32"}};
-  if (o.n_inner) j["n_inner"] = *o.n_inner;
-  return j;
 }
 
 }  // namespace hftrain

@@ -32,10 +32,9 @@ class Gpt2 : public Model {
 
   Gpt2(const Options& options, const ModelContext& context);
   static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
+  static const ModelFamily& declaration();
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return true; }
-  nlohmann::json config_json() const override;
-  std::vector<GatherUnit> gather_units() const override;
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
   bool supports_kv_cache() const override { return true; }
@@ -48,6 +47,8 @@ class Gpt2 : public Model {
   LmHead head(const torch::Tensor& hidden);  // ln_f and the (tied) lm_head
   torch::Tensor lm_logits(const torch::Tensor& hidden);
   Options options_;
+  UnitHandle embeddings_unit_, head_unit_;
+  std::vector<UnitHandle> block_units_;
   std::shared_ptr<torch::nn::Module> transformer_;
   torch::nn::Embedding wte_{nullptr}, wpe_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "util/error.h"
 #include "util/strings.h"
@@ -117,6 +118,19 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
   if (dropout_p > 0) probs = torch::dropout(probs, dropout_p, /*train=*/true);
   return torch::matmul(probs, v);
 #endif
+}
+
+torch::Tensor self_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const torch::Tensor& bias,
+                             const std::vector<int64_t>& segments, double dropout_p, KvCache* cache,
+                             std::size_t layer) {
+  if (cache) std::tie(k, v) = cache->append(layer, k, v);  // cached with the KV heads, as computed
+  const int64_t groups = q.size(1) / k.size(1);
+  if (groups > 1) {
+    k = k.repeat_interleave(groups, 1);
+    v = v.repeat_interleave(groups, 1);
+  }
+  if (!cache && !segments.empty()) return attend_packed(q, k, v, segments, dropout_p);
+  return attend(q, k, v, bias, /*causal=*/true, dropout_p);
 }
 
 torch::Tensor attend_packed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -54,6 +54,16 @@ std::pair<torch::Tensor, torch::Tensor> cross_attention_kv(
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
                      bool causal, double dropout_p);
 
+// A decoder's self-attention, dispatched in one place for every decoder family: q [B, H, T, D] and the new
+// tokens' k / v [B, KV, T, D] (rotated already where the family rotates). With a cache (generation) k / v
+// are appended to `layer`'s entries and the tokens attend to everything cached, masked by `bias` (left
+// padding); a padding-free row (`segments`) attends inside each example; otherwise causal attention with
+// `bias` (padding) through attend() (the fused kernel, SDPA or the manual softmax). KV heads are repeated
+// to the H query heads (grouped-query attention) after the cache keeps them unrepeated.
+torch::Tensor self_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const torch::Tensor& bias,
+                             const std::vector<int64_t>& segments, double dropout_p, KvCache* cache,
+                             std::size_t layer);
+
 // attend() over a padding-free row (Batch::packed_lengths): q, k, v [1, H, T, D] hold the examples of
 // lengths `segments` (summing to T) one after the other, and each example attends causally to itself
 // only, exactly as it would alone in a padded batch; never a [T, T] matrix.

@@ -77,7 +77,7 @@ std::string AdapterSummary::line() const {
 AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs args, const std::string& where) {
   const std::string key = where + ".target_modules";
   if (!args.target_modules.given()) {
-    const ModelFamily* family = family_of_type(model_type);
+    const ModelFamily* family = model.family() ? model.family() : family_of_type(model_type);
     if (!family || family->lora_target_modules.empty())
       throw ConfigError(key + ": model type '" + model_type + "' has no PEFT default targets; name the modules to adapt "
                         "(a list such as [c_fc], a regular expression, or all-linear)");

@@ -53,11 +53,24 @@ ModelDimensions MlpClassifier::facts(const Options& o) {  // no attention blocks
   return {widest, 0, 0};
 }
 
+const ModelFamily& MlpClassifier::declaration() {
+  static const ModelFamily family = [] {
+    ModelFamily f;
+    f.type = f.model_type = "mlp";
+    f.architectures = {"MlpForClassification"};
+    return f;
+  }();
+  return family;
+}
+
 MlpClassifier::MlpClassifier(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
+  declare_family(declaration(), options_);
   auto layers = register_module("layers", std::make_shared<torch::nn::Module>());
   std::map<std::string, int64_t> fan_in;
   for (const auto& [in, out] : layer_sizes(options_)) {
-    fan_in["layers." + std::to_string(layers_.size()) + ".bias"] = in;
+    const std::string name = "layers." + std::to_string(layers_.size());
+    layer_units_.push_back(declare_unit(name, {name + "."}));
+    fan_in[name + ".bias"] = in;
     layers_.push_back(layers->register_module(std::to_string(layers_.size()), new_linear(in, out)));
     release_built_parameters(*layers_.back());  // sharded construction: one layer's memory at a time
   }
@@ -81,26 +94,12 @@ MlpClassifier::MlpClassifier(const Options& options, const ModelContext& context
 ModelOutput MlpClassifier::forward(const Batch& batch) {
   auto x = batch.features;
   if (!x.defined()) throw RuntimeFailure("mlp: the batch has no 'features' tensor (the data is not a feature task)");
-  for (std::size_t i = 0; i + 1 < layers_.size(); ++i) x = in_unit(i, [&] { return dropout_(gelu_activation(layers_[i](x))); });
+  for (std::size_t i = 0; i + 1 < layers_.size(); ++i)
+    x = in_unit(layer_units_[i], [&] { return dropout_(gelu_activation(layers_[i](x))); });
   ModelOutput out;
-  out.logits = in_unit(layers_.size() - 1, [&] { return layers_.back()(x); });
+  out.logits = in_unit(layer_units_.back(), [&] { return layers_.back()(x); });
   if (batch.labels.defined()) out.loss = torch::nn::functional::cross_entropy(out.logits.to(torch::kFloat), batch.labels);
   return out;
-}
-
-std::vector<GatherUnit> MlpClassifier::gather_units() const {
-  std::vector<GatherUnit> units;
-  for (std::size_t i = 0; i < layers_.size(); ++i) units.push_back({"layers." + std::to_string(i), {"layers." + std::to_string(i) + "."}});
-  return units;
-}
-
-nlohmann::json MlpClassifier::config_json() const {
-  return {{"model_type", "mlp"},
-          {"architectures", {"MlpForClassification"}},
-          {"hidden_sizes", options_.hidden_sizes},
-          {"num_labels", options_.num_labels},
-          {"num_features", options_.num_features},
-          {"dropout", options_.dropout}};
 }
 
 }  // namespace hftrain

@@ -20,13 +20,13 @@ class MlpClassifier : public Model {
   MlpClassifier(const Options& options, const ModelContext& context);
   static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   ModelOutput forward(const Batch& batch) override;
+  static const ModelFamily& declaration();
   bool is_causal_lm() const override { return false; }
-  nlohmann::json config_json() const override;
-  std::vector<GatherUnit> gather_units() const override;
 
  private:
   Options options_;
   std::vector<AdaptableLinear> layers_;
+  std::vector<UnitHandle> layer_units_;  // one gather unit per layer
   torch::nn::Dropout dropout_{nullptr};
 };
 

@@ -25,14 +25,14 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
   return token_cross_entropy(shift_logits.reshape({-1, shift_logits.size(-1)}), shift_labels.reshape({-1}), denominator);
 }
 
-torch::Tensor Model::head_logits(std::size_t unit, const std::function<LmHead()>& head) {
+torch::Tensor Model::head_logits(UnitHandle unit, const std::function<LmHead()>& head) {
   return in_unit(unit, [&] {
     const LmHead h = head();
     return linear_product(h.features, h.weight, h.bias);
   });
 }
 
-ModelOutput Model::language_model_output(std::size_t unit, const Batch& batch, bool shift,
+ModelOutput Model::language_model_output(UnitHandle unit, const Batch& batch, bool shift,
                                          const std::function<LmHead()>& head) {
   ModelOutput out;
   const bool has_labels = batch.labels.defined();
@@ -100,8 +100,20 @@ void Model::enable_gradient_checkpointing() {
 }
 
 std::vector<GatherUnit> Model::gather_units() const {
-  throw ConfigError("zero.stage 3: model type '" + config_json().value("model_type", std::string("?")) +
-                    "' cannot be gathered module by module; use zero.stage 0, 1 or 2");
+  if (units_->list().empty())
+    throw ConfigError("zero.stage 3: model type '" + config_json().value("model_type", std::string("?")) +
+                      "' cannot be gathered module by module; use zero.stage 0, 1 or 2");
+  return units_->list();
+}
+
+UnitHandle GatherUnits::declare(std::string name, std::vector<std::string> prefixes) {
+  units_.push_back({std::move(name), std::move(prefixes)});
+  return UnitHandle(units_.size() - 1);
+}
+
+nlohmann::json Model::config_json() const {
+  if (!config_writer_) throw RuntimeFailure("a model without a family declaration has no config.json");
+  return config_writer_();
 }
 
 torch::Tensor run_unit(GatherHooks* hooks, std::size_t unit, const std::function<torch::Tensor()>& body) {
@@ -293,15 +305,15 @@ torch::Tensor label_smoothed_loss(const torch::Tensor& logits_in, const torch::T
 
 void resolve_lm_sizes(const LmSizes& s, const ModelContext& context) {
   if (s.vocab_size == 0) s.vocab_size = context.vocab_size;
-  if (s.positions == 0) s.positions = context.max_length;
+  if (s.positions && *s.positions == 0) *s.positions = context.max_length;
   if (s.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
-  if (s.positions <= 0)
+  if (s.positions && *s.positions <= 0)
     throw ConfigError(std::string("model.") + s.positions_key + ": the data gives no sequence length; set it");
   if (s.width_key && s.width % s.heads != 0)
     throw ConfigError(std::string("model: ") + s.width_key + " (" + std::to_string(s.width) + ") must be divisible by " +
                       s.heads_key + " (" + std::to_string(s.heads) + ")");
-  if (context.max_length > s.positions)
-    throw ConfigError(std::string("model.") + s.positions_key + " (" + std::to_string(s.positions) +
+  if (s.positions && s.data_must_fit && context.max_length > *s.positions)
+    throw ConfigError(std::string("model.") + s.positions_key + " (" + std::to_string(*s.positions) +
                       ") is shorter than the data's sequences (" + std::to_string(context.max_length) + ")");
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/adapter_description.h"
+#include "models/family.h"
 #include "models/lm_loss.h"
 #include "runspec/model_families.h"
 #include "util/torch_compat.h"
@@ -97,15 +98,17 @@ struct ParameterShape {
 };
 
 // A language model's sizes taken from the data when the options leave them 0, then checked: the
-// vocabulary, the context length (`positions_key` names its option) and, when `width_key` is given, that
-// `width` divides into `heads` attention heads. The data's sequences must fit the context.
+// vocabulary, the context length (`positions_key` names its option; null `positions` = a model without
+// one, t5) and, when `width_key` is given, that `width` divides into `heads` attention heads. With
+// `data_must_fit`, the data's sequences must fit the context. Every family resolves its sizes here.
 struct LmSizes {
   int64_t& vocab_size;
-  int64_t& positions;
+  int64_t* positions;
   const char* positions_key;
   int64_t width = 0, heads = 1;
   const char* width_key = nullptr;  // e.g. "n_embd"; null = no divisibility check
   const char* heads_key = nullptr;
+  bool data_must_fit = true;  // false: positions may be scaled past (llama's rotary keeps no such limit here)
 };
 void resolve_lm_sizes(const LmSizes& sizes, const ModelContext& context);
 
@@ -125,6 +128,35 @@ class GatherHooks {
 
 // Runs `body` as gather unit `unit` (just `body()` when `hooks` is null).
 torch::Tensor run_unit(GatherHooks* hooks, std::size_t unit, const std::function<torch::Tensor()>& body);
+
+// A gather unit as the model declared it (GatherUnits::declare): the forward runs the unit through it, so
+// units are named once, in the order they are declared, and never numbered by hand.
+class UnitHandle {
+ public:
+  UnitHandle() = default;
+  std::size_t index() const { return index_; }
+
+ private:
+  friend class GatherUnits;
+  explicit UnitHandle(std::size_t index) : index_(index) {}
+  std::size_t index_ = 0;
+};
+
+// A model's gather units, declared in forward order while it is built, and the hooks that run around them.
+// Shared with the submodules that run units of their own (bert's encoder).
+class GatherUnits {
+ public:
+  UnitHandle declare(std::string name, std::vector<std::string> prefixes);
+  torch::Tensor run(UnitHandle unit, const std::function<torch::Tensor()>& body) const {
+    return run_unit(hooks_, unit.index(), body);
+  }
+  const std::vector<GatherUnit>& list() const { return units_; }
+  void set_hooks(GatherHooks* hooks) { hooks_ = hooks; }
+
+ private:
+  std::vector<GatherUnit> units_;
+  GatherHooks* hooks_ = nullptr;
+};
 
 // zero.Init (DeepSpeed's sharded construction): while a DeferredInit scope with enabled = true lives on
 // this thread, families that support it build their modules with each unit's parameters released as soon
@@ -175,8 +207,12 @@ class Model : public torch::nn::Module {
   // What the loss averages over: label tokens (causal, seq2seq and masked LMs: HF's models that take
   // num_items_in_batch) or examples (classifiers, regression).
   virtual LossUnit loss_unit() const { return is_causal_lm() ? LossUnit::kLabelToken : LossUnit::kExample; }
-  // HF-style config.json contents (model_type, sizes).
-  virtual nlohmann::json config_json() const = 0;
+  // HF-style config.json contents (model_type, sizes): by default what the family declared
+  // (declare_family: every option under its HF name plus the family's derived keys).
+  virtual nlohmann::json config_json() const;
+  // The declaration of the family this model was built as (runspec/model_families.h); null for a model
+  // that declares none.
+  const ModelFamily* family() const { return family_; }
   // The config.json (and generation_config.json, or null) of the HF directory this model was loaded from.
   // Saving keeps every key of it, unknown ones verbatim, under the model's own keys (save_pretrained's
   // round trip); set by whoever loads the directory.
@@ -215,17 +251,32 @@ class Model : public torch::nn::Module {
   virtual int64_t decoder_start_token_id() const;
   virtual torch::Tensor forward_encoder_decoder_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                                        const torch::Tensor& decoder_input_ids, KvCache& cache);
-  // The units of forward, in order (see GatherUnit). Models that cannot be gathered per module throw a
-  // ConfigError naming themselves (the default).
+  // The units of forward, in order (see GatherUnit): those the model declared (declare_unit). A model that
+  // declared none cannot be gathered per module and throws a ConfigError naming itself.
   virtual std::vector<GatherUnit> gather_units() const;
   // Installs (or, with nullptr, removes) the hooks run around every gather unit.
-  virtual void set_gather_hooks(GatherHooks* hooks) { gather_hooks_ = hooks; }
+  virtual void set_gather_hooks(GatherHooks* hooks) { units_->set_hooks(hooks); }
 
  protected:
-  torch::Tensor in_unit(std::size_t unit, const std::function<torch::Tensor()>& body) {
-    return run_unit(gather_hooks_, unit, body);
+  // Families call this once in their constructor: the model is then `family`'s, and config.json holds
+  // every option of `options` (a member that lives as long as the model) under its HF name, plus what
+  // `derived` adds or changes (keys that follow from several options, or from none).
+  template <class Options>
+  void declare_family(const ModelFamily& family, const Options& options,
+                      std::function<void(nlohmann::json&)> derived = nullptr) {
+    family_ = &family;
+    config_writer_ = [&family, &options, derived = std::move(derived)] {
+      nlohmann::json j = config_from_options(family, options);
+      if (derived) derived(j);
+      return j;
+    };
   }
-  GatherHooks* gather_hooks_ = nullptr;
+  // Declares the next gather unit (forward order): the parameters under `prefixes` (see GatherUnit).
+  UnitHandle declare_unit(std::string name, std::vector<std::string> prefixes) {
+    return units_->declare(std::move(name), std::move(prefixes));
+  }
+  torch::Tensor in_unit(UnitHandle unit, const std::function<torch::Tensor()>& body) { return units_->run(unit, body); }
+  const std::shared_ptr<GatherUnits>& units() const { return units_; }
 
   // A language model's output layer: `features` [B, T, H] (after the final norm) through `weight` [V, H]
   // (+ `bias` [V], may be undefined).
@@ -233,11 +284,11 @@ class Model : public torch::nn::Module {
     torch::Tensor features, weight, bias;
   };
   // Logits [B, T, V] of the head built by `head` inside gather unit `unit`.
-  torch::Tensor head_logits(std::size_t unit, const std::function<LmHead()>& head);
+  torch::Tensor head_logits(UnitHandle unit, const std::function<LmHead()>& head);
   // A language model's output for `batch` through the head of gather unit `unit`: while training with labels
   // and gradients (and LmLossSettings::chunked), the fused chunked loss and no logits; otherwise the logits
   // and, with labels, token_cross_entropy. `shift`: HF's causal shift (features[:, :-1] score labels[:, 1:]).
-  ModelOutput language_model_output(std::size_t unit, const Batch& batch, bool shift, const std::function<LmHead()>& head);
+  ModelOutput language_model_output(UnitHandle unit, const Batch& batch, bool shift, const std::function<LmHead()>& head);
 
   // Families end construction with this: the passes run now, or, under DeferredInit, once now with each
   // parameter materialised in turn and released (so the global generator advances exactly as it would)
@@ -260,6 +311,9 @@ class Model : public torch::nn::Module {
   nlohmann::json loaded_generation_config_;
   std::shared_ptr<const AdapterDescription> adapter_;
   LmLossSettings lm_loss_;
+  const ModelFamily* family_ = nullptr;
+  std::function<nlohmann::json()> config_writer_;
+  std::shared_ptr<GatherUnits> units_ = std::make_shared<GatherUnits>();
 };
 
 // Parameter names of each gather unit of `model` among `trainable` (the names the engine partitions);

@@ -1,5 +1,7 @@
-// Registers the built-in model families (called from register_builtins()): one line per family. Its
-// parameter shapes come from its constructor under MetaConstruction, its dimensions from its facts().
+// Registers the built-in model families (called from register_builtins()): one line per family. Each
+// family's declaration (HF model_type, architectures, loading rules, PEFT targets: `declaration()`, beside
+// its class) is registered with it; its parameter shapes come from its constructor under MetaConstruction,
+// its dimensions from its facts().
 #include "models/bart.h"
 #include "models/bert.h"
 #include "models/gpt.h"
@@ -10,20 +12,29 @@
 #include "registry/registry.h"
 
 namespace hftrain {
+namespace {
+
+template <class M>
+void add_family(Registry<Model, const ModelContext&>& models, const std::string& description) {
+  const ModelFamily& family = M::declaration();
+  register_model_family(family);
+  models.add<M>(family.type, description);
+}
+
+}  // namespace
+
 void register_models(Registry<Model, const ModelContext&>& models) {
-  models.add<Gpt>("gpt", "Decoder-only transformer shaped like GPT-2/nanoGPT, weight-tied LM head.");
-  models.add<MlpClassifier>("mlp", "Feed-forward classifier over dense feature vectors.");
-  models.add<Gpt2>("gpt2",
-                   "HF GPT2LMHeadModel (Conv1D layout, gelu_new, tied LM head); GPT2Config option names.");
-  models.add<BertForSequenceClassification>("bert",
+  add_family<Gpt>(models, "Decoder-only transformer shaped like GPT-2/nanoGPT, weight-tied LM head.");
+  add_family<MlpClassifier>(models, "Feed-forward classifier over dense feature vectors.");
+  add_family<Gpt2>(models, "HF GPT2LMHeadModel (Conv1D layout, gelu_new, tied LM head); GPT2Config option names.");
+  add_family<BertForSequenceClassification>(models,
       "HF BertForSequenceClassification (pooler + classifier; regression when num_labels is 1).");
-  models.add<BertForMaskedLM>("bert_mlm", "HF BertForMaskedLM (MLM head tied to the word embeddings).");
-  models.add<Llama>("llama",
-                    "HF LlamaForCausalLM (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention).");
-  models.add<T5>("t5",
+  add_family<BertForMaskedLM>(models, "HF BertForMaskedLM (MLM head tied to the word embeddings).");
+  add_family<Llama>(models, "HF LlamaForCausalLM (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention).");
+  add_family<T5>(models,
                  "HF T5ForConditionalGeneration (encoder-decoder, relative position buckets, RMS norms; "
                  "relu or gated-gelu feed-forward); T5Config option names.");
-  models.add<Bart>("bart",
+  add_family<Bart>(models,
                    "HF BartForConditionalGeneration (post-LN encoder-decoder, learned positions with offset 2, "
                    "layernorm_embedding, final_logits_bias); BartConfig option names.");
 }

@@ -70,8 +70,7 @@ std::pair<std::string, bool> parse_feed_forward_proj(const std::string& proj) {
 
 // The options with the data's vocabulary filled in, checked.
 T5::Options resolved(T5::Options o, const ModelContext& context) {
-  if (o.vocab_size == 0) o.vocab_size = context.vocab_size;
-  if (o.vocab_size <= 0) throw ConfigError("model.vocab_size: the data gives no vocabulary size; set it");
+  resolve_lm_sizes({o.vocab_size, nullptr, nullptr}, context);
   if (o.num_decoder_layers && *o.num_decoder_layers < 1)
     throw ConfigError("model.num_decoder_layers: " + std::to_string(*o.num_decoder_layers) + " (at least 1, or null)");
   parse_feed_forward_proj(o.feed_forward_proj);
@@ -232,10 +231,50 @@ ModelDimensions T5::facts(const Options& o) {
   return {o.d_model, o.num_layers + o.num_decoder_layers.value_or(o.num_layers), o.num_heads};
 }
 
+// HF stores the tied embedding once, as shared.weight; some files carry encoder/decoder.embed_tokens copies
+// (or only those), and lm_head.weight when tied.
+const ModelFamily& T5::declaration() {
+  static const ModelFamily family = [] {
+    ModelFamily f;
+    f.type = f.model_type = "t5";
+    f.architectures = {"T5ForConditionalGeneration", "T5Model"};
+    f.lora_target_modules = {"q", "v"};
+    f.load = {"",
+              {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"},
+              {"lm_head."},
+              {{"encoder.embed_tokens.weight", "shared.weight"}, {"decoder.embed_tokens.weight", "shared.weight"}}};
+    return f;
+  }();
+  return family;
+}
+
+void T5::declare_units() {
+  // Every block of a stack reads the position bias of the stack's first block.
+  for (const bool decoder : {false, true}) {
+    const std::string stack = decoder ? "decoder." : "encoder.";
+    const std::string bias = stack + "block.0.layer.0.SelfAttention.relative_attention_bias.";
+    (decoder ? decoder_embed_unit_ : encoder_embed_unit_) = declare_unit(stack + "embed_tokens", {"shared.weight"});
+    const int64_t n = decoder ? decoder_layers_ : options_.num_layers;
+    for (int64_t i = 0; i < n; ++i)
+      (decoder ? decoder_block_units_ : encoder_block_units_)
+          .push_back(declare_unit(stack + "block." + std::to_string(i), {stack + "block." + std::to_string(i) + ".", bias}));
+    if (!decoder) encoder_norm_unit_ = declare_unit("encoder.final_layer_norm", {"encoder.final_layer_norm."});
+  }
+  head_unit_ = declare_unit("head", {"decoder.final_layer_norm.", options_.tie_word_embeddings ? "shared.weight" : "lm_head.weight"});
+}
+
 T5::T5(const Options& options, const ModelContext& context) : options_(resolved(options, context)) {
   auto& o = options_;
   decoder_layers_ = o.num_decoder_layers.value_or(o.num_layers);
   std::tie(dense_act_fn_, gated_) = parse_feed_forward_proj(o.feed_forward_proj);
+  declare_family(declaration(), options_, [this](nlohmann::json& j) {
+    j["num_decoder_layers"] = decoder_layers_;
+    j["dense_act_fn"] = dense_act_fn_;
+    j["is_gated_act"] = gated_;
+    j["is_encoder_decoder"] = true;
+    j["use_cache"] = true;
+  });
+  declare_units();
   checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
 
   shared_ = register_module("shared", new_embedding(o.vocab_size, o.d_model));
@@ -288,7 +327,7 @@ torch::Tensor T5::shift_right(const torch::Tensor& labels) const {
   return shift_tokens_right(labels, options_.pad_token_id, options_.decoder_start_token_id);
 }
 
-torch::Tensor T5::embed(std::size_t unit, const torch::Tensor& ids) {
+torch::Tensor T5::embed(UnitHandle unit, const torch::Tensor& ids) {
   return in_unit(unit, [&] {
     // HF's NEFTune hook on the input embedding: each call of `shared`
     auto e = add_neftune_noise(apply_embedding(shared_, ids), is_training() ? neftune_noise_alpha_ : 0.0);
@@ -298,7 +337,7 @@ torch::Tensor T5::embed(std::size_t unit, const torch::Tensor& ids) {
 
 torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, const Batch* packed) {
   const int64_t S = input_ids.size(1);
-  auto x = embed(0, input_ids);
+  auto x = embed(encoder_embed_unit_, input_ids);
   // HF get_extended_attention_mask: (1 - mask) * finfo.min, added to the position bias. A packed row
   // attends within each source, with the source's own position bias.
   const torch::Tensor padding = packed ? torch::Tensor() : padding_bias(attention_mask, x.scalar_type());
@@ -306,7 +345,7 @@ torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& at
   for (std::size_t i = 0; i < encoder_blocks_.size(); ++i) {
     Block* b = encoder_blocks_[i].get();
     auto body = [this, b, relative, padding, packed, S, i](const torch::Tensor& in) {
-      return in_unit(i + 1, [&] {
+      return in_unit(encoder_block_units_[i], [&] {
         const auto dtype = in.scalar_type();
         AttentionBias bias;
         if (packed) {
@@ -324,7 +363,7 @@ torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& at
     x = gradient_checkpointing_ && is_training() ? checkpointed(checkpoint_fns_->hold(body, 4 * encoder_blocks_.size()), x)
                                                  : body(x);
   }
-  return in_unit(encoder_blocks_.size() + 1, [&] {
+  return in_unit(encoder_norm_unit_, [&] {
     return torch::dropout(rms_norm(x, encoder_norm_, options_.layer_norm_epsilon), options_.dropout_rate, is_training());
   });
 }
@@ -332,8 +371,7 @@ torch::Tensor T5::encode(const torch::Tensor& input_ids, const torch::Tensor& at
 torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_mask, const torch::Tensor& memory,
                          const torch::Tensor& encoder_mask, KvCache* cache, const Batch* packed) {
   const int64_t T = ids.size(1), past = cache ? cache->length : 0, K = past + T;
-  const std::size_t first = encoder_blocks_.size() + 2;  // the decoder's embedding unit
-  auto x = embed(first, ids);
+  auto x = embed(decoder_embed_unit_, ids);
   const auto dtype = x.scalar_type();
   const torch::Tensor causal = packed ? torch::Tensor() : causal_bias(T, past, decoder_mask, dtype, x.device());
   AttentionBias cross = packed ? AttentionBias() : AttentionBias(padding_bias(encoder_mask, dtype));
@@ -344,7 +382,7 @@ torch::Tensor T5::decode(const torch::Tensor& ids, const torch::Tensor& decoder_
   Attention* relative = decoder_blocks_.front()->self_attn.get();
   for (std::size_t i = 0; i < decoder_blocks_.size(); ++i) {
     Block* b = decoder_blocks_[i].get();
-    const std::size_t unit = first + 1 + i;
+    const UnitHandle unit = decoder_block_units_[i];
     auto body = [this, b, relative, causal, cross, packed, past, T, K, unit, cache, i](const torch::Tensor& in,
                                                                                     const torch::Tensor& mem) {
       return in_unit(unit, [&] {
@@ -376,25 +414,8 @@ Model::LmHead T5::head(const torch::Tensor& hidden) {
   return {h, options_.tie_word_embeddings ? shared_->weight : lm_head_, {}};
 }
 
-std::size_t T5::head_unit() const { return encoder_blocks_.size() + decoder_blocks_.size() + 3; }
-
 torch::Tensor T5::lm_logits(const torch::Tensor& hidden) {
-  return head_logits(head_unit(), [&] { return head(hidden); });
-}
-
-std::vector<GatherUnit> T5::gather_units() const {
-  // Every block of a stack reads the position bias of the stack's first block.
-  const std::string enc_bias = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.";
-  const std::string dec_bias = "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.";
-  std::vector<GatherUnit> units = {{"encoder.embed_tokens", {"shared.weight"}}};
-  for (std::size_t i = 0; i < encoder_blocks_.size(); ++i)
-    units.push_back({"encoder.block." + std::to_string(i), {"encoder.block." + std::to_string(i) + ".", enc_bias}});
-  units.push_back({"encoder.final_layer_norm", {"encoder.final_layer_norm."}});
-  units.push_back({"decoder.embed_tokens", {"shared.weight"}});
-  for (std::size_t i = 0; i < decoder_blocks_.size(); ++i)
-    units.push_back({"decoder.block." + std::to_string(i), {"decoder.block." + std::to_string(i) + ".", dec_bias}});
-  units.push_back({"head", {"decoder.final_layer_norm.", options_.tie_word_embeddings ? "shared.weight" : "lm_head.weight"}});
-  return units;
+  return head_logits(head_unit_, [&] { return head(hidden); });
 }
 
 ModelOutput T5::forward(const Batch& batch) {
@@ -403,7 +424,7 @@ ModelOutput T5::forward(const Batch& batch) {
   auto memory = encode(batch.input_ids, batch.attention_mask, packed);
   const torch::Tensor decoder_inputs = decoder_input_ids(batch, options_.pad_token_id, options_.decoder_start_token_id);
   const torch::Tensor hidden = decode(decoder_inputs, {}, memory, batch.attention_mask, nullptr, packed);
-  return language_model_output(head_unit(), batch, /*shift=*/false, [&] { return head(hidden); });
+  return language_model_output(head_unit_, batch, /*shift=*/false, [&] { return head(hidden); });
 }
 
 torch::Tensor T5::forward_encoder_decoder_cached(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
@@ -413,34 +434,6 @@ torch::Tensor T5::forward_encoder_decoder_cached(const torch::Tensor& input_ids,
     cache.encoder_mask = attention_mask;
   }
   return lm_logits(decode(decoder_input_ids, {}, cache.encoder_hidden, cache.encoder_mask, &cache));
-}
-
-nlohmann::json T5::config_json() const {
-  const auto& o = options_;
-  return {{"model_type", "t5"},
-          {"architectures", {"T5ForConditionalGeneration"}},
-          {"vocab_size", o.vocab_size},
-          {"d_model", o.d_model},
-          {"d_kv", o.d_kv},
-          {"d_ff", o.d_ff},
-          {"num_layers", o.num_layers},
-          {"num_decoder_layers", decoder_layers_},
-          {"num_heads", o.num_heads},
-          {"relative_attention_num_buckets", o.relative_attention_num_buckets},
-          {"relative_attention_max_distance", o.relative_attention_max_distance},
-          {"dropout_rate", o.dropout_rate},
-          {"layer_norm_epsilon", o.layer_norm_epsilon},
-          {"initializer_factor", o.initializer_factor},
-          {"feed_forward_proj", o.feed_forward_proj},
-          {"dense_act_fn", dense_act_fn_},
-          {"is_gated_act", gated_},
-          {"tie_word_embeddings", o.tie_word_embeddings},
-          {"is_encoder_decoder", true},
-          {"use_cache", true},
-          {"pad_token_id", o.pad_token_id},
-          {"eos_token_id", o.eos_token_id},
-          {"decoder_start_token_id", o.decoder_start_token_id},
-          {"torch_dtype", "float32"}};
 }
 
 }  // namespace hftrain

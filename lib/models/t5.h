@@ -40,12 +40,11 @@ class T5 : public Model {
 
   T5(const Options& options, const ModelContext& context);
   static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
+  static const ModelFamily& declaration();
   // input_ids / attention_mask feed the encoder; labels [B, T] (-100 = ignored) are required.
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return false; }
   LossUnit loss_unit() const override { return LossUnit::kLabelToken; }
-  nlohmann::json config_json() const override;
-  std::vector<GatherUnit> gather_units() const override;
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
 
@@ -72,11 +71,13 @@ class T5 : public Model {
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& decoder_attention_mask,
                        const torch::Tensor& encoder_hidden, const torch::Tensor& encoder_mask, KvCache* cache,
                        const Batch* packed = nullptr);
-  torch::Tensor embed(std::size_t unit, const torch::Tensor& ids);
+  torch::Tensor embed(UnitHandle unit, const torch::Tensor& ids);
   LmHead head(const torch::Tensor& decoder_hidden);  // final norm, dropout, the tied head's scaling
-  std::size_t head_unit() const;
+  void declare_units();  // ZeRO-3's gather units, in forward order
   torch::Tensor lm_logits(const torch::Tensor& decoder_hidden);
   Options options_;
+  UnitHandle encoder_embed_unit_, encoder_norm_unit_, decoder_embed_unit_, head_unit_;
+  std::vector<UnitHandle> encoder_block_units_, decoder_block_units_;
   int64_t decoder_layers_ = 0;
   std::string dense_act_fn_;
   bool gated_ = false;

@@ -1,7 +1,9 @@
-// HF model families hftrain knows, keyed by config.json model_type: which hftrain model type each HF
-// architecture maps to, and the HF checkpoint naming rules the weight loader applies (base-model
-// prefix, tensors HF itself ignores when loading, head tensors HF initialises when absent). Plain data,
-// no LibTorch: used by run-spec parsing (model.from_pretrained) and by checkpoint/model_io.
+// HF model families hftrain knows, keyed by config.json model_type. Each hftrain model type declares its
+// family once, beside its class (models/: `static const ModelFamily& declaration()`), and registering the
+// model registers the declaration here: which HF architectures load as that type, the HF checkpoint naming
+// rules the weight loader applies (base-model prefix, tensors HF itself ignores when loading, head tensors
+// HF initialises when absent, tied copies), PEFT's default LoRA targets, and the config.json keys the type
+// refuses. Plain data, no LibTorch: used by run-spec parsing (model.from_pretrained) and by the models.
 #pragma once
 
 #include <cstdint>
@@ -21,23 +23,7 @@ struct ModelDimensions {
   int64_t attention_heads = 0;  // the most heads of any attention layer; 0 = none
 };
 
-struct ModelFamily {
-  std::string model_type;                              // config.json "model_type"
-  std::string default_type;                            // hftrain model type when no architecture matches
-  std::map<std::string, std::string> architectures;    // HF class name -> hftrain model type
-  std::vector<std::string> refused_config_keys;        // non-null values hftrain cannot honour (ConfigError)
-  // PEFT's default LoRA target_modules for the family (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING);
-  // empty = none, the peft section must name them.
-  std::vector<std::string> lora_target_modules;
-  // Options of the hftrain type that config.json spells otherwise (option name -> config.json key), read when
-  // the option's own key is absent: hftrain's gpt writes block_size as HF's n_positions.
-  std::map<std::string, std::string> option_config_keys;
-  // Rotary position embeddings: config.json's rope_theta / rope_scaling (or v5's rope_parameters) are read
-  // into the options rope_theta / rope_scaling (runspec/rope_scaling: with_v4_rope_keys).
-  bool rotary = false;
-};
-
-// Per hftrain model type: how HF checkpoints of it are named.
+// How HF checkpoints of one hftrain model type are named.
 struct LoadRules {
   std::string base_prefix;                     // "transformer." etc.: files saved from the base model lack it
   std::vector<std::string> ignored_unexpected; // name prefixes or ".suffix"es of file tensors to skip
@@ -48,22 +34,54 @@ struct LoadRules {
   std::map<std::string, std::string> aliases;
 };
 
-// nullptr when `model_type` is not a known family.
+// One hftrain model type's declaration (several types may share a config.json model_type: bert, bert_mlm).
+struct ModelFamily {
+  std::string type;        // the hftrain model type (its registry name)
+  std::string model_type;  // config.json "model_type"
+  // HF classes loaded as this type; the first is the one its config.json names in "architectures".
+  std::vector<std::string> architectures;
+  bool default_for_model_type = true;  // chosen when config.json's architectures name no type of the family
+  // PEFT's default LoRA target_modules for the family (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING);
+  // empty = none, the peft section must name them.
+  std::vector<std::string> lora_target_modules;
+  // Options that config.json spells otherwise (option name -> config.json key): read from that key when the
+  // option's own is absent, and written under it (hftrain's gpt writes block_size as HF's n_positions).
+  std::map<std::string, std::string> option_config_keys;
+  // Rotary position embeddings: config.json's rope_theta / rope_scaling (or v5's rope_parameters) are read
+  // into the options rope_theta / rope_scaling (runspec/rope_scaling: with_v4_rope_keys).
+  bool rotary = false;
+  // Keys whose non-null values hftrain cannot honour (ConfigError naming key and file).
+  std::vector<std::string> refused_config_keys;
+  // When true, every config.json key must be an option of the type, a key of HF's PretrainedConfig that
+  // changes nothing here (check_config_keys lists them), or one of `neutral_config_keys` at its accepted
+  // value; anything else (a MoE key, a soft-cap the family does not build) is refused naming key and file.
+  bool strict_config_keys = false;
+  std::map<std::string, nlohmann::json> neutral_config_keys;  // key -> the only value accepted (null = any)
+  LoadRules load;
+};
+
+// Adds (or replaces) the declaration of family.type; models/register_models does it for each model. The
+// declaration itself is kept, not a copy: it must live as long as the program (a static beside its class).
+void register_model_family(const ModelFamily& family);
+// The declaration of the type a config.json of this model_type loads as by default; nullptr when unknown.
 const ModelFamily* find_model_family(const std::string& model_type);
-// The family an hftrain model type belongs to (bert_mlm -> bert); nullptr when none.
+// The declaration of an hftrain model type; nullptr when none.
 const ModelFamily* family_of_type(const std::string& hftrain_type);
-// "gpt, mlp, gpt2, bert, llama, t5, bart" for messages.
+// "gpt, mlp, gpt2, bert, llama, t5, bart" for messages (registration order).
 std::string known_model_types();
-// Loading rules for an hftrain model type (empty rules for types without HF checkpoints).
-LoadRules load_rules_for(const std::string& hftrain_type);
 // The hftrain model type a config.json describes; throws ConfigError naming `config_path` when the
 // model_type is missing or unknown, or a refused key is set.
 std::string model_type_from_config(const nlohmann::json& config, const std::string& config_path);
-// The hftrain model type whose config_json() has this model_type/architectures ("" when unknown).
+// The hftrain model type whose config.json has this model_type/architectures ("" when unknown).
 std::string hftrain_type_of(const nlohmann::json& config);
 // The config.json key holding option `option` of a model of this config's family: the option's own name
 // when the config has it, else the family's spelling of it (ModelFamily::option_config_keys) when the
 // config has that; "" when neither is there.
 std::string config_key_of_option(const nlohmann::json& config, const std::string& option);
+// For a strict family (ModelFamily::strict_config_keys): throws ConfigError naming the first key of
+// `config` that is none of `options` (the type's option names), a generic PretrainedConfig key or a
+// neutral key at its accepted value. Other families: nothing.
+void check_config_keys(const ModelFamily& family, const nlohmann::json& config, const std::string& config_path,
+                       const std::vector<std::string>& options);
 
 }  // namespace hftrain

@@ -176,6 +176,9 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
     issues.add("model.from_pretrained", fp, config_path + " describes model type '" + type + "', which is not registered");
     return;
   }
+  std::vector<std::string> option_names;  // a strict family refuses the keys it does not build
+  for (const auto& option : catalog.models.options(type)) option_names.push_back(option.name);
+  check_config_keys(*family_of_type(type), config, config_path, option_names);
   YAML::Node merged(YAML::NodeType::Map);
   for (const auto& option : catalog.models.options(type)) {
     if (const std::string key = config_key_of_option(config, option.name); !key.empty()) {

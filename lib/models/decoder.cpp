@@ -1,0 +1,251 @@
+// The shared llama-like decoder (see decoder.h). Follows HF's eager LlamaAttention: q/k rotated with cos/sin
+// of position * inv_freq (models/rotary: rope_theta and the rope_scaling type, halves duplicated,
+// rotate_half), k/v heads repeated num_attention_heads / num_key_value_heads times, causal + padding mask
+// (+ the sliding window), softmax in float32; RMSNorm before each sublayer; down(act(gate(x)) * up(x)).
+#include "models/decoder.h"
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "models/checkpointing.h"
+#include "models/construction.h"
+#include "models/fused_activations.h"
+#include "models/fused_embedding.h"
+#include "models/fused_norms.h"
+#include "models/hf_layers.h"
+#include "util/error.h"
+
+namespace hftrain {
+
+std::string check_rope_scaling_option(const RopeScaling& r) {
+  RopeParameters p;
+  std::string problem = read_rope_parameters(r.value, p);  // "rope_scaling.factor: ..." -> "factor: ..."
+  if (problem.rfind("rope_scaling.", 0) == 0) return problem.substr(13);
+  return problem.rfind("rope_scaling: ", 0) == 0 ? problem.substr(14) : problem;
+}
+
+DecoderSpec resolve_decoder(DecoderOptions& o, const ModelContext& context) {
+  resolve_lm_sizes({o.vocab_size, &o.max_position_embeddings, "max_position_embeddings", o.hidden_size,
+                    o.num_attention_heads, o.head_dim ? nullptr : "hidden_size", "num_attention_heads",
+                    /*data_must_fit=*/false},
+                   context);
+  DecoderSpec s;
+  s.kv_heads = o.num_key_value_heads.value_or(o.num_attention_heads);
+  if (s.kv_heads <= 0 || o.num_attention_heads % s.kv_heads != 0)
+    throw ConfigError("model.num_key_value_heads (" + std::to_string(s.kv_heads) + ") must divide num_attention_heads (" +
+                      std::to_string(o.num_attention_heads) + ")");
+  s.head_dim = o.head_dim.value_or(o.hidden_size / o.num_attention_heads);
+  if (s.head_dim <= 0 || s.head_dim % 2 != 0)
+    throw ConfigError("model.head_dim (" + std::to_string(s.head_dim) + ") must be a positive even number (rotary halves)");
+  check_activation(o.hidden_act, "model.hidden_act");
+  s.rope = make_rope_spec(o.rope_theta, o.rope_scaling, s.head_dim, o.max_position_embeddings, "model.");
+  s.vocab_size = o.vocab_size;
+  s.hidden_size = o.hidden_size;
+  s.intermediate_size = o.intermediate_size;
+  s.layers = o.num_hidden_layers;
+  s.heads = o.num_attention_heads;
+  s.max_positions = o.max_position_embeddings;
+  s.hidden_act = o.hidden_act;
+  s.rms_norm_eps = o.rms_norm_eps;
+  s.initializer_range = o.initializer_range;
+  s.attention_dropout = o.attention_dropout;
+  s.windows.assign(static_cast<std::size_t>(o.num_hidden_layers), 0);
+  s.tie_word_embeddings = o.tie_word_embeddings;
+  return s;
+}
+
+std::vector<int64_t> qwen_layer_windows(int64_t layers, bool use_sliding_window, std::optional<int64_t> window,
+                                        int64_t max_window_layers, const std::optional<std::vector<std::string>>& layer_types) {
+  if (layer_types && static_cast<int64_t>(layer_types->size()) != layers)
+    throw ConfigError("model.layer_types: " + std::to_string(layer_types->size()) + " entries for " + std::to_string(layers) +
+                      " layers");
+  std::vector<int64_t> windows(static_cast<std::size_t>(layers), 0);
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string type = layer_types ? (*layer_types)[static_cast<std::size_t>(i)]
+                                         : (i >= max_window_layers ? "sliding_attention" : "full_attention");
+    if (type != "sliding_attention" && type != "full_attention")
+      throw ConfigError("model.layer_types: '" + type + "' is not built (full_attention, sliding_attention)");
+    if (type == "full_attention" || !use_sliding_window) continue;
+    if (!window || *window <= 0)
+      throw ConfigError("model.sliding_window: use_sliding_window is true but no positive window is given");
+    windows[static_cast<std::size_t>(i)] = *window;
+  }
+  return windows;
+}
+
+void RotaryDecoder::decoder_config(nlohmann::json& j, const DecoderSpec& spec, const DecoderOptions& o) {
+  j["num_key_value_heads"] = spec.kv_heads;
+  j["head_dim"] = spec.head_dim;
+  j["rope_scaling"] = rope_scaling_json(o.rope_scaling);
+  j["rope_parameters"] = rope_parameters_json(o.rope_theta, o.rope_scaling);
+}
+
+namespace {
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const auto half = x.size(-1) / 2;
+  return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
+torch::Tensor norm_weight(torch::nn::Module& parent, const std::string& name, int64_t size) {
+  return parent.register_module(name, std::make_shared<torch::nn::Module>())
+      ->register_parameter("weight", torch::ones({size}, parameter_options()));
+}
+
+// The sliding window as an additive bias [Tq, Tk] over the keys a query may not see any more: query i (at
+// position Tk - Tq + i) sees key j when j > its position - window, i.e. `window` keys, itself included
+// (transformers' current masking_utils; the older _make_causal_mask allowed window + 1). Undefined when
+// every key is inside the window.
+torch::Tensor window_bias(int64_t Tq, int64_t Tk, int64_t window, const torch::TensorOptions& options) {
+  if (window <= 0 || Tk <= window) return {};
+  auto q = torch::arange(Tk - Tq, Tk, options.dtype(torch::kLong)).unsqueeze(1);
+  auto k = torch::arange(Tk, options.dtype(torch::kLong)).unsqueeze(0);
+  return torch::zeros({Tq, Tk}, options).masked_fill(k.le(q - window), -std::numeric_limits<float>::infinity());
+}
+
+}  // namespace
+
+struct RotaryDecoder::Layer : torch::nn::Module {
+  Layer(const DecoderSpec& s, int64_t window) : s(s), window(window) {
+    input_norm = norm_weight(*this, "input_layernorm", s.hidden_size);
+    auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
+    q_proj = attn->register_module("q_proj", new_linear(s.hidden_size, s.heads * s.head_dim, s.q_bias));
+    k_proj = attn->register_module("k_proj", new_linear(s.hidden_size, s.kv_heads * s.head_dim, s.k_bias));
+    v_proj = attn->register_module("v_proj", new_linear(s.hidden_size, s.kv_heads * s.head_dim, s.v_bias));
+    o_proj = attn->register_module("o_proj", new_linear(s.heads * s.head_dim, s.hidden_size, s.o_bias));
+    if (s.qk_norm) {
+      q_norm = norm_weight(*attn, "q_norm", s.head_dim);
+      k_norm = norm_weight(*attn, "k_norm", s.head_dim);
+    }
+    post_norm = norm_weight(*this, "post_attention_layernorm", s.hidden_size);
+    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+    gate_proj = mlp->register_module("gate_proj", new_linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
+    up_proj = mlp->register_module("up_proj", new_linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
+    down_proj = mlp->register_module("down_proj", new_linear(s.intermediate_size, s.hidden_size, s.mlp_bias));
+  }
+
+  // `segments`: a padding-free row's example lengths (attention inside each); empty = one example per row.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& bias, const std::vector<int64_t>& segments, KvCache* cache = nullptr,
+                        std::size_t layer = 0) {
+    const auto B = x.size(0), T = x.size(1);
+    auto h = rms_norm(x, input_norm, s.rms_norm_eps);
+    auto heads = [&](const torch::Tensor& t, int64_t n, const torch::Tensor& norm) {
+      auto v = t.view({B, T, n, s.head_dim});
+      if (norm.defined()) v = rms_norm(v, norm, s.rms_norm_eps);  // per head, before rotary
+      return v.transpose(1, 2);
+    };
+    auto q = heads(q_proj(h), s.heads, q_norm);
+    auto k = heads(k_proj(h), s.kv_heads, k_norm);
+    auto v = heads(v_proj(h), s.kv_heads, {});
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+    const double dropout = is_training() ? s.attention_dropout : 0.0;
+    torch::Tensor y;
+    if (window > 0 && (cache || segments.empty())) {
+      const int64_t keys = (cache ? cache->length : 0) + T;
+      torch::Tensor w = window_bias(T, keys, window, q.options());
+      y = self_attention(q, k, v, w.defined() ? (bias.defined() ? bias + w : w) : bias, {}, dropout, cache, layer);
+    } else if (window > 0) {  // a padding-free row: each example with its own window
+      std::vector<torch::Tensor> parts;
+      int64_t start = 0;
+      for (const int64_t n : segments) {
+        auto piece = [&](const torch::Tensor& t) { return t.narrow(2, start, n); };
+        parts.push_back(self_attention(piece(q), piece(k), piece(v), window_bias(n, n, window, q.options()), {}, dropout,
+                                       nullptr, layer));
+        start += n;
+      }
+      y = torch::cat(parts, 2);
+    } else {
+      y = self_attention(q, k, v, bias, segments, dropout, cache, layer);
+    }
+    y = y.transpose(1, 2).contiguous().view({B, T, s.heads * s.head_dim});
+    auto [r, m] = add_rms_norm(x, o_proj(y), post_norm, s.rms_norm_eps);
+    const bool silu = s.hidden_act == "silu" || s.hidden_act == "swish";
+    return r + down_proj(silu ? silu_gated(gate_proj(m), up_proj(m)) : apply_activation(s.hidden_act, gate_proj(m)) * up_proj(m));
+  }
+
+  DecoderSpec s;
+  int64_t window;
+  torch::Tensor input_norm, post_norm, q_norm, k_norm;
+  AdaptableLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr}, gate_proj{nullptr},
+      up_proj{nullptr}, down_proj{nullptr};
+};
+
+void RotaryDecoder::build(const DecoderSpec& spec) {
+  spec_ = spec;
+  const auto& s = spec_;
+  checkpoint_fns_ = std::make_shared<CheckpointFunctions>();
+  embeddings_unit_ = declare_unit("embeddings", {"model.embed_tokens."});
+  for (int64_t i = 0; i < s.layers; ++i)
+    layer_units_.push_back(declare_unit("model.layers." + std::to_string(i), {"model.layers." + std::to_string(i) + "."}));
+  head_unit_ = declare_unit("head", {"model.norm.", s.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"});
+
+  auto model = register_module("model", std::make_shared<torch::nn::Module>());
+  embed_tokens_ = model->register_module("embed_tokens", new_embedding(s.vocab_size, s.hidden_size));
+  release_built_parameters(*embed_tokens_);  // sharded construction: one unit's memory at a time
+  auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
+  for (int64_t i = 0; i < s.layers; ++i) {
+    layers_.push_back(layers->register_module(std::to_string(i), std::make_shared<Layer>(s, s.windows[static_cast<std::size_t>(i)])));
+    release_built_parameters(*layers_.back());
+  }
+  norm_weight_ = norm_weight(*model, "norm", s.hidden_size);
+  if (!s.tie_word_embeddings)
+    lm_head_ = register_module("lm_head", std::make_shared<torch::nn::Module>())
+                   ->register_parameter("weight", torch::empty({s.vocab_size, s.hidden_size}, parameter_options()));
+  initialise_parameters({hf_init_pass(s.initializer_range, {"norm"})});
+}
+
+torch::Tensor RotaryDecoder::hidden_states(const Batch& batch, KvCache* cache) {
+  const auto& ids = batch.input_ids;
+  const auto T = ids.size(1);
+  const int64_t past = cache ? cache->length : 0;
+  // dynamic scaling exists for sequences past max_position_embeddings; the other types keep the limit
+  if (!rope_extends_context(spec_.rope) && sequence_extent(batch, past, T) > spec_.max_positions)
+    throw RuntimeFailure(family()->model_type + ": sequence length " + std::to_string(sequence_extent(batch, past, T)) +
+                         " exceeds max_position_embeddings " + std::to_string(spec_.max_positions));
+  auto x = in_unit(embeddings_unit_, [&] {
+    return add_neftune_noise(apply_embedding(embed_tokens_, ids), is_training() ? neftune_noise_alpha_ : 0.0);
+  });
+  // Rotary tables as HF computes them: positions [b, T] (b = 1, or the rows of batched generation) ->
+  // cos / sin [b, 1, T, head_dim]
+  torch::Tensor cos, sin;
+  std::tie(cos, sin) = rotary_tables(spec_.rope, token_positions(batch, past, T, x.device()), x.scalar_type());
+  auto bias = padding_bias(batch.attention_mask, x.scalar_type());
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Layer* l = layers_[i].get();
+    if (gradient_checkpointing_ && is_training()) {
+      x = checkpointed(checkpoint_fns_->hold(
+                           [this, l, cos, sin, bias, i, segments = batch.packed_lengths](const torch::Tensor& in) {
+                             return in_unit(layer_units_[i], [&] { return l->forward(in, cos, sin, bias, segments); });
+                           },
+                           4 * layers_.size()),
+                       x);
+    } else {
+      x = in_unit(layer_units_[i], [&] { return l->forward(x, cos, sin, bias, batch.packed_lengths, cache, i); });
+    }
+  }
+  if (cache) cache->length += T;
+  return x;
+}
+
+Model::LmHead RotaryDecoder::head(const torch::Tensor& hidden) {
+  return {rms_norm(hidden, norm_weight_, spec_.rms_norm_eps), spec_.tie_word_embeddings ? embed_tokens_->weight : lm_head_, {}};
+}
+
+ModelOutput RotaryDecoder::forward(const Batch& batch) {
+  const torch::Tensor hidden = hidden_states(batch, nullptr);
+  return language_model_output(head_unit_, batch, /*shift=*/true, [&] { return head(hidden); });
+}
+
+torch::Tensor RotaryDecoder::forward_cached(const torch::Tensor& input_ids, KvCache& cache) {
+  Batch batch;
+  batch.input_ids = input_ids;
+  batch.attention_mask = cache.key_mask;  // batched generation: left padding, per-row positions
+  batch.position_ids = cache.positions;
+  const torch::Tensor hidden = hidden_states(batch, &cache);
+  return head_logits(head_unit_, [&] { return head(hidden); });
+}
+
+}  // namespace hftrain

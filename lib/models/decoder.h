@@ -1,0 +1,148 @@
+// The llama-like decoder, written once and composed by each family of HF's `XForCausalLM` layout
+// (model.embed_tokens, model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm,
+// mlp.{gate,up,down}_proj}, model.norm, lm_head): RMSNorm, rotary embeddings of every HF rope_type
+// (models/rotary), grouped-query attention through the one self-attention dispatch (hf_layers
+// self_attention: KV cache, padding-free rows, fused kernel / SDPA / manual), a gated MLP. What a family
+// changes is data in its DecoderSpec: biases per projection, per-head q / k norms, a sliding window. So a
+// new llama-like family is its options, its declaration and the spec it resolves to.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/schema.h"
+#include "models/model.h"
+#include "models/rotary.h"
+
+namespace hftrain {
+
+class CheckpointFunctions;
+
+// The options every llama-like family has, under HF's names (defaults: LlamaConfig's; vocab_size and
+// max_position_embeddings 0 = from the data). Families derive their Options from it.
+struct DecoderOptions {
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 4096;
+  int64_t intermediate_size = 11008;
+  int64_t num_hidden_layers = 32;
+  int64_t num_attention_heads = 32;
+  std::optional<int64_t> num_key_value_heads;  // null = num_attention_heads
+  std::optional<int64_t> head_dim;             // null = hidden_size / num_attention_heads
+  std::string hidden_act = "silu";
+  int64_t max_position_embeddings = 0;
+  double initializer_range = 0.02;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;  // null = unscaled
+  bool tie_word_embeddings = false;
+  double attention_dropout = 0.0;
+};
+
+// Declares DecoderOptions' fields for a family's Options (members of the DecoderOptions base).
+template <class O>
+void declare_decoder_options(Schema<O>& s);
+
+// A llama-like family's resolved shape: what the shared decoder builds.
+struct DecoderSpec {
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, layers = 0;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0, max_positions = 0;
+  std::string hidden_act;
+  double rms_norm_eps = 1e-6, initializer_range = 0.02, attention_dropout = 0.0;
+  bool q_bias = false, k_bias = false, v_bias = false, o_bias = false, mlp_bias = false;
+  bool qk_norm = false;              // RMSNorm over head_dim of each q / k head before rotary (qwen3)
+  std::vector<int64_t> windows;      // per layer: sliding window (keys a query sees, itself included); 0 = none
+  bool tie_word_embeddings = false;
+  RopeSpec rope;
+};
+
+// The options with the data's sizes filled in and checked (kv heads divide the heads, an even head size,
+// the activation, the rotary), as a spec with no biases, norms or windows yet.
+DecoderSpec resolve_decoder(DecoderOptions& o, const ModelContext& context);
+
+// Each layer's sliding window as Qwen2 / Qwen3 configs give it: layer_types[i] == "sliding_attention" (v5 writes
+// them; otherwise layers >= max_window_layers) slide over `window` keys when use_sliding_window; 0 = full
+// attention. ConfigError naming the key for a layer type that is neither, a list of the wrong length, or a
+// sliding layer without a window.
+std::vector<int64_t> qwen_layer_windows(int64_t layers, bool use_sliding_window, std::optional<int64_t> window,
+                                        int64_t max_window_layers, const std::optional<std::vector<std::string>>& layer_types);
+
+// HF's XForCausalLM over a DecoderSpec. A family derives from it, declares itself (declare_family) and calls
+// build() in its constructor.
+class RotaryDecoder : public Model {
+ public:
+  ModelOutput forward(const Batch& batch) override;
+  bool is_causal_lm() const override { return true; }
+  void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
+  void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
+  bool supports_kv_cache() const override { return true; }
+  bool supports_padding_free() const override { return true; }
+  torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache) override;
+
+ protected:
+  void build(const DecoderSpec& spec);
+  // The keys every llama-like config.json derives: the resolved num_key_value_heads and head_dim, rope_scaling
+  // as transformers 4.x writes it and v5's rope_parameters.
+  static void decoder_config(nlohmann::json& j, const DecoderSpec& spec, const DecoderOptions& o);
+  const DecoderSpec& spec() const { return spec_; }
+
+ private:
+  struct Layer;
+  torch::Tensor hidden_states(const Batch& batch, KvCache* cache);  // after the last layer
+  LmHead head(const torch::Tensor& hidden);                         // the final norm and the (tied) lm_head
+  DecoderSpec spec_;
+  UnitHandle embeddings_unit_, head_unit_;
+  std::vector<UnitHandle> layer_units_;
+  torch::nn::Embedding embed_tokens_{nullptr};
+  std::vector<std::shared_ptr<Layer>> layers_;
+  torch::Tensor norm_weight_, lm_head_;  // lm_head_ undefined when tied
+  bool gradient_checkpointing_ = false;
+  double neftune_noise_alpha_ = 0.0;
+  std::shared_ptr<CheckpointFunctions> checkpoint_fns_;
+};
+
+// Declares the sliding-window options Qwen2 and Qwen3 share (use_sliding_window, sliding_window,
+// max_window_layers, layer_types; see qwen_layer_windows) for a family's Options that has them.
+template <class O>
+void declare_qwen_window_options(Schema<O>& s);
+
+// ---- template definitions ------------------------------------------------------------------------
+std::string check_rope_scaling_option(const RopeScaling& r);
+
+template <class O>
+void declare_decoder_options(Schema<O>& s) {
+  s.template add<int64_t>("vocab_size", &O::vocab_size, "Vocabulary size; 0 = from the data's tokenizer.").min(0);
+  s.template add<int64_t>("hidden_size", &O::hidden_size, "Hidden size.").min(1);
+  s.template add<int64_t>("intermediate_size", &O::intermediate_size, "Gated MLP inner size.").min(1);
+  s.template add<int64_t>("num_hidden_layers", &O::num_hidden_layers, "Number of decoder layers.").min(1);
+  s.template add<int64_t>("num_attention_heads", &O::num_attention_heads, "Query heads per layer.").min(1);
+  s.template add<std::optional<int64_t>>("num_key_value_heads", &O::num_key_value_heads,
+        "Key/value heads (grouped-query attention; divides num_attention_heads); null = num_attention_heads.");
+  s.template add<std::optional<int64_t>>("head_dim", &O::head_dim, "Per-head size; null = hidden_size / num_attention_heads.");
+  s.template add<std::string>("hidden_act", &O::hidden_act, "Gate activation of the gated MLP (HF name, e.g. silu).");
+  s.template add<int64_t>("max_position_embeddings", &O::max_position_embeddings, "Maximum sequence length; 0 = from the data.").min(0);
+  s.template add<double>("initializer_range", &O::initializer_range, "Std of the normal initialisation.").greater_than(0);
+  s.template add<double>("rms_norm_eps", &O::rms_norm_eps, "RMSNorm epsilon.").greater_than(0);
+  s.template add<double>("rope_theta", &O::rope_theta, "Rotary embedding base.").greater_than(0);
+  s.template add<RopeScaling>("rope_scaling", &O::rope_scaling,
+        "HF rotary scaling: {rope_type: linear | dynamic | llama3 | yarn | longrope, factor: ..., ...} as config.json "
+        "writes it; null = none.")
+      .check(check_rope_scaling_option);
+  s.template add<bool>("tie_word_embeddings", &O::tie_word_embeddings, "LM head shares the token embedding matrix.");
+  s.template add<double>("attention_dropout", &O::attention_dropout, "Dropout on attention probabilities.").min(0).max(1);
+}
+
+template <class O>
+void declare_qwen_window_options(Schema<O>& s) {
+  s.template add<bool>("use_sliding_window", &O::use_sliding_window,
+                       "Sliding-window attention in the layers layer_types (or max_window_layers) names.");
+  s.template add<std::optional<int64_t>>("sliding_window", &O::sliding_window,
+                                         "Keys a query of a sliding layer sees, itself included.");
+  s.template add<int64_t>("max_window_layers", &O::max_window_layers,
+                          "Layers from this index on slide when layer_types is not given.").min(0);
+  s.template add<std::optional<std::vector<std::string>>>("layer_types", &O::layer_types,
+                                                          "Per layer full_attention or sliding_attention (v5); null = "
+                                                          "from max_window_layers.");
+}
+
+}  // namespace hftrain
