@@ -7,7 +7,10 @@
 #include "models/gpt.h"
 #include "models/gpt2.h"
 #include "models/llama.h"
+#include "models/mistral.h"
 #include "models/mlp.h"
+#include "models/qwen2.h"
+#include "models/qwen3.h"
 #include "models/t5.h"
 #include "registry/registry.h"
 
@@ -31,6 +34,9 @@ void register_models(Registry<Model, const ModelContext&>& models) {
       "HF BertForSequenceClassification (pooler + classifier; regression when num_labels is 1).");
   add_family<BertForMaskedLM>(models, "HF BertForMaskedLM (MLM head tied to the word embeddings).");
   add_family<Llama>(models, "HF LlamaForCausalLM (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention).");
+  add_family<Qwen2>(models, "HF Qwen2ForCausalLM (Qwen2 / Qwen2.5: llama's decoder with q/k/v biases, sliding layers).");
+  add_family<Qwen3>(models, "HF Qwen3ForCausalLM (llama's decoder with per-head q / k RMSNorms, explicit head_dim).");
+  add_family<Mistral>(models, "HF MistralForCausalLM (llama's decoder with sliding-window attention).");
   add_family<T5>(models,
                  "HF T5ForConditionalGeneration (encoder-decoder, relative position buckets, RMS norms; "
                  "relu or gated-gelu feed-forward); T5Config option names.");

@@ -22,3 +22,27 @@ TEST_CASE("HF model directories made outside hftrain load and run (driven by hf_
     save_model_dir(dir + "/resaved", *rc.model);
   }
 }
+
+// The hftrain side of tests/reference/decoder_families_reference.py (hidden: run by it, which sets
+// HFTRAIN_DECODER_REFERENCE_DIR): the llama-like families (qwen2, mistral, qwen3). For each case: load
+// case/model through model.from_pretrained, run the forward in eval mode and backpropagate its loss, save
+// the loaded model to case/resaved; case/hftrain_output.safetensors holds {logits, loss, grad.<parameter>...}.
+TEST_CASE("HF decoder directories made outside hftrain load, run and save with every gradient (driven by "
+          "decoder_families_reference.py)",
+          "[.][decoder_ref]") {
+  for (const std::string& dir : reference_case_dirs("HFTRAIN_DECODER_REFERENCE_DIR")) {
+    INFO(dir);
+    ReferenceCase rc = load_reference_case(dir);
+    rc.model->eval();
+    ModelOutput out = rc.model->forward(rc.batch);
+    REQUIRE(out.loss.defined());
+    out.loss.backward();
+    NamedTensors written = {{"logits", out.logits.detach().contiguous()}, {"loss", out.loss.detach().reshape({1}).contiguous()}};
+    for (auto& np : rc.model->named_parameters()) {
+      REQUIRE(np.value().grad().defined());
+      written.emplace_back("grad." + np.key(), np.value().grad().clone());
+    }
+    save_safetensors(dir + "/hftrain_output.safetensors", written);
+    save_model_dir(dir + "/resaved", *rc.model);
+  }
+}

@@ -1,0 +1,37 @@
+// `qwen2` model (see qwen2.h): llama's decoder with q/k/v biases and Qwen2's sliding layers.
+#include "models/qwen2.h"
+
+namespace hftrain {
+
+void Qwen2::Options::declare(Schema<Options>& s) {
+  declare_decoder_options(s);
+  declare_qwen_window_options(s);
+}
+
+ModelDimensions Qwen2::facts(const Options& o) { return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads}; }
+
+const ModelFamily& Qwen2::declaration() {
+  static const ModelFamily family = [] {
+    ModelFamily f;
+    f.type = f.model_type = "qwen2";
+    f.architectures = {"Qwen2ForCausalLM", "Qwen2Model"};
+    f.lora_target_modules = {"q_proj", "v_proj"};
+    f.rotary = true;
+    f.strict_config_keys = true;
+    f.load = {"model.", {".rotary_emb.inv_freq", "lm_head.weight"}, {}};
+    return f;
+  }();
+  return family;
+}
+
+Qwen2::Qwen2(const Options& options, const ModelContext& context) : options_(options) {
+  DecoderSpec spec = resolve_decoder(options_, context);
+  spec.q_bias = spec.k_bias = spec.v_bias = true;
+  const auto& o = options_;
+  spec.windows = qwen_layer_windows(o.num_hidden_layers, o.use_sliding_window, o.sliding_window, o.max_window_layers,
+                                    o.layer_types);
+  declare_family(declaration(), options_, [this](nlohmann::json& j) { decoder_config(j, this->spec(), options_); });
+  build(spec);
+}
+
+}  // namespace hftrain

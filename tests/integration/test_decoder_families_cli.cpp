@@ -1,0 +1,99 @@
+// The llama-like families on the shared decoder (qwen2, qwen3, mistral) through the real binary: each trains
+// from a pretrained directory (its sliding window binding on the data's sequences), saves, and the saved
+// directory evaluates to the loss the run ended with; `hftrain estimate` sizes the published config.json of
+// Qwen2.5-7B, Qwen3-8B and Mistral-7B-v0.1 at their published parameter counts.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+#include "cli_runner.h"
+
+using namespace hftrain_test;
+using json = nlohmann::json;
+
+namespace {
+
+std::string spec_for(const std::string& model, const std::string& output_dir, int steps) {
+  return "model: " + model + "\n" +
+         "data: {type: digit_reversal, num_digits: 3, train_size: 64, eval_size: 16, test_size: 4}\n"
+         "training: {output_dir: " + output_dir + ", per_device_train_batch_size: 16, max_steps: " + std::to_string(steps) +
+         ", learning_rate: 0.003, save_strategy: \"no\", seed: 7}\n"
+         "generation: {max_new_tokens: 3}\n";
+}
+
+double eval_loss(const std::string& path) { return json::parse(read_text(path)).at("eval_loss").get<double>(); }
+
+}  // namespace
+
+TEST_CASE("qwen2, qwen3 and mistral: from_pretrained, train, save, and the saved directory evaluates equal",
+          "[integration][hfmodels][decoder_families]") {
+  const std::string tiny = "hidden_size: 16, intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, "
+                           "num_key_value_heads: 2";
+  for (const auto& [type, extra] : std::vector<std::pair<std::string, std::string>>{
+           {"qwen2", "use_sliding_window: true, sliding_window: 3, max_window_layers: 1"},
+           {"qwen3", "head_dim: 6"},
+           {"mistral", "sliding_window: 3"}}) {
+    INFO(type);
+    const std::string dir = fresh_dir("decoder_family_" + type);
+    write_text(dir + "/make.yaml", spec_for("{type: " + type + ", " + tiny + ", " + extra + "}", "pretrained", 2));
+    CliResult made = run_hftrain("train make.yaml --set training.do_eval=false", dir);
+    INFO(made.output);
+    REQUIRE(made.exit_code == 0);
+    CHECK(json::parse(read_text(dir + "/pretrained/config.json"))["model_type"] == type);
+
+    write_text(dir + "/spec.yaml", spec_for("{from_pretrained: pretrained}", "out", 4));
+    CliResult trained = run_hftrain("train spec.yaml", dir);
+    INFO(trained.output);
+    REQUIRE(trained.exit_code == 0);
+    write_text(dir + "/reload.yaml", spec_for("{from_pretrained: out}", "reloaded", 4));
+    CliResult reloaded = run_hftrain("eval reload.yaml", dir);
+    INFO(reloaded.output);
+    REQUIRE(reloaded.exit_code == 0);
+    CHECK(eval_loss(dir + "/reloaded/eval_results.json") == Approx(eval_loss(dir + "/out/eval_results.json")).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("published Qwen2.5-7B, Qwen3-8B and Mistral-7B-v0.1 config.json files are sized at their parameter counts",
+          "[integration][estimate][decoder_families]") {
+  const std::string dir = fresh_dir("estimate_decoder_families");
+  // the hub's config.json files as published
+  const std::vector<std::tuple<std::string, std::string, double>> models = {
+      {"qwen25_7b",
+       R"({"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
+           "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02, "intermediate_size": 18944,
+           "max_position_embeddings": 131072, "max_window_layers": 28, "model_type": "qwen2", "num_attention_heads": 28,
+           "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+           "sliding_window": 131072, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+           "transformers_version": "4.43.1", "use_cache": true, "use_sliding_window": false, "vocab_size": 152064})",
+       7615616512.0},
+      {"qwen3_8b",
+       R"({"architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+           "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+           "intermediate_size": 12288, "max_position_embeddings": 40960, "max_window_layers": 36, "model_type": "qwen3",
+           "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+           "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": false,
+           "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
+           "vocab_size": 151936})",
+       8190735360.0},
+      {"mistral_7b",
+       R"({"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+           "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
+           "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+           "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": false,
+           "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000})",
+       7241732096.0}};
+  for (const auto& [name, config, published] : models) {
+    INFO(name);
+    std::filesystem::create_directories(dir + "/" + name);
+    write_text(dir + "/" + name + "/config.json", config);
+    write_text(dir + "/" + name + ".yaml", "model: {from_pretrained: " + name + "}\ndata: {type: digit_reversal}\n"
+                                           "training: {output_dir: out, per_device_train_batch_size: 1}\n"
+                                           "precision: {bf16: true}\nzero: {stage: 3}\n");
+    CliResult r = run_hftrain("estimate " + name + ".yaml --nproc-per-node 8 --json", dir);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const double parameters = json::parse(r.output)["parameters"].get<double>();
+    CHECK(std::abs(parameters - published) <= 0.005 * published);
+  }
+}

@@ -1,0 +1,146 @@
+// The llama-like families on the shared decoder (qwen2, qwen3, mistral; models/decoder): their sliding windows
+// (a window shorter than the sequence, so it binds) in the KV cache, in batched left-padded generation and in
+// padding-free rows agree with the full forward; each family's config.json is its declaration (every option
+// under its HF name, model_type, architectures, the derived keys) and loads back through model.from_pretrained;
+// a config.json key the family does not build is refused naming the key and the file; gather units are the
+// declared ones.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "checkpoint/model_io.h"
+#include "generate/batch_generate.h"
+#include "generate/generate.h"
+#include "runspec/run_spec.h"
+#include "seq2seq_model_helpers.h"
+#include "spec_test_helpers.h"
+#include "util/error.h"
+
+using namespace hftrain;
+
+namespace {
+
+// Each family with a window of its own shape (`W` stands for it) shorter than the sequences below.
+struct Windowed {
+  std::string type, options, window, full;  // options with W, the window's text, full attention's
+  std::string with(const std::string& w) const {
+    std::string o = options;
+    return o.replace(o.find('W'), 1, w);
+  }
+};
+
+const std::vector<Windowed>& windowed() {
+  static const std::vector<Windowed> f = {
+      {"qwen2", "{vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+                "num_key_value_heads: 2, max_position_embeddings: 40, W, max_window_layers: 1}",
+       "use_sliding_window: true, sliding_window: 4", "use_sliding_window: false, sliding_window: 4"},
+      {"mistral", "{vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+                  "num_key_value_heads: 2, max_position_embeddings: 40, W}",
+       "sliding_window: 3", "sliding_window: null"},
+      {"qwen3", "{vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+                "num_key_value_heads: 2, head_dim: 12, max_position_embeddings: 40, W, max_window_layers: 0, "
+                "attention_bias: true}",
+       "use_sliding_window: true, sliding_window: 5", "use_sliding_window: false, sliding_window: 5"}};
+  return f;
+}
+
+torch::Tensor ids_of(const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong).unsqueeze(0); }
+
+}  // namespace
+
+TEST_CASE("sliding windows: the KV cache, batched generation and padding-free rows follow the full forward",
+          "[unit][hfmodels][decoder_families]") {
+  for (const Windowed& f : windowed()) {
+    INFO(f.type);
+    auto m = hftrain_test::build_model(f.type, f.with(f.window), 3);
+    m->eval();
+    torch::NoGradGuard no_grad;
+    const std::vector<int64_t> seq = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
+    Batch full;
+    full.input_ids = ids_of(seq);
+    const auto expected = m->forward(full).logits;
+    {  // the window binds: the same weights with full attention give other logits
+      auto unwindowed = hftrain_test::build_model(f.type, f.with(f.full), 3);
+      unwindowed->eval();
+      CHECK((unwindowed->forward(full).logits - expected).abs().max().item<double>() > 1e-3);
+    }
+    KvCache cache;
+    std::vector<torch::Tensor> parts = {m->forward_cached(full.input_ids.slice(1, 0, 2), cache)};
+    for (int64_t t = 2; t < 10; ++t) parts.push_back(m->forward_cached(full.input_ids.slice(1, t, t + 1), cache));
+    parts.push_back(m->forward_cached(full.input_ids.slice(1, 10, 12), cache));
+    CHECK(torch::allclose(torch::cat(parts, 1), expected, 1e-5, 1e-5));
+
+    // a padding-free row of two examples: each as it is alone
+    Batch packed;
+    packed.input_ids = ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 7, 7, 2, 1, 4, 4, 6});
+    packed.position_ids = torch::cat({torch::arange(12), torch::arange(7)}).unsqueeze(0);
+    packed.packed_lengths = {12, 7};
+    Batch second;
+    second.input_ids = ids_of({7, 7, 2, 1, 4, 4, 6});
+    const auto logits = m->forward(packed).logits;
+    CHECK(torch::allclose(logits.slice(1, 0, 12), expected, 1e-5, 1e-5));
+    CHECK(torch::allclose(logits.slice(1, 12, 19), m->forward(second).logits, 1e-5, 1e-5));
+
+    // batched greedy generation (left padding, generations past the window) equals one prompt at a time
+    const std::vector<std::vector<int64_t>> prompts = {{3, 4}, {5, 9, 2, 6, 5, 3, 5}, {8}, {4, 4, 6, 1}};
+    GenerationConfig config;
+    config.max_new_tokens = 8;
+    at::Generator generator = make_generator(0);
+    std::vector<std::vector<int64_t>> alone;
+    for (const auto& p : prompts) alone.push_back(generate(*m, p, config, generator));
+    CHECK(generate_batch(*m, prompts, config, generator) == alone);
+  }
+}
+
+TEST_CASE("each family's config.json is its declaration, loads back, and keys it does not build are refused by name",
+          "[unit][hfmodels][decoder_families]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_decoder_families_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto write = [](const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; };
+  const std::map<std::string, std::string> architecture = {
+      {"qwen2", "Qwen2ForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+  for (const Windowed& f : windowed()) {
+    INFO(f.type);
+    auto m = hftrain_test::build_model(f.type, f.with(f.window), 5);
+    const nlohmann::json config = m->config_json();
+    CHECK(config["model_type"] == f.type);
+    CHECK(config["architectures"] == nlohmann::json::array({architecture.at(f.type)}));
+    CHECK(config["num_key_value_heads"] == 2);
+    CHECK(config["head_dim"] == (f.type == "qwen3" ? 12 : 8));
+    CHECK(config["sliding_window"].is_number_integer());
+    CHECK(config["rope_parameters"]["rope_type"] == "default");
+    CHECK(config["torch_dtype"] == "float32");
+    CHECK(m->family() == family_of_type(f.type));
+    const auto units = m->gather_units();  // the declared ones, in forward order
+    REQUIRE(units.size() == 4);
+    CHECK(units[0].prefixes == std::vector<std::string>{"model.embed_tokens."});
+    CHECK(units[2].name == "model.layers.1");
+    CHECK(units[3].prefixes == std::vector<std::string>{"model.norm.", "lm_head.weight"});
+
+    const auto saved = dir / f.type;
+    save_model_dir(saved.string(), *m);
+    write(dir / "spec.yaml", "model: {from_pretrained: " + saved.string() + "}\ndata: {type: digit_reversal}\n"
+                             "training: {output_dir: " + (dir / "out").string() + "}\n");
+    RunSpec spec = hftrain_test::load((dir / "spec.yaml").string());
+    CHECK(spec.model.type == f.type);
+    auto loaded = builtin_components().models.build(spec.model.type, spec.model.options, ModelContext{});
+    CHECK(loaded->config_json() == config);
+    load_pretrained_dir(spec.model.from_pretrained, *loaded);
+    for (auto& np : m->named_parameters()) CHECK(torch::equal(np.value(), loaded->named_parameters()[np.key()]));
+
+    // a MoE key, or a soft-cap this family does not build: refused naming the key and the file
+    for (const char* key : {"num_experts", "attn_logit_softcapping"}) {
+      nlohmann::json edited = config;
+      edited[key] = 8;
+      write(saved / "config.json", edited.dump());
+      const std::string message = hftrain_test::load_error((dir / "spec.yaml").string());
+      CHECK_THAT(message, Catch::Contains(key) && Catch::Contains((saved / "config.json").string()));
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
