@@ -12,6 +12,8 @@
 
 namespace hftrain {
 
+class ChatTemplate;
+
 // One example. Language-model examples fill input_ids/labels (labels -100 = not scored, e.g. the
 // prompt); classification examples fill features or input_ids plus `label`.
 struct Example {
@@ -86,6 +88,8 @@ class DataSource {
   virtual std::vector<std::string> default_metrics() const = 0;
   // nullptr for sources without text (feature classification).
   virtual const Tokenizer* tokenizer() const { return nullptr; }
+  // The chat template conversations are rendered with (data/chat_template.h); nullptr when there is none.
+  virtual const ChatTemplate* chat_template() const { return nullptr; }
 };
 
 }  // namespace hftrain

@@ -87,7 +87,7 @@ class FileDataSource : public DataSource {
   bool loaded_from_cache() const { return loaded_from_cache_; }
   int64_t skipped_rows() const { return splits_.skipped_rows; }
   // The chat template in use (data.chat_template or the tokenizer's), nullptr when there is none.
-  const ChatTemplate* chat_template() const { return chat_ ? &*chat_ : nullptr; }
+  const ChatTemplate* chat_template() const override { return chat_ ? &*chat_ : nullptr; }
   // The dataset format told from the columns (causal_lm), as printed at start.
   const std::string& data_format() const { return splits_.data_format; }
 

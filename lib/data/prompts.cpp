@@ -20,6 +20,12 @@ std::vector<Prompt> read_prompts(const std::string& path, const std::string& col
     if (!row.problem.empty())
       throw ConfigError(where + (row.problem_column.empty() ? "" : "column '" + row.problem_column + "': ") + row.problem);
     auto it = row.fields.find(key);
+    auto chat = row.fields.find("messages");
+    if (it == row.fields.end() && format == RowFormat::kJsonl && chat != row.fields.end() && chat->second &&
+        !row.is_string.at("messages") && chat->second->rfind("[", 0) == 0) {
+      prompts.push_back(Prompt{"", row.line, *chat->second});
+      continue;
+    }
     if (it == row.fields.end())
       throw ConfigError(where + "no field '" + key + "' (--prompt-column names the field holding the prompt)");
     if (text && it->second && it->second->find_first_not_of(" \t") == std::string::npos) continue;  // blank line

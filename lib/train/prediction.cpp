@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "data/batch_placement.h"
+#include "data/chat_template.h"
 #include "data/loader.h"
 #include "engine/precision.h"
 #include "generate/batch_generate.h"
@@ -153,6 +154,15 @@ void token_batch(ModelAndData& p, const std::vector<Example>& examples, Predicti
   }
 }
 
+// apply_chat_template(messages, add_generation_prompt=True) with the data source's template.
+std::string render_conversation(const ModelAndData& p, const Prompt& prompt) {
+  const ChatTemplate* chat = p.data->chat_template();
+  if (!chat)
+    throw ConfigError("a conversation (`messages`), and the data source has no chat template (data.chat_template, "
+                      "or the tokenizer's)");
+  return chat->render(nlohmann::ordered_json::parse(prompt.messages), true).text;
+}
+
 }  // namespace
 
 std::vector<PromptInput> prepare_prompts(const ModelAndData& p, const std::vector<Prompt>& prompts) {
@@ -180,7 +190,12 @@ std::vector<PromptInput> prepare_prompts(const ModelAndData& p, const std::vecto
     PromptInput in;
     in.text = prompt.text;
     try {
-      in.ids = tok->encode_for_model(prompt.text, nullptr, 0).input_ids;
+      if (!prompt.messages.empty()) {  // a conversation: the chat template with its generation prompt, as TRL
+        in.text = render_conversation(p, prompt);
+        in.ids = tok->encode(in.text);
+      } else {
+        in.ids = tok->encode_for_model(prompt.text, nullptr, 0).input_ids;
+      }
     } catch (const Error& e) {  // e.g. a character the chars tokenizer's vocabulary lacks
       throw ConfigError("--prompts: line " + std::to_string(prompt.line) + ": " + e.what());
     }

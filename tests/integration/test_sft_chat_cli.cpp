@@ -1,7 +1,8 @@
 // Chat fine-tuning through the binary (TRL SFTTrainer's data side): a tiny llama trained from `messages`
 // jsonl and from the same rows in parquet (written by parquet-wasm) with assistant-only loss; with bfd
 // packing (asked for by TRL's SFTConfig names under training:) its step-1 loss equals the unpacked run's,
-// and its eval loss falls; `hftrain data inspect --json` prints what tests/reference/sft_reference.py makes
+// and its eval loss falls; predict --prompts renders a conversation with the generation prompt;
+// `hftrain data inspect --json` prints what tests/reference/sft_reference.py makes
 // of the same rows.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -119,6 +120,14 @@ TEST_CASE("a chat SFT run packed best-fit-decreasing has the unpacked run's loss
   const std::vector<double> evals = eval_losses(dir + "/longer");
   REQUIRE(evals.size() >= 3);
   CHECK(evals.back() < evals.front());
+  // predict --prompts of a conversation renders it with the template's generation prompt.
+  write_text(dir + "/ask.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"3 plus 4?\"}]}\n");
+  const CliResult asked = run_hftrain("predict longer --prompts ask.jsonl --set training.output_dir=asked "
+                                      "--set generation.max_new_tokens=4", dir);
+  INFO(asked.output);
+  REQUIRE(asked.exit_code == 0);
+  const json line = json::parse(read_text(dir + "/asked/predictions.jsonl"));
+  CHECK(line["prompt"] == "<|u|>3 plus 4?<|e|>\n<|a|>");
 }
 
 TEST_CASE("data inspect --json prints the ids and labels of TRL's reference, packed rows with their boundaries",
