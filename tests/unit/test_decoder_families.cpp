@@ -134,8 +134,8 @@ TEST_CASE("each family's config.json is its declaration, loads back, and keys it
     load_pretrained_dir(spec.model.from_pretrained, *loaded);
     for (auto& np : m->named_parameters()) CHECK(torch::equal(np.value(), loaded->named_parameters()[np.key()]));
 
-    // a MoE key, or a soft-cap this family does not build: refused naming the key and the file
-    for (const char* key : {"num_experts", "attn_logit_softcapping"}) {
+    // a MoE key, a soft-cap this family does not build, quantized weights: refused naming the key and the file
+    for (const char* key : {"num_experts", "attn_logit_softcapping", "quantization_config"}) {
       nlohmann::json edited = config;
       edited[key] = 8;
       write(saved / "config.json", edited.dump());
