@@ -66,57 +66,49 @@ std::optional<V> pattern_value(const std::map<std::string, V>& patterns, const s
 }
 
 
-}  // namespace
+using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>;
 
-std::string AdapterSummary::line() const {
-  char pct[32];
-  std::snprintf(pct, sizeof pct, "%.4f", all > 0 ? 100.0 * static_cast<double>(trainable) / static_cast<double>(all) : 0.0);
-  return "trainable params: " + thousands(trainable) + " || all params: " + thousands(all) + " || trainable%: " + pct;
+bool is_linear(const torch::nn::Module& m) { return dynamic_cast<const AdaptableLinearImpl*>(&m) != nullptr; }
+
+// PEFT's default targets of the model's family when the section names none.
+void default_targets(PeftArgs& args, const Model& model, const std::string& model_type, const std::string& key) {
+  if (args.target_modules.given()) return;
+  const ModelFamily* family = model.family() ? model.family() : family_of_type(model_type);
+  if (!family || family->lora_target_modules.empty())
+    throw ConfigError(key + ": model type '" + model_type + "' has no PEFT default targets; name the modules to adapt "
+                      "(a list such as [c_fc], a regular expression, or all-linear)");
+  args.target_modules = TargetModules{false, family->lora_target_modules};
 }
 
-AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs args, const std::string& where) {
-  const std::string key = where + ".target_modules";
-  if (!args.target_modules.given()) {
-    const ModelFamily* family = model.family() ? model.family() : family_of_type(model_type);
-    if (!family || family->lora_target_modules.empty())
-      throw ConfigError(key + ": model type '" + model_type + "' has no PEFT default targets; name the modules to adapt "
-                        "(a list such as [c_fc], a regular expression, or all-linear)");
-    args.target_modules = TargetModules{false, family->lora_target_modules};
-  }
-  const bool sequence_classification = args.task_type && *args.task_type == "SEQ_CLS";
-  std::vector<std::string> modules_to_save = args.modules_to_save.value_or(std::vector<std::string>{});
-  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules;
-  for (const auto& item : model.named_modules("", /*include_self=*/false)) modules.emplace_back(item.key(), item.value());
-  auto is_linear = [](const torch::nn::Module& m) { return dynamic_cast<const AdaptableLinearImpl*>(&m) != nullptr; };
-  if (sequence_classification)  // PeftModelForSequenceClassification trains and saves the head
-    for (const std::string head : {"classifier", "score"})
-      for (const auto& [name, m] : modules)
-        if (name == head && std::find(modules_to_save.begin(), modules_to_save.end(), head) == modules_to_save.end())
-          modules_to_save.push_back(head);
-
-  const bool all_linear = args.target_modules.single && args.target_modules.patterns.front() == "all-linear";
-  std::vector<std::string> targets;  // adapted module names, in module order
-  if (all_linear) {
+// The linear layers target_modules names, in module order (all-linear: every one but a classification head).
+std::vector<std::string> target_names(const PeftArgs& args, const NamedModules& modules, bool sequence_classification,
+                                      const std::string& model_type, const std::string& key) {
+  std::vector<std::string> targets;
+  if (args.target_modules.single && args.target_modules.patterns.front() == "all-linear") {
     for (const auto& [name, m] : modules)
       if (is_linear(*m) && !(sequence_classification && (name == "classifier" || name == "score"))) targets.push_back(name);
-  } else {
-    const ModuleMatcher matcher(args.target_modules, key);
-    for (const auto& [name, m] : modules) {
-      if (!matcher.matches(name)) continue;
-      if (!is_linear(*m))
-        throw ConfigError(key + ": '" + name + "' is not a linear layer (LoRA adapts nn.Linear and Conv1D layers)");
-      targets.push_back(name);
-    }
-    if (!args.target_modules.single) {  // each listed name must name something
-      for (const auto& p : args.target_modules.patterns) {
-        bool found = false;
-        for (const auto& [name, m] : modules) found = found || ends_with_component(name, p);
-        if (!found) throw ConfigError(key + ": '" + p + "' matches no module of model '" + model_type + "'");
-      }
-    } else if (targets.empty()) {
-      throw ConfigError(key + ": '" + args.target_modules.patterns.front() + "' matches no module of model '" + model_type + "'");
-    }
+    return targets;
   }
+  const ModuleMatcher matcher(args.target_modules, key);
+  for (const auto& [name, m] : modules) {
+    if (!matcher.matches(name)) continue;
+    if (!is_linear(*m)) throw ConfigError(key + ": '" + name + "' is not a linear layer (LoRA adapts nn.Linear and Conv1D layers)");
+    targets.push_back(name);
+  }
+  if (!args.target_modules.single) {  // each listed name must name something
+    for (const auto& p : args.target_modules.patterns) {
+      bool found = false;
+      for (const auto& [name, m] : modules) found = found || ends_with_component(name, p);
+      if (!found) throw ConfigError(key + ": '" + p + "' matches no module of model '" + model_type + "'");
+    }
+  } else if (targets.empty()) {
+    throw ConfigError(key + ": '" + args.target_modules.patterns.front() + "' matches no module of model '" + model_type + "'");
+  }
+  return targets;
+}
+
+// The targets left after exclude_modules and layers_to_transform.
+std::vector<std::string> chosen_targets(const PeftArgs& args, const std::vector<std::string>& targets, const std::string& where) {
   const ModuleMatcher excluded(args.exclude_modules, where + ".exclude_modules");
   std::vector<std::string> chosen;
   for (const auto& name : targets) {
@@ -130,9 +122,13 @@ AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs
   }
   if (chosen.empty())
     throw ConfigError(where + ": no layer is left to adapt (target_modules, exclude_modules and layers_to_transform select none)");
+  return chosen;
+}
 
-  AdapterSummary summary;
-  auto description = std::make_shared<AdapterDescription>();
+// Attaches an adapter to each chosen layer (rank and alpha from their patterns) and sets fan_in_fan_out from
+// the layers' layout as PEFT does, with a note when that changes the section's value.
+void attach_adapters(PeftArgs& args, const NamedModules& modules, const std::vector<std::string>& chosen,
+                     const std::string& where, AdapterDescription& description, AdapterSummary& summary) {
   bool forced_fan_in_fan_out = false, cleared_fan_in_fan_out = false;
   for (const auto& name : chosen) {
     AdaptableLinearImpl* layer = nullptr;
@@ -145,7 +141,7 @@ AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs
     const double alpha = pattern_value(args.alpha_pattern, name, where + ".alpha_pattern").value_or(args.lora_alpha);
     const double scaling = args.use_rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
     layer->attach_adapter(r, scaling, args.lora_dropout, args.use_dora, args.init_lora_weights);
-    description->adapted_modules.insert(name);
+    description.adapted_modules.insert(name);
   }
   if (forced_fan_in_fan_out) {
     args.fan_in_fan_out = true;
@@ -154,9 +150,11 @@ AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs
     args.fan_in_fan_out = false;
     summary.notes.push_back("fan_in_fan_out is set to false: the targets are nn.Linear layers (PEFT does the same)");
   }
-  if (all_linear) args.target_modules = TargetModules{false, chosen};
+}
 
-  // What trains: the adapters, modules_to_save whole, and the biases `bias` names.
+// The name prefixes of the modules_to_save modules (each must name one).
+std::set<std::string> saved_module_prefixes(const std::vector<std::string>& modules_to_save, const NamedModules& modules,
+                                            const std::string& model_type, const std::string& where) {
   std::set<std::string> save_prefixes;
   for (const auto& m : modules_to_save) {
     bool found = false;
@@ -167,7 +165,12 @@ AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs
       }
     if (!found) throw ConfigError(where + ".modules_to_save: '" + m + "' matches no module of model '" + model_type + "'");
   }
-  if (!modules_to_save.empty()) args.modules_to_save = modules_to_save;
+  return save_prefixes;
+}
+
+// What trains: the adapters, modules_to_save whole, and the biases `bias` names; the counts PEFT prints.
+void mark_trainable(Model& model, const PeftArgs& args, const std::set<std::string>& save_prefixes,
+                    AdapterDescription& description, AdapterSummary& summary) {
   int64_t copies = 0;
   for (auto& np : model.named_parameters()) {
     const std::string& n = np.key();
@@ -177,17 +180,51 @@ AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs
     for (const auto& p : save_prefixes) in_saved_module = in_saved_module || n.rfind(p, 0) == 0;
     const bool lora = leaf == "lora_magnitude_vector" || n.find(".lora_A.") != std::string::npos ||
                       n.find(".lora_B.") != std::string::npos;
-    const bool bias = leaf == "bias" && (args.bias == "all" || (args.bias == "lora_only" && description->adapted_modules.count(module)));
+    const bool bias = leaf == "bias" && (args.bias == "all" || (args.bias == "lora_only" && description.adapted_modules.count(module)));
     const bool trains = lora || in_saved_module || bias;
     np.value().set_requires_grad(trains);
     summary.all += np.value().numel();
     if (in_saved_module) copies += np.value().numel();
     if (trains) {
       summary.trainable += np.value().numel();
-      description->saved.push_back(n);
+      description.saved.push_back(n);
     }
   }
   summary.all += copies;  // PEFT keeps the original of each modules_to_save module beside its trained copy
+}
+
+}  // namespace
+
+std::string AdapterSummary::line() const {
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.4f", all > 0 ? 100.0 * static_cast<double>(trainable) / static_cast<double>(all) : 0.0);
+  return "trainable params: " + thousands(trainable) + " || all params: " + thousands(all) + " || trainable%: " + pct;
+}
+
+AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs args, const std::string& where) {
+  const std::string key = where + ".target_modules";
+  default_targets(args, model, model_type, key);
+  const bool sequence_classification = args.task_type && *args.task_type == "SEQ_CLS";
+  std::vector<std::string> modules_to_save = args.modules_to_save.value_or(std::vector<std::string>{});
+  NamedModules modules;
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) modules.emplace_back(item.key(), item.value());
+  if (sequence_classification)  // PeftModelForSequenceClassification trains and saves the head
+    for (const std::string head : {"classifier", "score"})
+      for (const auto& [name, m] : modules)
+        if (name == head && std::find(modules_to_save.begin(), modules_to_save.end(), head) == modules_to_save.end())
+          modules_to_save.push_back(head);
+
+  const bool all_linear = args.target_modules.single && args.target_modules.patterns.front() == "all-linear";
+  const std::vector<std::string> chosen =
+      chosen_targets(args, target_names(args, modules, sequence_classification, model_type, key), where);
+  AdapterSummary summary;
+  auto description = std::make_shared<AdapterDescription>();
+  attach_adapters(args, modules, chosen, where, *description, summary);
+  if (all_linear) args.target_modules = TargetModules{false, chosen};
+
+  const std::set<std::string> save_prefixes = saved_module_prefixes(modules_to_save, modules, model_type, where);
+  if (!modules_to_save.empty()) args.modules_to_save = modules_to_save;
+  mark_trainable(model, args, save_prefixes, *description, summary);
   summary.adapted_layers = chosen.size();
   description->config = adapter_config_json(args);
   model.set_adapter(description);
