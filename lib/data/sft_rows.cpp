@@ -161,10 +161,12 @@ std::string describe_sft_format(SftFormat format, const std::string& text_field)
   return "?";
 }
 
-SftFormat detect_sft_format(const std::vector<Row>& rows, const std::string& dataset_text_field) {
+SftFormat detect_sft_format(const std::vector<Row>& rows, const std::string& dataset_text_field,
+                            const std::string& text_column) {
   if (!dataset_text_field.empty()) return SftFormat::kLanguageModeling;
   for (const Row& row : rows) {
     if (!row.problem.empty()) continue;
+    if (row.fields.count(text_column)) return SftFormat::kPlain;
     if (row.fields.count("messages")) return SftFormat::kConversational;
     if (row.fields.count("prompt") && row.fields.count("completion"))
       return is_string_column(row, "prompt") ? SftFormat::kPromptCompletion : SftFormat::kConversationalPromptCompletion;

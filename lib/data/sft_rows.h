@@ -27,9 +27,11 @@ enum class SftFormat { kPlain, kLanguageModeling, kPromptCompletion, kConversati
 std::string describe_sft_format(SftFormat format, const std::string& text_field);
 
 // The format of `rows`, told from the first well-formed row's columns: `dataset_text_field` when given (TRL
-// language modeling), else `messages` (conversational), else `prompt` and `completion` (conversational when
-// the prompt is a list of messages), else kPlain.
-SftFormat detect_sft_format(const std::vector<Row>& rows, const std::string& dataset_text_field);
+// language modeling), else kPlain when the row has `text_column` (as before chat data was read), else
+// `messages` (conversational), else `prompt` and `completion` (conversational when the prompt is a list of
+// messages), else kPlain.
+SftFormat detect_sft_format(const std::vector<Row>& rows, const std::string& dataset_text_field,
+                            const std::string& text_column = "text");
 
 struct SftSettings {
   const Tokenizer* tokenizer = nullptr;

@@ -73,7 +73,8 @@ void FileDataSource::setup_sft(const SpecialTokenIds& special) {
 
 SftFormat FileDataSource::choose_format(const std::vector<Row>& train_rows, const std::vector<Row>& eval_rows) {
   if (task_ != TaskKind::kCausalLm) return SftFormat::kPlain;
-  const SftFormat f = detect_sft_format(train_rows.empty() ? eval_rows : train_rows, options_.dataset_text_field);
+  const SftFormat f = detect_sft_format(train_rows.empty() ? eval_rows : train_rows, options_.dataset_text_field,
+                                        options_.text_column);
   const bool conversational = f == SftFormat::kConversational || f == SftFormat::kConversationalPromptCompletion;
   const bool prompt_completion = f == SftFormat::kPromptCompletion || f == SftFormat::kConversationalPromptCompletion;
   const std::string what = describe_sft_format(f, options_.dataset_text_field);

@@ -116,6 +116,12 @@ TEST_CASE("sft formats are told from the columns, masks follow them, refusals na
   for (std::size_t i = 0; i < e.labels.size(); ++i)
     if (e.labels[i] != -100) scored += static_cast<char>(e.input_ids[i]);
   CHECK(scored == "hello<|im_end|>");
+  // A row that also has the text column is plain text, as before chat rows were read.
+  Row both;
+  both.fields = {{"text", "t"}, {"messages", "[]"}};
+  both.is_string = {{"text", true}, {"messages", false}};
+  CHECK(detect_sft_format({both}, "") == SftFormat::kPlain);
+  CHECK(detect_sft_format({both}, "", "body") == SftFormat::kConversational);
   // Without generation markers, assistant_only_loss is refused naming the template (as TRL).
   o = chat_options(dir, "chatml_tools.jinja");
   o.assistant_only_loss = true;
