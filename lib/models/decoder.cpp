@@ -1,7 +1,8 @@
 // The shared llama-like decoder (see decoder.h). Follows HF's eager LlamaAttention: q/k rotated with cos/sin
 // of position * inv_freq (models/rotary: rope_theta and the rope_scaling type, halves duplicated,
 // rotate_half), k/v heads repeated num_attention_heads / num_key_value_heads times, causal + padding mask
-// (+ the sliding window), softmax in float32; RMSNorm before each sublayer; down(act(gate(x)) * up(x)).
+// (+ the sliding window), softmax in float32; RMSNorm before each sublayer (gemma: times 1 + weight);
+// down(act(gate(x)) * up(x)).
 #include "models/decoder.h"
 
 #include <cmath>
@@ -88,6 +89,9 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
+// The scale an RMSNorm multiplies by: its weight, or (1 + weight) for gemma's norms.
+torch::Tensor norm_scale(const DecoderSpec& s, const torch::Tensor& weight) { return s.norm_plus_one ? weight + 1.0 : weight; }
+
 torch::Tensor norm_weight(torch::nn::Module& parent, const std::string& name, int64_t size) {
   return parent.register_module(name, std::make_shared<torch::nn::Module>())
       ->register_parameter("weight", torch::ones({size}, parameter_options()));
@@ -130,10 +134,10 @@ struct RotaryDecoder::Layer : torch::nn::Module {
                         const torch::Tensor& bias, const std::vector<int64_t>& segments, KvCache* cache = nullptr,
                         std::size_t layer = 0) {
     const auto B = x.size(0), T = x.size(1);
-    auto h = rms_norm(x, input_norm, s.rms_norm_eps);
+    auto h = rms_norm(x, norm_scale(s, input_norm), s.rms_norm_eps);
     auto heads = [&](const torch::Tensor& t, int64_t n, const torch::Tensor& norm) {
       auto v = t.view({B, T, n, s.head_dim});
-      if (norm.defined()) v = rms_norm(v, norm, s.rms_norm_eps);  // per head, before rotary
+      if (norm.defined()) v = rms_norm(v, norm_scale(s, norm), s.rms_norm_eps);  // per head, before rotary
       return v.transpose(1, 2);
     };
     auto q = heads(q_proj(h), s.heads, q_norm);
@@ -161,7 +165,7 @@ struct RotaryDecoder::Layer : torch::nn::Module {
       y = self_attention(q, k, v, bias, segments, dropout, cache, layer);
     }
     y = y.transpose(1, 2).contiguous().view({B, T, s.heads * s.head_dim});
-    auto [r, m] = add_rms_norm(x, o_proj(y), post_norm, s.rms_norm_eps);
+    auto [r, m] = add_rms_norm(x, o_proj(y), norm_scale(s, post_norm), s.rms_norm_eps);
     const bool silu = s.hidden_act == "silu" || s.hidden_act == "swish";
     return r + down_proj(silu ? silu_gated(gate_proj(m), up_proj(m)) : apply_activation(s.hidden_act, gate_proj(m)) * up_proj(m));
   }
@@ -194,7 +198,12 @@ void RotaryDecoder::build(const DecoderSpec& spec) {
   if (!s.tie_word_embeddings)
     lm_head_ = register_module("lm_head", std::make_shared<torch::nn::Module>())
                    ->register_parameter("weight", torch::empty({s.vocab_size, s.hidden_size}, parameter_options()));
-  initialise_parameters({hf_init_pass(s.initializer_range, {"norm"})});
+  InitPass pass = hf_init_pass(s.initializer_range, {"norm"});
+  if (s.norm_plus_one)  // (1 + weight) norms start at weight 0, as HF initialises them
+    pass.init = [base = pass.init](const std::string& name, torch::Tensor& p) {
+      name.find("norm") != std::string::npos ? static_cast<void>(p.zero_()) : base(name, p);
+    };
+  initialise_parameters({pass});
 }
 
 torch::Tensor RotaryDecoder::hidden_states(const Batch& batch, KvCache* cache) {
@@ -206,7 +215,10 @@ torch::Tensor RotaryDecoder::hidden_states(const Batch& batch, KvCache* cache) {
     throw RuntimeFailure(family()->model_type + ": sequence length " + std::to_string(sequence_extent(batch, past, T)) +
                          " exceeds max_position_embeddings " + std::to_string(spec_.max_positions));
   auto x = in_unit(embeddings_unit_, [&] {
-    return add_neftune_noise(apply_embedding(embed_tokens_, ids), is_training() ? neftune_noise_alpha_ : 0.0);
+    auto e = add_neftune_noise(apply_embedding(embed_tokens_, ids), is_training() ? neftune_noise_alpha_ : 0.0);
+    // gemma: times sqrt(hidden_size), the normaliser in the compute dtype as HF rounds it
+    return spec_.scale_embeddings ? e * torch::scalar_tensor(std::sqrt(static_cast<double>(spec_.hidden_size)), e.options())
+                                  : e;
   });
   // Rotary tables as HF computes them: positions [b, T] (b = 1, or the rows of batched generation) ->
   // cos / sin [b, 1, T, head_dim]
@@ -231,7 +243,7 @@ torch::Tensor RotaryDecoder::hidden_states(const Batch& batch, KvCache* cache) {
 }
 
 Model::LmHead RotaryDecoder::head(const torch::Tensor& hidden) {
-  return {rms_norm(hidden, norm_weight_, spec_.rms_norm_eps), spec_.tie_word_embeddings ? embed_tokens_->weight : lm_head_, {}};
+  return {rms_norm(hidden, norm_scale(spec_, norm_weight_), spec_.rms_norm_eps), spec_.tie_word_embeddings ? embed_tokens_->weight : lm_head_, {}};
 }
 
 ModelOutput RotaryDecoder::forward(const Batch& batch) {

@@ -3,7 +3,8 @@
 // mlp.{gate,up,down}_proj}, model.norm, lm_head): RMSNorm, rotary embeddings of every HF rope_type
 // (models/rotary), grouped-query attention through the one self-attention dispatch (hf_layers
 // self_attention: KV cache, padding-free rows, fused kernel / SDPA / manual), a gated MLP. What a family
-// changes is data in its DecoderSpec: biases per projection, per-head q / k norms, a sliding window. So a
+// changes is data in its DecoderSpec: biases per projection, per-head q / k norms, a sliding window, gemma's
+// (1 + weight) norms and scaled embeddings. So a
 // new llama-like family is its options, its declaration and the spec it resolves to.
 #pragma once
 
@@ -52,6 +53,8 @@ struct DecoderSpec {
   bool q_bias = false, k_bias = false, v_bias = false, o_bias = false, mlp_bias = false;
   bool qk_norm = false;              // RMSNorm over head_dim of each q / k head before rotary (qwen3)
   std::vector<int64_t> windows;      // per layer: sliding window (keys a query sees, itself included); 0 = none
+  bool norm_plus_one = false;        // every RMSNorm scales by (1 + weight), its weight initialised to 0 (gemma)
+  bool scale_embeddings = false;     // embeddings times sqrt(hidden_size) rounded to the compute dtype (gemma)
   bool tie_word_embeddings = false;
   RopeSpec rope;
 };

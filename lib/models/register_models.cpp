@@ -4,6 +4,7 @@
 // its dimensions from its facts().
 #include "models/bart.h"
 #include "models/bert.h"
+#include "models/gemma.h"
 #include "models/gpt.h"
 #include "models/gpt2.h"
 #include "models/llama.h"
@@ -37,6 +38,7 @@ void register_models(Registry<Model, const ModelContext&>& models) {
   add_family<Qwen2>(models, "HF Qwen2ForCausalLM (Qwen2 / Qwen2.5: llama's decoder with q/k/v biases, sliding layers).");
   add_family<Qwen3>(models, "HF Qwen3ForCausalLM (llama's decoder with per-head q / k RMSNorms, explicit head_dim).");
   add_family<Mistral>(models, "HF MistralForCausalLM (llama's decoder with sliding-window attention).");
+  add_family<Gemma>(models, "HF GemmaForCausalLM (llama's decoder with (1 + weight) norms, scaled embeddings, GELU-tanh).");
   add_family<T5>(models,
                  "HF T5ForConditionalGeneration (encoder-decoder, relative position buckets, RMS norms; "
                  "relu or gated-gelu feed-forward); T5Config option names.");

@@ -1,7 +1,7 @@
-// The llama-like families on the shared decoder (qwen2, qwen3, mistral) through the real binary: each trains
+// The llama-like families on the shared decoder (qwen2, qwen3, mistral, gemma) through the real binary: each trains
 // from a pretrained directory (its sliding window binding on the data's sequences), saves, and the saved
 // directory evaluates to the loss the run ended with; `hftrain estimate` sizes the published config.json of
-// Qwen2.5-7B, Qwen3-8B and Mistral-7B-v0.1 at their published parameter counts.
+// Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1 and gemma-7b at their published parameter counts.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -26,14 +26,15 @@ double eval_loss(const std::string& path) { return json::parse(read_text(path)).
 
 }  // namespace
 
-TEST_CASE("qwen2, qwen3 and mistral: from_pretrained, train, save, and the saved directory evaluates equal",
+TEST_CASE("qwen2, qwen3, mistral and gemma: from_pretrained, train, save, and the saved directory evaluates equal",
           "[integration][hfmodels][decoder_families]") {
   const std::string tiny = "hidden_size: 16, intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, "
                            "num_key_value_heads: 2";
   for (const auto& [type, extra] : std::vector<std::pair<std::string, std::string>>{
            {"qwen2", "use_sliding_window: true, sliding_window: 3, max_window_layers: 1"},
            {"qwen3", "head_dim: 6"},
-           {"mistral", "sliding_window: 3"}}) {
+           {"mistral", "sliding_window: 3"},
+           {"gemma", "head_dim: 6"}}) {
     INFO(type);
     const std::string dir = fresh_dir("decoder_family_" + type);
     write_text(dir + "/make.yaml", spec_for("{type: " + type + ", " + tiny + ", " + extra + "}", "pretrained", 2));
@@ -54,7 +55,7 @@ TEST_CASE("qwen2, qwen3 and mistral: from_pretrained, train, save, and the saved
   }
 }
 
-TEST_CASE("published Qwen2.5-7B, Qwen3-8B and Mistral-7B-v0.1 config.json files are sized at their parameter counts",
+TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1 and gemma-7b config.json files are sized at their parameter counts",
           "[integration][estimate][decoder_families]") {
   const std::string dir = fresh_dir("estimate_decoder_families");
   // the hub's config.json files as published
@@ -82,7 +83,15 @@ TEST_CASE("published Qwen2.5-7B, Qwen3-8B and Mistral-7B-v0.1 config.json files 
            "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
            "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": false,
            "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000})",
-       7241732096.0}};
+       7241732096.0},
+      {"gemma_7b",
+       R"({"architectures": ["GemmaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 2,
+           "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu", "hidden_size": 3072, "initializer_range": 0.02,
+           "intermediate_size": 24576, "max_position_embeddings": 8192, "model_type": "gemma", "num_attention_heads": 16,
+           "num_hidden_layers": 28, "num_key_value_heads": 16, "pad_token_id": 0, "rms_norm_eps": 1e-06,
+           "rope_scaling": null, "rope_theta": 10000.0, "torch_dtype": "bfloat16", "transformers_version": "4.38.0.dev0",
+           "use_cache": true, "vocab_size": 256000})",
+       8537680896.0}};
   for (const auto& [name, config, published] : models) {
     INFO(name);
     std::filesystem::create_directories(dir + "/" + name);

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-# Reference test for the llama-like families hftrain builds on its shared decoder (qwen2, mistral, qwen3):
+# Reference test for the llama-like families hftrain builds on its shared decoder (qwen2, mistral, qwen3, gemma):
 # HF-layout directories (config.json + safetensors, single-file and sharded) with random weights are made
 # here; an independent float64 forward written here from the families' published architecture (Qwen2: q/k/v
 # biases, o without; sliding-window layers from max_window_layers when use_sliding_window; Mistral: every layer
 # slides over `sliding_window` keys; Qwen3: an RMSNorm over head_dim of each q and k head before rotary,
-# head_dim explicit, attention_bias on q/k/v/o) gives the expected logits, loss and the gradient of the loss
+# head_dim explicit, attention_bias on q/k/v/o; Gemma: RMSNorms scaling by (1 + weight), embeddings times
+# sqrt(hidden_size), the gated MLP's activation `hidden_activation` else `hidden_act`, attention_bias on q/k/v/o,
+# a tied head by default) gives the expected logits, loss and the gradient of the loss
 # for every parameter. hftrain loads each directory through model.from_pretrained (the hidden Catch2 case
 # "[decoder_ref]") and must agree to 1e-5; the directory it saves must load here with the same logits.
 # Cases cover where each difference matters: sequences longer than the window (the window binds: the logits
@@ -34,6 +36,21 @@ def rms_norm(x, w, eps):
     return w * (x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps))
 
 
+def norm_for(cfg):
+    """The family's RMSNorm: gemma scales by (1 + weight)."""
+    if cfg["model_type"] == "gemma":
+        return lambda x, w, eps: rms_norm(x, 1.0 + w, eps)
+    return rms_norm
+
+
+ACTIVATIONS = {"silu": F.silu, "gelu": F.gelu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
+
+
+def activation(cfg):
+    """The gated MLP's activation: gemma's hidden_activation wins over hidden_act when given."""
+    return ACTIVATIONS[cfg.get("hidden_activation") or cfg.get("hidden_act", "silu")]
+
+
 def layer_windows(cfg):
     """Per layer: the keys a query sees (itself included), or None for full attention."""
     n = cfg["num_hidden_layers"]
@@ -51,9 +68,9 @@ def projections(cfg):
     family = cfg["model_type"]
     if family == "qwen2":
         return {"q": True, "k": True, "v": True, "o": False}, False
-    if family == "qwen3":
+    if family in ("qwen3", "gemma"):
         b = cfg.get("attention_bias", False)
-        return {"q": b, "k": b, "v": b, "o": b}, True
+        return {"q": b, "k": b, "v": b, "o": b}, family == "qwen3"
     return {"q": False, "k": False, "v": False, "o": False}, False
 
 
@@ -65,6 +82,7 @@ def forward(cfg, W, ids, mask):
     D = cfg.get("head_dim") or C // H
     eps = cfg["rms_norm_eps"]
     biases, qk_norm = projections(cfg)
+    norm, act = norm_for(cfg), activation(cfg)
     inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
     cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
@@ -78,9 +96,11 @@ def forward(cfg, W, ids, mask):
 
     pad = (1.0 - mask.double())[:, None, None, :] * NEG
     x = g("model.embed_tokens.weight")[ids]
+    if cfg["model_type"] == "gemma":
+        x = x * math.sqrt(C)
     for i, window in enumerate(layer_windows(cfg)):
         p = "model.layers.%d." % i
-        h = rms_norm(x, g(p + "input_layernorm.weight"), eps)
+        h = norm(x, g(p + "input_layernorm.weight"), eps)
         q = lin(h, p + "self_attn.q_proj", biases["q"]).view(B, T, H, D)
         k = lin(h, p + "self_attn.k_proj", biases["k"]).view(B, T, KV, D)
         v = lin(h, p + "self_attn.v_proj", biases["v"]).view(B, T, KV, D)
@@ -99,10 +119,10 @@ def forward(cfg, W, ids, mask):
         probs = torch.softmax(scores, -1)
         y = (probs @ v).transpose(1, 2).reshape(B, T, H * D)
         x = x + lin(y, p + "self_attn.o_proj", biases["o"])
-        h = rms_norm(x, g(p + "post_attention_layernorm.weight"), eps)
+        h = norm(x, g(p + "post_attention_layernorm.weight"), eps)
         gate = h @ g(p + "mlp.gate_proj.weight").T
-        x = x + (F.silu(gate) * (h @ g(p + "mlp.up_proj.weight").T)) @ g(p + "mlp.down_proj.weight").T
-    x = rms_norm(x, g("model.norm.weight"), eps)
+        x = x + (act(gate) * (h @ g(p + "mlp.up_proj.weight").T)) @ g(p + "mlp.down_proj.weight").T
+    x = norm(x, g("model.norm.weight"), eps)
     head = g("model.embed_tokens.weight") if cfg.get("tie_word_embeddings", False) else g("lm_head.weight")
     return x @ head.T
 
@@ -113,10 +133,11 @@ def weights(gen, cfg):
     KV = cfg.get("num_key_value_heads") or H
     D = cfg.get("head_dim") or C // H
     biases, qk_norm = projections(cfg)
+    nm = 0.0 if cfg["model_type"] == "gemma" else 1.0  # a norm's weight around its identity
     W = {"model.embed_tokens.weight": rand(gen, V, C, std=0.5)}
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
-        W[p + "input_layernorm.weight"] = rand(gen, C, std=0.1, mean=1.0)
+        W[p + "input_layernorm.weight"] = rand(gen, C, std=0.1, mean=nm)
         for n, rows in (("q", H * D), ("k", KV * D), ("v", KV * D)):
             W[p + "self_attn.%s_proj.weight" % n] = rand(gen, rows, C)
             if biases[n]:
@@ -125,13 +146,13 @@ def weights(gen, cfg):
         if biases["o"]:
             W[p + "self_attn.o_proj.bias"] = rand(gen, C, std=0.2)
         if qk_norm:
-            W[p + "self_attn.q_norm.weight"] = rand(gen, D, std=0.1, mean=1.0)
-            W[p + "self_attn.k_norm.weight"] = rand(gen, D, std=0.1, mean=1.0)
-        W[p + "post_attention_layernorm.weight"] = rand(gen, C, std=0.1, mean=1.0)
+            W[p + "self_attn.q_norm.weight"] = rand(gen, D, std=0.1, mean=nm)
+            W[p + "self_attn.k_norm.weight"] = rand(gen, D, std=0.1, mean=nm)
+        W[p + "post_attention_layernorm.weight"] = rand(gen, C, std=0.1, mean=nm)
         W[p + "mlp.gate_proj.weight"] = rand(gen, I, C)
         W[p + "mlp.up_proj.weight"] = rand(gen, I, C)
         W[p + "mlp.down_proj.weight"] = rand(gen, C, I)
-    W["model.norm.weight"] = rand(gen, C, std=0.1, mean=1.0)
+    W["model.norm.weight"] = rand(gen, C, std=0.1, mean=nm)
     if not cfg.get("tie_word_embeddings", False):
         W["lm_head.weight"] = rand(gen, V, C)
     return W
@@ -161,6 +182,10 @@ CASES = [
     ("qwen3", base_config("qwen3", "Qwen3ForCausalLM", head_dim=12, attention_bias=False, **QWEN_WINDOW), 1),
     ("qwen3_bias_sliding", base_config("qwen3", "Qwen3ForCausalLM", head_dim=6, attention_bias=True,
                                        use_sliding_window=True, sliding_window=3, max_window_layers=0), 1),
+    ("gemma", base_config("gemma", "GemmaForCausalLM", head_dim=12, hidden_act="gelu_pytorch_tanh",
+                          hidden_activation=None, attention_bias=False, tie_word_embeddings=True), 1),
+    ("gemma_untied_bias", base_config("gemma", "GemmaForCausalLM", head_dim=6, hidden_act="silu",
+                                      hidden_activation="gelu_pytorch_tanh", attention_bias=True), 2),
 ]
 T = 12  # longer than every window above
 

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -169,4 +170,91 @@ TEST_CASE("qwen2, mistral and qwen3 train at ZeRO-3 as at stage 0, build under z
     }
     for (const auto& [name, g] : grads[0]) CHECK(torch::allclose(g, grads[1].at(name), 1e-6, 1e-7));
   }
+}
+
+namespace {
+
+const std::string gemma_options = "{vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, "
+                                  "num_attention_heads: 4, num_key_value_heads: 2, head_dim: 12, max_position_embeddings: 40";
+
+}  // namespace
+
+TEST_CASE("gemma is llama with (1 + weight) norms, embeddings times sqrt(hidden_size) and hidden_activation",
+          "[unit][hfmodels][decoder_families]") {
+  // hidden_act says silu, hidden_activation (which wins) GELU-tanh; an untied head, so only the input embeddings scale
+  auto gemma = hftrain_test::build_model("gemma", gemma_options + ", hidden_act: silu, hidden_activation: gelu_pytorch_tanh, "
+                                         "tie_word_embeddings: false}", 3);
+  for (auto& np : gemma->named_parameters())  // HF initialises the norms' weights to zero
+    if (np.key().find("norm") != std::string::npos) CHECK(np.value().abs().max().item<double>() == 0.0);
+  auto llama = hftrain_test::build_model("llama", gemma_options + ", hidden_act: gelu_pytorch_tanh}", 4);
+  {
+    torch::NoGradGuard no_grad;
+    auto g = gemma->named_parameters();
+    for (auto& np : g) np.value().normal_(0.0, 0.3);  // norms away from zero too
+    for (auto& np : llama->named_parameters()) {
+      const torch::Tensor w = g[np.key()];
+      if (np.key().find("norm") != std::string::npos) np.value().copy_(w + 1.0);
+      else if (np.key() == "model.embed_tokens.weight") np.value().copy_(w * torch::scalar_tensor(std::sqrt(32.0)));
+      else np.value().copy_(w);
+    }
+  }
+  gemma->eval();
+  llama->eval();
+  torch::NoGradGuard no_grad;
+  Batch batch;
+  batch.input_ids = ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8});
+  const auto expected = llama->forward(batch).logits;
+  const auto logits = gemma->forward(batch).logits;
+  CHECK(torch::allclose(logits, expected, 1e-4, 1e-5));
+  // the KV cache follows the full forward
+  KvCache cache;
+  std::vector<torch::Tensor> parts = {gemma->forward_cached(batch.input_ids.slice(1, 0, 5), cache)};
+  for (int64_t t = 5; t < 12; ++t) parts.push_back(gemma->forward_cached(batch.input_ids.slice(1, t, t + 1), cache));
+  CHECK(torch::allclose(torch::cat(parts, 1), logits, 1e-5, 1e-5));
+}
+
+TEST_CASE("gemma's config.json is its declaration, loads back, keys it does not build are refused, and it trains at "
+          "ZeRO-3 as at stage 0", "[unit][hfmodels][decoder_families][zero3]") {
+  auto make = [] { return hftrain_test::build_model("gemma", gemma_options + "}", 5); };
+  auto m = make();
+  const nlohmann::json config = m->config_json();
+  CHECK(config["model_type"] == "gemma");
+  CHECK(config["architectures"] == nlohmann::json::array({"GemmaForCausalLM"}));
+  CHECK(config["tie_word_embeddings"] == true);  // GemmaConfig's default
+  CHECK(config["hidden_act"] == "gelu_pytorch_tanh");
+  CHECK(config["hidden_activation"].is_null());
+  CHECK(config["head_dim"] == 12);
+  CHECK(m->named_parameters().find("lm_head.weight") == nullptr);
+  CHECK(m->gather_units().back().prefixes == std::vector<std::string>{"model.norm.", "model.embed_tokens.weight"});
+
+  const auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_gemma_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto saved = dir / "gemma";
+  save_model_dir(saved.string(), *m);
+  std::ofstream(dir / "spec.yaml") << "model: {from_pretrained: " + saved.string() + "}\ndata: {type: digit_reversal}\n"
+                                      "training: {output_dir: " + (dir / "out").string() + "}\n";
+  RunSpec spec = hftrain_test::load((dir / "spec.yaml").string());
+  CHECK(spec.model.type == "gemma");
+  auto loaded = builtin_components().models.build(spec.model.type, spec.model.options, ModelContext{});
+  CHECK(loaded->config_json() == config);
+  load_pretrained_dir(spec.model.from_pretrained, *loaded);
+  for (auto& np : m->named_parameters()) CHECK(torch::equal(np.value(), loaded->named_parameters()[np.key()]));
+  // gemma2's soft-caps and windows, a MoE key, quantized weights: refused naming the key and the file
+  for (const char* key : {"attn_logit_softcapping", "sliding_window", "num_experts", "quantization_config"}) {
+    nlohmann::json edited = config;
+    edited[key] = 8;
+    std::ofstream(saved / "config.json") << edited.dump();
+    const std::string message = hftrain_test::load_error((dir / "spec.yaml").string());
+    CHECK_THAT(message, Catch::Contains(key) && Catch::Contains((saved / "config.json").string()));
+  }
+  std::filesystem::remove_all(dir);
+
+  Batch batch;
+  batch.input_ids = torch::tensor(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3}).view({2, 8}) + 2;
+  batch.attention_mask = torch::ones({2, 8}, torch::kLong);
+  batch.attention_mask[1].slice(0, 6).fill_(0);
+  batch.labels = batch.input_ids.masked_fill(batch.attention_mask.eq(0), -100);
+  hftrain_test::check_zero3_trains_as_stage0(make, batch, "model.layers.0.self_attn.q_proj.weight");
+  hftrain_test::check_deferred_init_matches_whole(make);
 }
