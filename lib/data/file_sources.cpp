@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <set>
 
 #include "data/data_files.h"
 #include "data/dataset_cache.h"
@@ -14,7 +13,6 @@
 #include "log/logger.h"
 #include "tokenizers/load_tokenizer.h"
 #include "util/error.h"
-#include "util/splitmix64.h"
 
 namespace hftrain {
 namespace {
@@ -56,34 +54,6 @@ class ExamplesDataset : public Dataset {
   CollateOptions collate_;
   std::map<std::string, std::vector<int64_t>> int_columns_;
 };
-
-bool parse_integer(const std::string& s, int64_t& out) {
-  if (s.empty()) return false;
-  std::size_t i = s[0] == '-' ? 1 : 0;
-  if (i == s.size()) return false;
-  for (std::size_t k = i; k < s.size(); ++k)
-    if (s[k] < '0' || s[k] > '9') return false;
-  try {
-    out = std::stoll(s);
-  } catch (...) {
-    return false;
-  }
-  return true;
-}
-
-// HF run_glue: the sorted unique labels of the training split (numeric order when all are integers).
-std::vector<std::string> sorted_labels(const std::set<std::string>& values) {
-  std::vector<std::string> labels(values.begin(), values.end());
-  bool all_int = !labels.empty();
-  for (const auto& l : labels) {
-    int64_t v = 0;
-    all_int = all_int && parse_integer(l, v);
-  }
-  if (all_int) std::stable_sort(labels.begin(), labels.end(), [](const std::string& a, const std::string& b) {
-    return std::stoll(a) < std::stoll(b);
-  });
-  return labels;
-}
 
 // Identity of a tokenizer for the cache key: the spec value, the contents of the files it names and
 // what it makes of a probe text (so a changed tokenizer behind the same value is a miss).
@@ -166,7 +136,26 @@ void FileDataSource::Options::declare(Schema<Options>& s) {
 FileDataSource::FileDataSource(const Options& options, RowFormat format, std::shared_ptr<const Tokenizer> tokenizer,
                                const std::string& identity, const DataUse& use)
     : options_(options), format_(format), tokenizer_(std::move(tokenizer)) {
-  // The files this command reads (DataUse): the eval split may be held out of the training rows.
+  resolve_files(use);
+  choose_task();
+  refuse_other_task_options();
+  const bool injected = tokenizer_ != nullptr;
+  if (!injected) tokenizer_ = load_tokenizer(options_.tokenizer, "data.tokenizer");
+  const SpecialTokenIds special = tokenizer_->special_tokens();
+  if (task_ == TaskKind::kMaskedLm && !special.mask)
+    throw ConfigError("data.task: masked_lm needs a tokenizer with a mask token; '" + options_.tokenizer + "' has none");
+  setup_sft(special);
+  load_or_build(injected ? identity : tokenizer_identity(options_.tokenizer, *tokenizer_));
+  if (!splits_.data_format.empty()) log_info("data: dataset format: " + splits_.data_format);
+  if (splits_.skipped_rows > 0)
+    log_warning("data: skipped " + std::to_string(splits_.skipped_rows) + " bad rows (on_bad_row: skip)");
+  if (train_read_ && splits_.train.empty()) throw ConfigError("data.train_file: '" + options_.train_file + "' yields no training examples");
+  set_shape_and_collate(special);
+}
+
+// The files this command reads (DataUse; the eval split may be held out of the training rows), and the files
+// behind each option: a file, a glob, a save_to_disk / DatasetDict folder or a folder of shards.
+void FileDataSource::resolve_files(const DataUse& use) {
   const bool eval_needed = use.eval || (use.test && options_.test_file.empty());
   train_read_ = read_data_file(options_.train_file, use.train || (eval_needed && options_.validation_file.empty()),
                                "data.train_file");
@@ -174,11 +163,13 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
     options_.validation_file.clear();
   if (!options_.test_file.empty() && !read_data_file(options_.test_file, use.test, "data.test_file"))
     options_.test_file.clear();
-  // The files behind each option: a file, a glob, a save_to_disk / DatasetDict folder or a folder of shards.
   if (train_read_) train_files_ = resolve_data_files(options_.train_file, "train", "data.train_file");
   if (!options_.validation_file.empty())
     eval_files_ = resolve_data_files(options_.validation_file, "validation", "data.validation_file");
   if (!options_.test_file.empty()) test_files_ = resolve_data_files(options_.test_file, "test", "data.test_file");
+}
+
+void FileDataSource::choose_task() {
   if (options_.task == "sequence_classification") task_ = TaskKind::kClassification;
   else if (options_.task == "masked_lm") task_ = TaskKind::kMaskedLm;
   else if (options_.task == "seq2seq") task_ = TaskKind::kSeq2Seq;
@@ -191,7 +182,10 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
                         "; text files have only 'text' (use jsonl, csv or tsv)");
     if (!options_.text_pair_column.empty()) throw ConfigError("data.text_pair_column: text files have only the column 'text'");
   }
-  // Settings of one task given for another would be ignored: refuse them.
+}
+
+// Settings of one task given for another would be ignored: refuse them.
+void FileDataSource::refuse_other_task_options() const {
   const Options defaults;
   if (task_ == TaskKind::kSeq2Seq) {
     if (options_.max_length != defaults.max_length)
@@ -211,19 +205,16 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
   }
   if ((task_ == TaskKind::kClassification || task_ == TaskKind::kSeq2Seq) && options_.block_size > 0)
     throw ConfigError("data.block_size: packing applies to causal_lm and masked_lm, not " + options_.task);
-  const bool injected = tokenizer_ != nullptr;
-  if (!injected) tokenizer_ = load_tokenizer(options_.tokenizer, "data.tokenizer");
-  const SpecialTokenIds special = tokenizer_->special_tokens();
-  if (task_ == TaskKind::kMaskedLm && !special.mask)
-    throw ConfigError("data.task: masked_lm needs a tokenizer with a mask token; '" + options_.tokenizer + "' has none");
-  setup_sft(special);
+}
 
-  // Cache key: contents of the input files, tokenizer identity, every option that can shape the examples.
+// The tokenized splits from the cache (rank 0 writes it; the other ranks wait for it), else built and cached.
+// The key: the contents of the input files, the tokenizer's identity, every option that can shape the examples.
+void FileDataSource::load_or_build(const std::string& tokenizer_id) {
   CacheKey key;
   key.add("hftrain-dataset-2").add(format_name(format_));
   for (const auto* files : {&train_files_, &eval_files_, &test_files_})
     key.add(files->empty() ? std::string("-") : files_identity(*files));
-  key.add(injected ? identity : tokenizer_identity(options_.tokenizer, *tokenizer_));
+  key.add(tokenizer_id);
   add_options_to_key(key, options_);
   if (chat_) key.add(chat_->text());
   const std::string dir = options_.cache_dir.empty() ? default_cache_dir() : options_.cache_dir;
@@ -247,11 +238,9 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
       log_warning(std::string("data: could not write the dataset cache: ") + e.what());
     }
   }
-  if (!splits_.data_format.empty()) log_info("data: dataset format: " + splits_.data_format);
-  if (splits_.skipped_rows > 0)
-    log_warning("data: skipped " + std::to_string(splits_.skipped_rows) + " bad rows (on_bad_row: skip)");
-  if (train_read_ && splits_.train.empty()) throw ConfigError("data.train_file: '" + options_.train_file + "' yields no training examples");
+}
 
+void FileDataSource::set_shape_and_collate(const SpecialTokenIds& special) {
   shape_.vocab_size = tokenizer_->vocab_size();
   shape_.num_labels = static_cast<int64_t>(splits_.label_names.size());
   shape_.label_names = splits_.label_names;
@@ -274,196 +263,36 @@ FileDataSource::FileDataSource(const Options& options, RowFormat format, std::sh
 TokenizedSplits FileDataSource::build() {
   TokenizedSplits out;
   const bool skip = options_.on_bad_row == "skip";
-  const bool classify = task_ == TaskKind::kClassification;
   // A bad row: an error, offering skip only when some row of the file can be used (`usable`), or skipped and
   // counted. When no row of the file can be used, skipping cannot help: the error says what the file holds.
-  auto bad = [&](const std::string& file, const std::vector<Row>& rows, const RowNeeds& needs, const Row& row,
-                 const RowIssue& issue, bool usable) {
+  const BadPlainRow bad = [&](const std::string& file, const std::vector<Row>& rows, const RowNeeds& needs, const Row& row,
+                              const RowIssue& issue, bool usable) {
     if (!usable) throw ConfigError(unusable_file_message(file, rows, needs, row, issue));
     if (!skip)
       throw ConfigError(row_location(file, row) + ": " + (issue.column.empty() ? "" : "column '" + issue.column + "': ") +
                         issue.reason + " (on_bad_row: skip skips such rows)");
     ++out.skipped_rows;
   };
-
-  std::vector<Row> train_rows, eval_rows, test_rows;
-  if (train_read_) train_rows = read_split_rows(train_files_, format_);
-  std::string eval_file = options_.validation_file.empty() ? options_.train_file : options_.validation_file;
-  if (!options_.validation_file.empty()) {
-    eval_rows = read_split_rows(eval_files_, format_);
-    out.has_eval = true;
-  } else if (options_.validation_split_percentage > 0) {
-    // Seeded Fisher-Yates over the training rows; the first ceil(p% * n) positions are held out.
-    const auto n = static_cast<int64_t>(train_rows.size());
-    std::vector<int64_t> perm(static_cast<std::size_t>(n));
-    for (int64_t i = 0; i < n; ++i) perm[static_cast<std::size_t>(i)] = i;
-    uint64_t state = static_cast<uint64_t>(options_.split_seed) ^ 0x5EEDull;
-    for (int64_t i = n - 1; i > 0; --i) {
-      state += 0x9E3779B97F4A7C15ull;
-      const auto j = static_cast<int64_t>(splitmix64_finalize(state) % static_cast<uint64_t>(i + 1));
-      std::swap(perm[static_cast<std::size_t>(i)], perm[static_cast<std::size_t>(j)]);
-    }
-    const int64_t n_eval = (n * options_.validation_split_percentage + 99) / 100;
-    if (n_eval >= n)
-      throw ConfigError("data.validation_split_percentage: " + std::to_string(options_.validation_split_percentage) +
-                        "% of " + std::to_string(n) + " rows leaves no training rows");
-    std::vector<bool> held(static_cast<std::size_t>(n), false);
-    for (int64_t k = 0; k < n_eval; ++k) held[static_cast<std::size_t>(perm[static_cast<std::size_t>(k)])] = true;
-    std::vector<Row> kept;
-    for (int64_t i = 0; i < n; ++i) (held[static_cast<std::size_t>(i)] ? eval_rows : kept).push_back(std::move(train_rows[static_cast<std::size_t>(i)]));
-    train_rows = std::move(kept);
-    out.has_eval = true;
-  }
-  if (!options_.test_file.empty()) {
-    test_rows = read_split_rows(test_files_, format_);
-    out.has_test = true;
-  }
-
-  const SftFormat format = choose_format(train_rows, eval_rows);
+  const RowSplits rows = read_row_splits(out);
+  const std::string eval_file = options_.validation_file.empty() ? options_.train_file : options_.validation_file;
+  const SftFormat format = choose_format(rows.train, rows.eval);
   if (task_ == TaskKind::kCausalLm) out.data_format = describe_sft_format(format, options_.dataset_text_field);
+  const std::map<std::string, int64_t> label_id = label_set(out, rows.train);
 
-  // Label set: given, or the sorted unique labels of the (well-formed) training rows.
-  std::map<std::string, int64_t> label_id;
-  if (classify) {
-    out.label_names = options_.label_names;
-    if (out.label_names.empty()) {
-      std::set<std::string> seen;
-      for (const auto& r : train_rows) {
-        auto it = r.fields.find(options_.label_column);
-        if (r.problem.empty() && it != r.fields.end() && it->second) seen.insert(*it->second);
-      }
-      out.label_names = sorted_labels(seen);
-    }
-    for (std::size_t i = 0; i < out.label_names.size(); ++i) label_id[out.label_names[i]] = static_cast<int64_t>(i);
-    if (out.label_names.empty() && !train_read_)
-      throw ConfigError("data.label_names: the label set comes from the training rows, and data.train_file '" +
-                        options_.train_file + "' does not exist; give label_names");
-    if (out.label_names.empty())
-      throw ConfigError(options_.train_file + ": no row has the label column '" + options_.label_column + "'");
-  }
-
-  const bool pack = options_.block_size > 0;
-  std::vector<const Row*> kept_rows;  // the row of each example of the latest convert (unpacked)
-  auto convert = [&](const std::string& file, const std::vector<Row>& rows, bool labels_optional) {
-    std::vector<Example> examples;
-    kept_rows.clear();
-    if (format != SftFormat::kPlain) {  // TRL's formats (sft_source.cpp); the test split stays one row per example
-      examples = convert_sft(file, rows, format, [&](const Row& row, const RowIssue& issue) {
-        bad(file, rows, RowNeeds{}, row, issue, true);
-      });
-      return labels_optional ? examples : pack_split(std::move(examples));
-    }
-    Encoding packed;
-    // A seq2seq test file may leave out the targets (nothing to score), but not some of them.
-    bool targets_optional = labels_optional && task_ == TaskKind::kSeq2Seq;
-    for (const Row& row : rows) {
-      auto t = row.fields.find(options_.target_column);
-      if (targets_optional && t != row.fields.end() && t->second) targets_optional = false;
-    }
-    RowNeeds needs;
-    if (task_ == TaskKind::kSeq2Seq) {
-      needs.text_columns.emplace_back(options_.source_column, "data.source_column");
-      if (!targets_optional) needs.text_columns.emplace_back(options_.target_column, "data.target_column");
-    } else {
-      needs.text_columns.emplace_back(options_.text_column, "data.text_column");
-      if (!options_.text_pair_column.empty()) needs.text_columns.emplace_back(options_.text_pair_column, "data.text_pair_column");
-    }
-    if (classify) {
-      needs.label_column = options_.label_column;
-      needs.label_required = !labels_optional;
-      needs.label_ids = &label_id;
-      needs.label_names = &out.label_names;
-    }
-    std::optional<bool> any_usable;  // some row of the file can be used (decided at its first bad row)
-    for (const Row& row : rows) {
-      if (auto issue = row_issue(row, needs)) {
-        if (!any_usable) any_usable = std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return !row_issue(r, needs); });
-        bad(file, rows, needs, row, *issue, *any_usable);
-        continue;
-      }
-      auto field = [&](const std::string& column) { return *row.fields.at(column); };
-      if (task_ == TaskKind::kSeq2Seq) {  // HF run_translation's preprocess_function, one row at a time
-        Example ex;
-        ex.input_ids = tokenizer_->encode_for_model(options_.source_prefix + field(options_.source_column), nullptr,
-                                                    options_.max_source_length).input_ids;
-        if (!targets_optional)
-          ex.labels = tokenizer_->encode_for_model(field(options_.target_column), nullptr, options_.max_target_length).input_ids;
-        ++tokenized_rows_;
-        ex.prompt_length = static_cast<int64_t>(ex.input_ids.size());
-        examples.push_back(std::move(ex));
-        kept_rows.push_back(&row);
-        continue;
-      }
-      const std::string text = field(options_.text_column);
-      std::optional<std::string> pair;
-      if (!options_.text_pair_column.empty()) pair = field(options_.text_pair_column);
-      int64_t label = -100;
-      if (classify) {  // checked: absent only where labels are optional, else in the set
-        auto it = row.fields.find(options_.label_column);
-        if (it != row.fields.end() && it->second) label = label_id.at(*it->second);
-      }
-      const bool whole = pack || (options_.packing && options_.packing_strategy == "wrapped");  // cut later
-      Encoding enc = tokenizer_->encode_for_model(text, pair ? &*pair : nullptr, whole ? 0 : options_.max_length);
-      ++tokenized_rows_;
-      if (pack) {
-        packed.input_ids.insert(packed.input_ids.end(), enc.input_ids.begin(), enc.input_ids.end());
-        packed.token_type_ids.insert(packed.token_type_ids.end(), enc.token_type_ids.begin(), enc.token_type_ids.end());
-        packed.special_tokens_mask.insert(packed.special_tokens_mask.end(), enc.special_tokens_mask.begin(),
-                                          enc.special_tokens_mask.end());
-        continue;
-      }
-      if (enc.input_ids.empty() && !classify) continue;  // as run_mlm line_by_line: empty lines give no example
-      Example ex;
-      ex.input_ids = enc.input_ids;
-      ex.token_type_ids = enc.token_type_ids;
-      if (task_ == TaskKind::kMaskedLm) ex.special_tokens_mask = enc.special_tokens_mask;
-      if (task_ == TaskKind::kCausalLm) {
-        ex.labels = ex.input_ids;
-        ex.prompt_length = static_cast<int64_t>(ex.input_ids.size()) / 2;
-      }
-      ex.label = label;
-      examples.push_back(std::move(ex));
-      kept_rows.push_back(&row);
-    }
-    if (pack) {  // HF group_texts: total_length = (total_length // block_size) * block_size
-      const int64_t block = options_.block_size;
-      const auto total = static_cast<int64_t>(packed.input_ids.size()) / block * block;
-      auto slice = [&](const std::vector<int64_t>& v, int64_t at) {
-        if (static_cast<int64_t>(v.size()) < at + block) return std::vector<int64_t>{};
-        return std::vector<int64_t>(v.begin() + at, v.begin() + at + block);
-      };
-      for (int64_t at = 0; at < total; at += block) {
-        Example ex;
-        ex.input_ids = slice(packed.input_ids, at);
-        ex.token_type_ids = slice(packed.token_type_ids, at);
-        if (task_ == TaskKind::kMaskedLm) ex.special_tokens_mask = slice(packed.special_tokens_mask, at);
-        if (task_ == TaskKind::kCausalLm) {
-          ex.labels = ex.input_ids;
-          ex.prompt_length = block / 2;
-        }
-        examples.push_back(std::move(ex));
-      }
-    }
+  PlainConversion plain{bad, label_id, out.label_names, {}};
+  auto convert = [&](const std::string& file, const std::vector<Row>& split_rows, bool labels_optional) {
+    plain.kept_rows.clear();
+    std::vector<Example> examples =
+        format != SftFormat::kPlain  // TRL's formats (sft_source.cpp); the test split stays one row per example
+            ? convert_sft(file, split_rows, format,
+                          [&](const Row& row, const RowIssue& issue) { bad(file, split_rows, RowNeeds{}, row, issue, true); })
+            : convert_plain(file, split_rows, labels_optional, plain);
     return labels_optional ? examples : pack_split(std::move(examples));
   };
-  out.train = convert(options_.train_file, train_rows, false);
-  if (!pack && !options_.packing && !kept_rows.empty()) {
-    for (const auto& [name, first] : kept_rows[0]->fields) {
-      if (name == options_.text_column || name == options_.text_pair_column || name == options_.source_column ||
-          name == options_.target_column)
-        continue;
-      std::vector<int64_t> values;
-      for (const Row* r : kept_rows) {
-        auto it = r->fields.find(name);
-        int64_t v = 0;
-        if (it == r->fields.end() || !it->second || !parse_integer(*it->second, v)) break;
-        values.push_back(v);
-      }
-      if (values.size() == kept_rows.size()) out.train_int_columns[name] = std::move(values);
-    }
-  }
-  if (out.has_eval) out.eval = convert(eval_file, eval_rows, false);
-  if (out.has_test) out.test = convert(options_.test_file, test_rows, true);
+  out.train = convert(options_.train_file, rows.train, false);
+  if (options_.block_size <= 0 && !options_.packing) out.train_int_columns = integer_columns(plain.kept_rows);
+  if (out.has_eval) out.eval = convert(eval_file, rows.eval, false);
+  if (out.has_test) out.test = convert(options_.test_file, rows.test, true);
   return out;
 }
 

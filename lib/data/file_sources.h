@@ -92,7 +92,34 @@ class FileDataSource : public DataSource {
   const std::string& data_format() const { return splits_.data_format; }
 
  private:
+  // Construction (file_sources.cpp): the files, the task and its options, the cache or a build, the shapes.
+  void resolve_files(const DataUse& use);
+  void choose_task();
+  void refuse_other_task_options() const;
+  void load_or_build(const std::string& tokenizer_id);
+  void set_shape_and_collate(const SpecialTokenIds& special);
   TokenizedSplits build();
+  // Plain rows (plain_rows.cpp): HF's run_clm / run_mlm / run_glue / run_translation examples.
+  struct RowSplits {
+    std::vector<Row> train, eval, test;
+  };
+  // A bad row of `file`: an error or a skip (build's policy); `usable`: some row of the file can be used.
+  using BadPlainRow = std::function<void(const std::string& file, const std::vector<Row>& rows, const RowNeeds& needs,
+                                         const Row& row, const RowIssue& issue, bool usable)>;
+  struct PlainConversion {
+    const BadPlainRow& bad;
+    const std::map<std::string, int64_t>& label_id;
+    const std::vector<std::string>& label_names;
+    std::vector<const Row*> kept_rows;  // the row of each example of the latest conversion (unpacked)
+  };
+  RowSplits read_row_splits(TokenizedSplits& out) const;
+  std::map<std::string, int64_t> label_set(TokenizedSplits& out, const std::vector<Row>& train_rows) const;
+  std::vector<Example> convert_plain(const std::string& file, const std::vector<Row>& rows, bool labels_optional,
+                                     PlainConversion& c);
+  Example seq2seq_example(const Row& row, bool targets_optional);
+  std::optional<Example> text_example(const Row& row, const PlainConversion& c, Encoding* packed);
+  void group_texts(const Encoding& packed, std::vector<Example>& examples) const;
+  std::map<std::string, std::vector<int64_t>> integer_columns(const std::vector<const Row*>& rows) const;
   // sft_source.cpp: the SFT options checked against the task, the chat template loaded, EOS and pad tokens.
   void setup_sft(const SpecialTokenIds& special);
   // The format of the rows (and the checks that depend on it); the examples of one split's rows in that
