@@ -39,12 +39,12 @@ std::string option_of(const RowNeeds& needs, const std::string& column) {
 // What the well-formed rows hold, when the column the spec names is in none of them.
 std::string missing_column_hint(const std::set<std::string>& columns, const RowNeeds& needs, const std::string& column) {
   const std::string option = option_of(needs, column);
-  for (const char* chat : {"messages", "conversations"})
-    if (columns.count(chat) && option != "data.label_column")
-      return std::string("rows have a `") + chat +
-             "` column: chat data is not supported yet; hftrain trains on plain text from one column (" + option +
-             " '" + column + "'), or on source and target columns with task seq2seq: render each conversation "
-             "into a text field first (e.g. with the tokenizer's chat template)";
+  if (columns.count("messages") && option != "data.label_column")
+    return "rows have a `messages` column: conversations are read by data.task causal_lm (TRL's conversational "
+           "format, with the tokenizer's chat template; docs/data.md), not through " + option + " '" + column + "'";
+  if (columns.count("conversations") && option != "data.label_column")
+    return "rows have a `conversations` column (ShareGPT's from / value turns): hftrain reads conversations from a "
+           "`messages` column of role / content turns, as TRL does; rename the column and its keys";
   std::string list;
   int shown = 0;
   for (const auto& c : columns) {

@@ -147,6 +147,12 @@ TEST_CASE("a file no row of which can be used says what it is and does not offer
     CHECK_THAT(msg, Catch::Contains("data.chat_template: the rows are conversational (column 'messages')"));
     CHECK_THAT(msg, !Catch::Contains("on_bad_row"));
   }
+  // ShareGPT's conversations (from / value): the error says to rename them to TRL's messages.
+  o.on_bad_row = "error";
+  write(dir + "/train.jsonl", R"({"conversations": [{"from": "human", "value": "hi"}]})" "\n");
+  CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl); }),
+             Catch::Contains("rows have a `conversations` column (ShareGPT's from / value turns): hftrain reads "
+                             "conversations from a `messages` column"));
   // Other columns than the spec names: they are listed with the option to set.
   write(dir + "/train.jsonl", "{\"sentence\": \"a\", \"id\": 1}\n");
   CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl); }),
