@@ -26,7 +26,7 @@ std::string check_rope_scaling_option(const RopeScaling& r) {
   return problem.rfind("rope_scaling: ", 0) == 0 ? problem.substr(14) : problem;
 }
 
-DecoderSpec resolve_decoder(DecoderOptions& o, const ModelContext& context) {
+DecoderSpec resolve_decoder(DecoderOptions& o, const ModelContext& context, double partial_rotary_factor) {
   resolve_lm_sizes({o.vocab_size, &o.max_position_embeddings, "max_position_embeddings", o.hidden_size,
                     o.num_attention_heads, o.head_dim ? nullptr : "hidden_size", "num_attention_heads",
                     /*data_must_fit=*/false},
@@ -40,7 +40,12 @@ DecoderSpec resolve_decoder(DecoderOptions& o, const ModelContext& context) {
   if (s.head_dim <= 0 || s.head_dim % 2 != 0)
     throw ConfigError("model.head_dim (" + std::to_string(s.head_dim) + ") must be a positive even number (rotary halves)");
   check_activation(o.hidden_act, "model.hidden_act");
-  s.rope = make_rope_spec(o.rope_theta, o.rope_scaling, s.head_dim, o.max_position_embeddings, "model.");
+  const auto rotary_dim = static_cast<int64_t>(static_cast<double>(s.head_dim) * partial_rotary_factor);
+  if (rotary_dim <= 0 || rotary_dim % 2 != 0)
+    throw ConfigError("model.partial_rotary_factor: " + std::to_string(partial_rotary_factor) + " of head_dim " +
+                      std::to_string(s.head_dim) + " gives " + std::to_string(rotary_dim) +
+                      " rotary dims (a positive even number is needed)");
+  s.rope = make_rope_spec(o.rope_theta, o.rope_scaling, rotary_dim, o.max_position_embeddings, "model.");
   s.vocab_size = o.vocab_size;
   s.hidden_size = o.hidden_size;
   s.intermediate_size = o.intermediate_size;
@@ -114,9 +119,13 @@ struct RotaryDecoder::Layer : torch::nn::Module {
   Layer(const DecoderSpec& s, int64_t window) : s(s), window(window) {
     input_norm = norm_weight(*this, "input_layernorm", s.hidden_size);
     auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
-    q_proj = attn->register_module("q_proj", new_linear(s.hidden_size, s.heads * s.head_dim, s.q_bias));
-    k_proj = attn->register_module("k_proj", new_linear(s.hidden_size, s.kv_heads * s.head_dim, s.k_bias));
-    v_proj = attn->register_module("v_proj", new_linear(s.hidden_size, s.kv_heads * s.head_dim, s.v_bias));
+    if (s.fused_qkv) {
+      qkv_proj = attn->register_module("qkv_proj", new_linear(s.hidden_size, (s.heads + 2 * s.kv_heads) * s.head_dim, s.q_bias));
+    } else {
+      q_proj = attn->register_module("q_proj", new_linear(s.hidden_size, s.heads * s.head_dim, s.q_bias));
+      k_proj = attn->register_module("k_proj", new_linear(s.hidden_size, s.kv_heads * s.head_dim, s.k_bias));
+      v_proj = attn->register_module("v_proj", new_linear(s.hidden_size, s.kv_heads * s.head_dim, s.v_bias));
+    }
     o_proj = attn->register_module("o_proj", new_linear(s.heads * s.head_dim, s.hidden_size, s.o_bias));
     if (s.qk_norm) {
       q_norm = norm_weight(*attn, "q_norm", s.head_dim);
@@ -124,8 +133,12 @@ struct RotaryDecoder::Layer : torch::nn::Module {
     }
     post_norm = norm_weight(*this, "post_attention_layernorm", s.hidden_size);
     auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
-    gate_proj = mlp->register_module("gate_proj", new_linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
-    up_proj = mlp->register_module("up_proj", new_linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
+    if (s.fused_gate_up) {
+      gate_up_proj = mlp->register_module("gate_up_proj", new_linear(s.hidden_size, 2 * s.intermediate_size, s.mlp_bias));
+    } else {
+      gate_proj = mlp->register_module("gate_proj", new_linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
+      up_proj = mlp->register_module("up_proj", new_linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
+    }
     down_proj = mlp->register_module("down_proj", new_linear(s.intermediate_size, s.hidden_size, s.mlp_bias));
   }
 
@@ -136,15 +149,22 @@ struct RotaryDecoder::Layer : torch::nn::Module {
     const auto B = x.size(0), T = x.size(1);
     auto h = rms_norm(x, norm_scale(s, input_norm), s.rms_norm_eps);
     auto heads = [&](const torch::Tensor& t, int64_t n, const torch::Tensor& norm) {
-      auto v = t.view({B, T, n, s.head_dim});
+      auto v = t.reshape({B, T, n, s.head_dim});
       if (norm.defined()) v = rms_norm(v, norm_scale(s, norm), s.rms_norm_eps);  // per head, before rotary
       return v.transpose(1, 2);
     };
-    auto q = heads(q_proj(h), s.heads, q_norm);
-    auto k = heads(k_proj(h), s.kv_heads, k_norm);
-    auto v = heads(v_proj(h), s.kv_heads, {});
-    q = q * cos + rotate_half(q) * sin;
-    k = k * cos + rotate_half(k) * sin;
+    torch::Tensor qp, kp, vp;
+    if (s.fused_qkv) {  // q rows first, then k, then v
+      const auto qkv = qkv_proj(h);
+      qp = qkv.narrow(-1, 0, s.heads * s.head_dim).contiguous();
+      kp = qkv.narrow(-1, s.heads * s.head_dim, s.kv_heads * s.head_dim).contiguous();
+      vp = qkv.narrow(-1, (s.heads + s.kv_heads) * s.head_dim, s.kv_heads * s.head_dim).contiguous();
+    } else {
+      qp = q_proj(h), kp = k_proj(h), vp = v_proj(h);
+    }
+    auto q = rotate(heads(qp, s.heads, q_norm), cos, sin);
+    auto k = rotate(heads(kp, s.kv_heads, k_norm), cos, sin);
+    auto v = heads(vp, s.kv_heads, {});
     const double dropout = is_training() ? s.attention_dropout : 0.0;
     torch::Tensor y;
     if (window > 0 && (cache || segments.empty())) {
@@ -166,15 +186,31 @@ struct RotaryDecoder::Layer : torch::nn::Module {
     }
     y = y.transpose(1, 2).contiguous().view({B, T, s.heads * s.head_dim});
     auto [r, m] = add_rms_norm(x, o_proj(y), norm_scale(s, post_norm), s.rms_norm_eps);
+    torch::Tensor gate, up;
+    if (s.fused_gate_up) {  // gate rows first, then up
+      const auto gu = gate_up_proj(m);
+      gate = gu.narrow(-1, 0, s.intermediate_size).contiguous();
+      up = gu.narrow(-1, s.intermediate_size, s.intermediate_size).contiguous();
+    } else {
+      gate = gate_proj(m), up = up_proj(m);
+    }
     const bool silu = s.hidden_act == "silu" || s.hidden_act == "swish";
-    return r + down_proj(silu ? silu_gated(gate_proj(m), up_proj(m)) : apply_activation(s.hidden_act, gate_proj(m)) * up_proj(m));
+    return r + down_proj(silu ? silu_gated(gate, up) : apply_activation(s.hidden_act, gate) * up);
+  }
+
+  // Rotary over the first cos.size(-1) dims of each head (all of them but for a partial rotary), the rest as is.
+  static torch::Tensor rotate(const torch::Tensor& t, const torch::Tensor& cos, const torch::Tensor& sin) {
+    const int64_t rd = cos.size(-1), d = t.size(-1);
+    if (rd == d) return t * cos + rotate_half(t) * sin;
+    const auto r = t.narrow(-1, 0, rd);
+    return torch::cat({r * cos + rotate_half(r) * sin, t.narrow(-1, rd, d - rd)}, -1);
   }
 
   DecoderSpec s;
   int64_t window;
   torch::Tensor input_norm, post_norm, q_norm, k_norm;
-  AdaptableLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr}, gate_proj{nullptr},
-      up_proj{nullptr}, down_proj{nullptr};
+  AdaptableLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, qkv_proj{nullptr}, o_proj{nullptr},
+      gate_proj{nullptr}, up_proj{nullptr}, gate_up_proj{nullptr}, down_proj{nullptr};
 };
 
 void RotaryDecoder::build(const DecoderSpec& spec) {

@@ -4,7 +4,7 @@
 // (models/rotary), grouped-query attention through the one self-attention dispatch (hf_layers
 // self_attention: KV cache, padding-free rows, fused kernel / SDPA / manual), a gated MLP. What a family
 // changes is data in its DecoderSpec: biases per projection, per-head q / k norms, a sliding window, gemma's
-// (1 + weight) norms and scaled embeddings. So a
+// (1 + weight) norms and scaled embeddings, phi3's fused qkv_proj / gate_up_proj and partial rotary. So a
 // new llama-like family is its options, its declaration and the spec it resolves to.
 #pragma once
 
@@ -55,13 +55,16 @@ struct DecoderSpec {
   std::vector<int64_t> windows;      // per layer: sliding window (keys a query sees, itself included); 0 = none
   bool norm_plus_one = false;        // every RMSNorm scales by (1 + weight), its weight initialised to 0 (gemma)
   bool scale_embeddings = false;     // embeddings times sqrt(hidden_size) rounded to the compute dtype (gemma)
+  bool fused_qkv = false;            // one qkv_proj: q rows, then k, then v (phi3; q_bias for its bias)
+  bool fused_gate_up = false;        // one gate_up_proj: gate rows, then up (phi3)
   bool tie_word_embeddings = false;
-  RopeSpec rope;
+  RopeSpec rope;                     // its dim below head_dim: rotary over each head's first dims only (phi3)
 };
 
 // The options with the data's sizes filled in and checked (kv heads divide the heads, an even head size,
-// the activation, the rotary), as a spec with no biases, norms or windows yet.
-DecoderSpec resolve_decoder(DecoderOptions& o, const ModelContext& context);
+// the activation, the rotary over `partial_rotary_factor` of each head's dims), as a spec with no biases, norms
+// or windows yet.
+DecoderSpec resolve_decoder(DecoderOptions& o, const ModelContext& context, double partial_rotary_factor = 1.0);
 
 // Each layer's sliding window as Qwen2 / Qwen3 configs give it: layer_types[i] == "sliding_attention" (v5 writes
 // them; otherwise layers >= max_window_layers) slide over `window` keys when use_sliding_window; 0 = full

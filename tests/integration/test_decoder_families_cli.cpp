@@ -1,7 +1,7 @@
-// The llama-like families on the shared decoder (qwen2, qwen3, mistral, gemma) through the real binary: each trains
+// The llama-like families on the shared decoder (qwen2, qwen3, mistral, gemma, phi3) through the real binary: each trains
 // from a pretrained directory (its sliding window binding on the data's sequences), saves, and the saved
 // directory evaluates to the loss the run ended with; `hftrain estimate` sizes the published config.json of
-// Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1 and gemma-7b at their published parameter counts.
+// Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b and Phi-3-mini-4k-instruct at their published parameter counts.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -26,7 +26,7 @@ double eval_loss(const std::string& path) { return json::parse(read_text(path)).
 
 }  // namespace
 
-TEST_CASE("qwen2, qwen3, mistral and gemma: from_pretrained, train, save, and the saved directory evaluates equal",
+TEST_CASE("qwen2, qwen3, mistral, gemma and phi3: from_pretrained, train, save, and the saved directory evaluates equal",
           "[integration][hfmodels][decoder_families]") {
   const std::string tiny = "hidden_size: 16, intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, "
                            "num_key_value_heads: 2";
@@ -34,7 +34,8 @@ TEST_CASE("qwen2, qwen3, mistral and gemma: from_pretrained, train, save, and th
            {"qwen2", "use_sliding_window: true, sliding_window: 3, max_window_layers: 1"},
            {"qwen3", "head_dim: 6"},
            {"mistral", "sliding_window: 3"},
-           {"gemma", "head_dim: 6"}}) {
+           {"gemma", "head_dim: 6"},
+           {"phi3", "sliding_window: 3, partial_rotary_factor: 0.5"}}) {
     INFO(type);
     const std::string dir = fresh_dir("decoder_family_" + type);
     write_text(dir + "/make.yaml", spec_for("{type: " + type + ", " + tiny + ", " + extra + "}", "pretrained", 2));
@@ -55,7 +56,7 @@ TEST_CASE("qwen2, qwen3, mistral and gemma: from_pretrained, train, save, and th
   }
 }
 
-TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1 and gemma-7b config.json files are sized at their parameter counts",
+TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b and Phi-3-mini config.json files are sized at their parameter counts",
           "[integration][estimate][decoder_families]") {
   const std::string dir = fresh_dir("estimate_decoder_families");
   // the hub's config.json files as published
@@ -91,7 +92,17 @@ TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1 and gemma-7b config.j
            "num_hidden_layers": 28, "num_key_value_heads": 16, "pad_token_id": 0, "rms_norm_eps": 1e-06,
            "rope_scaling": null, "rope_theta": 10000.0, "torch_dtype": "bfloat16", "transformers_version": "4.38.0.dev0",
            "use_cache": true, "vocab_size": 256000})",
-       8537680896.0}};
+       8537680896.0},
+      {"phi3_mini",
+       R"({"architectures": ["Phi3ForCausalLM"], "attention_dropout": 0.0,
+           "auto_map": {"AutoConfig": "configuration_phi3.Phi3Config", "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"},
+           "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+           "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096, "model_type": "phi3",
+           "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+           "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+           "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": false,
+           "torch_dtype": "bfloat16", "transformers_version": "4.40.2", "use_cache": true, "vocab_size": 32064})",
+       3821079552.0}};
   for (const auto& [name, config, published] : models) {
     INFO(name);
     std::filesystem::create_directories(dir + "/" + name);

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-# Reference test for the llama-like families hftrain builds on its shared decoder (qwen2, mistral, qwen3, gemma):
+# Reference test for the llama-like families hftrain builds on its shared decoder (qwen2, mistral, qwen3, gemma,
+# phi3):
 # HF-layout directories (config.json + safetensors, single-file and sharded) with random weights are made
 # here; an independent float64 forward written here from the families' published architecture (Qwen2: q/k/v
 # biases, o without; sliding-window layers from max_window_layers when use_sliding_window; Mistral: every layer
 # slides over `sliding_window` keys; Qwen3: an RMSNorm over head_dim of each q and k head before rotary,
 # head_dim explicit, attention_bias on q/k/v/o; Gemma: RMSNorms scaling by (1 + weight), embeddings times
 # sqrt(hidden_size), the gated MLP's activation `hidden_activation` else `hidden_act`, attention_bias on q/k/v/o,
-# a tied head by default) gives the expected logits, loss and the gradient of the loss
+# a tied head by default; Phi-3: q/k/v fused into qkv_proj (q rows, then k, then v), gate and up into gate_up_proj
+# (gate rows first), rotary over the first partial_rotary_factor of each head's dims, every layer sliding over
+# `sliding_window` keys as Mistral's) gives the expected logits, loss and the gradient of the loss
 # for every parameter. hftrain loads each directory through model.from_pretrained (the hidden Catch2 case
 # "[decoder_ref]") and must agree to 1e-5; the directory it saves must load here with the same logits.
 # Cases cover where each difference matters: sequences longer than the window (the window binds: the logits
@@ -54,7 +57,7 @@ def activation(cfg):
 def layer_windows(cfg):
     """Per layer: the keys a query sees (itself included), or None for full attention."""
     n = cfg["num_hidden_layers"]
-    if cfg["model_type"] == "mistral":
+    if cfg["model_type"] in ("mistral", "phi3"):
         return [cfg.get("sliding_window")] * n
     if not cfg.get("use_sliding_window", False):
         return [None] * n
@@ -83,12 +86,15 @@ def forward(cfg, W, ids, mask):
     eps = cfg["rms_norm_eps"]
     biases, qk_norm = projections(cfg)
     norm, act = norm_for(cfg), activation(cfg)
-    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    fused = cfg["model_type"] == "phi3"
+    R = int(D * cfg.get("partial_rotary_factor", 1.0))  # rotary dims of each head
+    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
     cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
 
-    def rope(t):  # rotate_half: (x1, x2) -> (-x2, x1) on the two halves
-        return t * cos + torch.cat([-t[..., D // 2:], t[..., :D // 2]], -1) * sin
+    def rope(t):  # rotate_half: (x1, x2) -> (-x2, x1) on the two halves of the first R dims; the rest as is
+        r = t[..., :R]
+        return torch.cat([r * cos + torch.cat([-r[..., R // 2:], r[..., :R // 2]], -1) * sin, t[..., R:]], -1)
 
     def lin(x, name, bias):
         y = x @ g(name + ".weight").T
@@ -101,9 +107,12 @@ def forward(cfg, W, ids, mask):
     for i, window in enumerate(layer_windows(cfg)):
         p = "model.layers.%d." % i
         h = norm(x, g(p + "input_layernorm.weight"), eps)
-        q = lin(h, p + "self_attn.q_proj", biases["q"]).view(B, T, H, D)
-        k = lin(h, p + "self_attn.k_proj", biases["k"]).view(B, T, KV, D)
-        v = lin(h, p + "self_attn.v_proj", biases["v"]).view(B, T, KV, D)
+        if fused:
+            qkv = h @ g(p + "self_attn.qkv_proj.weight").T
+            q, k, v = qkv[..., :H * D], qkv[..., H * D:(H + KV) * D], qkv[..., (H + KV) * D:]
+        else:
+            q, k, v = (lin(h, p + "self_attn.%s_proj" % n, biases[n]) for n in "qkv")
+        q, k, v = q.reshape(B, T, H, D), k.reshape(B, T, KV, D), v.reshape(B, T, KV, D)
         if qk_norm:  # per head, before rotary
             q = rms_norm(q, g(p + "self_attn.q_norm.weight"), eps)
             k = rms_norm(k, g(p + "self_attn.k_norm.weight"), eps)
@@ -120,8 +129,11 @@ def forward(cfg, W, ids, mask):
         y = (probs @ v).transpose(1, 2).reshape(B, T, H * D)
         x = x + lin(y, p + "self_attn.o_proj", biases["o"])
         h = norm(x, g(p + "post_attention_layernorm.weight"), eps)
-        gate = h @ g(p + "mlp.gate_proj.weight").T
-        x = x + (act(gate) * (h @ g(p + "mlp.up_proj.weight").T)) @ g(p + "mlp.down_proj.weight").T
+        if fused:
+            gate, up = (h @ g(p + "mlp.gate_up_proj.weight").T).chunk(2, -1)
+        else:
+            gate, up = h @ g(p + "mlp.gate_proj.weight").T, h @ g(p + "mlp.up_proj.weight").T
+        x = x + (act(gate) * up) @ g(p + "mlp.down_proj.weight").T
     x = norm(x, g("model.norm.weight"), eps)
     head = g("model.embed_tokens.weight") if cfg.get("tie_word_embeddings", False) else g("lm_head.weight")
     return x @ head.T
@@ -138,7 +150,9 @@ def weights(gen, cfg):
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
         W[p + "input_layernorm.weight"] = rand(gen, C, std=0.1, mean=nm)
-        for n, rows in (("q", H * D), ("k", KV * D), ("v", KV * D)):
+        if cfg["model_type"] == "phi3":
+            W[p + "self_attn.qkv_proj.weight"] = rand(gen, (H + 2 * KV) * D, C)
+        for n, rows in (("q", H * D), ("k", KV * D), ("v", KV * D)) if cfg["model_type"] != "phi3" else ():
             W[p + "self_attn.%s_proj.weight" % n] = rand(gen, rows, C)
             if biases[n]:
                 W[p + "self_attn.%s_proj.bias" % n] = rand(gen, rows, std=0.2)
@@ -149,8 +163,11 @@ def weights(gen, cfg):
             W[p + "self_attn.q_norm.weight"] = rand(gen, D, std=0.1, mean=nm)
             W[p + "self_attn.k_norm.weight"] = rand(gen, D, std=0.1, mean=nm)
         W[p + "post_attention_layernorm.weight"] = rand(gen, C, std=0.1, mean=nm)
-        W[p + "mlp.gate_proj.weight"] = rand(gen, I, C)
-        W[p + "mlp.up_proj.weight"] = rand(gen, I, C)
+        if cfg["model_type"] == "phi3":
+            W[p + "mlp.gate_up_proj.weight"] = rand(gen, 2 * I, C)
+        else:
+            W[p + "mlp.gate_proj.weight"] = rand(gen, I, C)
+            W[p + "mlp.up_proj.weight"] = rand(gen, I, C)
         W[p + "mlp.down_proj.weight"] = rand(gen, C, I)
     W["model.norm.weight"] = rand(gen, C, std=0.1, mean=nm)
     if not cfg.get("tie_word_embeddings", False):
@@ -186,6 +203,10 @@ CASES = [
                           hidden_activation=None, attention_bias=False, tie_word_embeddings=True), 1),
     ("gemma_untied_bias", base_config("gemma", "GemmaForCausalLM", head_dim=6, hidden_act="silu",
                                       hidden_activation="gelu_pytorch_tanh", attention_bias=True), 2),
+    ("phi3_partial_window", base_config("phi3", "Phi3ForCausalLM", partial_rotary_factor=0.5, sliding_window=5,
+                                        resid_pdrop=0.0, embd_pdrop=0.0, original_max_position_embeddings=32), 1),
+    ("phi3_full_rotary", base_config("phi3", "Phi3ForCausalLM", partial_rotary_factor=1.0, sliding_window=None,
+                                     num_key_value_heads=4), 2),
 ]
 T = 12  # longer than every window above
 

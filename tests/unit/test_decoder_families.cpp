@@ -1,5 +1,5 @@
-// The llama-like families on the shared decoder (qwen2, qwen3, mistral; models/decoder): their sliding windows
-// (a window shorter than the sequence, so it binds) in the KV cache, in batched left-padded generation and in
+// The llama-like families on the shared decoder (qwen2, qwen3, mistral, phi3, gemma; models/decoder): their sliding
+// windows (a window shorter than the sequence, so it binds) in the KV cache, in batched left-padded generation and in
 // padding-free rows agree with the full forward; each family's config.json is its declaration (every option
 // under its HF name, model_type, architectures, the derived keys) and loads back through model.from_pretrained;
 // a config.json key the family does not build is refused naming the key and the file; gather units are the
@@ -17,6 +17,7 @@
 #include "checkpoint/model_io.h"
 #include "generate/batch_generate.h"
 #include "generate/generate.h"
+#include "models/lora.h"
 #include "runspec/run_spec.h"
 #include "seq2seq_model_helpers.h"
 #include "spec_test_helpers.h"
@@ -46,7 +47,10 @@ const std::vector<Windowed>& windowed() {
       {"qwen3", "{vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
                 "num_key_value_heads: 2, head_dim: 12, max_position_embeddings: 40, W, max_window_layers: 0, "
                 "attention_bias: true}",
-       "use_sliding_window: true, sliding_window: 5", "use_sliding_window: false, sliding_window: 5"}};
+       "use_sliding_window: true, sliding_window: 5", "use_sliding_window: false, sliding_window: 5"},
+      {"phi3", "{vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+               "num_key_value_heads: 2, max_position_embeddings: 40, W, partial_rotary_factor: 0.5}",
+       "sliding_window: 4", "sliding_window: null"}};
   return f;
 }
 
@@ -105,7 +109,8 @@ TEST_CASE("each family's config.json is its declaration, loads back, and keys it
   std::filesystem::create_directories(dir);
   auto write = [](const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; };
   const std::map<std::string, std::string> architecture = {
-      {"qwen2", "Qwen2ForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+      {"qwen2", "Qwen2ForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},
+      {"phi3", "Phi3ForCausalLM"}};
   for (const Windowed& f : windowed()) {
     INFO(f.type);
     auto m = hftrain_test::build_model(f.type, f.with(f.window), 5);
@@ -147,7 +152,7 @@ TEST_CASE("each family's config.json is its declaration, loads back, and keys it
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("qwen2, mistral and qwen3 train at ZeRO-3 as at stage 0, build under zero.Init, and checkpoint exactly",
+TEST_CASE("qwen2, mistral, qwen3 and phi3 train at ZeRO-3 as at stage 0, build under zero.Init, and checkpoint exactly",
           "[unit][decoder_families][zero3]") {
   Batch batch;
   batch.input_ids = torch::tensor(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3}).view({2, 8}) + 2;
@@ -157,7 +162,8 @@ TEST_CASE("qwen2, mistral and qwen3 train at ZeRO-3 as at stage 0, build under z
   for (const Windowed& f : windowed()) {
     INFO(f.type);
     auto make = [&] { return hftrain_test::build_model(f.type, f.with(f.window), 9); };
-    hftrain_test::check_zero3_trains_as_stage0(make, batch, "model.layers.0.self_attn.q_proj.weight");
+    hftrain_test::check_zero3_trains_as_stage0(
+        make, batch, f.type == "phi3" ? "model.layers.0.self_attn.qkv_proj.weight" : "model.layers.0.self_attn.q_proj.weight");
     hftrain_test::check_deferred_init_matches_whole(make);
     // gradient checkpointing recomputes each layer (its window included) to the same gradients
     std::map<std::string, torch::Tensor> grads[2];
@@ -257,4 +263,59 @@ TEST_CASE("gemma's config.json is its declaration, loads back, keys it does not 
   batch.labels = batch.input_ids.masked_fill(batch.attention_mask.eq(0), -100);
   hftrain_test::check_zero3_trains_as_stage0(make, batch, "model.layers.0.self_attn.q_proj.weight");
   hftrain_test::check_deferred_init_matches_whole(make);
+}
+
+TEST_CASE("phi3 is llama with q/k/v fused into qkv_proj and gate/up into gate_up_proj, its rotary partial",
+          "[unit][hfmodels][decoder_families]") {
+  const std::string sizes = "{vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, "
+                            "num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 40, rms_norm_eps: 1e-5";
+  auto phi3 = hftrain_test::build_model("phi3", sizes + "}", 3);
+  auto llama = hftrain_test::build_model("llama", sizes + "}", 4);
+  {
+    torch::NoGradGuard no_grad;
+    auto p = phi3->named_parameters();
+    for (auto& np : llama->named_parameters()) {
+      std::string name = np.key();
+      const auto layer = name.find("self_attn.") != std::string::npos ? name.substr(0, name.find("self_attn.") + 10)
+                                                                        : name.substr(0, name.find("mlp.") + 4);
+      auto rows = [&](const std::string& fused, int64_t start, int64_t n) { return p[layer + fused].narrow(0, start, n); };
+      if (name.find(".q_proj.") != std::string::npos) np.value().copy_(rows("qkv_proj.weight", 0, 32));  // q rows first
+      else if (name.find(".k_proj.") != std::string::npos) np.value().copy_(rows("qkv_proj.weight", 32, 16));
+      else if (name.find(".v_proj.") != std::string::npos) np.value().copy_(rows("qkv_proj.weight", 48, 16));
+      else if (name.find(".gate_proj.") != std::string::npos) np.value().copy_(rows("gate_up_proj.weight", 0, 48));
+      else if (name.find(".up_proj.") != std::string::npos) np.value().copy_(rows("gate_up_proj.weight", 48, 48));
+      else np.value().copy_(p[name]);
+    }
+  }
+  CHECK(phi3->named_parameters()["model.layers.1.self_attn.qkv_proj.weight"].sizes() == torch::IntArrayRef({64, 32}));
+  CHECK(phi3->named_parameters()["model.layers.1.mlp.gate_up_proj.weight"].sizes() == torch::IntArrayRef({96, 32}));
+  phi3->eval();
+  llama->eval();
+  torch::NoGradGuard no_grad;
+  Batch batch;
+  batch.input_ids = ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8});
+  const auto logits = phi3->forward(batch).logits;
+  CHECK(torch::allclose(logits, llama->forward(batch).logits, 1e-5, 1e-5));
+  // a partial rotary turns fewer dims: the same weights give other logits
+  auto partial = hftrain_test::build_model("phi3", sizes + ", partial_rotary_factor: 0.5}", 3);
+  partial->eval();
+  CHECK((partial->forward(batch).logits - logits).abs().max().item<double>() > 1e-4);
+  // LongRoPE's factors cover the rotary dims only (2 of each head's 8 / 2 here), past the original length too
+  auto longrope = hftrain_test::build_model("phi3", sizes + ", partial_rotary_factor: 0.5, rope_scaling: {rope_type: longrope, "
+                                            "short_factor: [1.0, 1.5], long_factor: [2.0, 3.0], "
+                                            "original_max_position_embeddings: 10}}", 3);
+  longrope->eval();
+  CHECK(longrope->forward(batch).logits.isfinite().all().item<bool>());
+  // PEFT has no default targets for phi3; an odd rotary share is refused by name
+  CHECK(family_of_type("phi3")->lora_target_modules.empty());
+  PeftArgs args;
+  CHECK_THROWS_WITH(attach_lora(*partial, "phi3", args, "peft"), Catch::Contains("no PEFT default targets"));
+  args.target_modules = TargetModules{false, {"qkv_proj", "gate_up_proj"}};
+  attach_lora(*partial, "phi3", args, "peft");  // the fused projections adapt as one module each
+  const auto params = partial->named_parameters();
+  CHECK(params.find("model.layers.0.self_attn.qkv_proj.lora_B.weight") != nullptr);
+  CHECK(params["model.layers.1.mlp.gate_up_proj.lora_B.weight"].sizes() == torch::IntArrayRef({96, 8}));
+  CHECK(partial->forward(batch).logits.isfinite().all().item<bool>());
+  CHECK_THROWS_WITH(hftrain_test::build_model("phi3", sizes + ", partial_rotary_factor: 0.2}"),
+                    Catch::Contains("partial_rotary_factor"));
 }
