@@ -112,7 +112,8 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 #if HFTRAIN_HAS_SDPA
   return at::scaled_dot_product_attention(q, k, v, full_bias, dropout_p, /*is_causal=*/false);
 #else
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  // Scaled by the reciprocal, as nanoGPT's and HF llama's eager attention (the reference loops) compute it.
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   if (full_bias.defined()) scores = scores + full_bias;
   auto probs = torch::softmax(scores, -1);
   if (dropout_p > 0) probs = torch::dropout(probs, dropout_p, /*train=*/true);
