@@ -80,11 +80,47 @@ std::vector<int64_t> qwen_layer_windows(int64_t layers, bool use_sliding_window,
   return windows;
 }
 
+ModelFamily decoder_family(const std::string& type, const std::string& stem) {
+  ModelFamily f;
+  f.type = f.model_type = type;
+  f.architectures = {stem + "ForCausalLM", stem + "Model"};
+  f.lora_target_modules = {"q_proj", "v_proj"};
+  f.rotary = true;  // rope_scaling / rope_parameters read and checked by runspec/rope_scaling
+  f.strict_config_keys = true;
+  f.load.base_prefix = "model.";
+  f.load.ignored_unexpected = {".rotary_emb.inv_freq", "lm_head.weight"};
+  return f;
+}
+
 void RotaryDecoder::decoder_config(nlohmann::json& j, const DecoderSpec& spec, const DecoderOptions& o) {
   j["num_key_value_heads"] = spec.kv_heads;
   j["head_dim"] = spec.head_dim;
   j["rope_scaling"] = rope_scaling_json(o.rope_scaling);
   j["rope_parameters"] = rope_parameters_json(o.rope_theta, o.rope_scaling);
+}
+
+GatedMlp::GatedMlp(int64_t hidden, int64_t intermediate, const std::string& hidden_act, bool bias, bool fused_gate_up)
+    : intermediate_(intermediate), act_(hidden_act) {
+  if (fused_gate_up) {
+    gate_up_proj_ = register_module("gate_up_proj", new_linear(hidden, 2 * intermediate, bias));
+  } else {
+    gate_proj_ = register_module("gate_proj", new_linear(hidden, intermediate, bias));
+    up_proj_ = register_module("up_proj", new_linear(hidden, intermediate, bias));
+  }
+  down_proj_ = register_module("down_proj", new_linear(intermediate, hidden, bias));
+}
+
+torch::Tensor GatedMlp::forward(const torch::Tensor& x) {
+  torch::Tensor gate, up;
+  if (gate_up_proj_) {  // gate rows first, then up
+    const auto gu = gate_up_proj_(x);
+    gate = gu.narrow(-1, 0, intermediate_).contiguous();
+    up = gu.narrow(-1, intermediate_, intermediate_).contiguous();
+  } else {
+    gate = gate_proj_(x), up = up_proj_(x);
+  }
+  const bool silu = act_ == "silu" || act_ == "swish";
+  return down_proj_(silu ? silu_gated(gate, up) : apply_activation(act_, gate) * up);
 }
 
 namespace {
@@ -116,7 +152,7 @@ torch::Tensor window_bias(int64_t Tq, int64_t Tk, int64_t window, const torch::T
 }  // namespace
 
 struct RotaryDecoder::Layer : torch::nn::Module {
-  Layer(const DecoderSpec& s, int64_t window) : s(s), window(window) {
+  Layer(const DecoderSpec& s, int64_t index) : s(s), window(s.windows[static_cast<std::size_t>(index)]) {
     input_norm = norm_weight(*this, "input_layernorm", s.hidden_size);
     auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
     if (s.fused_qkv) {
@@ -132,14 +168,11 @@ struct RotaryDecoder::Layer : torch::nn::Module {
       k_norm = norm_weight(*attn, "k_norm", s.head_dim);
     }
     post_norm = norm_weight(*this, "post_attention_layernorm", s.hidden_size);
-    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
-    if (s.fused_gate_up) {
-      gate_up_proj = mlp->register_module("gate_up_proj", new_linear(s.hidden_size, 2 * s.intermediate_size, s.mlp_bias));
-    } else {
-      gate_proj = mlp->register_module("gate_proj", new_linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
-      up_proj = mlp->register_module("up_proj", new_linear(s.hidden_size, s.intermediate_size, s.mlp_bias));
-    }
-    down_proj = mlp->register_module("down_proj", new_linear(s.intermediate_size, s.hidden_size, s.mlp_bias));
+    FeedForwardChoice ff = s.feed_forward
+                               ? s.feed_forward(s, index)
+                               : FeedForwardChoice{"mlp", std::make_shared<GatedMlp>(s.hidden_size, s.intermediate_size,
+                                                                                    s.hidden_act, s.mlp_bias, s.fused_gate_up)};
+    mlp = register_module(ff.name, ff.block);
   }
 
   // `segments`: a padding-free row's example lengths (attention inside each); empty = one example per row.
@@ -186,16 +219,7 @@ struct RotaryDecoder::Layer : torch::nn::Module {
     }
     y = y.transpose(1, 2).contiguous().view({B, T, s.heads * s.head_dim});
     auto [r, m] = add_rms_norm(x, o_proj(y), norm_scale(s, post_norm), s.rms_norm_eps);
-    torch::Tensor gate, up;
-    if (s.fused_gate_up) {  // gate rows first, then up
-      const auto gu = gate_up_proj(m);
-      gate = gu.narrow(-1, 0, s.intermediate_size).contiguous();
-      up = gu.narrow(-1, s.intermediate_size, s.intermediate_size).contiguous();
-    } else {
-      gate = gate_proj(m), up = up_proj(m);
-    }
-    const bool silu = s.hidden_act == "silu" || s.hidden_act == "swish";
-    return r + down_proj(silu ? silu_gated(gate, up) : apply_activation(s.hidden_act, gate) * up);
+    return r + mlp->forward(m);
   }
 
   // Rotary over the first cos.size(-1) dims of each head (all of them but for a partial rotary), the rest as is.
@@ -209,8 +233,8 @@ struct RotaryDecoder::Layer : torch::nn::Module {
   DecoderSpec s;
   int64_t window;
   torch::Tensor input_norm, post_norm, q_norm, k_norm;
-  AdaptableLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, qkv_proj{nullptr}, o_proj{nullptr},
-      gate_proj{nullptr}, up_proj{nullptr}, gate_up_proj{nullptr}, down_proj{nullptr};
+  AdaptableLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, qkv_proj{nullptr}, o_proj{nullptr};
+  std::shared_ptr<FeedForward> mlp;
 };
 
 void RotaryDecoder::build(const DecoderSpec& spec) {
@@ -227,7 +251,7 @@ void RotaryDecoder::build(const DecoderSpec& spec) {
   release_built_parameters(*embed_tokens_);  // sharded construction: one unit's memory at a time
   auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
   for (int64_t i = 0; i < s.layers; ++i) {
-    layers_.push_back(layers->register_module(std::to_string(i), std::make_shared<Layer>(s, s.windows[static_cast<std::size_t>(i)])));
+    layers_.push_back(layers->register_module(std::to_string(i), std::make_shared<Layer>(s, i)));
     release_built_parameters(*layers_.back());
   }
   norm_weight_ = norm_weight(*model, "norm", s.hidden_size);

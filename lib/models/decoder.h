@@ -8,17 +8,48 @@
 // new llama-like family is its options, its declaration and the spec it resolves to.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "config/schema.h"
+#include "models/adaptable_linear.h"
 #include "models/model.h"
 #include "models/rotary.h"
 
 namespace hftrain {
 
 class CheckpointFunctions;
+struct DecoderSpec;
+
+// A decoder layer's feed-forward block, registered in the layer under its HF name (llama's `mlp`, Mixtral's
+// `block_sparse_moe`): the gated MLP, or a family's routed experts, chosen per layer by DecoderSpec::feed_forward.
+class FeedForward : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+
+// What DecoderSpec::feed_forward builds for one layer: the block and the name it is registered under.
+struct FeedForwardChoice {
+  std::string name;
+  std::shared_ptr<FeedForward> block;
+};
+using FeedForwardFactory = std::function<FeedForwardChoice(const DecoderSpec& spec, int64_t layer)>;
+
+// The gated MLP down(act(gate(x)) * up(x)) with `hidden_act` (silu through the fused kernel); phi3's fused
+// gate_up_proj holds the gate rows, then the up rows.
+class GatedMlp : public FeedForward {
+ public:
+  GatedMlp(int64_t hidden, int64_t intermediate, const std::string& hidden_act, bool bias, bool fused_gate_up);
+  torch::Tensor forward(const torch::Tensor& x) override;
+
+ private:
+  int64_t intermediate_;
+  std::string act_;
+  AdaptableLinear gate_proj_{nullptr}, up_proj_{nullptr}, gate_up_proj_{nullptr}, down_proj_{nullptr};
+};
 
 // The options every llama-like family has, under HF's names (defaults: LlamaConfig's; vocab_size and
 // max_position_embeddings 0 = from the data). Families derive their Options from it.
@@ -58,6 +89,7 @@ struct DecoderSpec {
   bool fused_qkv = false;            // one qkv_proj: q rows, then k, then v (phi3; q_bias for its bias)
   bool fused_gate_up = false;        // one gate_up_proj: gate rows, then up (phi3)
   bool tie_word_embeddings = false;
+  FeedForwardFactory feed_forward;   // per layer; null = GatedMlp named `mlp` everywhere
   RopeSpec rope;                     // its dim below head_dim: rotary over each head's first dims only (phi3)
 };
 
@@ -73,8 +105,13 @@ DecoderSpec resolve_decoder(DecoderOptions& o, const ModelContext& context, doub
 std::vector<int64_t> qwen_layer_windows(int64_t layers, bool use_sliding_window, std::optional<int64_t> window,
                                         int64_t max_window_layers, const std::optional<std::vector<std::string>>& layer_types);
 
-// HF's XForCausalLM over a DecoderSpec. A family derives from it, declares itself (declare_family) and calls
-// build() in its constructor.
+// The declaration a llama-like family starts from: model_type `type`, architectures `<stem>ForCausalLM` and
+// `<stem>Model`, PEFT's default LoRA targets q_proj / v_proj, rotary, strict config keys, HF's `model.` prefix
+// with rotary_emb.inv_freq skipped and lm_head.weight tied when the head is.
+ModelFamily decoder_family(const std::string& type, const std::string& stem);
+
+// HF's XForCausalLM over a DecoderSpec. A family derives from it and ends its constructor with
+// build(declaration(), options_, spec).
 class RotaryDecoder : public Model {
  public:
   ModelOutput forward(const Batch& batch) override;
@@ -84,8 +121,18 @@ class RotaryDecoder : public Model {
   bool supports_kv_cache() const override { return true; }
   bool supports_padding_free() const override { return true; }
   torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache) override;
+  static ModelDimensions facts(const DecoderOptions& o) {  // HF config.hidden_size, layers, heads
+    return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads};
+  }
 
  protected:
+  // Declares the family (config.json from `options`, a member living as long as the model, plus the derived
+  // keys of decoder_config) and builds the decoder of `spec`.
+  template <class O>
+  void build(const ModelFamily& family, const O& options, const DecoderSpec& spec) {
+    declare_family(family, options, [this, &options](nlohmann::json& j) { decoder_config(j, spec_, options); });
+    build(spec);
+  }
   void build(const DecoderSpec& spec);
   // The keys every llama-like config.json derives: the resolved num_key_value_heads and head_dim, rope_scaling
   // as transformers 4.x writes it and v5's rope_parameters.

@@ -12,19 +12,8 @@ void Gemma::Options::declare(Schema<Options>& s) {
   s.add("attention_bias", &Options::attention_bias, "Biases on q/k/v/o projections.");
 }
 
-ModelDimensions Gemma::facts(const Options& o) { return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads}; }
-
 const ModelFamily& Gemma::declaration() {
-  static const ModelFamily family = [] {
-    ModelFamily f;
-    f.type = f.model_type = "gemma";
-    f.architectures = {"GemmaForCausalLM", "GemmaModel"};
-    f.lora_target_modules = {"q_proj", "v_proj"};
-    f.rotary = true;
-    f.strict_config_keys = true;
-    f.load = {"model.", {".rotary_emb.inv_freq", "lm_head.weight"}, {}};
-    return f;
-  }();
+  static const ModelFamily family = decoder_family("gemma", "Gemma");
   return family;
 }
 
@@ -36,8 +25,7 @@ Gemma::Gemma(const Options& options, const ModelContext& context) : options_(opt
   }
   spec.q_bias = spec.k_bias = spec.v_bias = spec.o_bias = options_.attention_bias;
   spec.norm_plus_one = spec.scale_embeddings = true;
-  declare_family(declaration(), options_, [this](nlohmann::json& j) { decoder_config(j, this->spec(), options_); });
-  build(spec);
+  build(declaration(), options_, spec);
 }
 
 }  // namespace hftrain

@@ -26,7 +26,6 @@ class Gemma : public RotaryDecoder {
   };
 
   Gemma(const Options& options, const ModelContext& context);
-  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   static const ModelFamily& declaration();
 
  private:

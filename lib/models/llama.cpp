@@ -10,16 +10,10 @@ void Llama::Options::declare(Schema<Options>& s) {
   s.add("mlp_bias", &Options::mlp_bias, "Biases on gate/up/down projections.");
 }
 
-ModelDimensions Llama::facts(const Options& o) { return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads}; }
-
 const ModelFamily& Llama::declaration() {
   static const ModelFamily family = [] {
-    ModelFamily f;
-    f.type = f.model_type = "llama";
-    f.architectures = {"LlamaForCausalLM", "LlamaModel"};
-    f.lora_target_modules = {"q_proj", "v_proj"};
-    f.rotary = true;  // rope_scaling / rope_parameters read and checked by runspec/rope_scaling
-    f.load = {"model.", {".rotary_emb.inv_freq", "lm_head.weight"}, {}};
+    ModelFamily f = decoder_family("llama", "Llama");
+    f.strict_config_keys = false;  // llama keeps unknown config keys (saved back verbatim)
     return f;
   }();
   return family;
@@ -29,8 +23,7 @@ Llama::Llama(const Options& options, const ModelContext& context) : options_(opt
   DecoderSpec spec = resolve_decoder(options_, context);
   spec.q_bias = spec.k_bias = spec.v_bias = spec.o_bias = options_.attention_bias;
   spec.mlp_bias = options_.mlp_bias;
-  declare_family(declaration(), options_, [this](nlohmann::json& j) { decoder_config(j, this->spec(), options_); });
-  build(spec);
+  build(declaration(), options_, spec);
 }
 
 }  // namespace hftrain

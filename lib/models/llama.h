@@ -16,7 +16,6 @@ class Llama : public RotaryDecoder {
   };
 
   Llama(const Options& options, const ModelContext& context);
-  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   static const ModelFamily& declaration();
 
  private:

@@ -14,21 +14,14 @@ void Phi3::Options::declare(Schema<Options>& s) {
   s.add("sliding_window", &Options::sliding_window, "Keys each query sees, itself included; null = full attention.");
 }
 
-ModelDimensions Phi3::facts(const Options& o) { return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads}; }
-
 const ModelFamily& Phi3::declaration() {
   static const ModelFamily family = [] {
-    ModelFamily f;
-    f.type = f.model_type = "phi3";
-    f.architectures = {"Phi3ForCausalLM", "Phi3Model"};
+    ModelFamily f = decoder_family("phi3", "Phi3");
     f.lora_target_modules = {};  // PEFT has no default for phi3: target_modules must be named
-    f.rotary = true;
-    f.strict_config_keys = true;
     // dropouts hftrain does not build (0 in every published config); LongRoPE's original length (read into
     // rope_scaling by runspec/rope_scaling); the remote-code class map
     f.neutral_config_keys = {{"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"original_max_position_embeddings", nullptr},
                              {"auto_map", nullptr}};
-    f.load = {"model.", {".rotary_emb.inv_freq", "lm_head.weight"}, {}};
     return f;
   }();
   return family;
@@ -41,8 +34,7 @@ Phi3::Phi3(const Options& options, const ModelContext& context) : options_(optio
     throw ConfigError("model.sliding_window: " + std::to_string(*o.sliding_window) + " (a positive window, or null)");
   spec.windows.assign(spec.windows.size(), o.sliding_window.value_or(0));
   spec.fused_qkv = spec.fused_gate_up = true;
-  declare_family(declaration(), options_, [this](nlohmann::json& j) { decoder_config(j, this->spec(), options_); });
-  build(spec);
+  build(declaration(), options_, spec);
 }
 
 }  // namespace hftrain

@@ -22,7 +22,6 @@ class Phi3 : public RotaryDecoder {
   };
 
   Phi3(const Options& options, const ModelContext& context);
-  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   static const ModelFamily& declaration();
 
  private:

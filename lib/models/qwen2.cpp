@@ -8,19 +8,8 @@ void Qwen2::Options::declare(Schema<Options>& s) {
   declare_qwen_window_options(s);
 }
 
-ModelDimensions Qwen2::facts(const Options& o) { return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads}; }
-
 const ModelFamily& Qwen2::declaration() {
-  static const ModelFamily family = [] {
-    ModelFamily f;
-    f.type = f.model_type = "qwen2";
-    f.architectures = {"Qwen2ForCausalLM", "Qwen2Model"};
-    f.lora_target_modules = {"q_proj", "v_proj"};
-    f.rotary = true;
-    f.strict_config_keys = true;
-    f.load = {"model.", {".rotary_emb.inv_freq", "lm_head.weight"}, {}};
-    return f;
-  }();
+  static const ModelFamily family = decoder_family("qwen2", "Qwen2");
   return family;
 }
 
@@ -30,8 +19,7 @@ Qwen2::Qwen2(const Options& options, const ModelContext& context) : options_(opt
   const auto& o = options_;
   spec.windows = qwen_layer_windows(o.num_hidden_layers, o.use_sliding_window, o.sliding_window, o.max_window_layers,
                                     o.layer_types);
-  declare_family(declaration(), options_, [this](nlohmann::json& j) { decoder_config(j, this->spec(), options_); });
-  build(spec);
+  build(declaration(), options_, spec);
 }
 
 }  // namespace hftrain

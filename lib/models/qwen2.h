@@ -19,7 +19,6 @@ class Qwen2 : public RotaryDecoder {
   };
 
   Qwen2(const Options& options, const ModelContext& context);
-  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   static const ModelFamily& declaration();
 
  private:

@@ -9,19 +9,8 @@ void Qwen3::Options::declare(Schema<Options>& s) {
   declare_qwen_window_options(s);
 }
 
-ModelDimensions Qwen3::facts(const Options& o) { return {o.hidden_size, o.num_hidden_layers, o.num_attention_heads}; }
-
 const ModelFamily& Qwen3::declaration() {
-  static const ModelFamily family = [] {
-    ModelFamily f;
-    f.type = f.model_type = "qwen3";
-    f.architectures = {"Qwen3ForCausalLM", "Qwen3Model"};
-    f.lora_target_modules = {"q_proj", "v_proj"};
-    f.rotary = true;
-    f.strict_config_keys = true;
-    f.load = {"model.", {".rotary_emb.inv_freq", "lm_head.weight"}, {}};
-    return f;
-  }();
+  static const ModelFamily family = decoder_family("qwen3", "Qwen3");
   return family;
 }
 
@@ -32,8 +21,7 @@ Qwen3::Qwen3(const Options& options, const ModelContext& context) : options_(opt
   const auto& o = options_;
   spec.windows = qwen_layer_windows(o.num_hidden_layers, o.use_sliding_window, o.sliding_window, o.max_window_layers,
                                     o.layer_types);
-  declare_family(declaration(), options_, [this](nlohmann::json& j) { decoder_config(j, this->spec(), options_); });
-  build(spec);
+  build(declaration(), options_, spec);
 }
 
 }  // namespace hftrain

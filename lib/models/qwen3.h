@@ -23,7 +23,6 @@ class Qwen3 : public RotaryDecoder {
   };
 
   Qwen3(const Options& options, const ModelContext& context);
-  static ModelDimensions facts(const Options& options);  // HF config.hidden_size, layers, heads
   static const ModelFamily& declaration();
 
  private:

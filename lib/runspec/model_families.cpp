@@ -109,17 +109,30 @@ std::string model_type_from_config(const nlohmann::json& config, const std::stri
   return type;
 }
 
+namespace {
+
+// Values that leave a feature off: null, false, 0.
+bool switched_off(const nlohmann::json& value) {
+  return value.is_null() || (value.is_boolean() && !value.get<bool>()) || (value.is_number() && value.get<double>() == 0.0);
+}
+
+}  // namespace
+
 void check_config_keys(const ModelFamily& family, const nlohmann::json& config, const std::string& config_path,
-                       const std::vector<std::string>& options) {
-  if (!family.strict_config_keys || !config.is_object()) return;
+                       const std::vector<std::string>& options,
+                       const std::map<std::string, std::string>& other_families_options) {
+  if (!config.is_object()) return;
   for (const auto& [key, value] : config.items()) {
     if (lists(options, key) || lists(generic_config_keys(), key)) continue;
     if (family.rotary && (key == "rope_parameters" || key == "rope_theta" || key == "rope_scaling")) continue;
-    if (family.option_config_keys.size() > 0) {
-      bool renamed = false;
-      for (const auto& [option, spelling] : family.option_config_keys) renamed = renamed || spelling == key;
-      if (renamed) continue;
-    }
+    bool renamed = false;
+    for (const auto& [option, spelling] : family.option_config_keys) renamed = renamed || spelling == key;
+    if (renamed) continue;
+    if (auto other = other_families_options.find(key); other != other_families_options.end() && !switched_off(value) &&
+                                                        !family.neutral_config_keys.count(key))
+      throw ConfigError(config_path + ": \"" + key + "\": " + value.dump() + " is a setting of hftrain's " + other->second +
+                        ", which its " + family.model_type + " does not build (remove it, or use a family that has it)");
+    if (!family.strict_config_keys) continue;
     auto neutral = family.neutral_config_keys.find(key);
     if (neutral != family.neutral_config_keys.end()) {
       if (neutral->second.is_null() || value == neutral->second || value.is_null()) continue;

@@ -80,8 +80,12 @@ std::string hftrain_type_of(const nlohmann::json& config);
 std::string config_key_of_option(const nlohmann::json& config, const std::string& option);
 // For a strict family (ModelFamily::strict_config_keys): throws ConfigError naming the first key of
 // `config` that is none of `options` (the type's option names), a generic PretrainedConfig key or a
-// neutral key at its accepted value. Other families: nothing.
+// neutral key at its accepted value. Every family: throws for a key that another family builds
+// (`other_families_options`: option name -> the type that has it) but this one does not, set to something
+// other than null, false or 0 (a soft-cap, a sliding window, a MoE key on llama); keys no family builds are
+// kept for the saved config.json (save_pretrained's round trip).
 void check_config_keys(const ModelFamily& family, const nlohmann::json& config, const std::string& config_path,
-                       const std::vector<std::string>& options);
+                       const std::vector<std::string>& options,
+                       const std::map<std::string, std::string>& other_families_options = {});
 
 }  // namespace hftrain

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "config/duplicate_keys.h"
@@ -22,6 +23,24 @@
 
 namespace hftrain {
 namespace {
+
+// What only the strict families build (ModelFamily::strict_config_keys: sliding windows, soft-caps, MoE
+// keys...), option name -> a type that has it, less the options of every other family (the shared shape keys
+// such as hidden_size): config.json keys that change the architecture, refused where a family lacks them.
+std::map<std::string, std::string> architecture_options(const ComponentCatalog& catalog, const std::string& type) {
+  std::map<std::string, std::string> strict;
+  std::set<std::string> shared;
+  for (const std::string& name : catalog.models.names()) {
+    const ModelFamily* f = family_of_type(name);
+    if (!f) continue;
+    for (const auto& option : catalog.models.options(name)) {
+      if (f->strict_config_keys && name != type) strict.emplace(option.name, name);
+      if (!f->strict_config_keys || name == type) shared.insert(option.name);
+    }
+  }
+  for (const auto& name : shared) strict.erase(name);
+  return strict;
+}
 
 const std::vector<std::string> kTopLevelKeys = {"model",    "data",        "optimizer", "scheduler", "metrics",
                                                 "callbacks", "training", "distributed", "zero",      "precision", "generation", "peft",
@@ -178,7 +197,7 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
   }
   std::vector<std::string> option_names;  // a strict family refuses the keys it does not build
   for (const auto& option : catalog.models.options(type)) option_names.push_back(option.name);
-  check_config_keys(*family_of_type(type), config, config_path, option_names);
+  check_config_keys(*family_of_type(type), config, config_path, option_names, architecture_options(catalog, type));
   YAML::Node merged(YAML::NodeType::Map);
   for (const auto& option : catalog.models.options(type)) {
     if (const std::string key = config_key_of_option(config, option.name); !key.empty()) {

@@ -325,6 +325,27 @@ TEST_CASE("model.from_pretrained takes the type and options from config.json", "
     write_file(dir + "/m/config.json", config.dump());
     CHECK_THROWS_WITH(spec_with("{from_pretrained: " + dir + "/m}"), Catch::Contains("'xlnet'"));
   }
+  SECTION("llama keeps keys no family builds, refuses what only other families build, switched off or not") {
+    const auto original = nlohmann::json::parse(read_text_file(dir + "/m/config.json"));
+    auto config = original;
+    config["my_own_key"] = {{"nested", 1}};  // no family's: kept for the saved config.json
+    config["sliding_window"] = nullptr;       // other families' keys left off: nothing to build
+    config["use_sliding_window"] = false;
+    write_file(dir + "/m/config.json", config.dump());
+    CHECK(spec_with("{from_pretrained: " + dir + "/m}").model.type == "llama");
+    // a window, sliding switched on, gemma's activation key, phi3's partial rotary: other families' settings
+    for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+             {"sliding_window", 4096}, {"use_sliding_window", true}, {"hidden_activation", "gelu_pytorch_tanh"},
+             {"partial_rotary_factor", 0.5}}) {
+      INFO(key);
+      auto edited = original;
+      edited[key] = value;
+      write_file(dir + "/m/config.json", edited.dump());
+      CHECK_THROWS_WITH(spec_with("{from_pretrained: " + dir + "/m}"),
+                        Catch::Contains("\"" + key + "\"") && Catch::Contains("m/config.json") && Catch::Contains("llama"));
+    }
+    write_file(dir + "/m/config.json", original.dump());
+  }
   SECTION("bert num_labels comes from id2label") {
     auto bert = make_model("bert", kBert, 1);
     save_model_dir(dir + "/b", *bert);
