@@ -1,5 +1,6 @@
 // Unicode edges of tokenizer.json files against HF tokenizers: the GPT-2 (ByteLevel regex), Llama-3 (Split
-// regex + ByteLevel) and BERT (BertNormalizer + BertPreTokenizer + WordPiece) files of
+// regex + ByteLevel), Qwen2 (NFC, Qwen's Split regex + ByteLevel), Gemma (spaces as U+2581, no pre-tokenizer,
+// BPE with byte fallback) and BERT (BertNormalizer + BertPreTokenizer + WordPiece) files of
 // tests/data/hf_tokenizers_unicode give the ids HF gives (expected_ids.json, written by
 // tests/reference/hf_tokenizers/expected_ids.js) for a corpus of the code points where PCRE2, utf8proc and HF's
 // tables disagree; the hidden "[unicode_sweep]" case compares every code point of planes 0-3 (driven by
@@ -26,8 +27,9 @@ namespace {
 fs::path data_dir() { return hftrain_test::tokenizer_fixture_dir("hf_tokenizers_unicode"); }
 }  // namespace
 
-TEST_CASE("GPT-2, Llama-3 and BERT tokenizer.json files give HF tokenizers' ids on Unicode edge cases", "[unit][tokenizers]") {
-  hftrain_test::check_expected_ids(data_dir(), 3);
+TEST_CASE("GPT-2, Llama-3, Qwen2, Gemma and BERT tokenizer.json files give HF tokenizers' ids on Unicode edge cases",
+          "[unit][tokenizers]") {
+  hftrain_test::check_expected_ids(data_dir(), 5);
 }
 
 TEST_CASE("Oniguruma's space and letter and number classes replace PCRE2's", "[unit][tokenizers]") {
