@@ -71,6 +71,29 @@ std::unique_ptr<PendingOp> LocalComm::broadcast_async(torch::Tensor, int, const 
   return std::make_unique<DonePending>();
 }
 
+std::unique_ptr<PendingOp> LocalComm::all_to_all_async(torch::Tensor input, torch::Tensor output, const std::string& what) {
+  if (output.numel() != input.numel()) throw RuntimeFailure("all_to_all (" + what + "): output size mismatch");
+  torch::NoGradGuard no_grad;
+  if (!output.is_same(input)) output.copy_(input.reshape_as(output));
+  return std::make_unique<DonePending>();
+}
+
+std::unique_ptr<Comm> LocalComm::subgroup(const std::vector<int>& ranks, const std::string& name) {
+  rank_in_group(ranks, 0, 1, name);
+  return std::make_unique<LocalComm>();
+}
+
+int rank_in_group(const std::vector<int>& ranks, int rank, int world_size, const std::string& name) {
+  int index = -1;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= world_size || (i > 0 && ranks[i] <= ranks[i - 1]))
+      throw RuntimeFailure("group " + name + ": ranks must be ascending world ranks below " + std::to_string(world_size));
+    if (ranks[i] == rank) index = static_cast<int>(i);
+  }
+  if (index < 0) throw RuntimeFailure("group " + name + ": rank " + std::to_string(rank) + " is not a member");
+  return index;
+}
+
 Comm& world() { return *world_slot(); }
 
 void set_world(std::unique_ptr<Comm> comm) { world_slot() = std::move(comm); }

@@ -1,5 +1,5 @@
-// Comm: the collectives the engine needs (all-reduce, reduce-scatter, all-gather, broadcast, barrier)
-// behind one interface, with a single-process implementation (world size 1: everything is a no-op
+// Comm: the collectives the engine needs (all-reduce, reduce-scatter, all-gather, broadcast, all-to-all,
+// barrier) and groups of ranks (subgroup: the sequence- and expert-parallel groups) behind one interface, with a single-process implementation (world size 1: everything is a no-op
 // or a copy) and a Gloo one (c10d ProcessGroupGloo over a TCPStore rendezvous). Gloo in LibTorch 1.13
 // has neither reduce_scatter nor _allgather_base, so:
 //   reduce_scatter = all-to-all-v (each rank sends every other rank its segment) + a local sum in rank
@@ -60,7 +60,15 @@ class Comm {
                                                       const std::string& what) = 0;
   // Copies `t` on rank `root` into `t` on every rank.
   virtual std::unique_ptr<PendingOp> broadcast_async(torch::Tensor t, int root, const std::string& what) = 0;
+  // `input` holds world_size equal segments; `output` (as many elements) receives, in rank order, segment `rank`
+  // of every rank's input (the exchange of sequence parallelism and expert parallelism). A rank sends the
+  // (N-1)/N of its input that other ranks receive.
+  virtual std::unique_ptr<PendingOp> all_to_all_async(torch::Tensor input, torch::Tensor output, const std::string& what) = 0;
   virtual void barrier(const std::string& what) = 0;
+  // The communicator of the group of world ranks `ranks` (ascending, this rank among them; its rank in the group
+  // is its index there), for collectives among the members only. Every member calls it with the same ranks and
+  // `name` (unique per group in the job); other ranks do not. Throws RuntimeFailure naming the group otherwise.
+  virtual std::unique_ptr<Comm> subgroup(const std::vector<int>& ranks, const std::string& name) = 0;
 
   // Blocking forms.
   void all_reduce(torch::Tensor t, ReduceOp op, const std::string& what) { all_reduce_async(t, op, what)->wait(); }
@@ -71,6 +79,9 @@ class Comm {
     all_gather_async(input, output, what)->wait();
   }
   void broadcast(torch::Tensor t, int root, const std::string& what) { broadcast_async(t, root, what)->wait(); }
+  void all_to_all(torch::Tensor input, torch::Tensor output, const std::string& what) {
+    all_to_all_async(input, output, what)->wait();
+  }
   // Reduces one number (as float64) over all ranks.
   double all_reduce_scalar(double value, ReduceOp op, const std::string& what);
   // Every rank's `values` (same length everywhere), rank-major.
@@ -94,8 +105,13 @@ class LocalComm : public Comm {
                                                   const std::string& what) override;
   std::unique_ptr<PendingOp> all_gather_async(torch::Tensor input, torch::Tensor output, const std::string& what) override;
   std::unique_ptr<PendingOp> broadcast_async(torch::Tensor t, int root, const std::string& what) override;
+  std::unique_ptr<PendingOp> all_to_all_async(torch::Tensor input, torch::Tensor output, const std::string& what) override;
   void barrier(const std::string&) override {}
+  std::unique_ptr<Comm> subgroup(const std::vector<int>& ranks, const std::string& name) override;
 };
+
+// Throws RuntimeFailure unless `ranks` is ascending, within [0, world_size) and holds `rank`; returns its index.
+int rank_in_group(const std::vector<int>& ranks, int rank, int world_size, const std::string& name);
 
 // Rendezvous at env.master_addr:master_port (rank 0 hosts the store, distributed/rendezvous.h) and a
 // Gloo process group. `timeout` bounds the rendezvous and every collective; the job token comes from

@@ -49,25 +49,34 @@ class GlooComm : public Comm {
  public:
   GlooComm(const DistEnv& env, const RendezvousOptions& rendezvous_options)
       : rank_(env.rank), size_(env.world_size), timeout_(rendezvous_options.store_timeout) {
-    const std::chrono::milliseconds timeout = timeout_;
     const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
     Rendezvous r = rendezvous(env, rendezvous_options);
     server_ = r.server;
     store_ = r.store;
-    auto pg_opts = c10d::ProcessGroupGloo::Options::create(timeout);
     try {
       const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
       if (ifname && *ifname)
-        pg_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+        devices_.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
       else if (is_loopback(env.master_addr))
-        pg_opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        devices_.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
       else
-        pg_opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("hftrain/world", store_),
-                                                         env.rank, env.world_size, pg_opts);
+        devices_.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      pg_ = make_group("hftrain/world");
     } catch (const std::exception& e) {
       throw RuntimeFailure("rendezvous: rank " + std::to_string(env.rank) + " could not connect to the other " +
                            std::to_string(env.world_size - 1) + " worker(s) through " + where + ": " + short_error(e));
+    }
+  }
+
+  // A group of `parent`'s ranks over the same store (its keys under the group's name) and devices.
+  GlooComm(const GlooComm& parent, int rank, int size, const std::string& name)
+      : rank_(rank), size_(size), timeout_(parent.timeout_), server_(parent.server_), store_(parent.store_),
+        devices_(parent.devices_) {
+    try {
+      pg_ = make_group("hftrain/group/" + name);
+    } catch (const std::exception& e) {
+      throw RuntimeFailure("group " + name + ": rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                           " could not connect to the other members: " + short_error(e));
     }
   }
 
@@ -158,6 +167,31 @@ class GlooComm : public Comm {
     return launch([&] { return pg_->broadcast(tensors, o); }, "broadcast", what, t.nbytes(), nullptr);
   }
 
+  std::unique_ptr<PendingOp> all_to_all_async(torch::Tensor input, torch::Tensor output, const std::string& what) override {
+    if (on_device(input) || on_device(output)) {
+      auto host_out = host_like(output);
+      return std::make_unique<StagedOp>(all_to_all_async(host_copy(input), host_out, what),
+                                        [output, host_out]() mutable { output.copy_(host_out); });
+    }
+    require_cpu_contiguous(input, "all_to_all", what);
+    require_cpu_contiguous(output, "all_to_all", what);
+    if (output.numel() != input.numel() || input.numel() % size_ != 0)
+      throw RuntimeFailure("all_to_all (" + what + "): " + std::to_string(input.numel()) + " elements in, " +
+                           std::to_string(output.numel()) + " out, for " + std::to_string(size_) + " equal segments");
+    count("all_to_all", input.nbytes() * static_cast<uint64_t>(size_ - 1) / static_cast<uint64_t>(size_));
+    c10d::AllToAllOptions o;
+    o.timeout = timeout_;
+    auto out_bits = as_gloo_bits(output.view({-1})), in_bits = as_gloo_bits(input.view({-1}));
+    std::vector<int64_t> equal;  // empty split sizes: equal segments
+    return launch([&] { return pg_->alltoall_base(out_bits, in_bits, equal, equal, o); }, "all_to_all", what,
+                  input.nbytes(), nullptr);
+  }
+
+  std::unique_ptr<Comm> subgroup(const std::vector<int>& ranks, const std::string& name) override {
+    const int index = rank_in_group(ranks, rank_, size_, name);
+    return std::make_unique<GlooComm>(*this, index, static_cast<int>(ranks.size()), name);
+  }
+
   void barrier(const std::string& what) override {
     // A tiny all-reduce: unlike Gloo's barrier it honours the timeout and names the operation.
     auto t = torch::zeros({1}, torch::kFloat32);
@@ -189,6 +223,13 @@ class GlooComm : public Comm {
     return launch([&] { return pg_->allgather(outputs, inputs, o); }, "all_reduce", what, gathered.nbytes(), finish);
   }
 
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> make_group(const std::string& prefix) const {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
+    options->devices = devices_;
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, store_), rank_, size_,
+                                                       options);
+  }
+
   template <class F>
   std::unique_ptr<PendingOp> launch(F&& start, const std::string& op, const std::string& what, uint64_t bytes,
                                     std::function<void()> finish) {
@@ -207,6 +248,7 @@ class GlooComm : public Comm {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<StoreServer> server_;  // rank 0: outlives the store client and the process group
   c10::intrusive_ptr<c10d::Store> store_;
+  std::vector<std::shared_ptr<::gloo::transport::Device>> devices_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
 };
 

@@ -112,6 +112,34 @@ class NativeCollectivesComm : public Comm {
     return launch([&] { return group_->broadcast(tensors, o); }, "broadcast", what, t.nbytes(), nullptr);
   }
 
+  std::unique_ptr<PendingOp> all_to_all_async(torch::Tensor input, torch::Tensor output, const std::string& what) override {
+    if (!here(input) || !here(output)) {
+      auto staged_out = torch::empty(output.sizes(), output.options().device(device_));
+      return std::make_unique<StagedOp>(all_to_all_async(staged_copy(input), staged_out, what),
+                                        [output, staged_out]() mutable { output.copy_(staged_out); });
+    }
+    require_contiguous(input, "all_to_all", what);
+    require_contiguous(output, "all_to_all", what);
+    if (output.numel() != input.numel() || input.numel() % size_ != 0)
+      throw RuntimeFailure("all_to_all (" + what + "): " + std::to_string(input.numel()) + " elements in, " +
+                           std::to_string(output.numel()) + " out, for " + std::to_string(size_) + " equal segments");
+    count("all_to_all", input.nbytes() * static_cast<uint64_t>(size_ - 1) / static_cast<uint64_t>(size_));
+    c10d::AllToAllOptions o;
+    o.timeout = timeout_;
+    auto in = input.view({-1}), out = output.view({-1});
+    std::vector<int64_t> equal;  // empty split sizes: equal segments
+    return launch([&] { return group_->alltoall_base(out, in, equal, equal, o); }, "all_to_all", what, input.nbytes(),
+                  nullptr);
+  }
+
+  // Groups of ranks need a process group of their own over the rendezvous store, which this communicator does
+  // not hold: refused by name (the gloo backend has them).
+  std::unique_ptr<Comm> subgroup(const std::vector<int>& ranks, const std::string& name) override {
+    rank_in_group(ranks, rank_, size_, name);
+    throw RuntimeFailure("group " + name + ": groups of ranks (sequence / expert parallelism) are built on the gloo "
+                         "backend only so far; this job runs " + backend_);
+  }
+
   // A tiny all-reduce: it honours the timeout and names the operation. Its result is read on the host, since
   // waiting on a GPU work item may only order the caller's stream after it, and a barrier must hold the host.
   void barrier(const std::string& what) override {

@@ -92,6 +92,30 @@ TEST_CASE("dist worker: collectives", "[.dist_worker]") {
   CHECK(ints[2] == std::vector<int64_t>{2, 20});
   // Ring all-reduce: 2 (N-1)/N of the buffer: two 8-byte and one 4-byte all-reduce, one 8-byte scalar.
   CHECK(comm->stats().bytes_sent.at("all_reduce") == 2 * 8 * 2 / 3 + 2 * 4 * 2 / 3 + 2 * 8 * 2 / 3);
+
+  // All-to-all of equal segments (bf16 travels as its bits): rank r sends 10 r + j to rank j.
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto in = (torch::arange(3, torch::kFloat32) + 10.0f * rank).repeat_interleave(2).to(dtype);
+    auto received = torch::empty({6}, dtype);
+    comm->all_to_all(in, received, "test all-to-all");
+    CHECK(torch::equal(received.to(torch::kFloat32), torch::tensor({0.f, 0.f, 10.f, 10.f, 20.f, 20.f}) + static_cast<float>(rank)));
+  }
+  CHECK(comm->stats().bytes_sent.at("all_to_all") == 24 * 2 / 3 + 12 * 2 / 3);
+
+  // Groups: {0, 2} and {1}; each group's collectives stay inside it, and groups of the same ranks may repeat.
+  const std::vector<int> members = rank == 1 ? std::vector<int>{1} : std::vector<int>{0, 2};
+  auto group = comm->subgroup(members, rank == 1 ? "solo" : "pair");
+  CHECK(group->world_size() == static_cast<int>(members.size()));
+  CHECK(group->rank() == (rank == 2 ? 1 : 0));
+  auto g = torch::tensor({rank + 1.0f});
+  group->all_reduce(g, ReduceOp::kSum, "group sum");
+  CHECK(g.item<float>() == (rank == 1 ? 2.0f : 4.0f));
+  if (rank != 1) {
+    auto exchanged = torch::empty({2});
+    group->all_to_all(torch::tensor({rank * 10.0f, rank * 10.0f + 1}), exchanged, "group all-to-all");
+    CHECK(torch::equal(exchanged, rank == 0 ? torch::tensor({0.f, 20.f}) : torch::tensor({1.f, 21.f})));
+  }
+  if (rank == 2) CHECK_THROWS_WITH(comm->subgroup({0, 1}, "others"), Catch::Contains("group others: rank 2 is not a member"));
   comm->barrier("end of test");
 }
 

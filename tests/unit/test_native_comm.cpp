@@ -92,6 +92,14 @@ class FakeGroup : public c10::intrusive_ptr_target {
     out.copy_(torch::cat(world_.exchange(rank_, in)));
     return done();
   }
+  std::shared_ptr<FakeWork> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
+                                          std::vector<int64_t>& in_splits, const c10d::AllToAllOptions&) {
+    if (!out_splits.empty() || !in_splits.empty()) throw std::logic_error("alltoall_base: only equal segments are used");
+    auto all = world_.exchange(rank_, in);
+    const int64_t n = in.numel() / world_.size();
+    for (int r = 0; r < world_.size(); ++r) out.narrow(0, r * n, n).copy_(all[static_cast<std::size_t>(r)].narrow(0, rank_ * n, n));
+    return done();
+  }
   std::shared_ptr<FakeWork> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& o) {
     tensors[0].copy_(world_.exchange(rank_, tensors[0])[static_cast<std::size_t>(o.rootRank)]);
     return done();
@@ -134,7 +142,8 @@ void on_ranks(int size, Body body) {
 
 }  // namespace
 
-TEST_CASE("native collectives: uneven reduce-scatter segments are padded, and every result is the hand-computed one",
+TEST_CASE("native collectives: uneven reduce-scatter segments are padded, all-to-all exchanges segments, and every result is "
+          "the hand-computed one",
           "[unit][dist]") {
   std::mutex check_mu;  // Catch's assertions are not thread-safe
   auto check = [&](bool ok, const std::string& what) {
@@ -175,6 +184,14 @@ TEST_CASE("native collectives: uneven reduce-scatter segments are padded, and ev
     check(torch::equal(value, torch::full({4}, 2.0f)), "broadcast");
     const auto ints = comm.all_gather_ints({rank, 10 * rank}, "ints");
     check(ints.size() == 3 && ints[2] == std::vector<int64_t>{2, 20}, "all_gather_ints");
+
+    // All-to-all: rank r sends 10 r + j to rank j (2 elements each), so rank j receives 10 r + j from every r.
+    auto a2a_in = torch::arange(0, 6, torch::kFloat32).div(2, "floor") + 10.0f * rank;
+    auto a2a_out = torch::empty({6}, torch::kFloat32);
+    comm.all_to_all(a2a_in, a2a_out, "heads for sequence");
+    auto a2a_expected = torch::tensor({0.f, 0.f, 10.f, 10.f, 20.f, 20.f}) + static_cast<float>(rank);
+    check(torch::equal(a2a_out, a2a_expected), "all_to_all on rank " + std::to_string(rank));
+    check(comm.stats().bytes_sent.at("all_to_all") == 2 * 2 * 4, "all_to_all bytes");  // (N-1)/N of 24 bytes
     comm.barrier("end");
   });
 }
