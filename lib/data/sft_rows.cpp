@@ -63,18 +63,47 @@ std::string with_eos(const std::string& text, const std::string& eos) {
 // The ids of a rendered template (apply_chat_template(tokenize=True): no special tokens added).
 std::vector<int64_t> chat_ids(const SftSettings& s, const std::string& text) { return s.tokenizer->encode(text); }
 
-void apply_assistant_mask(const SftSettings& s, const jinja::RenderResult& r, const std::vector<int64_t>& ids,
-                          std::vector<int64_t>& labels) {
-  if (!s.chat->has_generation_markers())
-    throw ConfigError("data.assistant_only_loss: the chat template " + s.chat->name() +
-                      " has no {% generation %} markers, so the assistant's tokens cannot be told apart (TRL "
-                      "refuses it too); use a template that marks them, or set assistant_only_loss: false");
+// A template without {% generation %} markers: each assistant message's bytes are what rendering
+// messages[:i + 1] adds to messages[:i] rendered with the generation prompt. Both renders must be the start of
+// the whole conversation's text `full` (the prefix property); a template that changes earlier turns once later
+// ones exist (a system prompt before the last user turn, reasoning kept on the last turn only, an eos after
+// the last message) fails it, and the row is refused naming the template and the message.
+std::vector<jinja::GenerationSpan> prefix_spans(const SftSettings& s, const Json& messages, const Json& tools,
+                                                const std::string& full) {
+  std::vector<jinja::GenerationSpan> spans;
+  Json before = Json::array();
+  for (std::size_t i = 0; i < messages.size(); before.push_back(messages[i]), ++i) {
+    if (messages[i]["role"] != "assistant") continue;
+    Json through = before;
+    through.push_back(messages[i]);
+    const std::string prompt = s.chat->render(before, true, tools).text;
+    const std::string turn = s.chat->render(through, false, tools).text;
+    const char* broken = !starts_with(full, prompt) ? "messages[:i] with the generation prompt"
+                         : !starts_with(full, turn) || turn.size() < prompt.size() ? "messages[:i + 1]"
+                                                                                     : nullptr;
+    if (broken)
+      throw ConfigError("data.assistant_only_loss: the chat template " + s.chat->name() +
+                        " has no {% generation %} markers, and rendering prefixes does not find the assistant's "
+                        "tokens: for message " + std::to_string(i) + " (assistant), " + broken +
+                        " does not render as the start of the whole conversation (the template changes earlier "
+                        "turns when later ones follow); mark the assistant's turns with {% generation %} or set "
+                        "assistant_only_loss: false");
+    spans.push_back({prompt.size(), turn.size()});
+  }
+  return spans;
+}
+
+// transformers' return_assistant_tokens_mask over the generation spans, else the prefix renders' spans.
+void apply_assistant_mask(const SftSettings& s, const jinja::RenderResult& r, const Json& messages, const Json& tools,
+                          const std::vector<int64_t>& ids, std::vector<int64_t>& labels) {
   auto offsets = token_byte_offsets(*s.tokenizer, r.text, ids);
   if (!offsets)
     throw ConfigError("data.assistant_only_loss: the tokenizer's tokens, decoded one by one, do not spell the rendered "
                       "text, so their offsets are not known; assistant-only masks need a tokenizer whose tokens map to "
                       "bytes (bytes, byte-level BPE)");
-  const std::vector<int64_t> mask = assistant_token_mask(*offsets, r.generation_spans);
+  const std::vector<jinja::GenerationSpan> spans =
+      s.chat->has_generation_markers() ? r.generation_spans : prefix_spans(s, messages, tools, r.text);
+  const std::vector<int64_t> mask = assistant_token_mask(*offsets, spans);
   if (std::find(mask.begin(), mask.end(), 1) == mask.end())
     throw ConfigError("data.assistant_only_loss: an example has no assistant tokens (chat template " + s.chat->name() +
                       "); TRL refuses such examples too");
@@ -115,12 +144,13 @@ Example prompt_completion(const Row& row, const SftSettings& s) {
 
 Example conversational(const Row& row, const SftSettings& s) {
   const Json messages = message_list(row, "messages");
-  const jinja::RenderResult r = s.chat->render(messages, false, tools_of(row));
+  const Json tools = tools_of(row);
+  const jinja::RenderResult r = s.chat->render(messages, false, tools);
   std::vector<int64_t> ids = chat_ids(s, r.text);
   std::vector<int64_t> labels = ids;
   int64_t prompt_tokens = -1;
   if (s.assistant_only_loss) {
-    apply_assistant_mask(s, r, ids, labels);
+    apply_assistant_mask(s, r, messages, tools, ids, labels);
     prompt_tokens = std::find_if(labels.begin(), labels.end(), [](int64_t l) { return l != -100; }) - labels.begin();
   }
   return finish(std::move(ids), std::move(labels), prompt_tokens, s);
@@ -138,7 +168,7 @@ Example conversational_prompt_completion(const Row& row, const SftSettings& s) {
   std::vector<int64_t> labels = ids;
   const std::size_t cut = std::min(prompt_ids.size(), ids.size());
   if (s.completion_only_loss) std::fill(labels.begin(), labels.begin() + static_cast<std::ptrdiff_t>(cut), -100);
-  if (s.assistant_only_loss) apply_assistant_mask(s, r, ids, labels);
+  if (s.assistant_only_loss) apply_assistant_mask(s, r, all, tools, ids, labels);
   return finish(std::move(ids), std::move(labels), static_cast<int64_t>(cut), s);
 }
 

@@ -2,8 +2,9 @@
 // (language modeling through dataset_text_field, prompt-completion, conversational `messages`,
 // conversational prompt-completion), chat templates applied, EOS appended to non-conversational text and
 // completions that do not end with it, and the label masks: completion_only_loss (the prompt's tokens -100)
-// and assistant_only_loss (only the tokens of the template's {% generation %} spans scored, mapped from
-// bytes to tokens through each token's offsets). Truncation to max_length keeps the start. Free of LibTorch.
+// and assistant_only_loss (only the assistant's tokens scored: the template's {% generation %} spans, else the
+// turns found by rendering prefixes, mapped from bytes to tokens through each token's offsets). Truncation
+// to max_length keeps the start. Free of LibTorch.
 #pragma once
 
 #include <cstddef>
@@ -50,8 +51,9 @@ struct SftRowError {
 
 // One row as an example: input_ids, labels (-100 where masked), prompt_length (the prompt's tokens for the
 // prompt-completion formats). Throws SftRowError for a row without the format's columns or with a malformed
-// message list, and ConfigError for a template's error or an assistant_only_loss example without assistant
-// tokens (TRL's refusal).
+// message list, and ConfigError for a template's error, an assistant_only_loss example without assistant
+// tokens (TRL's refusal) or, for a template without generation markers, one whose prefix renders are not the
+// start of the whole conversation's text (the message named).
 Example make_sft_example(const Row& row, SftFormat format, const SftSettings& settings);
 
 // The byte span [begin, end) of each of `ids` in `text`, from each token decoded alone (the tokens of a

@@ -5,7 +5,6 @@
 
 #include "data/best_fit_packing.h"
 #include "data/file_sources.h"
-#include "jinja/error.h"
 #include "log/logger.h"
 #include "util/error.h"
 
@@ -24,7 +23,8 @@ void FileDataSource::Options::declare_sft(Schema<Options>& s) {
   s.add("completion_only_loss", &Options::completion_only_loss,
         "Prompt-completion data: loss on the completion's tokens only (null = true, as TRL).");
   s.add("assistant_only_loss", &Options::assistant_only_loss,
-        "Conversational data: loss on the assistant's tokens only, from the template's {% generation %} spans.");
+        "Conversational data: loss on the assistant's tokens only, from the template's {% generation %} spans, "
+        "else by rendering prefixes (refused where the template changes earlier turns).");
   s.add("packing", &Options::packing,
         "Pack examples into rows of max_length tokens (TRL's packing), by packing_strategy.");
   s.add("packing_strategy", &Options::packing_strategy,
@@ -114,7 +114,7 @@ std::vector<Example> FileDataSource::convert_sft(const std::string& file, const 
       ++tokenized_rows_;
     } catch (const SftRowError& e) {
       bad(row, e.issue);
-    } catch (const jinja::TemplateError& e) {
+    } catch (const ConfigError& e) {  // a template's error (jinja::TemplateError) or a mask's refusal
       throw ConfigError(row_location(file, row) + ": " + e.what());
     }
   }

@@ -3,7 +3,8 @@
 (sft_trainer.py's tokenize / add_eos, data_utils.py's pack_dataset) with python3-jinja2 in transformers'
 chat-template environment (jinja_reference.py) and a byte tokenizer (token i = byte i of the UTF-8 text, no
 special tokens added): the reference for hftrain's data side of chat fine-tuning (tests/unit/test_sft_data.cpp,
-label [reference]).
+label [reference]). Assistant-only masks of a template without generation markers come from rendering
+prefixes, refused where a prefix's text is not the start of the whole conversation's (docs/data.md).
 
 Usage: sft_reference.py CASES.json  -> {"CASE NAME": {"rows": [{"input_ids": [...], "labels": [...],
                                         "segment_lengths": [...]}, ...]} or {"error": ...}, ...}
@@ -15,6 +16,7 @@ modeling's column, default "text")}.
 """
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -44,6 +46,33 @@ def render(source, messages, add_generation_prompt, eos_token, tools=None):
     return text, [(byte(b), byte(e)) for b, e in spans]
 
 
+def has_generation_markers(source):
+    """transformers' test of a template for {% generation %} blocks."""
+    return re.search(r"\{%-?\s*generation\s*-?%\}", source) is not None
+
+
+def prefix_spans(source, messages, eos_token, text):
+    """A template without generation markers: assistant message i is the text that rendering messages[:i+1]
+    adds to messages[:i] rendered with the generation prompt, each render being the start of `text` (the
+    whole conversation); otherwise the row is refused."""
+    spans = []
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        head, _ = render(source, messages[:i], True, eos_token)
+        upto, _ = render(source, messages[:i + 1], False, eos_token)
+        if not (text.startswith(head) and text.startswith(upto) and len(head) <= len(upto)):
+            raise ValueError("the prefix property does not hold at message %d" % i)
+        spans.append((len(head.encode("utf-8")), len(upto.encode("utf-8"))))
+    return spans
+
+
+def assistant_spans(case, source, messages, text, spans):
+    if case["assistant_only_loss"] and not has_generation_markers(source):
+        return prefix_spans(source, messages, case["eos_token"], text)
+    return spans
+
+
 def assistant_mask(n, spans):
     """return_assistant_tokens_mask for byte tokens: from the token of a span's first byte to its last."""
     mask = [0] * n
@@ -71,11 +100,13 @@ def tokenize(case, row, source):
         completion_mask = [0] * len(prompt_ids) + [1] * (len(ids) - len(prompt_ids))
     elif fmt == "conversational":
         text, spans = render(source, row["messages"], False, eos)
+        spans = assistant_spans(case, source, row["messages"], text, spans)
         ids = encode(text)
         assistant = assistant_mask(len(ids), spans)
     else:
         prompt_text, _ = render(source, row["prompt"], True, eos)
         text, spans = render(source, row["prompt"] + row["completion"], False, eos)
+        spans = assistant_spans(case, source, row["prompt"] + row["completion"], text, spans)
         prompt_ids = encode(prompt_text)
         ids = encode(text)
         completion_mask = [0] * len(prompt_ids) + [1] * (len(ids) - len(prompt_ids))

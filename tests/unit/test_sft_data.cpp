@@ -1,7 +1,7 @@
 // Chat fine-tuning data as TRL's SFTTrainer prepares it (lib/data chat_template, sft_rows, sft_source,
 // best_fit_packing): chat templates found beside the tokenizer or named by the spec, the dataset format told
-// from the columns, assistant-only and completion-only label masks, truncation, bfd / wrapped packing, and
-// the reference case: token ids and labels of every format under several templates equal to
+// from the columns, assistant-only (generation markers, else prefix renders) and completion-only label masks,
+// truncation, bfd / wrapped packing, and the reference case: token ids and labels of every format under several templates equal to
 // tests/reference/sft_reference.py (python3-jinja2 in HF's environment, a byte tokenizer).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -122,12 +122,22 @@ TEST_CASE("sft formats are told from the columns, masks follow them, refusals na
   both.is_string = {{"text", true}, {"messages", false}};
   CHECK(detect_sft_format({both}, "") == SftFormat::kPlain);
   CHECK(detect_sft_format({both}, "", "body") == SftFormat::kConversational);
-  // Without generation markers, assistant_only_loss is refused naming the template (as TRL).
+  // Without generation markers the assistant's turns are found by rendering prefixes: the text that
+  // messages[:i + 1] adds to messages[:i] with the generation prompt.
   o = chat_options(dir, "chatml_tools.jinja");
   o.assistant_only_loss = true;
+  const Example c = FileDataSource(o, RowFormat::kJsonl).split("train")->get(0);
+  std::string chatml_scored;
+  for (std::size_t i = 0; i < c.labels.size(); ++i)
+    if (c.labels[i] != -100) chatml_scored += static_cast<char>(c.input_ids[i]);
+  CHECK(chatml_scored == "hello<|im_end|>\n");
+  // Where a prefix does not render as the start of the whole conversation (Qwen3 keeps the reasoning block
+  // on the last turn only), the row is refused naming the template, the row and the message.
+  o = chat_options(dir, "qwen3_style.jinja");
+  o.assistant_only_loss = true;
   CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl); }),
-             Catch::Contains("data.assistant_only_loss") && Catch::Contains("chatml_tools.jinja") &&
-                 Catch::Contains("generation"));
+             Catch::Contains("train.jsonl:2: data.assistant_only_loss") && Catch::Contains("qwen3_style.jinja") &&
+                 Catch::Contains("message 2 (assistant), messages[:i + 1] does not render"));
   // Conversational rows without a template; options of other formats refused by name.
   o = chat_options(dir, "");
   o.chat_template.clear();
@@ -222,6 +232,11 @@ TEST_CASE("sft ids and label masks equal TRL's under several templates, truncate
   const ordered_json cpc_rows = ordered_json::parse(
       R"([{"prompt": [{"role": "user", "content": "hi"}], "completion": [{"role": "assistant", "content": "hello there"}]},
           {"prompt": [{"role": "system", "content": "S"}, {"role": "user", "content": "u"}], "completion": [{"role": "assistant", "content": "v"}]}])");
+  ordered_json tool_rows = chat_rows;
+  tool_rows.push_back(ordered_json::parse(
+      R"({"messages": [{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "",
+          "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+          {"role": "tool", "content": "{\"celsius\": 21}"}, {"role": "assistant", "content": "21 °C in Paris."}]})"));
   const ordered_json lm_rows = ordered_json::parse(R"([{"body": "first text"}, {"body": "second</s>"}, {"body": "3"}])");
   struct Case {
     std::string name, tmpl, format;
@@ -229,6 +244,7 @@ TEST_CASE("sft ids and label masks equal TRL's under several templates, truncate
     bool assistant_only = false, completion_only = true;
     int64_t max_length = 0;
     std::string packing;
+    std::string refused;  // non-empty: both refuse the rows; hftrain's message holds this
   };
   const std::vector<Case> cases = {
       {"chat_generation_assistant", "generation_markers.jinja", "conversational", chat_rows, true},
@@ -243,6 +259,16 @@ TEST_CASE("sft ids and label masks equal TRL's under several templates, truncate
       {"conversational_prompt_completion_assistant", "generation_markers.jinja", "conversational_prompt_completion",
        cpc_rows, true, true, 0, "bfd"},
       {"language_modeling", "", "language_modeling", lm_rows, false, true, 0, "bfd"},
+      // Templates without generation markers: assistant turns from rendering prefixes.
+      {"chat_llama3_prefix_assistant", "llama3_header.jinja", "conversational", chat_rows, true},
+      {"chat_llama3_prefix_truncated_bfd", "llama3_header.jinja", "conversational", chat_rows, true, true, 180, "bfd"},
+      {"chat_chatml_prefix_tool_calls", "chatml_tools.jinja", "conversational", tool_rows, true},
+      {"conversational_prompt_completion_chatml_prefix", "chatml_tools.jinja", "conversational_prompt_completion",
+       cpc_rows, true, false},
+      {"chat_mistral_prefix_refused", "mistral_style.jinja", "conversational", chat_rows, true, true, 0, "",
+       "message 2 (assistant), messages[:i] with the generation prompt does not render"},
+      {"chat_qwen3_prefix_refused", "qwen3_style.jinja", "conversational", chat_rows, true, true, 0, "",
+       "message 2 (assistant), messages[:i + 1] does not render"},
   };
   ordered_json spec = {{"root", templates()}, {"cases", ordered_json::array()}};
   for (const Case& c : cases)
@@ -275,6 +301,13 @@ TEST_CASE("sft ids and label masks equal TRL's under several templates, truncate
     if (o.packing) o.packing_strategy = c.packing;
     o.max_length = c.max_length == 0 && o.packing ? 4096 : c.max_length;
     const ordered_json& want = want_all.at(c.name);
+    if (!c.refused.empty()) {
+      REQUIRE(want.contains("error"));
+      CHECK_THAT(error_of([&] { FileDataSource(o, RowFormat::kJsonl); }),
+                 Catch::Contains("train.jsonl:2: data.assistant_only_loss") && Catch::Contains(c.tmpl) &&
+                     Catch::Contains(c.refused));
+      continue;
+    }
     REQUIRE_FALSE(want.contains("error"));
     FileDataSource src(o, RowFormat::kJsonl);
     auto train = src.split("train");
