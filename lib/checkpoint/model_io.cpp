@@ -1,6 +1,7 @@
 // Model weights I/O (see model_io.h).
 #include "checkpoint/model_io.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -293,6 +294,38 @@ bool is_floating_dtype(const std::string& dtype) {
   return dtype == "F64" || dtype == "F32" || dtype == "F16" || dtype == "BF16";
 }
 
+// A file tensor that a LoadRules::Stacked rule splits: each of its runs becomes the source of one model
+// tensor (taken from `targets`). False when no rule names it.
+bool plan_stacked(const LoadRules& rules, const std::string& path, const SafetensorsHeader::Entry& e,
+                  std::map<std::string, torch::Tensor>& targets, PretrainedPlan& plan) {
+  for (const auto& rule : rules.stacked) {
+    if (!matches(e.name, "." + rule.fused) || e.shape.size() < 2) continue;
+    const std::string stem = e.name.substr(0, e.name.size() - rule.fused.size());
+    int64_t numel = 1;
+    for (int64_t d : e.shape) numel *= d;
+    const int64_t runs = e.shape[0] * static_cast<int64_t>(rule.parts.size()), run = numel / std::max<int64_t>(runs, 1);
+    for (int64_t n = 0; n < e.shape[0]; ++n)
+      for (std::size_t j = 0; j < rule.parts.size(); ++j) {
+        std::string name = stem + rule.model_prefix + "." + std::to_string(n) + "." + rule.parts[j];
+        if (!targets.count(name) && !rules.base_prefix.empty()) name = rules.base_prefix + name;
+        auto it = targets.find(name);
+        if (it == targets.end())
+          throw ConfigError("'" + path + "': tensor '" + e.name + "' " + c10::str(c10::IntArrayRef(e.shape)) +
+                            " holds '" + name + "', which the model does not have (do model.type and its options "
+                            "describe these weights?)");
+        if (it->second.numel() != run || it->second.size(0) * static_cast<int64_t>(rule.parts.size()) != e.shape[1])
+          throw ConfigError("'" + path + "': tensor '" + e.name + "' has shape " + c10::str(c10::IntArrayRef(e.shape)) +
+                            " but the model expects " + std::to_string(e.shape[0]) + " stacked " +
+                            std::to_string(rule.parts.size()) + " x " + shape_text(it->second));
+        if (!is_floating_dtype(e.dtype)) throw ConfigError("'" + path + "': tensor '" + e.name + "' has a non-floating dtype");
+        plan.sources[name] = {path, e.name, (n * static_cast<int64_t>(rule.parts.size()) + static_cast<int64_t>(j)) * run, run};
+        targets.erase(it);
+      }
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
@@ -319,6 +352,8 @@ PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
     auto alias = rules.aliases.find(name);
     if (alias == rules.aliases.end() && !rules.base_prefix.empty()) alias = rules.aliases.find(rules.base_prefix + name);
     if (alias != rules.aliases.end() && !in_file(alias->second)) name = alias->second;
+    for (const auto& [from, to] : rules.renamed_suffixes)
+      if (!targets.count(name) && matches(name, from)) name = name.substr(0, name.size() - from.size()) + to;
     return name;
   };
   PretrainedPlan plan;
@@ -327,6 +362,7 @@ PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
     for (const auto& e : header.tensors) file_names.insert(e.name);
   for (const auto& [path, header] : files) {
     for (const auto& e : header.tensors) {
+      if (plan_stacked(rules, path, e, targets, plan)) continue;
       const std::string name = model_name(e.name);
       auto it = targets.find(name);
       if (it == targets.end()) {
@@ -367,6 +403,7 @@ torch::Tensor PretrainedPlan::read(const std::string& name, int64_t begin, int64
   const Source& s = sources.at(name);
   auto it = readers_.find(s.file);
   if (it == readers_.end()) it = readers_.emplace(s.file, std::make_shared<SafetensorsReader>(s.file)).first;
+  if (s.numel >= 0) return it->second->read_range(s.key, s.offset + begin, count < 0 ? s.numel : count);
   return count < 0 ? it->second->read(s.key) : it->second->read_range(s.key, begin, count);
 }
 

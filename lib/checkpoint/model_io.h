@@ -78,6 +78,7 @@ void load_pretrained_dir(const std::string& dir, Model& model);
 struct PretrainedPlan {
   struct Source {
     std::string file, key;
+    int64_t offset = 0, numel = -1;  // a run of a stacked file tensor (LoadRules::stacked); -1 = all of it
   };
   std::map<std::string, Source> sources;  // model tensor name -> file and name in it
   torch::Tensor read(const std::string& name, int64_t begin = 0, int64_t count = -1) const;

@@ -143,6 +143,7 @@ struct Estimate {
   int64_t local = 1, nodes = 1, world = 1;
   ModelSize model;
   int64_t state_elements = 0;
+  int64_t active = 0;  // a mixture of experts: the parameters one token runs through; 0 = dense
   std::vector<Row> rows;
   bool spec_mixed = false;
   std::string spec_offload;
@@ -193,6 +194,7 @@ void print_json(const Estimate& e) {
               {"parameters", e.model.parameters()},
               {"frozen_parameters", e.model.frozen_elements()},
               {"largest_layer_parameters", e.model.largest_layer()},
+              {"active_parameters", e.active > 0 ? json(e.active) : json()},
               {"optimizer", e.spec.optimizer.type},
               {"optimizer_state_elements", e.state_elements},
               {"world_size", e.world},
@@ -222,6 +224,7 @@ void print_heading(std::ostream& o, const Estimate& e, const Unit& u) {
   const Unit mu = unit_for(e.memory_per_rank);
   o << "model: " << e.spec.model.type << ", " << thousands(e.model.parameters()) << " parameters in " << e.model.tensors.size()
     << " tensors" << (e.model.frozen_elements() ? " trained, " + thousands(e.model.frozen_elements()) + " frozen" : std::string())
+    << (e.active > 0 ? ", " + thousands(e.active) + " active per token" : std::string())
     << " (largest module " << thousands(e.model.largest_layer()) << "); optimizer " << e.spec.optimizer.type << " ("
     << thousands(e.state_elements) << " fp32 state elements)\n";
   o << "workers: " << e.world << " (" << e.local << " per node x " << e.nodes << " node" << (e.nodes == 1 ? "" : "s")
@@ -289,6 +292,8 @@ int run_estimate(const EstimateRequest& request) {
   e.spec_mixed = precision_policy(spec).training.enabled();
   e.spec_offload = spec.zero.offload_optimizer.device;
 
+  const YAML::Node top_k = lookup(c.models.dump(spec.model.type, spec.model.options), "num_experts_per_tok");
+  if (top_k.IsScalar()) e.active = e.model.active_elements(top_k.as<int64_t>());  // a mixture of experts
   const ModelDimensions sizes = c.models.facts(spec.model.type, spec.model.options);
   e.activation = ActivationShape{sizes.layers, sizes.hidden_size, sizes.attention_heads,
                                  std::max<int64_t>(1, shape.max_length), spec.training.per_device_train_batch_size, e.spec_mixed};

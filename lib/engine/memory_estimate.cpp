@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "util/error.h"
 
@@ -28,6 +29,32 @@ int64_t ModelSize::largest_layer() const {
   int64_t largest = 0;
   for (const auto& [module, numel] : per_module) largest = std::max(largest, numel);
   return largest;
+}
+
+int64_t ModelSize::active_elements(int64_t experts_per_token) const {
+  struct Block {
+    std::set<std::string> experts;
+    int64_t elements = 0;
+  };
+  std::map<std::string, Block> blocks;  // by the name before ".experts."
+  int64_t all = 0;
+  for (const auto* list : {&tensors, &frozen_tensors})
+    for (const auto& [name, numel] : *list) {
+      all += numel;
+      const auto at = name.find(".experts.");
+      const auto id_end = at == std::string::npos ? at : name.find('.', at + 9);
+      if (id_end == std::string::npos || id_end == at + 9 ||
+          name.find_first_not_of("0123456789", at + 9) != id_end)
+        continue;
+      Block& b = blocks[name.substr(0, at)];
+      b.experts.insert(name.substr(at + 9, id_end - at - 9));
+      b.elements += numel;
+    }
+  for (const auto& [block, b] : blocks) {
+    const auto n = static_cast<int64_t>(b.experts.size());
+    all -= b.elements / n * std::max<int64_t>(0, n - experts_per_token);
+  }
+  return all;
 }
 
 StateBytes estimate_state_bytes(const ModelSize& model, const StateLayout& layout) {

@@ -20,6 +20,9 @@ struct ModelSize {
   // DeepSpeed's largest_layer_params: the most elements one module holds directly (its own parameters,
   // not its children's), i.e. parameters grouped by the name up to the last '.'.
   int64_t largest_layer() const;
+  // What one token runs through (trained and frozen): routed experts are the tensors named
+  // <block>.experts.<n>.<...>; of each block's experts, `experts_per_token` count (MoE's active parameters).
+  int64_t active_elements(int64_t experts_per_token) const;
 };
 
 // How the run lays out its state.

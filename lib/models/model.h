@@ -229,6 +229,9 @@ class Model : public torch::nn::Module {
   // How a language model computes its training loss (models/lm_loss.h); families without a language-model
   // head have nothing to change.
   void set_lm_loss(const LmLossSettings& settings) { lm_loss_ = settings; }
+  // Scalars the last forward computed beside its loss, which the trainer logs apart under their names (averaged
+  // like the loss: an MoE model's `aux_loss`); none by default.
+  virtual std::vector<std::pair<std::string, double>> reported_scalars() const { return {}; }
   // Whether the model trains on padding-free batches (Batch::packed_lengths): positions from position_ids and
   // attention inside each example. Families that cannot do it exactly return false and are refused.
   virtual bool supports_padding_free() const { return false; }

@@ -9,10 +9,13 @@
 #include "models/gpt2.h"
 #include "models/llama.h"
 #include "models/mistral.h"
+#include "models/mixtral.h"
 #include "models/mlp.h"
 #include "models/phi3.h"
 #include "models/qwen2.h"
+#include "models/qwen2_moe.h"
 #include "models/qwen3.h"
+#include "models/qwen3_moe.h"
 #include "models/t5.h"
 #include "registry/registry.h"
 
@@ -39,6 +42,10 @@ void register_models(Registry<Model, const ModelContext&>& models) {
   add_family<Qwen2>(models, "HF Qwen2ForCausalLM (Qwen2 / Qwen2.5: llama's decoder with q/k/v biases, sliding layers).");
   add_family<Qwen3>(models, "HF Qwen3ForCausalLM (llama's decoder with per-head q / k RMSNorms, explicit head_dim).");
   add_family<Mistral>(models, "HF MistralForCausalLM (llama's decoder with sliding-window attention).");
+  add_family<Mixtral>(models, "HF MixtralForCausalLM (mistral's decoder with routed experts in every layer, top-k of "
+                              "num_local_experts).");
+  add_family<Qwen2Moe>(models, "HF Qwen2MoeForCausalLM (qwen2's decoder with routed experts and a gated shared expert).");
+  add_family<Qwen3Moe>(models, "HF Qwen3MoeForCausalLM (qwen3's decoder with routed experts).");
   add_family<Phi3>(models, "HF Phi3ForCausalLM (llama's decoder with fused qkv / gate_up projections, partial rotary).");
   add_family<Gemma>(models, "HF GemmaForCausalLM (llama's decoder with (1 + weight) norms, scaled embeddings, GELU-tanh).");
   add_family<T5>(models,

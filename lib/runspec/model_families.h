@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hftrain {
@@ -32,6 +33,18 @@ struct LoadRules {
   // tied copy stored instead of the tensor it is tied to (T5's encoder.embed_tokens.weight for
   // shared.weight). Further copies are then skipped when listed in ignored_unexpected.
   std::map<std::string, std::string> aliases;
+  // A file tensor that stacks several model tensors (transformers v5's fused experts): a file tensor named
+  // <stem>.<fused> with first dimension N holds, for each n < N and each of `parts` in order, the model tensor
+  // <stem>.<model_prefix>.<n>.<part>, each a contiguous run of the same length (v5's `mlp.experts.gate_up_proj`
+  // [E, 2I, H]: per expert its gate rows [I, H], then its up rows).
+  struct Stacked {
+    std::string fused, model_prefix;
+    std::vector<std::string> parts;
+  };
+  std::vector<Stacked> stacked;
+  // File name suffix -> model name suffix, used when the model has no tensor of the file's name (v5 calls
+  // Mixtral's `block_sparse_moe.gate.weight` `mlp.gate.weight`).
+  std::vector<std::pair<std::string, std::string>> renamed_suffixes;
 };
 
 // One hftrain model type's declaration (several types may share a config.json model_type: bert, bert_mlm).

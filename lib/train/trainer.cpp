@@ -206,6 +206,7 @@ double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
              scale.divisor;
     }
     batches[m] = Batch();  // its tensors are not needed any more
+    for (const auto& [name, value] : pipeline_.model->reported_scalars()) reported_sums_[name] += value / static_cast<double>(window);
     engine_->backward(loss, m + 1 == window);
     step_loss += run.metrics->filtered_loss(loss.item<double>(), loop_.tr_loss, state_.global_step - last_logged_step_);
     if (m + 1 < window) callbacks_.on_substep_end(state_);
@@ -262,6 +263,10 @@ void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
     nlohmann::json entry = {
         {"loss", round_to(loss_sum / steps, 4)}, {"grad_norm", step.grad_norm}, {"learning_rate", schedule_->lr(schedule_step())}};
     if (step.loss_scale > 0) entry["loss_scale"] = step.loss_scale;  // fp16: the scale after this step
+    for (const auto& [name, sum] : reported_sums_)  // every rank reports the same names (one model)
+      entry[name] = round_to((comm_.world_size() == 1 ? sum : comm_.all_reduce_scalar(sum, ReduceOp::kSum, name) / comm_.world_size()) /
+                             steps, 4);
+    reported_sums_.clear();
     log(entry);
     tr_loss = 0;
     last_logged_step_ = state_.global_step;

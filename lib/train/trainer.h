@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -112,6 +113,7 @@ class Trainer {
   std::unique_ptr<Schedule> schedule_;
   std::string deepspeed_resolved_;
   LoopState loop_;  // the data position and loss accounting (train/checkpoint_parts.h)
+  std::map<std::string, double> reported_sums_;  // Model::reported_scalars per step since the last log, summed
   std::optional<SavedRun> resumed_;  // the checkpoint this run resumes, if any
   std::unique_ptr<CheckpointManager> checkpoints_;
   int64_t last_resumable_save_step_ = -1;

@@ -1,0 +1,87 @@
+// The routed mixture-of-experts block and the load-balancing loss (see moe.h). Follows HF's sparse MoE
+// blocks: router logits in the compute dtype, softmax over experts in float32, top-k, renormalised where
+// asked, the weights cast back to the compute dtype and multiplying each expert's output.
+#include "models/moe.h"
+
+#include "models/construction.h"
+#include "models/fused_activations.h"
+#include "models/hf_layers.h"
+
+namespace hftrain {
+
+Expert::Expert(const MoeSpec& s) : act_(s.hidden_act) {
+  gate_ = register_module(s.gate_name, new_linear(s.hidden_size, s.expert_size, false));
+  up_ = register_module(s.up_name, new_linear(s.hidden_size, s.expert_size, false));
+  down_ = register_module(s.down_name, new_linear(s.expert_size, s.hidden_size, false));
+}
+
+torch::Tensor Expert::forward(const torch::Tensor& x) {
+  const bool silu = act_ == "silu" || act_ == "swish";
+  const torch::Tensor gate = gate_(x), up = up_(x);
+  return down_(silu ? silu_gated(gate, up) : apply_activation(act_, gate) * up);
+}
+
+SparseMoe::SparseMoe(MoeSpec spec) : spec_(std::move(spec)) {
+  const MoeSpec& s = spec_;
+  gate_ = register_module("gate", new_linear(s.hidden_size, s.experts, false));
+  auto experts = register_module("experts", std::make_shared<torch::nn::Module>());
+  for (int64_t e = 0; e < s.experts; ++e)
+    experts_.push_back(experts->register_module(std::to_string(e), std::make_shared<Expert>(s)));
+  if (s.shared_expert_size > 0) {
+    shared_expert_ = register_module("shared_expert",
+                                     std::make_shared<GatedMlp>(s.hidden_size, s.shared_expert_size, s.hidden_act, false, false));
+    shared_expert_gate_ = register_module("shared_expert_gate", new_linear(s.hidden_size, 1, false));
+  }
+}
+
+torch::Tensor SparseMoe::forward(const torch::Tensor& input) {
+  const auto shape = input.sizes().vec();
+  torch::Tensor x = input.reshape({-1, spec_.hidden_size});
+  if (is_training() && spec_.jitter_noise > 0)  // Mixtral: router and experts read the jittered input
+    x = x * torch::empty_like(x).uniform_(1.0 - spec_.jitter_noise, 1.0 + spec_.jitter_noise);
+  const torch::Tensor logits = gate_(x);
+  if (spec_.record && spec_.record->recording) spec_.record->logits.push_back(logits);
+  torch::Tensor y = routed(x, logits);
+  if (shared_expert_) y = y + torch::sigmoid(shared_expert_gate_(x)) * shared_expert_->forward(x);
+  return y.view(shape);
+}
+
+torch::Tensor SparseMoe::routed(const torch::Tensor& x, const torch::Tensor& logits) {
+  const int64_t k = spec_.top_k;
+  auto [weights, chosen] = torch::softmax(logits, -1, torch::kFloat).topk(k, -1);
+  if (spec_.normalise_top_k) weights = weights / weights.sum(-1, true);
+  weights = weights.to(x.scalar_type());
+  // Token slots (token, choice) sorted by expert; each expert's run of slots goes through it in one GEMM.
+  const torch::Tensor flat = chosen.reshape({-1});
+  const torch::Tensor order = std::get<1>(flat.sort(c10::optional<bool>(true), 0, false));  // stable: slots in token order
+  const torch::Tensor token = order.div(k, "floor");
+  const torch::Tensor counts = torch::bincount(flat, {}, spec_.experts).to(torch::kCPU);
+  const torch::Tensor inputs = x.index_select(0, token);
+  std::vector<torch::Tensor> outputs;
+  int64_t start = 0;
+  const int64_t* count = counts.data_ptr<int64_t>();
+  for (int64_t e = 0; e < spec_.experts; ++e) {  // an expert without slots still runs: a zero gradient
+    outputs.push_back(experts_[static_cast<std::size_t>(e)]->forward(inputs.narrow(0, start, count[e])));
+    start += count[e];
+  }
+  const torch::Tensor weighted = torch::cat(outputs, 0) * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
+  return torch::zeros_like(x).index_add(0, token, weighted.to(x.scalar_type()));
+}
+
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& logits, int64_t experts, int64_t top_k,
+                                  const torch::Tensor& mask) {
+  const torch::Tensor all = torch::cat(logits, 0);
+  const torch::Tensor probs = torch::softmax(all, -1);
+  const torch::Tensor chosen = std::get<1>(probs.topk(top_k, -1));
+  const torch::Tensor routed = torch::one_hot(chosen, experts).to(probs.scalar_type());  // [tokens, k, experts]
+  // each layer's tokens in the batch's order: the mask repeats per layer
+  const torch::Tensor token_mask =
+      mask.defined() ? mask.reshape({-1}).to(probs.options()).repeat({static_cast<int64_t>(logits.size())})
+                     : torch::ones({all.size(0)}, probs.options());
+  const torch::Tensor tokens = token_mask.sum();
+  const torch::Tensor per_expert = (routed * token_mask.view({-1, 1, 1})).sum(0) / tokens;    // [k, experts]
+  const torch::Tensor prob_per_expert = (probs * token_mask.view({-1, 1})).sum(0) / tokens;  // [experts]
+  return (per_expert * prob_per_expert.unsqueeze(0)).sum() * static_cast<double>(experts);
+}
+
+}  // namespace hftrain

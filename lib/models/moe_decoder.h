@@ -1,0 +1,79 @@
+// The llama-like decoder with routed experts (models/moe) in its layers: what Mixtral, Qwen2-MoE and
+// Qwen3-MoE share. The forward adds HF's load-balancing loss (router_aux_loss_coef times
+// load_balancing_loss over every MoE layer's router logits, padding left out) to the loss when
+// output_router_logits is set, as their XForCausalLM do; the routed options every family declares; the
+// loading rule for transformers v5's fused expert tensors.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/moe.h"
+
+namespace hftrain {
+
+class MoeDecoder : public RotaryDecoder {
+ public:
+  ModelOutput forward(const Batch& batch) override;
+  // The aux loss needs the router logits with their gradient, which a checkpointed layer's first forward
+  // does not keep: refused while output_router_logits is set.
+  void enable_gradient_checkpointing() override;
+  // The last forward's load-balancing loss (before the coefficient); undefined when none was computed.
+  const torch::Tensor& aux_loss() const { return aux_loss_; }
+  // {"aux_loss", its value} after a forward that computed it.
+  std::vector<std::pair<std::string, double>> reported_scalars() const override;
+
+ protected:
+  struct Routing {
+    int64_t experts = 0, top_k = 0;
+    bool output_router_logits = false;
+    double aux_coef = 0.0;
+  };
+  // Called by the family before build(); `experts_key` names its option of the experts' number in a ConfigError
+  // when top_k exceeds it.
+  void set_routing(const Routing& routing, const std::string& experts_key);
+  const std::shared_ptr<RouterRecord>& router_record() const { return record_; }
+
+ private:
+  Routing routing_;
+  std::shared_ptr<RouterRecord> record_ = std::make_shared<RouterRecord>();
+  torch::Tensor aux_loss_;
+};
+
+// The routed options Mixtral and the Qwen MoE families share, under HF's names, for a family's Options that
+// has these members.
+template <class O>
+void declare_router_options(Schema<O>& s) {
+  s.template add<int64_t>("num_experts_per_tok", &O::num_experts_per_tok, "Experts each token is routed to (top-k).").min(1);
+  s.template add<bool>("output_router_logits", &O::output_router_logits,
+                       "Add router_aux_loss_coef times the load-balancing loss to the loss.");
+  s.template add<double>("router_aux_loss_coef", &O::router_aux_loss_coef, "Weight of the load-balancing loss.").min(0);
+}
+
+// The Qwen MoE families' layer options (Qwen2-MoE, Qwen3-MoE): num_experts, moe_intermediate_size,
+// norm_topk_prob, decoder_sparse_step, mlp_only_layers.
+template <class O>
+void declare_qwen_moe_options(Schema<O>& s) {
+  declare_router_options(s);
+  s.template add<int64_t>("num_experts", &O::num_experts, "Routed experts per MoE layer.").min(1);
+  s.template add<int64_t>("moe_intermediate_size", &O::moe_intermediate_size, "Each routed expert's inner size.").min(1);
+  s.template add<bool>("norm_topk_prob", &O::norm_topk_prob, "Renormalise the top-k router weights to sum to 1.");
+  s.template add<int64_t>("decoder_sparse_step", &O::decoder_sparse_step,
+                          "Layers i with (i + 1) divisible by this are MoE layers (unless in mlp_only_layers).").min(1);
+  s.template add<std::optional<std::vector<int64_t>>>("mlp_only_layers", &O::mlp_only_layers,
+                                                      "Layers with the dense gated MLP (intermediate_size); null = none.");
+}
+
+// Whether layer i of a Qwen MoE model is routed: not in mlp_only_layers, and (i + 1) a multiple of
+// decoder_sparse_step (HF's Qwen2MoeDecoderLayer rule).
+bool qwen_moe_layer(int64_t i, int64_t decoder_sparse_step, const std::optional<std::vector<int64_t>>& mlp_only_layers);
+
+// transformers v5's layout of a routed block's experts (core_model_loading's MoE conversion): `<block>.experts.
+// gate_up_proj` [experts, 2 * inner, hidden] (each expert's gate rows, then its up rows) and `<block>.experts.
+// down_proj` [experts, hidden, inner], loaded into the per-expert tensors `<model_block>.experts.E.<gate|up|down>
+// .weight`; `file_block` is v5's name of the block ("mlp"), `model_block` hftrain's (HF's hub name).
+void add_fused_expert_rules(LoadRules& rules, const std::string& file_block, const std::string& model_block,
+                            const std::string& gate, const std::string& up, const std::string& down);
+
+}  // namespace hftrain
