@@ -23,7 +23,10 @@ inline int run_workers(const std::string& test_name, int n, std::map<std::string
   o.nproc_per_node = n;
   o.stop_grace_seconds = 2;
   o.extra_env = std::move(env);
-  o.worker_argv = [test_name](int) { return std::vector<std::string>{hftrain::self_executable(), test_name}; };
+  // -w NoTests: a worker whose case name matches nothing fails instead of passing with no checks run
+  o.worker_argv = [test_name](int) {
+    return std::vector<std::string>{hftrain::self_executable(), test_name, "-w", "NoTests"};
+  };
   hftrain::LaunchResult r = hftrain::launch_workers(o);
   if (r.exit_code != 0) WARN(r.message);
   return r.exit_code;
