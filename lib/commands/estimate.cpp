@@ -19,6 +19,7 @@
 #include "engine/precision.h"
 #include "models/construction.h"
 #include "models/lora.h"
+#include "models/quantize_model.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -82,6 +83,7 @@ RunSpec load_estimate_spec(const EstimateRequest& request, const Components& c) 
 ModelSize measure_model(const Components& c, const RunSpec& spec, const ModelContext& context,
                         std::vector<std::vector<int64_t>>& dims) {
   ModelSize model;
+  check_quantization_plan(spec, /*for_training=*/true);
   if (!spec.peft) {
     for (const auto& p : model_parameter_shapes(c.models, spec.model.type, spec.model.options, context)) {
       model.tensors.emplace_back(p.name, p.numel());
@@ -92,8 +94,15 @@ ModelSize measure_model(const Components& c, const RunSpec& spec, const ModelCon
   MetaConstruction meta;
   std::shared_ptr<Model> built = c.models.build(spec.model.type, spec.model.options, context);
   PeftArgs args = *spec.peft;
+  if (spec.model.quantization) {  // the 4-bit base counts by its storage's bytes
+    const QuantizationSummary q = quantize_linear_layers(*built, *spec.model.quantization);
+    model.quantized_elements = q.weight_elements;
+    model.quantized_bytes = q.storage_bytes;
+    log_info("quantization: " + q.line());
+  }
   const AdapterSummary summary = attach_lora(*built, spec.model.type, args, "peft");
   for (const auto& np : built->named_parameters()) {
+    if (np.value().scalar_type() == torch::kByte) continue;  // a quantised weight's codes: counted above
     if (!np.value().requires_grad()) {
       model.frozen_tensors.emplace_back(np.key(), np.value().numel());
       continue;
@@ -193,6 +202,8 @@ void print_json(const Estimate& e) {
   json out = {{"model_type", e.spec.model.type},
               {"parameters", e.model.parameters()},
               {"frozen_parameters", e.model.frozen_elements()},
+              {"quantized_parameters", e.model.quantized_elements},
+              {"quantized_bytes", e.model.quantized_bytes},
               {"largest_layer_parameters", e.model.largest_layer()},
               {"active_parameters", e.active > 0 ? json(e.active) : json()},
               {"optimizer", e.spec.optimizer.type},
@@ -224,6 +235,8 @@ void print_heading(std::ostream& o, const Estimate& e, const Unit& u) {
   const Unit mu = unit_for(e.memory_per_rank);
   o << "model: " << e.spec.model.type << ", " << thousands(e.model.parameters()) << " parameters in " << e.model.tensors.size()
     << " tensors" << (e.model.frozen_elements() ? " trained, " + thousands(e.model.frozen_elements()) + " frozen" : std::string())
+    << (e.model.quantized_elements ? " (" + thousands(e.model.quantized_elements) + " in 4 bits: " +
+                                         thousands(e.model.quantized_bytes) + " bytes)" : std::string())
     << (e.active > 0 ? ", " + thousands(e.active) + " active per token" : std::string())
     << " (largest module " << thousands(e.model.largest_layer()) << "); optimizer " << e.spec.optimizer.type << " ("
     << thousands(e.state_elements) << " fp32 state elements)\n";

@@ -4,10 +4,12 @@
 #include <filesystem>
 
 #include "builtins/register_builtins.h"
+#include "checkpoint/checkpoint_files.h"
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
 #include "engine/precision.h"
 #include "log/logger.h"
+#include "models/quantize_model.h"
 #include "train/model_and_data.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -56,6 +58,24 @@ void keep_base_generation_config(const std::string& base_dir, const std::string&
   else fs::remove(out);
 }
 
+// The 4-bit base an adapter was trained over: model.quantization_config of the run spec saved beside it (a run's
+// output_dir or checkpoint holds run_spec.yaml); nullopt when there is none.
+std::optional<QuantizationArgs> trained_quantization(const std::string& adapter_dir) {
+  const fs::path path = fs::path(adapter_dir) / ckpt::kRunSpecFile;
+  if (!fs::exists(path)) return std::nullopt;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path.string());
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path.string() + ": not valid YAML: " + e.what());
+  }
+  Issues issues(path.string());
+  std::optional<QuantizationArgs> quantization;
+  take_quantization_config(root, issues, quantization);
+  issues.throw_if_any();
+  return quantization;
+}
+
 }  // namespace
 
 int run_merge_adapter(const MergeAdapterRequest& request) {
@@ -81,13 +101,18 @@ int run_merge_adapter(const MergeAdapterRequest& request) {
     return m;
   };
   std::shared_ptr<Model> adapted = build();
+  // An adapter trained over a 4-bit base merges into that base dequantised (PEFT merges into the weights it
+  // trained against), and the merged model is saved in the compute dtype.
+  const std::optional<QuantizationArgs> quantization = trained_quantization(request.adapter_dir);
+  if (quantization) log_info("quantization (" + request.adapter_dir + "/" + ckpt::kRunSpecFile + "): " +
+                             quantize_linear_layers(*adapted, *quantization).line() + "; merged dequantised");
   const AdapterSummary summary = attach_adapter_dir(*adapted, spec.model.type, request.adapter_dir, request.base_dir);
   std::shared_ptr<Model> plain = build();
   merge_adapter_into(*adapted, *plain);
   keep_loaded_config(*plain, request.base_dir);
   // merge_and_unload keeps the base's dtype: the merge is computed in fp32 and rounded once to it.
   SavedWeights saved;
-  saved.dtype = base_dtype(request.base_dir);
+  saved.dtype = quantization ? quant4_settings(*quantization).compute_dtype : base_dtype(request.base_dir);
   save_model_dir(request.out_dir, *plain, kDefaultMaxShardBytes, saved);
   keep_base_generation_config(request.base_dir, request.out_dir);
   log_info("merged the adapter of " + request.adapter_dir + " (" + std::to_string(summary.adapted_layers) + " layers) into " +

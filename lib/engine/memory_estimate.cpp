@@ -18,7 +18,7 @@ int64_t ModelSize::parameters() const {
 }
 
 int64_t ModelSize::frozen_elements() const {
-  int64_t n = 0;
+  int64_t n = quantized_elements;
   for (const auto& [name, numel] : frozen_tensors) n += numel;
   return n;
 }
@@ -73,7 +73,7 @@ StateBytes estimate_state_bytes(const ModelSize& model, const StateLayout& layou
     }
     return layout.stage == 3 ? share(all - whole) + whole : all;
   };
-  b.params = (held(model.tensors) + held(model.frozen_tensors)) * p;
+  b.params = (held(model.tensors) + held(model.frozen_tensors)) * p + model.quantized_bytes;
   b.grads = (layout.stage >= 2 ? share(psi) : psi) * p;
   // fp32 runs update the parameters (or their partition) in place: no separate master copy.
   const int64_t owned = layout.stage >= 1 ? share(psi) : psi;

@@ -15,8 +15,12 @@ struct ModelSize {
   // Frozen parameters (a PEFT adapter's base), name -> elements: whole on every rank at stages 0-2, partitioned
   // like the trainable ones at stage 3; no gradient, master copy or optimizer state.
   std::vector<std::pair<std::string, int64_t>> frozen_tensors;
+  // A 4-bit base (model.quantization_config): its quantised weights' elements and the bytes of their packed
+  // codes and quant state, held whole on every rank whatever the precision (not in frozen_tensors).
+  int64_t quantized_elements = 0;
+  int64_t quantized_bytes = 0;
   int64_t parameters() const;
-  int64_t frozen_elements() const;
+  int64_t frozen_elements() const;  // quantized_elements included
   // DeepSpeed's largest_layer_params: the most elements one module holds directly (its own parameters,
   // not its children's), i.e. parameters grouped by the name up to the last '.'.
   int64_t largest_layer() const;

@@ -15,13 +15,64 @@ AdaptableLinearImpl::AdaptableLinearImpl(torch::Tensor w, torch::Tensor b, Layou
   if (b.defined()) bias = register_parameter("bias", std::move(b));
 }
 
-int64_t AdaptableLinearImpl::in_features() const { return layout_ == Layout::kOutIn ? weight.size(1) : weight.size(0); }
-int64_t AdaptableLinearImpl::out_features() const { return layout_ == Layout::kOutIn ? weight.size(0) : weight.size(1); }
+int64_t AdaptableLinearImpl::in_features() const {
+  if (quantized_) return quantized_->in;
+  return layout_ == Layout::kOutIn ? weight.size(1) : weight.size(0);
+}
+int64_t AdaptableLinearImpl::out_features() const {
+  if (quantized_) return quantized_->out;
+  return layout_ == Layout::kOutIn ? weight.size(0) : weight.size(1);
+}
 
-torch::Tensor AdaptableLinearImpl::weight_out_in() const { return layout_ == Layout::kOutIn ? weight : weight.t(); }
+torch::Tensor AdaptableLinearImpl::weight_out_in() const {
+  if (quantized_) return quantized_->dequantize(torch::kFloat);
+  return layout_ == Layout::kOutIn ? weight : weight.t();
+}
 
 torch::Tensor AdaptableLinearImpl::base_output(const torch::Tensor& x, bool with_bias) const {
+  if (quantized_) return quantized_linear(x, quantized_, with_bias ? bias : torch::Tensor());
   return linear_product(x, weight, with_bias ? bias : torch::Tensor(), layout_ == Layout::kInOut);
+}
+
+torch::Tensor AdaptableLinearImpl::base_product(const torch::Tensor& xd) const {
+  if (quantized_) return quantized_linear(xd, quantized_, torch::Tensor());
+  return torch::nn::functional::linear(xd, weight_out_in());
+}
+
+torch::Tensor AdaptableLinearImpl::adapted_row_norms(const LowRankAdapter& a) const {
+  if (quantized_) return quantized_adapted_row_norms(*quantized_, a.lora_B.detach(), a.lora_A.detach(), a.scaling);
+  const torch::Tensor w = weight_out_in();
+  return (w + a.scaling * torch::matmul(a.lora_B, a.lora_A).to(w.scalar_type())).norm(2, /*dim=*/1).detach();
+}
+
+void AdaptableLinearImpl::quantize_base(const Quant4Settings& settings) {
+  if (adapter_) throw RuntimeFailure("quantising a linear layer that already carries an adapter");
+  if (quantized_) return;
+  quantized_ = std::make_shared<QuantizedWeight>(quantize_weight(weight_out_in(), settings));
+  torch::NoGradGuard no_grad;
+  weight.set_requires_grad(false);
+  weight.set_data(quantized_->packed);
+}
+
+void AdaptableLinearImpl::to(torch::Dtype dtype, bool non_blocking) {
+  if (!quantized_) return torch::nn::Module::to(dtype, non_blocking);
+  const torch::Tensor packed = weight.data();
+  torch::nn::Module::to(dtype, non_blocking);
+  weight.set_data(packed);
+}
+
+void AdaptableLinearImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  to(device, non_blocking);
+  to(dtype, non_blocking);
+}
+
+void AdaptableLinearImpl::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  if (!quantized_) return;
+  QuantizedWeight& q = *quantized_;
+  for (torch::Tensor* t : {&q.absmax, &q.quant_map, &q.nested_absmax, &q.nested_quant_map})
+    if (t->defined()) *t = t->to(device, non_blocking);
+  q.packed = weight.data();  // moved with the parameter
 }
 
 torch::Tensor AdaptableLinearImpl::forward(const torch::Tensor& x) {
@@ -33,16 +84,14 @@ torch::Tensor AdaptableLinearImpl::forward(const torch::Tensor& x) {
       torch::nn::functional::linear(torch::nn::functional::linear(xd, a.lora_A), a.lora_B) * a.scaling;
   if (!a.magnitude.defined()) return base_output(x, true) + low_rank;
   // DoRA: m / ||W + s B A||_row scales the whole adapted weight; the norm is a constant for backward.
-  const torch::Tensor w = weight_out_in();
-  const torch::Tensor norm =
-      (w + a.scaling * torch::matmul(a.lora_B, a.lora_A).to(w.scalar_type())).norm(2, /*dim=*/1).detach();
+  const torch::Tensor norm = adapted_row_norms(a);
   const torch::Tensor scale = (a.magnitude / norm).to(low_rank.scalar_type());
   if (!drop) {  // m / ||V|| (W x + s B A x) + b, as the paper writes it (no cancellation against the base output)
     const torch::Tensor y = scale * (base_output(x, false) + low_rank);
     return bias.defined() ? y + bias : y;
   }
   // With dropout on the adapter's input, PEFT's form: the base output of x, plus the rescaling of W xd.
-  return base_output(x, true) + (scale - 1) * torch::nn::functional::linear(xd, w) + scale * low_rank;
+  return base_output(x, true) + (scale - 1) * base_product(xd) + scale * low_rank;
 }
 
 void AdaptableLinearImpl::attach_adapter(int64_t r, double scaling, double dropout, bool dora, const std::string& init) {
@@ -81,7 +130,8 @@ void AdaptableLinearImpl::attach_adapter(int64_t r, double scaling, double dropo
     torch::Tensor m = torch::empty({out_features()}, options);
     if (!weight.is_meta()) {
       torch::NoGradGuard no_grad;
-      m.copy_((weight_out_in().to(torch::kFloat) + scaling * torch::matmul(a.lora_B, a.lora_A)).norm(2, 1));
+      m.copy_(quantized_ ? quantized_adapted_row_norms(*quantized_, a.lora_B, a.lora_A, scaling)
+                         : (weight_out_in().to(torch::kFloat) + scaling * torch::matmul(a.lora_B, a.lora_A)).norm(2, 1));
     }
     a.magnitude = register_parameter("lora_magnitude_vector", m);
   }

@@ -2,13 +2,15 @@
 // able to carry a LoRA / DoRA adapter (PEFT's LoraLayer): the frozen base y = W x + b plus the low-rank
 // path s * B A dropout(x), or DoRA's magnitude-normalised form. The adapter's tensors are registered on
 // the layer itself as lora_A.weight [r, in], lora_B.weight [out, r] and lora_magnitude_vector [out], so
-// their names are PEFT's without the adapter name.
+// their names are PEFT's without the adapter name. QLoRA: the base weight may be replaced by bitsandbytes'
+// 4-bit storage (models/quantized_weight.h) at load; the adapter then trains over the dequantised base.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "models/quantized_weight.h"
 #include "util/torch_compat.h"
 
 namespace hftrain {
@@ -34,8 +36,20 @@ class AdaptableLinearImpl : public torch::nn::Module {
   Layout layout() const { return layout_; }
   int64_t in_features() const;
   int64_t out_features() const;
-  // The base weight as [out, in] (a view for the Conv1D layout).
+  // The base weight as [out, in] (a view for the Conv1D layout; of a quantised base, its dequantised values in
+  // float32).
   torch::Tensor weight_out_in() const;
+
+  // QLoRA (bitsandbytes' Linear4bit): quantises the base weight to 4 bits. The parameter "weight" then holds the
+  // packed uint8 codes [(out * in + 1) / 2, 1], frozen (as bitsandbytes' Params4bit), and the quant state lives
+  // beside it; forward dequantises a tile of rows at a time. The layout no longer matters (the codes are of the
+  // [out, in] weight). An adapter must not be attached yet.
+  void quantize_base(const Quant4Settings& settings);
+  const QuantizedWeight* quantized() const { return quantized_.get(); }
+  // Module::to for dtypes, keeping a quantised base's codes as they are (the bias and adapter convert).
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
 
   // Attaches an adapter of rank r: registers lora_A / lora_B (and, for DoRA, lora_magnitude_vector set to
   // the row norms of W + s B A, PEFT's initialisation) on this layer. A and B are initialised as PEFT's
@@ -51,8 +65,13 @@ class AdaptableLinearImpl : public torch::nn::Module {
  private:
   // W x (+ b) in the layer's layout.
   torch::Tensor base_output(const torch::Tensor& x, bool with_bias) const;
+  // W xd without the bias (DoRA's rescaling of the base output under dropout).
+  torch::Tensor base_product(const torch::Tensor& xd) const;
+  // ||W + s B A||_row of DoRA, float32 for a quantised base.
+  torch::Tensor adapted_row_norms(const LowRankAdapter& a) const;
   Layout layout_;
   std::optional<LowRankAdapter> adapter_;
+  std::shared_ptr<QuantizedWeight> quantized_;
 };
 TORCH_MODULE(AdaptableLinear);
 

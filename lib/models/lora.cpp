@@ -183,8 +183,10 @@ void mark_trainable(Model& model, const PeftArgs& args, const std::set<std::stri
     const bool bias = leaf == "bias" && (args.bias == "all" || (args.bias == "lora_only" && description.adapted_modules.count(module)));
     const bool trains = lora || in_saved_module || bias;
     np.value().set_requires_grad(trains);
-    summary.all += np.value().numel();
-    if (in_saved_module) copies += np.value().numel();
+    // A 4-bit base weight holds two codes a byte: PEFT counts a Params4bit as twice its uint8 elements.
+    const int64_t count = np.value().scalar_type() == torch::kByte ? 2 * np.value().numel() : np.value().numel();
+    summary.all += count;
+    if (in_saved_module) copies += count;
     if (trains) {
       summary.trainable += np.value().numel();
       description.saved.push_back(n);
@@ -242,8 +244,10 @@ void merge_adapter_into(const Model& adapted, Model& plain) {
     return *t;
   };
   for (const auto& item : adapted.named_modules("", /*include_self=*/false)) {
-    if (!adapter->adapted_modules.count(item.key())) continue;
-    const auto& layer = dynamic_cast<const AdaptableLinearImpl&>(*item.value());
+    const auto* linear = dynamic_cast<const AdaptableLinearImpl*>(item.value().get());
+    // a 4-bit base's other layers too: the adapters were trained over their dequantised weights
+    if (!adapter->adapted_modules.count(item.key()) && !(linear && linear->quantized())) continue;
+    const auto& layer = *linear;
     const torch::Tensor merged = layer.merged_weight_out_in();
     torch::Tensor w = target(item.key() + ".weight");
     w.copy_(layer.layout() == AdaptableLinearImpl::Layout::kOutIn ? merged : merged.t());

@@ -28,7 +28,8 @@ AdapterSummary attach_lora(Model& model, const std::string& model_type, PeftArgs
 
 // PEFT merge_and_unload: writes into `plain` (the same model type and base, without adapters) the weights of
 // `adapted` with every adapter merged (W + s B A, or DoRA's m * V / ||V||_row) and the saved modules and
-// biases it trained. RuntimeFailure when a tensor of `adapted` has no counterpart in `plain`.
+// biases it trained; of a 4-bit base (model.quantization_config), every quantised layer's dequantised weight.
+// RuntimeFailure when a tensor of `adapted` has no counterpart in `plain`.
 void merge_adapter_into(const Model& adapted, Model& plain);
 
 }  // namespace hftrain

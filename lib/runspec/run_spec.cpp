@@ -323,6 +323,7 @@ void prepare_tree(YAML::Node& root, const std::string& path, const std::vector<s
   for (const auto& o : overrides) apply_override(root, o, issues);
   move_hf_training_names(root, issues, spec.origins, spec.notes);
   move_hf_model_arguments(root, issues, spec.origins, spec.notes);
+  take_quantization_config(root, issues, spec.model.quantization);
   take_unbuilt_hf_fields(root, issues);
   apply_accelerate_config(root, issues, spec.origins, spec.notes, spec.accelerate);  // may set training.deepspeed
   apply_deepspeed_config(root, issues, spec.origins, spec.notes, spec.deepspeed);

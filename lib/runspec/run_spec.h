@@ -13,6 +13,7 @@
 #include "runspec/deepspeed_config.h"
 #include "runspec/model_families.h"
 #include "runspec/peft_args.h"
+#include "runspec/quantization_args.h"
 #include "runspec/search_args.h"
 #include "runspec/sections.h"
 
@@ -28,6 +29,7 @@ struct ComponentChoice {
 struct ModelChoice : ComponentChoice {
   std::string from_pretrained;  // directory holding model.safetensors; "" = fresh initialisation
   std::string peft_adapter;     // a PEFT adapter directory to load onto the model (PeftModel.from_pretrained)
+  std::optional<QuantizationArgs> quantization;  // model.quantization_config: a 4-bit base (QLoRA)
 };
 
 // A metric: its component choice and the key it reports under (eval_<key>); `name` defaults to the type.

@@ -47,6 +47,7 @@ std::string dump_run_spec(const RunSpec& spec, const ComponentCatalog& catalog, 
   root["model"] = component(spec.model, catalog.models);
   if (!spec.model.from_pretrained.empty()) root["model"]["from_pretrained"] = SavedSpecPaths::saved(spec.model.from_pretrained);
   if (!spec.model.peft_adapter.empty()) root["model"]["peft_adapter"] = SavedSpecPaths::saved(spec.model.peft_adapter);
+  if (spec.model.quantization) root["model"]["quantization_config"] = schema_of<QuantizationArgs>().dump(*spec.model.quantization);
   root["data"] = component(spec.data, catalog.data);
   for (const auto& kv : schema_of<DataSampleLimits>().dump(spec.data_limits)) root["data"][kv.first.Scalar()] = kv.second;
   root["optimizer"] = component(spec.optimizer, catalog.optimizers);

@@ -11,6 +11,7 @@
 #include "models/construction.h"
 #include "models/lora.h"
 #include "runspec/spec_rules.h"
+#include "models/quantize_model.h"
 #include "util/fs.h"
 
 namespace hftrain {
@@ -79,6 +80,16 @@ void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShap
 }
 
 // PEFT: the peft section's adapters, or those of model.peft_adapter, attached to the loaded base.
+// model.quantization_config: the loaded base's linear layers to 4 bits (QLoRA).
+void quantize_base(ModelAndData& p, const RunSpec& spec, bool for_training) {
+  if (!spec.model.quantization) return;
+  check_quantization_plan(spec, for_training);
+  if (p.model->initialisation_deferred())
+    throw ConfigError("model.quantization_config: zero.zero3_init_flag builds the model sharded, which the 4-bit base "
+                      "is not; set zero.zero3_init_flag: false");
+  log_info("quantization: " + quantize_linear_layers(*p.model, *spec.model.quantization).line());
+}
+
 void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training, const ConstructionPlan& construction) {
   if (!spec.peft && spec.model.peft_adapter.empty()) return;
   AdapterSummary summary;
@@ -176,6 +187,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
     for (const auto& name : p.data->default_metrics()) {
       MetricChoice m;
       m.type = m.key = name;
+  quantize_base(p, spec, for_training);
       p.metrics.push_back(m);
     }
   }

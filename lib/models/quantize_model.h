@@ -1,0 +1,36 @@
+// transformers' bitsandbytes integration for 4-bit loading (replace_with_bnb_linear): after the weights are
+// loaded, every linear layer of the model but the output head and llm_int8_skip_modules is quantised to 4 bits
+// (AdaptableLinearImpl::quantize_base); norms, embeddings and the head stay as they are.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "models/quantized_weight.h"
+#include "runspec/quantization_args.h"
+#include "runspec/run_spec.h"
+
+namespace hftrain {
+
+struct QuantizationSummary {
+  std::vector<std::string> quantized;  // module names, in module order
+  int64_t weight_elements = 0;         // elements of the quantised weights
+  int64_t storage_bytes = 0;           // their packed codes and quant state
+  std::string line() const;            // for the log
+};
+
+// The settings bitsandbytes' Linear4bit gets from BitsAndBytesConfig (blocks of 64).
+Quant4Settings quant4_settings(const QuantizationArgs& args);
+
+// What a run with model.quantization_config needs, as transformers and PEFT require it: adapters to train (a
+// 4-bit model is not fine-tuned whole), and ZeRO stage 0-2 (stage 3 does not partition the 4-bit storage).
+// ConfigError naming the key otherwise; nothing without the key.
+void check_quantization_plan(const RunSpec& spec, bool for_training);
+
+// Quantises the model's linear layers. The head is skipped: modules named lm_head, score or classifier (a
+// sequence classifier's), as transformers keeps the output layer in the compute dtype. A skip entry names a
+// module equal to it, ending with '.' + it, or a module inside it. Works on a meta-built model (estimate).
+QuantizationSummary quantize_linear_layers(Model& model, const QuantizationArgs& args);
+
+}  // namespace hftrain

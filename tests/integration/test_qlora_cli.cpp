@@ -1,0 +1,120 @@
+// QLoRA through the binary: a llama from_pretrained with model.quantization_config (4-bit NF4 / FP4 base) and a
+// peft section trains its adapters (eval loss falls, PEFT's files only), eval of the run equals eval of
+// merge-adapter's output (the adapter merged into the dequantised base, saved in the compute dtype), bf16 DoRA
+// over an FP4 base runs, estimate counts the 4-bit bytes, and what is not built is refused by name.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "checkpoint/safetensors.h"
+#include "cli_runner.h"
+
+using namespace hftrain_test;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+const char* const kData = "data: {type: digit_reversal, num_digits: 3, train_size: 64, eval_size: 16, test_size: 4}\n";
+const char* const kQuant = "quantization_config: {load_in_4bit: true, bnb_4bit_quant_type: nf4, bnb_4bit_use_double_quant: true}";
+
+std::string run_ok(const std::string& command, const std::string& dir) {
+  CliResult r = run_hftrain(command, dir);
+  INFO(command);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+double eval_loss(const std::string& path) { return json::parse(read_text(path)).at("eval_loss").get<double>(); }
+
+// dir/base: a tiny llama trained a few steps, as a pretrained base.
+std::string with_llama_base(const std::string& name) {
+  const std::string dir = fresh_dir(name);
+  write_text(dir + "/make.yaml", std::string("model: {type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, "
+                                             "num_attention_heads: 4, num_key_value_heads: 2}\n") + kData +
+                                     "training: {output_dir: base, max_steps: 30, learning_rate: 0.01, save_strategy: \"no\", "
+                                     "do_eval: false, seed: 3}\n");
+  run_ok("train make.yaml", dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("QLoRA: adapters train over a 4-bit llama, save in PEFT's layout and merge into the dequantised base",
+          "[integration][peft][qlora]") {
+  const std::string dir = with_llama_base("qlora_cli");
+  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + kData +
+                                     "peft: {r: 8, lora_alpha: 16, target_modules: all-linear}\n"
+                                     "training: {output_dir: out, max_steps: 40, learning_rate: 0.02, save_strategy: \"no\", seed: 5}\n");
+  const std::string trained = run_ok("train spec.yaml", dir);
+  CHECK_THAT(trained, Catch::Contains("quantization: 14 linear layers quantised to 4 bits"));
+  CHECK_THAT(trained, Catch::Contains("trainable params:"));
+  CHECK(fs::exists(dir + "/out/adapter_model.safetensors"));
+  CHECK(fs::exists(dir + "/out/adapter_config.json"));
+  CHECK_FALSE(fs::exists(dir + "/out/model.safetensors"));
+  for (const auto& e : hftrain::read_safetensors_header(dir + "/out/adapter_model.safetensors").tensors) {
+    INFO(e.name);
+    CHECK(e.name.rfind("base_model.model.model.layers.", 0) == 0);
+    CHECK(e.name.find(".lora_") != std::string::npos);
+  }
+
+  // the quantised base alone (no adapter: evaluation only) against the trained adapters
+  write_text(dir + "/quantised.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + kData +
+                                          "training: {output_dir: quantised_eval}\n");
+  run_ok("eval quantised.yaml", dir);
+  const double run = eval_loss(dir + "/out/eval_results.json");
+  CHECK(run < eval_loss(dir + "/quantised_eval/eval_results.json"));
+
+  // merge-adapter reads the run's quantization_config: W_dequantised + s B A, float32 (the compute dtype)
+  const std::string merged = run_ok("merge-adapter base out merged", dir);
+  CHECK_THAT(merged, Catch::Contains("merged dequantised"));
+  const auto base = hftrain::load_safetensors(dir + "/base/model.safetensors").tensors;
+  const auto merged_weights = hftrain::load_safetensors(dir + "/merged/model.safetensors").tensors;
+  REQUIRE(merged_weights.size() == base.size());
+  for (const auto& [name, t] : base) {
+    INFO(name);
+    REQUIRE(merged_weights.count(name));
+    CHECK(merged_weights.at(name).scalar_type() == torch::kFloat);
+    const bool linear = name.find("_proj.weight") != std::string::npos;
+    CHECK(merged_weights.at(name).equal(t) == !linear);
+  }
+  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kData + "training: {output_dir: merged_eval}\n");
+  run_ok("eval merged.yaml", dir);
+  CHECK(std::abs(eval_loss(dir + "/merged_eval/eval_results.json") - run) <= 1e-5 * std::max(1.0, std::abs(run)));
+
+  // estimate: the base in 4 bits
+  CliResult est = run_hftrain("estimate spec.yaml --json 2>/dev/null", dir);
+  INFO(est.output);
+  REQUIRE(est.exit_code == 0);
+  const json e = json::parse(est.output.substr(est.output.find('{')));
+  const int64_t quantised = e["quantized_parameters"].get<int64_t>();
+  CHECK(quantised == 2 * (2 * 32 * 32 + 2 * 16 * 32 + 3 * 64 * 32));  // q, o; k, v; gate, up, down of two layers
+  // codes, one 8-bit absmax per 64 weights and a float per 256 of those (per layer, rounded up)
+  CHECK(e["quantized_bytes"].get<int64_t>() == quantised / 2 + quantised / 64 + 14 * 4);
+}
+
+TEST_CASE("QLoRA: bf16 DoRA over an FP4 base trains, and what is not built is refused naming the key",
+          "[integration][peft][qlora]") {
+  const std::string dir = with_llama_base("qlora_refusals");
+  write_text(dir + "/dora.yaml", std::string("model: {from_pretrained: base, quantization_config: {load_in_4bit: true, "
+                                             "bnb_4bit_compute_dtype: bfloat16}}\n") + kData +
+                                     "peft: {r: 4, lora_alpha: 8, use_dora: true, target_modules: [q_proj, v_proj, down_proj]}\n"
+                                     "precision: {bf16: true}\n"
+                                     "training: {output_dir: dora, max_steps: 4, learning_rate: 0.02, save_strategy: \"no\"}\n");
+  run_ok("train dora.yaml", dir);
+  CHECK(fs::exists(dir + "/dora/adapter_model.safetensors"));
+
+  write_text(dir + "/full.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + kData +
+                                     "training: {output_dir: full, max_steps: 2}\n");
+  CliResult full = run_hftrain("train full.yaml", dir);
+  CHECK(full.exit_code == 2);
+  CHECK_THAT(full.output, Catch::Contains("model.quantization_config") && Catch::Contains("peft section"));
+  CliResult stage3 = run_hftrain("train dora.yaml --set zero.stage=3 --set training.output_dir=dora3", dir);
+  CHECK(stage3.exit_code == 2);
+  CHECK_THAT(stage3.output, Catch::Contains("ZeRO stage 3"));
+  CliResult eight = run_hftrain("train dora.yaml --set model.quantization_config.load_in_8bit=true --set training.output_dir=dora8", dir);
+  CHECK(eight.exit_code == 2);
+  CHECK_THAT(eight.output, Catch::Contains("model.quantization_config.load_in_8bit"));
+}
