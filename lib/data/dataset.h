@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,16 @@ struct DataUse {
 // when it does not.
 bool read_data_file(const std::string& path, bool needed, const std::string& key);
 
+// What a run changes in its tokenizer before it saves it beside the model (TRL's SFTTrainer): the chat
+// template the spec gave (its text; "" = the tokenizer's files as they are) and SFTConfig.eos_token (its
+// text and id; "" = unchanged). Applied by data/saved_tokenizer.h and, for the model's config.json and
+// generation_config.json, by the trainer.
+struct TokenizerChanges {
+  std::string chat_template;
+  std::string eos_token;
+  std::optional<int64_t> eos_token_id;
+};
+
 class DataSource {
  public:
   virtual ~DataSource() = default;
@@ -90,6 +101,7 @@ class DataSource {
   virtual const Tokenizer* tokenizer() const { return nullptr; }
   // The chat template conversations are rendered with (data/chat_template.h); nullptr when there is none.
   virtual const ChatTemplate* chat_template() const { return nullptr; }
+  virtual TokenizerChanges tokenizer_changes() const { return {}; }
 };
 
 }  // namespace hftrain

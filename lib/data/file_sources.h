@@ -88,6 +88,8 @@ class FileDataSource : public DataSource {
   int64_t skipped_rows() const { return splits_.skipped_rows; }
   // The chat template in use (data.chat_template or the tokenizer's), nullptr when there is none.
   const ChatTemplate* chat_template() const override { return chat_ ? &*chat_ : nullptr; }
+  // data.chat_template's text and data.eos_token (a token of the vocabulary), as the saved tokenizer holds them.
+  TokenizerChanges tokenizer_changes() const override;
   // The dataset format told from the columns (causal_lm), as printed at start.
   const std::string& data_format() const { return splits_.data_format; }
 
@@ -132,6 +134,7 @@ class FileDataSource : public DataSource {
   std::optional<ChatTemplate> chat_;
   std::string eos_text_;  // appended to non-conversational text and completions (TRL)
   std::optional<int64_t> pad_override_;  // data.pad_token's id
+  std::optional<int64_t> eos_override_;  // data.eos_token's id (one token of the vocabulary)
   RowFormat format_;
   TaskKind task_ = TaskKind::kCausalLm;
   std::shared_ptr<const Tokenizer> tokenizer_;

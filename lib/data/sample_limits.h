@@ -28,6 +28,8 @@ class SampleLimitedSource : public DataSource {
   DataShape shape() const override { return source_->shape(); }
   std::vector<std::string> default_metrics() const override { return source_->default_metrics(); }
   const Tokenizer* tokenizer() const override { return source_->tokenizer(); }
+  const ChatTemplate* chat_template() const override { return source_->chat_template(); }
+  TokenizerChanges tokenizer_changes() const override { return source_->tokenizer_changes(); }
 
  private:
   std::unique_ptr<DataSource> source_;

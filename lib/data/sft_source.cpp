@@ -31,8 +31,8 @@ void FileDataSource::Options::declare_sft(Schema<Options>& s) {
         "bfd: best-fit decreasing of whole examples, each attending only to itself; wrapped: the stream cut into rows.")
       .choices({"bfd", "wrapped"});
   s.add("eos_token", &Options::eos_token,
-        "The EOS text appended to language-modeling text and completions (and the template's eos_token); \"\" = "
-        "the tokenizer's.");
+        "The EOS token appended to language-modeling text and completions (and the template's eos_token), and the "
+        "eos of the saved tokenizer and model (config.json, generation_config.json); \"\" = the tokenizer's.");
   s.add("pad_token", &Options::pad_token, "The padding token (one token of the vocabulary); \"\" = the tokenizer's.");
 }
 
@@ -62,6 +62,16 @@ void FileDataSource::setup_sft(const SpecialTokenIds& special) {
   eos_text_ = options_.eos_token;
   if (eos_text_.empty() && chat_) eos_text_ = chat_->special_token("eos_token");
   if (eos_text_.empty() && special.eos) eos_text_ = tokenizer_->decode({*special.eos});
+  if (!options_.eos_token.empty()) {
+    // TRL's eos_token is a token of the vocabulary: it becomes the eos of the saved tokenizer and model. The
+    // built-in byte and character tokenizers save no files, so any text serves them.
+    const std::vector<int64_t> ids = tokenizer_->encode(options_.eos_token);
+    if (ids.size() == 1) eos_override_ = ids[0];
+    else if (!tokenizer_->files().empty())
+      throw ConfigError("data.eos_token: '" + options_.eos_token + "' is " + std::to_string(ids.size()) +
+                        " tokens of the tokenizer, not one (TRL's eos_token must be a token of the vocabulary: it "
+                        "becomes the saved tokenizer's and model's eos)");
+  }
   if (!options_.pad_token.empty()) {
     const std::vector<int64_t> ids = tokenizer_->encode(options_.pad_token);
     if (ids.size() != 1)
@@ -69,6 +79,16 @@ void FileDataSource::setup_sft(const SpecialTokenIds& special) {
                         " tokens of the tokenizer, not one");
     pad_override_ = ids[0];
   }
+}
+
+TokenizerChanges FileDataSource::tokenizer_changes() const {
+  TokenizerChanges c;
+  if (!options_.chat_template.empty() && chat_) c.chat_template = chat_->text();
+  if (eos_override_) {
+    c.eos_token = options_.eos_token;
+    c.eos_token_id = eos_override_;
+  }
+  return c;
 }
 
 SftFormat FileDataSource::choose_format(const std::vector<Row>& train_rows, const std::vector<Row>& eval_rows) {

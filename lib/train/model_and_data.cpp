@@ -1,6 +1,7 @@
 // ModelAndData construction (see model_and_data.h).
 #include "train/model_and_data.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "checkpoint/model_io.h"
@@ -110,6 +111,27 @@ void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training, co
   note_adapters(construction);
 }
 
+// TRL's SFTConfig.eos_token (data.eos_token), as transformers' Trainer aligns the model with its tokenizer
+// before training (trainer_utils.py align_special_tokens): the saved config.json's eos_token_id becomes the
+// token, and so does generation_config.json's, where HF would keep the earlier ids after it in a list
+// ([new, old]); hftrain's generation stops at one token, so the new one alone is written. Generation here
+// stops at it too, unless the spec itself names generation.eos_token_id.
+void carry_eos_token(ModelAndData& p, const RunSpec& spec, int64_t eos) {
+  nlohmann::json config = p.model->saved_config_json();
+  nlohmann::json generation = p.model->saved_generation_config_json();
+  config["eos_token_id"] = eos;
+  if (generation.is_object()) generation["eos_token_id"] = eos;
+  p.model->set_loaded_config(std::move(config), std::move(generation));
+  const std::vector<std::string>& own = spec.generation_sources.given_keys;
+  if (std::find(own.begin(), own.end(), "eos_token_id") != own.end()) return;
+  p.generation.eos_token_id = eos;
+  // A generation_config.json's list of several eos ids no longer stands in generation's way: its eos is this one.
+  std::vector<std::string>& unsupported = p.generation_sources.unsupported;
+  unsupported.erase(std::remove_if(unsupported.begin(), unsupported.end(),
+                                   [](const std::string& u) { return u.find(": eos_token_id: ") != std::string::npos; }),
+                    unsupported.end());
+}
+
 }  // namespace
 
 void keep_loaded_config(Model& model, const std::string& dir) {
@@ -173,6 +195,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   p.parameters_sharded = construction.parameters_sharded;
   p.generation = spec.generation;
   p.generation_sources = spec.generation_sources;
+  if (const std::optional<int64_t> eos = p.data->tokenizer_changes().eos_token_id) carry_eos_token(p, spec, *eos);
   // The model's own generation defaults (HF GenerationConfig.from_model_config), where the spec and its
   // sources left them unset: BART's forced_eos_token_id.
   const nlohmann::json model_config = p.model->config_json();

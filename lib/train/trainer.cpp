@@ -11,6 +11,7 @@
 #include "data/batch_placement.h"
 #include "data/batch_prefetcher.h"
 #include "data/loader.h"
+#include "data/saved_tokenizer.h"
 #include "distributed/comm.h"
 #include "engine/engine_builder.h"
 #include "engine/engine_state.h"
@@ -304,10 +305,12 @@ SavedWeights Trainer::weights_to_save(bool for_checkpoint) {
 bool Trainer::save_final_model(const std::string& dir) {
   const StreamedWeights streamed = engine_->stream_master_weights();
   const bool main_rank = comm_.rank() == 0;
-  // HF Trainer.save_model saves the processing_class beside the model: the directory is a whole model directory.
+  // HF Trainer.save_model saves the processing_class beside the model: the directory is a whole model directory
+  // (with the chat template and eos token the run's data changed, data/saved_tokenizer.h).
   if (const Tokenizer* tokenizer = pipeline_.data->tokenizer(); tokenizer && main_rank && !tokenizer->files().empty()) {
     std::filesystem::create_directories(dir);
-    for (const auto& f : tokenizer->files()) write_file_atomic(dir + "/" + f.name, read_text_file(f.path));
+    for (const auto& f : tokenizer_files_to_save(*tokenizer, pipeline_.data->tokenizer_changes()))
+      write_file_atomic(dir + "/" + f.name, f.text);
   }
   if (streamed.names.empty()) {  // stages 0-2 with masters in memory: every rank holds the whole model
     const SavedWeights weights = weights_to_save();  // collective: mixed precision gathers the fp32 masters

@@ -16,6 +16,7 @@
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "data/saved_tokenizer.h"
 #include "distributed/comm.h"
 #include "engine/engine_state.h"
 #include "engine/partition.h"
@@ -118,8 +119,8 @@ void Trainer::save_checkpoint(bool for_resume) {
     contents.add(weights_file, serialize_safetensors(weights));
   }
   contents.add(ckpt::kConfigFile, pipeline_.model->config_json().dump(2) + "\n");
-  if (const Tokenizer* tokenizer = pipeline_.data->tokenizer())  // HF saves the processing_class in each checkpoint
-    for (const auto& f : tokenizer->files()) contents.add(f.name, read_text_file(f.path));
+  if (const Tokenizer* t = pipeline_.data->tokenizer())  // HF saves the processing_class in each checkpoint
+    for (const auto& f : tokenizer_files_to_save(*t, pipeline_.data->tokenizer_changes())) contents.add(f.name, f.text);
   if (const AdapterDescription* adapter = pipeline_.model->adapter())  // PEFT's checkpoint layout: the adapter only
     contents.add(kAdapterConfigFile, adapter->config.dump(2) + "\n");
   if (!model_only)

@@ -3,7 +3,8 @@
 // packing (asked for by TRL's SFTConfig names under training:) its step-1 loss equals the unpacked run's,
 // and its eval loss falls; predict --prompts renders a conversation with the generation prompt;
 // `hftrain data inspect --json` prints what tests/reference/sft_reference.py makes
-// of the same rows.
+// of the same rows; the saved model directory carries the spec's chat template and TRL's eos_token, and
+// generation from it stops at that token.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -84,6 +85,36 @@ bool write_parquet(const std::string& dir) {
   REQUIRE(r.exit_code == 0);
   return true;
 }
+
+// A byte-level BPE tokenizer.json without merges: byte b is token b (its symbol from GPT-2's byte-to-unicode
+// table), then the special tokens <|im_start|> 256, <|im_end|> 257 and </s> 258.
+std::string byte_level_tokenizer() {
+  json vocab = json::object();
+  int shifted = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+    const int cp = printable ? b : 256 + shifted++;
+    std::string symbol;  // cp < 0x800: one or two UTF-8 bytes
+    if (cp < 0x80) symbol = std::string(1, static_cast<char>(cp));
+    else symbol = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    vocab[symbol] = b;
+  }
+  json added = json::array();
+  int id = 256;
+  for (const char* t : {"<|im_start|>", "<|im_end|>", "</s>"})
+    added.push_back({{"id", id++}, {"content", t}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                     {"normalized", false}, {"special", true}});
+  const json level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  return json{{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added},
+              {"normalizer", nullptr}, {"pre_tokenizer", level}, {"post_processor", nullptr}, {"decoder", level},
+              {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
+                         {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr}, {"fuse_unk", false},
+                         {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", vocab},
+                         {"merges", json::array()}}}}
+      .dump();
+}
+
+json predictions(const std::string& path) { return json::parse(read_text(path)); }
 
 }  // namespace
 
@@ -177,4 +208,65 @@ TEST_CASE("data inspect --json prints the ids and labels of TRL's reference, pac
     for (const auto& n : want[i]["segment_lengths"]) bounds.push_back(bounds.back().get<int64_t>() + n.get<int64_t>());
     CHECK(rows[i]["boundaries"] == bounds);
   }
+}
+
+TEST_CASE("the saved model carries the spec's chat template and TRL's eos_token, and generation stops there",
+          "[integration][sft]") {
+  const std::string dir = fresh_dir("sft_saved_template_eos");
+  fs::create_directories(dir + "/tok");
+  write_text(dir + "/tok/tokenizer.json", byte_level_tokenizer());
+  write_text(dir + "/tok/tokenizer_config.json",
+             "{\"eos_token\": \"</s>\", \"chat_template\": \"{{ 'its own template' }}\"}\n");
+  write_text(dir + "/tok/special_tokens_map.json", "{\"eos_token\": {\"content\": \"</s>\", \"lstrip\": false}}\n");
+  // ChatML without generation markers: assistant-only loss from rendering prefixes.
+  const std::string chatml =
+      "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+  write_text(dir + "/chat.jinja", chatml);
+  std::string rows;
+  for (int i = 0; i < 16; ++i)
+    rows += json{{"messages", {{{"role", "user"}, {"content", "q" + std::to_string(i)}},
+                               {{"role", "assistant"}, {"content", "ok"}}}}}.dump() + "\n";
+  write_text(dir + "/chat.jsonl", rows);
+  write_text(dir + "/spec.yaml",
+             "model: {type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, "
+             "num_key_value_heads: 2, max_position_embeddings: 64}\n"
+             "data: {type: jsonl, train_file: chat.jsonl, tokenizer: tok, chat_template: chat.jinja, "
+             "eos_token: \"<|im_end|>\", assistant_only_loss: true, cache_dir: cache}\n"
+             "training: {output_dir: out, max_steps: 40, per_device_train_batch_size: 8, learning_rate: 0.01, "
+             "logging_steps: 10, save_strategy: \"no\", do_eval: false, seed: 3}\n");
+  train(dir, "");
+  // As transformers' save_pretrained: the template in chat_template.jinja, not in tokenizer_config.json; the
+  // eos token in both token files; the model's eos ids on <|im_end|> (257).
+  CHECK(read_text(dir + "/out/chat_template.jinja") == chatml);
+  const json config = json::parse(read_text(dir + "/out/tokenizer_config.json"));
+  CHECK_FALSE(config.contains("chat_template"));
+  CHECK(config["eos_token"] == "<|im_end|>");
+  CHECK(json::parse(read_text(dir + "/out/special_tokens_map.json"))["eos_token"] == "<|im_end|>");
+  CHECK(json::parse(read_text(dir + "/out/config.json"))["eos_token_id"] == 257);
+  CHECK(json::parse(read_text(dir + "/out/generation_config.json"))["eos_token_id"] == 257);
+  // The saved directory alone (its template, tokenizer and eos): the prompt rendered with the template's
+  // generation prompt, and generation stopping at <|im_end|> after the learnt answer.
+  write_text(dir + "/ask.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"q3\"}]}\n");
+  write_text(dir + "/saved.yaml", "model: {type: llama, from_pretrained: out}\n"
+                                  "data: {type: jsonl, train_file: chat.jsonl, tokenizer: out, cache_dir: cache2}\n"
+                                  "training: {output_dir: unused}\n");
+  for (const std::string target : {"saved.yaml", "out"}) {
+    const CliResult r = run_hftrain("predict " + target + " --prompts ask.jsonl --set training.output_dir=p_" + target +
+                                    " --set generation.max_new_tokens=8", dir);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const json line = predictions(dir + "/p_" + target + "/predictions.jsonl");
+    CHECK(line["prompt"] == "<|im_start|>user\nq3<|im_end|>\n<|im_start|>assistant\n");
+    CHECK(line["generated_ids"] == json::array({111, 107, 257}));  // o, k, <|im_end|>
+  }
+  // Told to stop at the old eos instead, it runs on past <|im_end|>.
+  const CliResult old = run_hftrain("predict saved.yaml --prompts ask.jsonl --set training.output_dir=p_old "
+                                    "--set generation.max_new_tokens=8 --set generation.eos_token_id=258", dir);
+  REQUIRE(old.exit_code == 0);
+  CHECK(predictions(dir + "/p_old/predictions.jsonl")["generated_ids"].size() == 8);
+  // TRL's eos_token is a token of the vocabulary.
+  const CliResult bad = run_hftrain("train spec.yaml --set training.output_dir=bad --set data.eos_token=oops", dir);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("data.eos_token: 'oops' is 4 tokens of the tokenizer, not one"));
 }

@@ -1,7 +1,7 @@
 // Chat fine-tuning data as TRL's SFTTrainer prepares it (lib/data chat_template, sft_rows, sft_source,
 // best_fit_packing): chat templates found beside the tokenizer or named by the spec, the dataset format told
 // from the columns, assistant-only (generation markers, else prefix renders) and completion-only label masks,
-// truncation, bfd / wrapped packing, and the reference case: token ids and labels of every format under several templates equal to
+// truncation, bfd / wrapped packing, the tokenizer files a run saves, and the reference case: token ids and labels of every format under several templates equal to
 // tests/reference/sft_reference.py (python3-jinja2 in HF's environment, a byte tokenizer).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -16,6 +16,7 @@
 #include "data/best_fit_packing.h"
 #include "data/chat_template.h"
 #include "data/file_sources.h"
+#include "data/saved_tokenizer.h"
 #include "data/sft_rows.h"
 #include "tokenizers/hf_tokenizer.h"
 #include "util/error.h"
@@ -100,6 +101,40 @@ TEST_CASE("sft chat templates come from tokenizer_config.json, chat_template.jin
              Catch::Contains("bad.jinja:2:"));
   CHECK_THAT(error_of([&] { ChatTemplate::load({dir, dir + "/none.jinja", "", "", ""}); }),
              Catch::Contains("data.chat_template") && Catch::Contains("none.jinja"));
+}
+
+TEST_CASE("a saved tokenizer carries the spec's chat template and eos token as transformers saves them", "[unit][sft]") {
+  const std::string dir = scratch("saved_tokenizer");
+  write(dir + "/tokenizer.json", "{}");
+  write(dir + "/tokenizer_config.json", R"({"model_max_length": 8, "chat_template": "old", "eos_token": "</s>"})");
+  write(dir + "/chat_template.json", R"({"chat_template": "older"})");
+  ByteTokenizer tokenizer;
+  tokenizer.set_files({{dir + "/tokenizer.json", "tokenizer.json"}, {dir + "/tokenizer_config.json", "tokenizer_config.json"},
+                       {dir + "/chat_template.json", "chat_template.json"}});
+  auto named = [](const std::vector<SavedTokenizerFile>& files, const std::string& name) {
+    for (const auto& f : files)
+      if (f.name == name) return f.text;
+    return std::string("<none>");
+  };
+  // Nothing changed: the files as they are, byte for byte.
+  auto files = tokenizer_files_to_save(tokenizer, {});
+  REQUIRE(files.size() == 3);
+  CHECK(named(files, "tokenizer_config.json") == R"({"model_max_length": 8, "chat_template": "old", "eos_token": "</s>"})");
+  // The template in chat_template.jinja alone; the eos token in tokenizer_config.json, keys in their order.
+  files = tokenizer_files_to_save(tokenizer, {"NEW {{ messages }}", "<|end|>", 7});
+  CHECK(named(files, "chat_template.jinja") == "NEW {{ messages }}");
+  CHECK(named(files, "chat_template.json") == "<none>");
+  CHECK(named(files, "tokenizer_config.json") == "{\n  \"model_max_length\": 8,\n  \"eos_token\": \"<|end|>\"\n}\n");
+  CHECK(named(files, "special_tokens_map.json") == "<none>");
+  // A tokenizer.json alone gets a tokenizer_config.json holding the eos token; special_tokens_map.json (read
+  // last) is changed where it exists.
+  write(dir + "/special_tokens_map.json", R"({"eos_token": {"content": "</s>", "lstrip": false}, "pad_token": "<pad>"})");
+  tokenizer.set_files({{dir + "/tokenizer.json", "tokenizer.json"}, {dir + "/special_tokens_map.json", "special_tokens_map.json"}});
+  files = tokenizer_files_to_save(tokenizer, {"", "<|end|>", 7});
+  CHECK(named(files, "tokenizer_config.json") == "{\n  \"eos_token\": \"<|end|>\"\n}\n");
+  CHECK(ordered_json::parse(named(files, "special_tokens_map.json")) ==
+        ordered_json::parse(R"({"eos_token": "<|end|>", "pad_token": "<pad>"})"));
+  CHECK(tokenizer_files_to_save(ByteTokenizer(), {"T", "<|end|>", 7}).empty());  // no files: nothing saved
 }
 
 TEST_CASE("sft formats are told from the columns, masks follow them, refusals name the option", "[unit][sft]") {
