@@ -20,6 +20,7 @@ packages=(
   python3-optuna                     # Optuna 3.1 (TPE / random / CMA-ES, pruners, RDB storage): `hftrain search` drives it
   python3-jinja2                     # Jinja2 3.1: the reference renderer of chat templates
   libsnappy-dev libzstd-dev zlib1g-dev  # parquet's codecs (snappy, zstd, gzip)
+  zstd                               # the zstd command: the codec of the zstd-compressed Arrow test fixtures
 )
 
 # Test-only npm packages into $HFTRAIN_NPM_DIR (default /opt/hftrain-npm), pinned: HF tokenizers' native

@@ -1,10 +1,12 @@
 // Parquet files and datasets' Arrow folders written by independent writers (tests/reference/
 // columnar_fixtures.js: parquet-wasm, i.e. the Rust parquet crate, and Arrow's JavaScript stream writer) read
-// back as the rows they hold: every codec, data page v1 / v2, dictionary / plain / DELTA encodings, several row
-// groups and pages, nulls, list<string> and list<struct<role, content>>; save_to_disk folders in state.json's
-// order, DatasetDict splits, Hub shard folders. Through the binary: corrupt files refused (exit 2, naming file
-// and column, nothing written) and a tiny gpt trained on parquet rows logs the losses of the same rows as jsonl.
-// Skipped, with the reason, where node or the npm packages (scripts/install-deps.sh) are missing.
+// back as the rows they hold: every codec, data page v1 / v2, dictionary / plain / DELTA encodings (and the old
+// PLAIN_DICTIONARY id, on the writer's dictionary file relabelled), several row groups and pages, nulls,
+// list<string> and list<struct<role, content>>; save_to_disk folders in state.json's order (also with
+// zstd-compressed record batches), DatasetDict splits, Hub shard folders. Through the binary: corrupt files
+// refused (exit 2, naming file and column, nothing written) and a tiny gpt trained on parquet rows logs the
+// losses of the same rows as jsonl. Skipped, with the reason, where node or the npm packages
+// (scripts/install-deps.sh) are missing.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -71,7 +73,7 @@ TEST_CASE("parquet files of an independent writer read as the rows it wrote", "[
     CHECK(keys == std::vector<std::string>{"text", "id", "small", "score", "flag", "ratio", "tags", "messages", "label"});
     ++cases;
   }
-  CHECK(cases == 6);
+  CHECK(cases == 7);  // six writer settings and the PLAIN_DICTIONARY relabelling
 
   // A Hub dataset folder: data/train-0000N-of-00002.parquet in order, validation-* for the validation split.
   const auto train = hftrain::resolve_data_files(dir + "/hub", "train", "data.train_file");
@@ -104,6 +106,12 @@ TEST_CASE("datasets save_to_disk folders and DatasetDicts read in state.json's o
   CHECK(as_json(arrow_rows(hftrain::resolve_data_files(dir + "/dict", "validation", "k"))) == slice(expected, 30, 37));
   CHECK_THROWS_WITH(hftrain::resolve_data_files(dir + "/dict", "test", "data.test_file"),
                     Catch::Contains("no test split") && Catch::Contains("train, validation"));
+  // The same rows in record batches whose buffers Arrow's writer compressed with zstd (some stored raw, length
+  // -1, where zstd did not shrink them); written only where the zstd command is installed.
+  if (fs::exists(dir + "/zstd/state.json"))
+    CHECK(as_json(arrow_rows(hftrain::resolve_data_files(dir + "/zstd", "train", "data.train_file"))) == expected);
+  else
+    WARN("the zstd command is missing: no zstd-compressed Arrow fixture");
   // Rows as the data layer keeps them: strings, null, and the JSON text of lists of structs.
   const auto rows = hftrain::read_split_rows(saved, hftrain::RowFormat::kArrow);
   REQUIRE(rows.size() == 37);
