@@ -1,8 +1,8 @@
 // The shared llama-like decoder (see decoder.h). Follows HF's eager LlamaAttention: q/k rotated with cos/sin
 // of position * inv_freq (models/rotary: rope_theta and the rope_scaling type, halves duplicated,
 // rotate_half), k/v heads repeated num_attention_heads / num_key_value_heads times, causal + padding mask
-// (+ the sliding window), softmax in float32; RMSNorm before each sublayer (gemma: times 1 + weight);
-// down(act(gate(x)) * up(x)).
+// (+ the sliding window), softmax in float32; RMSNorm before each sublayer (gemma: times 1 + weight, in float32;
+// gemma2: also after the attention and around the MLP); down(act(gate(x)) * up(x)).
 #include "models/decoder.h"
 
 #include <cmath>
@@ -130,8 +130,25 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
-// The scale an RMSNorm multiplies by: its weight, or (1 + weight) for gemma's norms.
-torch::Tensor norm_scale(const DecoderSpec& s, const torch::Tensor& weight) { return s.norm_plus_one ? weight + 1.0 : weight; }
+// The family's RMSNorm of x: weight * normalised x, or gemma's x normalised times (1 + weight), computed in float32
+// and then rounded to x's dtype, as HF's GemmaRMSNorm / Gemma2RMSNorm.
+torch::Tensor norm(const DecoderSpec& s, const torch::Tensor& x, const torch::Tensor& weight) {
+  if (!s.norm_plus_one) return rms_norm(x, weight, s.rms_norm_eps);
+  if (x.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat)
+    return rms_norm(x, weight + 1.0, s.rms_norm_eps);
+  return rms_norm(x.to(torch::kFloat), weight.to(torch::kFloat) + 1.0, s.rms_norm_eps).to(x.scalar_type());
+}
+
+// The residual add and the norm after it, {x + update, norm(x + update)}: one fused pass (add_rms_norm), but for
+// gemma's norms over another dtype than float32, which norm() computes in float32.
+std::pair<torch::Tensor, torch::Tensor> add_norm(const DecoderSpec& s, const torch::Tensor& x, const torch::Tensor& update,
+                                                 const torch::Tensor& weight) {
+  if (s.norm_plus_one && (x.scalar_type() != torch::kFloat || weight.scalar_type() != torch::kFloat)) {
+    const torch::Tensor r = x + update;
+    return {r, norm(s, r, weight)};
+  }
+  return add_rms_norm(x, update, s.norm_plus_one ? weight + 1.0 : weight, s.rms_norm_eps);
+}
 
 torch::Tensor norm_weight(torch::nn::Module& parent, const std::string& name, int64_t size) {
   return parent.register_module(name, std::make_shared<torch::nn::Module>())
@@ -168,6 +185,10 @@ struct RotaryDecoder::Layer : torch::nn::Module {
       k_norm = norm_weight(*attn, "k_norm", s.head_dim);
     }
     post_norm = norm_weight(*this, "post_attention_layernorm", s.hidden_size);
+    if (s.sandwich_norms) {
+      pre_ff_norm = norm_weight(*this, "pre_feedforward_layernorm", s.hidden_size);
+      post_ff_norm = norm_weight(*this, "post_feedforward_layernorm", s.hidden_size);
+    }
     FeedForwardChoice ff = s.feed_forward
                                ? s.feed_forward(s, index)
                                : FeedForwardChoice{"mlp", std::make_shared<GatedMlp>(s.hidden_size, s.intermediate_size,
@@ -180,10 +201,10 @@ struct RotaryDecoder::Layer : torch::nn::Module {
                         const torch::Tensor& bias, const std::vector<int64_t>& segments, KvCache* cache = nullptr,
                         std::size_t layer = 0) {
     const auto B = x.size(0), T = x.size(1);
-    auto h = rms_norm(x, norm_scale(s, input_norm), s.rms_norm_eps);
-    auto heads = [&](const torch::Tensor& t, int64_t n, const torch::Tensor& norm) {
+    auto h = norm(s, x, input_norm);
+    auto heads = [&](const torch::Tensor& t, int64_t n, const torch::Tensor& head_norm) {
       auto v = t.reshape({B, T, n, s.head_dim});
-      if (norm.defined()) v = rms_norm(v, norm_scale(s, norm), s.rms_norm_eps);  // per head, before rotary
+      if (head_norm.defined()) v = norm(s, v, head_norm);  // per head, before rotary
       return v.transpose(1, 2);
     };
     torch::Tensor qp, kp, vp;
@@ -199,26 +220,31 @@ struct RotaryDecoder::Layer : torch::nn::Module {
     auto k = rotate(heads(kp, s.kv_heads, k_norm), cos, sin);
     auto v = heads(vp, s.kv_heads, {});
     const double dropout = is_training() ? s.attention_dropout : 0.0;
+    const ScoreRule rule{s.attention_scale, s.attn_logit_softcap};
     torch::Tensor y;
     if (window > 0 && (cache || segments.empty())) {
       const int64_t keys = (cache ? cache->length : 0) + T;
       torch::Tensor w = window_bias(T, keys, window, q.options());
-      y = self_attention(q, k, v, w.defined() ? (bias.defined() ? bias + w : w) : bias, {}, dropout, cache, layer);
+      y = self_attention(q, k, v, w.defined() ? (bias.defined() ? bias + w : w) : bias, {}, dropout, cache, layer, rule);
     } else if (window > 0) {  // a padding-free row: each example with its own window
       std::vector<torch::Tensor> parts;
       int64_t start = 0;
       for (const int64_t n : segments) {
         auto piece = [&](const torch::Tensor& t) { return t.narrow(2, start, n); };
         parts.push_back(self_attention(piece(q), piece(k), piece(v), window_bias(n, n, window, q.options()), {}, dropout,
-                                       nullptr, layer));
+                                       nullptr, layer, rule));
         start += n;
       }
       y = torch::cat(parts, 2);
     } else {
-      y = self_attention(q, k, v, bias, segments, dropout, cache, layer);
+      y = self_attention(q, k, v, bias, segments, dropout, cache, layer, rule);
     }
     y = y.transpose(1, 2).contiguous().view({B, T, s.heads * s.head_dim});
-    auto [r, m] = add_rms_norm(x, o_proj(y), norm_scale(s, post_norm), s.rms_norm_eps);
+    if (s.sandwich_norms) {  // gemma2: x + norm(attn), then + post_ff_norm(mlp(pre_ff_norm(.)))
+      auto [r, m] = add_norm(s, x, norm(s, o_proj(y), post_norm), pre_ff_norm);
+      return r + norm(s, mlp->forward(m), post_ff_norm);
+    }
+    auto [r, m] = add_norm(s, x, o_proj(y), post_norm);
     return r + mlp->forward(m);
   }
 
@@ -232,7 +258,7 @@ struct RotaryDecoder::Layer : torch::nn::Module {
 
   DecoderSpec s;
   int64_t window;
-  torch::Tensor input_norm, post_norm, q_norm, k_norm;
+  torch::Tensor input_norm, post_norm, q_norm, k_norm, pre_ff_norm, post_ff_norm;
   AdaptableLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, qkv_proj{nullptr}, o_proj{nullptr};
   std::shared_ptr<FeedForward> mlp;
 };
@@ -282,11 +308,16 @@ torch::Tensor RotaryDecoder::hidden_states(const Batch& batch, KvCache* cache) {
   });
   // Rotary tables as HF computes them: positions [b, T] (b = 1, or the rows of batched generation) ->
   // cos / sin [b, 1, T, head_dim]
-  torch::Tensor cos, sin;
-  std::tie(cos, sin) = rotary_tables(spec_.rope, token_positions(batch, past, T, x.device()), x.scalar_type());
+  const torch::Tensor positions = token_positions(batch, past, T, x.device());
+  torch::Tensor global_cos, global_sin, local_cos, local_sin;
+  std::tie(global_cos, global_sin) = rotary_tables(spec_.rope, positions, x.scalar_type());
+  if (spec_.sliding_rope) std::tie(local_cos, local_sin) = rotary_tables(*spec_.sliding_rope, positions, x.scalar_type());
   auto bias = padding_bias(batch.attention_mask, x.scalar_type());
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer* l = layers_[i].get();
+    const bool local = spec_.sliding_rope && spec_.windows[i] > 0;  // gemma3: sliding layers turn by their own base
+    const torch::Tensor& cos = local ? local_cos : global_cos;
+    const torch::Tensor& sin = local ? local_sin : global_sin;
     if (gradient_checkpointing_ && is_training()) {
       x = checkpointed(checkpoint_fns_->hold(
                            [this, l, cos, sin, bias, i, segments = batch.packed_lengths](const torch::Tensor& in) {
@@ -303,7 +334,8 @@ torch::Tensor RotaryDecoder::hidden_states(const Batch& batch, KvCache* cache) {
 }
 
 Model::LmHead RotaryDecoder::head(const torch::Tensor& hidden) {
-  return {rms_norm(hidden, norm_scale(spec_, norm_weight_), spec_.rms_norm_eps), spec_.tie_word_embeddings ? embed_tokens_->weight : lm_head_, {}};
+  return {norm(spec_, hidden, norm_weight_), spec_.tie_word_embeddings ? embed_tokens_->weight : lm_head_, {},
+          spec_.final_logit_softcap};
 }
 
 ModelOutput RotaryDecoder::forward(const Batch& batch) {

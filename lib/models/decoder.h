@@ -4,8 +4,9 @@
 // (models/rotary), grouped-query attention through the one self-attention dispatch (hf_layers
 // self_attention: KV cache, padding-free rows, fused kernel / SDPA / manual), a gated MLP. What a family
 // changes is data in its DecoderSpec: biases per projection, per-head q / k norms, a sliding window, gemma's
-// (1 + weight) norms and scaled embeddings, phi3's fused qkv_proj / gate_up_proj and partial rotary. So a
-// new llama-like family is its options, its declaration and the spec it resolves to.
+// (1 + weight) norms and scaled embeddings, phi3's fused qkv_proj / gate_up_proj and partial rotary, gemma2's
+// sandwich norms, attention scale and soft-caps, gemma3's local rotary on sliding layers. So a new llama-like
+// family is its options, its declaration and the spec it resolves to.
 #pragma once
 
 #include <functional>
@@ -91,6 +92,13 @@ struct DecoderSpec {
   bool tie_word_embeddings = false;
   FeedForwardFactory feed_forward;   // per layer; null = GatedMlp named `mlp` everywhere
   RopeSpec rope;                     // its dim below head_dim: rotary over each head's first dims only (phi3)
+  // gemma2 / gemma3: the attention output normed (post_attention_layernorm) before its residual add, and the
+  // feed-forward between pre_feedforward_layernorm and post_feedforward_layernorm
+  bool sandwich_norms = false;
+  double attention_scale = 0.0;      // scores times this; 0 = head_dim^-0.5 (gemma2: query_pre_attn_scalar^-0.5)
+  double attn_logit_softcap = 0.0;   // scores = cap tanh(scores / cap) before the mask; 0 = none (gemma2)
+  double final_logit_softcap = 0.0;  // logits = cap tanh(logits / cap); 0 = none (gemma2)
+  std::optional<RopeSpec> sliding_rope;  // the sliding layers' (windows > 0) rotary (gemma3); null = `rope` everywhere
 };
 
 // The options with the data's sizes filled in and checked (kv heads divide the heads, an even head size,

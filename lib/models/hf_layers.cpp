@@ -98,9 +98,10 @@ std::pair<torch::Tensor, torch::Tensor> cross_attention_kv(
 }
 
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
-                     bool causal, double dropout_p) {
-  if (fused_attention_applies(q, k, v, bias, dropout_p))
-    return fused_attention(q, k, v, bias, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), causal);
+                     bool causal, double dropout_p, const ScoreRule& rule) {
+  const double scale = rule.scale > 0 ? rule.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  if (rule.softcap <= 0 && fused_attention_applies(q, k, v, bias, dropout_p))
+    return fused_attention(q, k, v, bias, scale, causal);
   const auto Tq = q.size(2), Tk = k.size(2);
   torch::Tensor full_bias = bias;
   if (causal) {
@@ -110,38 +111,40 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
     full_bias = full_bias.defined() ? full_bias + causal_bias : causal_bias;
   }
 #if HFTRAIN_HAS_SDPA
-  return at::scaled_dot_product_attention(q, k, v, full_bias, dropout_p, /*is_causal=*/false);
-#else
-  // Scaled by the reciprocal, as nanoGPT's and HF llama's eager attention (the reference loops) compute it.
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  if (rule.scale <= 0 && rule.softcap <= 0)
+    return at::scaled_dot_product_attention(q, k, v, full_bias, dropout_p, /*is_causal=*/false);
+#endif
+  // Scaled by the reciprocal, as nanoGPT's and HF llama's eager attention (the reference loops) compute it;
+  // soft-capped before the mask, as HF's Gemma2 eager attention.
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+  if (rule.softcap > 0) scores = torch::tanh(scores / rule.softcap) * rule.softcap;
   if (full_bias.defined()) scores = scores + full_bias;
   auto probs = torch::softmax(scores, -1);
   if (dropout_p > 0) probs = torch::dropout(probs, dropout_p, /*train=*/true);
   return torch::matmul(probs, v);
-#endif
 }
 
 torch::Tensor self_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const torch::Tensor& bias,
                              const std::vector<int64_t>& segments, double dropout_p, KvCache* cache,
-                             std::size_t layer) {
+                             std::size_t layer, const ScoreRule& rule) {
   if (cache) std::tie(k, v) = cache->append(layer, k, v);  // cached with the KV heads, as computed
   const int64_t groups = q.size(1) / k.size(1);
   if (groups > 1) {
     k = k.repeat_interleave(groups, 1);
     v = v.repeat_interleave(groups, 1);
   }
-  if (!cache && !segments.empty()) return attend_packed(q, k, v, segments, dropout_p);
-  return attend(q, k, v, bias, /*causal=*/true, dropout_p);
+  if (!cache && !segments.empty()) return attend_packed(q, k, v, segments, dropout_p, rule);
+  return attend(q, k, v, bias, /*causal=*/true, dropout_p, rule);
 }
 
 torch::Tensor attend_packed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const std::vector<int64_t>& segments, double dropout_p) {
+                            const std::vector<int64_t>& segments, double dropout_p, const ScoreRule& rule) {
   std::vector<torch::Tensor> outputs;
   outputs.reserve(segments.size());
   int64_t start = 0;
   for (const int64_t length : segments) {
     auto piece = [&](const torch::Tensor& t) { return t.narrow(2, start, length); };
-    outputs.push_back(attend(piece(q), piece(k), piece(v), {}, /*causal=*/true, dropout_p));
+    outputs.push_back(attend(piece(q), piece(k), piece(v), {}, /*causal=*/true, dropout_p, rule));
     start += length;
   }
   if (start != q.size(2))

@@ -49,10 +49,19 @@ void require_seq2seq_labels(const Batch& batch, const std::string& family);
 std::pair<torch::Tensor, torch::Tensor> cross_attention_kv(
     KvCache* cache, std::size_t layer, const std::function<std::pair<torch::Tensor, torch::Tensor>()>& project);
 
+// How the attention scores are formed before the mask: q k^T times `scale` (0 = 1 / sqrt(head size)), then, with
+// `softcap` > 0, softcap * tanh(scores / softcap) (gemma2's attn_logit_softcapping; the fused kernel and SDPA
+// cannot, so a soft-capped attention runs the manual softmax).
+struct ScoreRule {
+  double scale = 0.0;
+  double softcap = 0.0;
+};
+
 // softmax(q k^T / sqrt(d) + bias [+ causal]) v for q [B, H, Tq, D], k/v [B, H, Tk, D]; `bias` is
-// additive and broadcastable to [B, H, Tq, Tk] or undefined; dropout on the probabilities when p > 0.
+// additive and broadcastable to [B, H, Tq, Tk] or undefined; dropout on the probabilities when p > 0. `rule`
+// changes the scale and soft-caps the scores before the bias.
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
-                     bool causal, double dropout_p);
+                     bool causal, double dropout_p, const ScoreRule& rule = {});
 
 // A decoder's self-attention, dispatched in one place for every decoder family: q [B, H, T, D] and the new
 // tokens' k / v [B, KV, T, D] (rotated already where the family rotates). With a cache (generation) k / v
@@ -62,13 +71,13 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 // to the H query heads (grouped-query attention) after the cache keeps them unrepeated.
 torch::Tensor self_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const torch::Tensor& bias,
                              const std::vector<int64_t>& segments, double dropout_p, KvCache* cache,
-                             std::size_t layer);
+                             std::size_t layer, const ScoreRule& rule = {});
 
 // attend() over a padding-free row (Batch::packed_lengths): q, k, v [1, H, T, D] hold the examples of
 // lengths `segments` (summing to T) one after the other, and each example attends causally to itself
 // only, exactly as it would alone in a padded batch; never a [T, T] matrix.
 torch::Tensor attend_packed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const std::vector<int64_t>& segments, double dropout_p);
+                            const std::vector<int64_t>& segments, double dropout_p, const ScoreRule& rule = {});
 
 // The longest sequence the positions of `batch` must reach: past + T, or, for a padding-free row, its
 // longest example (positions restart at each one).

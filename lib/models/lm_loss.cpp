@@ -59,7 +59,7 @@ torch::Tensor scored_rows(torch::Tensor z, const torch::Tensor& yc, double epsil
 class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, torch::Tensor w, torch::Tensor b,
-                               torch::Tensor y, double scale, double epsilon, int64_t chunk) {
+                               torch::Tensor y, double scale, double epsilon, int64_t chunk, double softcap) {
     const bool has_bias = b.numel() > 0;
     const bool grad_h = h.requires_grad(), grad_w = w.requires_grad(), grad_b = has_bias && b.requires_grad();
     const int64_t rows = h.size(0), vocab = w.size(0);
@@ -74,10 +74,16 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       if (has_bias) z.copy_(b.expand({end - start, vocab}));
       matmul_into(z, hc, false, w, true, has_bias ? 1.0f : 0.0f);
       z = z.to(torch::kFloat);
+      torch::Tensor t;  // soft-capped: tanh(z / cap), kept for the derivative
+      if (softcap > 0) {
+        t = (z / softcap).tanh_();
+        z = t * softcap;
+      }
       const bool gradient = grad_h || grad_w || grad_b;
       // d loss / d z = scale * (softmax - (1 - eps) onehot - eps / V), formed in place over z.
       const torch::Tensor g = scored_rows(z, yc, epsilon, scale, gradient, total);
       if (!gradient) continue;
+      if (softcap > 0) g.mul_(1.0 - t * t);  // d cap tanh(z / cap) / dz
       if (grad_b) db += g.sum(0);
       const torch::Tensor gc = g.to(h.scalar_type());
       if (grad_h) {
@@ -102,7 +108,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     return {saved[0].defined() ? saved[0] * go.to(saved[0].scalar_type()) : torch::Tensor(),
             scaled(saved[1], ctx->saved_data["w_dtype"].toInt()),
             scaled(saved[2], ctx->saved_data["b_dtype"].toInt()),
-            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -126,7 +132,8 @@ int64_t auto_chunk_tokens(int64_t tokens, int64_t vocab, int64_t hidden) {
 }
 
 torch::Tensor linear_cross_entropy(const torch::Tensor& features, const torch::Tensor& weight, const torch::Tensor& bias,
-                                   const torch::Tensor& labels, double epsilon, double denominator, int64_t chunk_tokens) {
+                                   const torch::Tensor& labels, double epsilon, double denominator, int64_t chunk_tokens,
+                                   double softcap) {
   const int64_t hidden = features.size(-1);
   const torch::Tensor flat_labels = labels.reshape({-1});
   const torch::Tensor scored = flat_labels.ne(-100).nonzero().squeeze(1);
@@ -144,7 +151,7 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& features, const torch::T
   }
   // HF divides by the batch's label-token count unless num_items_in_batch is given (0 tokens: 0 / 0).
   const double scale = denominator > 0 ? 1.0 / denominator : 1.0 / static_cast<double>(rows);
-  return LinearCrossEntropy::apply(h, w, b, y, scale, epsilon, std::max<int64_t>(1, chunk_tokens));
+  return LinearCrossEntropy::apply(h, w, b, y, scale, epsilon, std::max<int64_t>(1, chunk_tokens), softcap);
 }
 
 }  // namespace hftrain

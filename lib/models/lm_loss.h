@@ -29,8 +29,11 @@ int64_t auto_chunk_tokens(int64_t tokens, int64_t vocab, int64_t hidden);
 // `epsilon` as HF's LabelSmoother ((1 - eps) NLL + eps mean over classes of -log p). The sum over label
 // tokens divided by `denominator` when it is > 0 (Batch::loss_denominator), else their mean. Under
 // autocast the matrix products run in autocast's dtype (as linear would) and the softmax in fp32.
-// Equals linear + token_cross_entropy / label_smoothed_loss within fp32 rounding, for any chunk size.
+// With `softcap` > 0 the logits scored are softcap * tanh(logits / softcap) (gemma2's final_logit_softcapping),
+// their gradient through tanh's derivative. Equals linear (+ the cap) + token_cross_entropy / label_smoothed_loss
+// within fp32 rounding, for any chunk size.
 torch::Tensor linear_cross_entropy(const torch::Tensor& features, const torch::Tensor& weight, const torch::Tensor& bias,
-                                   const torch::Tensor& labels, double epsilon, double denominator, int64_t chunk_tokens);
+                                   const torch::Tensor& labels, double epsilon, double denominator, int64_t chunk_tokens,
+                                   double softcap = 0.0);
 
 }  // namespace hftrain

@@ -28,7 +28,8 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
 torch::Tensor Model::head_logits(UnitHandle unit, const std::function<LmHead()>& head) {
   return in_unit(unit, [&] {
     const LmHead h = head();
-    return linear_product(h.features, h.weight, h.bias);
+    const torch::Tensor logits = linear_product(h.features, h.weight, h.bias);
+    return h.softcap > 0 ? torch::tanh(logits / h.softcap) * h.softcap : logits;
   });
 }
 
@@ -45,7 +46,7 @@ ModelOutput Model::language_model_output(UnitHandle unit, const Batch& batch, bo
         labels = labels.slice(1, 1, labels.size(1));
       }
       return linear_cross_entropy(features, h.weight, h.bias, labels, batch.label_smoothing, batch.loss_denominator,
-                                  lm_loss_.chunk_tokens);
+                                  lm_loss_.chunk_tokens, h.softcap);
     });
     return out;
   }

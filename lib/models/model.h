@@ -282,9 +282,11 @@ class Model : public torch::nn::Module {
   const std::shared_ptr<GatherUnits>& units() const { return units_; }
 
   // A language model's output layer: `features` [B, T, H] (after the final norm) through `weight` [V, H]
-  // (+ `bias` [V], may be undefined).
+  // (+ `bias` [V], may be undefined); with `softcap` > 0 the logits are softcap * tanh(logits / softcap)
+  // (gemma2's final_logit_softcapping), in the logits and in the chunked loss alike.
   struct LmHead {
     torch::Tensor features, weight, bias;
+    double softcap = 0.0;
   };
   // Logits [B, T, V] of the head built by `head` inside gather unit `unit`.
   torch::Tensor head_logits(UnitHandle unit, const std::function<LmHead()>& head);

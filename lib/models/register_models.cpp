@@ -5,6 +5,8 @@
 #include "models/bart.h"
 #include "models/bert.h"
 #include "models/gemma.h"
+#include "models/gemma2.h"
+#include "models/gemma3.h"
 #include "models/gpt.h"
 #include "models/gpt2.h"
 #include "models/llama.h"
@@ -48,6 +50,10 @@ void register_models(Registry<Model, const ModelContext&>& models) {
   add_family<Qwen3Moe>(models, "HF Qwen3MoeForCausalLM (qwen3's decoder with routed experts).");
   add_family<Phi3>(models, "HF Phi3ForCausalLM (llama's decoder with fused qkv / gate_up projections, partial rotary).");
   add_family<Gemma>(models, "HF GemmaForCausalLM (llama's decoder with (1 + weight) norms, scaled embeddings, GELU-tanh).");
+  add_family<Gemma2>(models, "HF Gemma2ForCausalLM (gemma's decoder with sandwich norms, soft-capped scores and logits, "
+                             "alternating sliding layers).");
+  add_family<Gemma3>(models, "HF Gemma3ForCausalLM (gemma2's decoder with per-head q / k norms, a local rotary on its "
+                             "sliding layers).");
   add_family<T5>(models,
                  "HF T5ForConditionalGeneration (encoder-decoder, relative position buckets, RMS norms; "
                  "relu or gated-gelu feed-forward); T5Config option names.");

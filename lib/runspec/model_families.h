@@ -63,6 +63,11 @@ struct ModelFamily {
   // Rotary position embeddings: config.json's rope_theta / rope_scaling (or v5's rope_parameters) are read
   // into the options rope_theta / rope_scaling (runspec/rope_scaling: with_v4_rope_keys).
   bool rotary = false;
+  // The config.json key of the sliding layers' rope_theta, for v5's rope_parameters keyed by layer type
+  // ({"full_attention": {...}, "sliding_attention": {...}}; gemma3_text's rope_local_base_freq): the global
+  // layers' entry is read as rope_theta / rope_scaling, the sliding layers' theta into this key. "" = that form
+  // is refused.
+  std::string sliding_rope_theta_key;
   // Keys whose non-null values hftrain cannot honour (ConfigError naming key and file).
   std::vector<std::string> refused_config_keys;
   // When true, every config.json key must be an option of the type, a key of HF's PretrainedConfig that

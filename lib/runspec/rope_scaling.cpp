@@ -2,6 +2,7 @@
 // follows transformers' modeling_rope_utils (its _validate_*_parameters and what _compute_*_parameters read).
 #include "runspec/rope_scaling.h"
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -150,6 +151,35 @@ std::string read_rope_parameters(const nlohmann::json& rope_scaling, RopeParamet
   return read_type_values(rope_scaling, out);
 }
 
+namespace {
+
+// v5's rope_parameters keyed by layer type (gemma3_text): the global layers' entry, with the sliding layers' theta
+// (their rotary unscaled) moved into config[family.sliding_rope_theta_key]. Other rope_parameters as they are.
+nlohmann::json global_rope_parameters(const nlohmann::json& rp, const ModelFamily& family, nlohmann::json& config,
+                                      const std::function<void(const std::string&)>& fail) {
+  if (!rp.is_object() || (!rp.contains("full_attention") && !rp.contains("sliding_attention"))) return rp;
+  const std::string& key = family.sliding_rope_theta_key;
+  if (key.empty()) fail("rope_parameters: per layer type (full_attention / sliding_attention) is not built for " + family.model_type);
+  for (const auto& item : rp.items())
+    if (item.key() != "full_attention" && item.key() != "sliding_attention")
+      fail("rope_parameters." + item.key() + ": not a layer type (full_attention, sliding_attention)");
+  nlohmann::json local = rp.value("sliding_attention", nlohmann::json::object());
+  if (!local.is_object()) fail("rope_parameters.sliding_attention: expected an object, got " + local.dump());
+  const nlohmann::json theta = local.contains("rope_theta") ? local["rope_theta"] : nlohmann::json(10000.0);
+  local.erase("rope_theta");
+  if (!theta.is_number() || !(theta.get<double>() > 0))
+    fail("rope_parameters.sliding_attention.rope_theta: expected a positive number, got " + theta.dump());
+  if (!local.empty() && !(local.size() == 1 && local.value("rope_type", local.value("type", std::string())) == "default"))
+    fail("rope_parameters.sliding_attention: " + local.dump() + " is not built (the sliding layers' rotary is unscaled: "
+         "rope_type default with rope_theta)");
+  if (config.contains(key) && !config[key].is_null() && config[key] != theta)
+    fail(key + " " + config[key].dump() + " disagrees with rope_parameters.sliding_attention.rope_theta " + theta.dump());
+  config[key] = theta;
+  return rp.value("full_attention", nlohmann::json::object());
+}
+
+}  // namespace
+
 nlohmann::json with_v4_rope_keys(const nlohmann::json& config, const std::string& config_path) {
   const ModelFamily* family = config.is_object() && config.contains("model_type") && config["model_type"].is_string()
                                   ? find_model_family(config["model_type"].get<std::string>())
@@ -158,7 +188,7 @@ nlohmann::json with_v4_rope_keys(const nlohmann::json& config, const std::string
   nlohmann::json out = config;
   auto fail = [&](const std::string& problem) { throw ConfigError(config_path + ": " + problem); };
   if (out.contains("rope_parameters") && !out["rope_parameters"].is_null()) {
-    nlohmann::json rp = out["rope_parameters"];
+    nlohmann::json rp = global_rope_parameters(out["rope_parameters"], *family, out, fail);
     if (!rp.is_object()) fail("rope_parameters: expected an object, got " + rp.dump());
     nlohmann::json theta = rp.contains("rope_theta") ? rp["rope_theta"] : nlohmann::json(10000.0);
     if (!theta.is_number() || !(theta.get<double>() > 0)) fail("rope_parameters.rope_theta: expected a positive number, got " + theta.dump());

@@ -201,8 +201,8 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
   YAML::Node merged(YAML::NodeType::Map);
   for (const auto& option : catalog.models.options(type)) {
     if (const std::string key = config_key_of_option(config, option.name); !key.empty()) {
-      // an object (rope_scaling) as the mapping a spec would hold
-      YAML::Node v = config[key].is_object() ? YAML::Load(config[key].dump()) : json_to_yaml_scalar(config[key]);
+      // an object (rope_scaling) or a list (layer_types) as the mapping / sequence a spec would hold
+      YAML::Node v = config[key].is_structured() ? YAML::Load(config[key].dump()) : json_to_yaml_scalar(config[key]);
       if (v.IsDefined()) merged[option.name] = v;
     } else if (option.name == "num_labels" && config.contains("id2label") && config["id2label"].is_object()) {
       merged[option.name] = std::to_string(config["id2label"].size());

@@ -1,7 +1,8 @@
-// The llama-like families on the shared decoder (qwen2, qwen3, mistral, gemma, phi3) through the real binary: each trains
-// from a pretrained directory (its sliding window binding on the data's sequences), saves, and the saved
+// The llama-like families on the shared decoder (qwen2, qwen3, mistral, gemma, phi3, gemma2) through the real binary:
+// each trains from a pretrained directory (its sliding window binding on the data's sequences), saves, and the saved
 // directory evaluates to the loss the run ended with; `hftrain estimate` sizes the published config.json of
-// Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b and Phi-3-mini-4k-instruct at their published parameter counts.
+// Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b, Phi-3-mini-4k-instruct and gemma-2-9b-it at their published
+// parameter counts.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -26,7 +27,8 @@ double eval_loss(const std::string& path) { return json::parse(read_text(path)).
 
 }  // namespace
 
-TEST_CASE("qwen2, qwen3, mistral, gemma and phi3: from_pretrained, train, save, and the saved directory evaluates equal",
+TEST_CASE("qwen2, qwen3, mistral, gemma, phi3 and gemma2: from_pretrained, train, save, and the saved directory evaluates "
+          "equal",
           "[integration][hfmodels][decoder_families]") {
   const std::string tiny = "hidden_size: 16, intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, "
                            "num_key_value_heads: 2";
@@ -35,7 +37,8 @@ TEST_CASE("qwen2, qwen3, mistral, gemma and phi3: from_pretrained, train, save, 
            {"qwen3", "head_dim: 6"},
            {"mistral", "sliding_window: 3"},
            {"gemma", "head_dim: 6"},
-           {"phi3", "sliding_window: 3, partial_rotary_factor: 0.5"}}) {
+           {"phi3", "sliding_window: 3, partial_rotary_factor: 0.5"},
+           {"gemma2", "head_dim: 6, sliding_window: 3, attn_logit_softcapping: 2.0, final_logit_softcapping: 5.0"}}) {
     INFO(type);
     const std::string dir = fresh_dir("decoder_family_" + type);
     write_text(dir + "/make.yaml", spec_for("{type: " + type + ", " + tiny + ", " + extra + "}", "pretrained", 2));
@@ -56,7 +59,8 @@ TEST_CASE("qwen2, qwen3, mistral, gemma and phi3: from_pretrained, train, save, 
   }
 }
 
-TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b and Phi-3-mini config.json files are sized at their parameter counts",
+TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b, Phi-3-mini and gemma-2-9b config.json files are sized at "
+          "their parameter counts",
           "[integration][estimate][decoder_families]") {
   const std::string dir = fresh_dir("estimate_decoder_families");
   // the hub's config.json files as published
@@ -102,7 +106,17 @@ TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b and Phi-3-m
            "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
            "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": false,
            "torch_dtype": "bfloat16", "transformers_version": "4.40.2", "use_cache": true, "vocab_size": 32064})",
-       3821079552.0}};
+       3821079552.0},
+      {"gemma2_9b",
+       R"({"architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+           "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+           "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+           "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584, "initializer_range": 0.02,
+           "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 16,
+           "num_hidden_layers": 42, "num_key_value_heads": 8, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+           "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096, "sliding_window_size": 4096,
+           "torch_dtype": "bfloat16", "transformers_version": "4.42.0.dev0", "use_cache": true, "vocab_size": 256000})",
+       9241705984.0}};
   for (const auto& [name, config, published] : models) {
     INFO(name);
     std::filesystem::create_directories(dir + "/" + name);

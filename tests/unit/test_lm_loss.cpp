@@ -118,6 +118,9 @@ TEST_CASE("every language-model family's loss and gradients are the same with th
                "attn_pdrop: 0, tie_word_embeddings: false}"},
       {"llama", "{vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
                 "num_key_value_heads: 2, max_position_embeddings: 16}"},
+      {"gemma2", "{vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+                 "num_key_value_heads: 2, head_dim: 8, max_position_embeddings: 16, initializer_range: 0.3, "
+                 "final_logit_softcapping: 2.0, sliding_window: 3}"},  // the cap binds: tanh's derivative in the loss
       {"bert_mlm", "{vocab_size: 31, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 48, "
                    "max_position_embeddings: 16, hidden_dropout_prob: 0, attention_probs_dropout_prob: 0}"},
       {"t5", "{vocab_size: 29, d_model: 32, d_kv: 8, d_ff: 48, num_layers: 2, num_decoder_layers: 2, num_heads: 4, "
