@@ -1,8 +1,8 @@
 // The llama-like families on the shared decoder (qwen2, qwen3, mistral, gemma, phi3, gemma2) through the real binary:
 // each trains from a pretrained directory (its sliding window binding on the data's sequences), saves, and the saved
 // directory evaluates to the loss the run ended with; `hftrain estimate` sizes the published config.json of
-// Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b, Phi-3-mini-4k-instruct and gemma-2-9b-it at their published
-// parameter counts.
+// Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b, Phi-3-mini-4k-instruct, gemma-2-9b-it and gemma-3-1b-it at their
+// published parameter counts.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -59,8 +59,8 @@ TEST_CASE("qwen2, qwen3, mistral, gemma, phi3 and gemma2: from_pretrained, train
   }
 }
 
-TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b, Phi-3-mini and gemma-2-9b config.json files are sized at "
-          "their parameter counts",
+TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b, Phi-3-mini, gemma-2-9b and gemma-3-1b config.json files "
+          "are sized at their parameter counts",
           "[integration][estimate][decoder_families]") {
   const std::string dir = fresh_dir("estimate_decoder_families");
   // the hub's config.json files as published
@@ -116,7 +116,17 @@ TEST_CASE("published Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b, Phi-3-mini
            "num_hidden_layers": 42, "num_key_value_heads": 8, "pad_token_id": 0, "query_pre_attn_scalar": 256,
            "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096, "sliding_window_size": 4096,
            "torch_dtype": "bfloat16", "transformers_version": "4.42.0.dev0", "use_cache": true, "vocab_size": 256000})",
-       9241705984.0}};
+       9241705984.0},
+      {"gemma3_1b",
+       R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+           "attn_logit_softcapping": null, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 106],
+           "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+           "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768,
+           "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+           "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
+           "rope_scaling": null, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
+           "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": true, "vocab_size": 262144})",
+       999885952.0}};
   for (const auto& [name, config, published] : models) {
     INFO(name);
     std::filesystem::create_directories(dir + "/" + name);
