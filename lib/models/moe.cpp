@@ -3,11 +3,32 @@
 // asked, the weights cast back to the compute dtype and multiplying each expert's output.
 #include "models/moe.h"
 
+#include <torch/csrc/autograd/custom_function.h>
+
 #include "models/construction.h"
 #include "models/fused_activations.h"
 #include "models/hf_layers.h"
 
 namespace hftrain {
+namespace {
+
+// A zero added to a recomputed block's output whose backward gives the recomputed router logits the gradient
+// that the load-balancing loss left in the block's leaf (RouterRecord::leaves), whatever reaches the output.
+class LeafGradient : public torch::autograd::Function<LeafGradient> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor logits, int64_t record, int64_t slot) {
+    ctx->saved_data["record"] = record;
+    ctx->saved_data["slot"] = slot;
+    return torch::zeros({}, logits.options());
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list) {
+    const auto* record = reinterpret_cast<const RouterRecord*>(ctx->saved_data["record"].toInt());
+    const torch::Tensor& leaf = record->leaves.at(static_cast<std::size_t>(ctx->saved_data["slot"].toInt()));
+    return {leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
 
 Expert::Expert(const MoeSpec& s) : act_(s.hidden_act) {
   gate_ = register_module(s.gate_name, new_linear(s.hidden_size, s.expert_size, false));
@@ -40,9 +61,16 @@ torch::Tensor SparseMoe::forward(const torch::Tensor& input) {
   if (is_training() && spec_.jitter_noise > 0)  // Mixtral: router and experts read the jittered input
     x = x * torch::empty_like(x).uniform_(1.0 - spec_.jitter_noise, 1.0 + spec_.jitter_noise);
   const torch::Tensor logits = gate_(x);
-  if (spec_.record && spec_.record->recording) spec_.record->logits.push_back(logits);
+  RouterRecord* record = spec_.record.get();
+  if (record && record->recording) {
+    record_slot_ = record->logits.size();
+    record->logits.push_back(logits);
+  }
   torch::Tensor y = routed(x, logits);
   if (shared_expert_) y = y + torch::sigmoid(shared_expert_gate_(x)) * shared_expert_->forward(x);
+  // backward's recomputation of a checkpointed layer: the load-balancing loss's gradient joins the logits'
+  if (record && !record->recording && record_slot_ < record->leaves.size() && logits.requires_grad())
+    y = y + LeafGradient::apply(logits, reinterpret_cast<int64_t>(record), static_cast<int64_t>(record_slot_));
   return y.view(shape);
 }
 
@@ -71,7 +99,7 @@ torch::Tensor SparseMoe::routed(const torch::Tensor& x, const torch::Tensor& log
 torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& logits, int64_t experts, int64_t top_k,
                                   const torch::Tensor& mask) {
   const torch::Tensor all = torch::cat(logits, 0);
-  const torch::Tensor probs = torch::softmax(all, -1);
+  const torch::Tensor probs = torch::softmax(all, -1, torch::kFloat);  // 16-bit logits too: in float32
   const torch::Tensor chosen = std::get<1>(probs.topk(top_k, -1));
   const torch::Tensor routed = torch::one_hot(chosen, experts).to(probs.scalar_type());  // [tokens, k, experts]
   // each layer's tokens in the batch's order: the mask repeats per layer

@@ -22,6 +22,10 @@ namespace hftrain {
 struct RouterRecord {
   bool recording = false;
   std::vector<torch::Tensor> logits;
+  // Gradient checkpointing: a checkpointed layer's first forward keeps no autograd graph, so the loss is taken
+  // over leaf copies of its router logits (one per MoE layer, in `logits`' order); when backward recomputes the
+  // layer, its block hands its leaf's gradient on to the recomputed logits. Empty otherwise.
+  std::vector<torch::Tensor> leaves;
 };
 
 // One routed block's shape and HF names.
@@ -56,6 +60,7 @@ class SparseMoe : public FeedForward {
   MoeSpec spec_;
   AdaptableLinear gate_{nullptr}, shared_expert_gate_{nullptr};
   std::vector<std::shared_ptr<Expert>> experts_;
+  std::size_t record_slot_ = 0;  // this block's entry in the record's logits / leaves
   std::shared_ptr<GatedMlp> shared_expert_;
 };
 

@@ -21,9 +21,13 @@ ModelOutput MoeDecoder::forward(const Batch& batch) {
       r.logits.clear();
     }
   } recording(*record_);
+  record_->leaves.clear();
   ModelOutput out = RotaryDecoder::forward(batch);
   if (record_->logits.empty()) return out;  // no routed layer
-  const torch::Tensor aux = load_balancing_loss(record_->logits, routing_.experts, routing_.top_k, batch.attention_mask);
+  std::vector<torch::Tensor> logits = record_->logits;
+  if (torch::GradMode::is_enabled() && !logits.front().requires_grad())  // checkpointed layers: see RouterRecord
+    for (auto& l : logits) record_->leaves.push_back(l = l.detach().requires_grad_(true));
+  const torch::Tensor aux = load_balancing_loss(logits, routing_.experts, routing_.top_k, batch.attention_mask);
   aux_loss_ = aux.detach();
   // HF's XForCausalLM: loss += router_aux_loss_coef * aux_loss when there are labels
   if (out.loss.defined()) out.loss = out.loss + aux.to(out.loss.scalar_type()) * routing_.aux_coef;
@@ -40,13 +44,6 @@ void MoeDecoder::set_routing(const Routing& routing, const std::string& experts_
     throw ConfigError("model.num_experts_per_tok (" + std::to_string(routing.top_k) + ") exceeds " + experts_key + " (" +
                       std::to_string(routing.experts) + ")");
   routing_ = routing;
-}
-
-void MoeDecoder::enable_gradient_checkpointing() {
-  if (routing_.output_router_logits)
-    throw ConfigError(family()->model_type + ": gradient_checkpointing with output_router_logits is not built (the "
-                      "load-balancing loss needs each layer's router logits with their gradient); set one of them false");
-  RotaryDecoder::enable_gradient_checkpointing();
 }
 
 bool qwen_moe_layer(int64_t i, int64_t decoder_sparse_step, const std::optional<std::vector<int64_t>>& mlp_only_layers) {

@@ -16,9 +16,6 @@ namespace hftrain {
 class MoeDecoder : public RotaryDecoder {
  public:
   ModelOutput forward(const Batch& batch) override;
-  // The aux loss needs the router logits with their gradient, which a checkpointed layer's first forward
-  // does not keep: refused while output_router_logits is set.
-  void enable_gradient_checkpointing() override;
   // The last forward's load-balancing loss (before the coefficient); undefined when none was computed.
   const torch::Tensor& aux_loss() const { return aux_loss_; }
   // {"aux_loss", its value} after a forward that computed it.

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "generate/batch_generate.h"
 #include "generate/generate.h"
@@ -141,7 +142,8 @@ TEST_CASE("a 1-expert top-1 mixtral is llama with the expert as its MLP", "[unit
   CHECK(torch::allclose(mixtral->forward(batch).logits, llama->forward(batch).logits, 1e-5, 1e-6));
 }
 
-TEST_CASE("output_router_logits adds router_aux_loss_coef times the load-balancing loss, jitter only in training",
+TEST_CASE("output_router_logits adds router_aux_loss_coef times the load-balancing loss, under gradient checkpointing "
+          "too, jitter only in training",
           "[unit][moe]") {
   const std::string base = "{" + sizes + ", intermediate_size: 24, num_local_experts: 4, num_experts_per_tok: 2";
   auto plain = hftrain_test::build_model("mixtral", base + "}", 5);
@@ -155,8 +157,20 @@ TEST_CASE("output_router_logits adds router_aux_loss_coef times the load-balanci
   REQUIRE(aux.defined());
   CHECK(aux.item<double>() > 0.0);
   CHECK(total == Approx(loss + 0.5 * aux.item<double>()).epsilon(1e-6));
-  // the aux loss needs the router logits' gradient, which checkpointed layers do not keep
-  CHECK_THROWS_AS(with_aux->enable_gradient_checkpointing(), ConfigError);
+  // gradient checkpointing recomputes each layer, the aux loss's gradient reaching the recomputed router logits
+  std::map<std::string, torch::Tensor> grads[2];
+  for (const bool checkpointing : {false, true}) {
+    auto m = hftrain_test::build_model("mixtral", base + ", output_router_logits: true, router_aux_loss_coef: 0.5}", 6);
+    m->train();
+    if (checkpointing) m->enable_gradient_checkpointing();
+    (m->forward(batch).loss * 3.0).backward();  // a scaled loss (accumulation, loss scaling) scales both parts
+    for (auto& np : m->named_parameters()) grads[checkpointing][np.key()] = np.value().grad();
+  }
+  for (const auto& [name, g] : grads[0]) {
+    INFO(name);
+    CHECK(torch::allclose(g, grads[1].at(name), 1e-6, 1e-7));
+  }
+  CHECK(grads[0].at("model.layers.0.block_sparse_moe.gate.weight").abs().max().item<double>() > 0);
   auto jitter = hftrain_test::build_model("mixtral", base + ", router_jitter_noise: 0.2}", 5);
   jitter->eval();
   plain->eval();
