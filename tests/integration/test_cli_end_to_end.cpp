@@ -166,7 +166,7 @@ TEST_CASE("bad input exits 2 with a clear message and writes nothing", "[integra
     CliResult r = run_hftrain("train good.yaml --set model.type=transformer", dir);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("unknown model type 'transformer'"));
-    CHECK_THAT(r.output, Catch::Contains("valid types: bart, bert, bert_mlm, gemma, gpt, gpt2, llama, mistral, mixtral, mlp, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, t5"));
+    CHECK_THAT(r.output, Catch::Contains("valid types: bart, bert, bert_mlm, gemma, gemma2, gemma3_text, gpt, gpt2, llama, mistral, mixtral, mlp, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, t5"));
   }
   SECTION("negative batch size") {
     CliResult r = run_hftrain("train good.yaml --set training.per_device_train_batch_size=-1", dir);

@@ -80,7 +80,7 @@ TEST_CASE("missing spec file is a config error naming the file", "[unit][spec]")
 
 TEST_CASE("unknown component type lists the valid ones", "[unit][spec]") {
   std::string err = load_error(write_spec("comp.yaml", "model: {type: gtp}\ndata: {type: digit_reversal}\ntraining: {output_dir: x}\n"));
-  CHECK_THAT(err, Catch::Contains("model.type: unknown model type 'gtp' (did you mean 'gpt'?); valid types: bart, bert, bert_mlm, gemma, gpt, gpt2, llama, mistral, mixtral, mlp, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, t5"));
+  CHECK_THAT(err, Catch::Contains("model.type: unknown model type 'gtp' (did you mean 'gpt'?); valid types: bart, bert, bert_mlm, gemma, gemma2, gemma3_text, gpt, gpt2, llama, mistral, mixtral, mlp, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, t5"));
 }
 
 TEST_CASE("an option of another component is named as such", "[unit][spec]") {
