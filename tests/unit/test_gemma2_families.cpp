@@ -236,3 +236,25 @@ TEST_CASE("gemma2 and gemma3_text train at ZeRO-3 as at stage 0, build under zer
     for (const auto& [name, g] : grads[0]) CHECK(torch::allclose(g, grads[1].at(name), 1e-6, 1e-7));
   }
 }
+
+TEST_CASE("gemma2 and gemma3_text with bf16 weights compute their (1 + weight) norms in float32 and follow the float32 "
+          "model", "[unit][hfmodels][decoder_families][gemma2]") {
+  for (const Case& f : cases()) {
+    INFO(f.type);
+    auto m = hftrain_test::build_model(f.type, f.options, 3);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& np : m->named_parameters()) np.value().normal_(0.0, 0.3);  // norms away from zero too
+      for (auto& np : m->named_parameters()) np.value().copy_(np.value().to(torch::kBFloat16));  // bf16-exact values
+    }
+    m->eval();
+    torch::NoGradGuard no_grad;
+    Batch batch;
+    batch.input_ids = ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8});
+    const auto expected = m->forward(batch).logits;
+    m->to(torch::kBFloat16);
+    const auto logits = m->forward(batch).logits;
+    CHECK(logits.scalar_type() == torch::kBFloat16);
+    CHECK((logits.to(torch::kFloat) - expected).abs().max().item<double>() < 0.15);
+  }
+}
