@@ -1,6 +1,9 @@
 // model.quantization_config (see quantization_args.h).
 #include "runspec/quantization_args.h"
 
+#include "runspec/quantized_checkpoint.h"
+#include "util/error.h"
+
 namespace hftrain {
 namespace {
 
@@ -58,6 +61,16 @@ void take_quantization_config(YAML::Node& root, Issues& issues, std::optional<Qu
     out = args;
   }
   while (lookup(model, "quantization_config").IsDefined()) model.remove("quantization_config");
+}
+
+void refuse_quantized_checkpoint(const nlohmann::json& config, const std::string& config_path) {
+  if (!config.contains("quantization_config") || config["quantization_config"].is_null()) return;
+  const nlohmann::json& q = config["quantization_config"];
+  const std::string method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
+                                 ? q["quant_method"].get<std::string>() : std::string("unknown");
+  throw ConfigError(config_path + ": quantization_config (quant_method " + method + "): loading a checkpoint that is "
+                    "already quantised is not built; point model.from_pretrained at the unquantised model and set "
+                    "model.quantization_config to quantise it at load");
 }
 
 }  // namespace hftrain

@@ -14,6 +14,7 @@
 #include "runspec/hf_names.h"
 #include "runspec/hf_unbuilt.h"
 #include "runspec/model_families.h"
+#include "runspec/quantized_checkpoint.h"
 #include "runspec/rope_scaling.h"
 #include "runspec/spec_rules.h"
 #include "util/error.h"
@@ -185,6 +186,7 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
   }
   const std::string type = model_type_from_config(config, config_path);
   config = with_v4_rope_keys(config, config_path);  // v5's rope_parameters as rope_theta / rope_scaling, checked
+  refuse_quantized_checkpoint(config, config_path);  // a bitsandbytes checkpoint's packed weights
   if (YAML::Node t = lookup(node, "type"); t.IsDefined() && (!t.IsScalar() || t.Scalar() != type)) {
     issues.add("model.type", t, "'" + (t.IsScalar() ? t.Scalar() : std::string("?")) + "' disagrees with " + config_path +
                                     " (model_type '" + config.value("model_type", std::string()) + "' is hftrain type '" +

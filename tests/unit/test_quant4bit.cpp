@@ -9,6 +9,7 @@
 #include "models/lora.h"
 #include "models/quantize_model.h"
 #include "models/quantized_weight.h"
+#include "runspec/quantized_checkpoint.h"
 #include "util/autocast.h"
 
 using namespace hftrain;
@@ -236,4 +237,12 @@ TEST_CASE("model.quantization_config refuses what is not built, naming the key",
   REQUIRE(ok.model.quantization);
   CHECK(ok.model.quantization->bnb_4bit_use_double_quant);
   CHECK(dump_run_spec(ok, c.catalog()).find("bnb_4bit_use_double_quant: true") != std::string::npos);
+}
+
+TEST_CASE("a model.from_pretrained config.json with quantization_config is refused naming the file and key", "[unit][qlora]") {
+  const nlohmann::json config = {{"model_type", "llama"}, {"quantization_config", {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}}}};
+  CHECK_THROWS_WITH(refuse_quantized_checkpoint(config, "m/config.json"),
+                    Catch::Contains("m/config.json: quantization_config (quant_method bitsandbytes)") &&
+                        Catch::Contains("model.quantization_config"));
+  CHECK_NOTHROW(refuse_quantized_checkpoint({{"model_type", "llama"}}, "m/config.json"));
 }
