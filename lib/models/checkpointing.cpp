@@ -3,6 +3,9 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "util/autocast.h"
 
 namespace hftrain {
@@ -108,5 +111,21 @@ torch::Tensor checkpointed(const BlockFn& block, const torch::Tensor& x) {
   // The function object outlives backward: callers pass a block-owned std::function.
   return CheckpointFunction::apply(x, reinterpret_cast<int64_t>(&block));
 }
+
+torch::Tensor tiled_over_tokens(const std::function<torch::Tensor(const torch::Tensor&)>& block, const torch::Tensor& x,
+                                int64_t tiles) {
+  const int64_t T = x.size(1);
+  tiles = std::max<int64_t>(1, std::min(tiles, T));
+  if (tiles == 1) return block(x);
+  std::vector<torch::Tensor> outputs;
+  for (int64_t t = 0, start = 0; t < tiles; ++t) {
+    const int64_t length = T / tiles + (t < T % tiles ? 1 : 0);
+    outputs.push_back(checkpointed(block, x.narrow(1, start, length)));
+    start += length;
+  }
+  return torch::cat(outputs, 1);
+}
+
+int64_t auto_token_tiles(int64_t tokens, int64_t hidden) { return std::max<int64_t>(1, (tokens + hidden - 1) / hidden); }
 
 }  // namespace hftrain

@@ -19,4 +19,15 @@ torch::Tensor checkpointed(const std::function<torch::Tensor(const torch::Tensor
 torch::Tensor checkpointed(const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& block,
                            const torch::Tensor& x, const torch::Tensor& memory);
 
+// ALST's tiled MLP (Arctic Long Sequence Training, arXiv:2506.13996; DeepSpeed's TiledMLP): a per-token
+// `block` over x [B, T, H] run on `tiles` consecutive slices of the T positions, each checkpointed, so the
+// block's intermediate activations (a gated MLP's [B, T, intermediate] products) exist for one slice at a time
+// in forward and in backward. Same output and gradients as block(x) up to the GEMMs' rounding. `block` must
+// live until backward (its address is kept).
+torch::Tensor tiled_over_tokens(const std::function<torch::Tensor(const torch::Tensor&)>& block, const torch::Tensor& x,
+                                int64_t tiles);
+
+// DeepSpeed's automatic tile count: ceil(T / hidden size), at least 1.
+int64_t auto_token_tiles(int64_t tokens, int64_t hidden);
+
 }  // namespace hftrain

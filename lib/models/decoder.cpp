@@ -242,10 +242,16 @@ struct RotaryDecoder::Layer : torch::nn::Module {
     y = y.transpose(1, 2).contiguous().view({B, T, s.heads * s.head_dim});
     if (s.sandwich_norms) {  // gemma2: x + norm(attn), then + post_ff_norm(mlp(pre_ff_norm(.)))
       auto [r, m] = add_norm(s, x, norm(s, o_proj(y), post_norm), pre_ff_norm);
-      return r + norm(s, mlp->forward(m), post_ff_norm);
+      return r + norm(s, feed_forward(m), post_ff_norm);
     }
     auto [r, m] = add_norm(s, x, o_proj(y), post_norm);
-    return r + mlp->forward(m);
+    return r + feed_forward(m);
+  }
+
+  // The feed-forward block, over slices of the sequence when tiled (training.tiled_mlp).
+  torch::Tensor feed_forward(const torch::Tensor& m) {
+    if (mlp_tiles < 0) return mlp->forward(m);
+    return tiled_over_tokens(mlp_fn, m, mlp_tiles > 0 ? mlp_tiles : auto_token_tiles(m.size(1), s.hidden_size));
   }
 
   // Rotary over the first cos.size(-1) dims of each head (all of them but for a partial rotary), the rest as is.
@@ -261,7 +267,15 @@ struct RotaryDecoder::Layer : torch::nn::Module {
   torch::Tensor input_norm, post_norm, q_norm, k_norm, pre_ff_norm, post_ff_norm;
   AdaptableLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, qkv_proj{nullptr}, o_proj{nullptr};
   std::shared_ptr<FeedForward> mlp;
+  int64_t mlp_tiles = -1;  // tiled_mlp: slices per sequence (0 = automatic); -1 = the whole sequence at once
+  std::function<torch::Tensor(const torch::Tensor&)> mlp_fn = [this](const torch::Tensor& t) { return mlp->forward(t); };
 };
+
+void RotaryDecoder::enable_tiled_mlp(int64_t tiles) {
+  if (spec_.feed_forward)  // a router's logits are recorded per forward, in the batch's token order
+    throw ConfigError("training.tiled_mlp: the routed experts of " + family()->model_type + " are not tiled");
+  for (auto& layer : layers_) layer->mlp_tiles = tiles;
+}
 
 void RotaryDecoder::build(const DecoderSpec& spec) {
   spec_ = spec;

@@ -125,6 +125,7 @@ class RotaryDecoder : public Model {
   ModelOutput forward(const Batch& batch) override;
   bool is_causal_lm() const override { return true; }
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
+  void enable_tiled_mlp(int64_t tiles) override;
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
   bool supports_kv_cache() const override { return true; }
   bool supports_padding_free() const override { return true; }

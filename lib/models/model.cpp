@@ -100,6 +100,11 @@ void Model::enable_gradient_checkpointing() {
                     "' has no blocks to checkpoint");
 }
 
+void Model::enable_tiled_mlp(int64_t) {
+  throw ConfigError("training.tiled_mlp: model type '" + config_json().value("model_type", std::string("?")) +
+                    "' has no tiled MLP (the llama-like decoders have)");
+}
+
 std::vector<GatherUnit> Model::gather_units() const {
   if (units_->list().empty())
     throw ConfigError("zero.stage 3: model type '" + config_json().value("model_type", std::string("?")) +

@@ -237,6 +237,10 @@ class Model : public torch::nn::Module {
   virtual bool supports_padding_free() const { return false; }
   // HF gradient_checkpointing: recompute each block in backward. Models without blocks refuse.
   virtual void enable_gradient_checkpointing();
+  // ALST's tiled MLP (training.tiled_mlp): each layer's MLP over `tiles` slices of the sequence (0 = DeepSpeed's
+  // automatic count), each recomputed in backward (models/checkpointing tiled_over_tokens). Models without a
+  // per-token MLP of their own refuse.
+  virtual void enable_tiled_mlp(int64_t tiles);
   // HF neftune_noise_alpha: uniform noise on the input embeddings while training (NEFTune,
   // arXiv:2310.05914: scale alpha / sqrt(seq_len * hidden)). Models without token embeddings refuse.
   virtual void set_neftune_noise_alpha(double alpha);

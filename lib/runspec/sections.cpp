@@ -185,6 +185,11 @@ void declare_loss_and_memory(Schema<TrainingArgs>& s) {
         "hidden states).").min(0);
   s.add("gradient_checkpointing", &TrainingArgs::gradient_checkpointing,
         "Recompute each block in backward: same gradients, lower peak memory.");
+  s.add("tiled_mlp", &TrainingArgs::tiled_mlp,
+        "ALST's tiled MLP (llama-like decoders): each layer's MLP runs over slices of the sequence, each recomputed in "
+        "backward, so its [tokens x intermediate] activations exist one slice at a time; same loss and gradients.");
+  s.add("tiled_mlp_tiles", &TrainingArgs::tiled_mlp_tiles,
+        "tiled_mlp: slices per sequence; 0 = auto (DeepSpeed's ceil(sequence length / hidden size)).").min(0);
   s.add("neftune_noise_alpha", &TrainingArgs::neftune_noise_alpha,
         "NEFTune noise on input embeddings while training; 0 = off.").min(0);
 }

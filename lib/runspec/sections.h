@@ -165,6 +165,8 @@ struct TrainingArgs {
   bool eval_on_start = false;
   bool restore_callback_states_from_checkpoint = false;
   bool gradient_checkpointing = false;
+  bool tiled_mlp = false;
+  int64_t tiled_mlp_tiles = 0;  // 0 = auto
   double neftune_noise_alpha = 0.0;  // 0 = off (HF: None)
   bool prediction_loss_only = false;
   // Seq2SeqTrainingArguments

@@ -11,8 +11,8 @@
 #include "log/logger.h"
 #include "models/construction.h"
 #include "models/lora.h"
-#include "runspec/spec_rules.h"
 #include "models/quantize_model.h"
+#include "runspec/spec_rules.h"
 #include "util/fs.h"
 
 namespace hftrain {
@@ -80,7 +80,6 @@ void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShap
   log_warning(problem + ". Training goes on: nothing generates in this run, but eval / predict would refuse it");
 }
 
-// PEFT: the peft section's adapters, or those of model.peft_adapter, attached to the loaded base.
 // model.quantization_config: the loaded base's linear layers to 4 bits (QLoRA).
 void quantize_base(ModelAndData& p, const RunSpec& spec, bool for_training) {
   if (!spec.model.quantization) return;
@@ -91,6 +90,7 @@ void quantize_base(ModelAndData& p, const RunSpec& spec, bool for_training) {
   log_info("quantization: " + quantize_linear_layers(*p.model, *spec.model.quantization).line());
 }
 
+// PEFT: the peft section's adapters, or those of model.peft_adapter, attached to the loaded base.
 void attach_adapters(ModelAndData& p, const RunSpec& spec, bool for_training, const ConstructionPlan& construction) {
   if (!spec.peft && spec.model.peft_adapter.empty()) return;
   AdapterSummary summary;
@@ -184,9 +184,13 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
                       "' " + (!packable_task ? "is neither task" : "cannot attend within packed examples") +
                       " (set padding_free: false)");
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
+  if (spec.training.tiled_mlp) p.model->enable_tiled_mlp(spec.training.tiled_mlp_tiles);
+  if (!spec.training.tiled_mlp && spec.training.tiled_mlp_tiles > 0)
+    throw ConfigError("training.tiled_mlp_tiles: " + std::to_string(spec.training.tiled_mlp_tiles) + " slices, but tiled_mlp is false");
   if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);
   p.deferred_weights = deferred_weights(construction, spec, *p.model);  // zero.Init: each rank's partition, later
   if (!p.model->initialisation_deferred() && !spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);
+  quantize_base(p, spec, for_training);
   attach_adapters(p, spec, for_training, construction);
   p.label_smoothing_factor = spec.training.label_smoothing_factor;
   p.prediction_loss_only = spec.training.prediction_loss_only;
@@ -210,7 +214,6 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
     for (const auto& name : p.data->default_metrics()) {
       MetricChoice m;
       m.type = m.key = name;
-  quantize_base(p, spec, for_training);
       p.metrics.push_back(m);
     }
   }

@@ -16,6 +16,7 @@
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
 #include "generate/generate.h"
+#include "models/checkpointing.h"
 #include "runspec/run_spec.h"
 #include "train/model_and_data.h"
 #include "util/error.h"
@@ -442,6 +443,38 @@ TEST_CASE("gradient checkpointing with a padding mask gives the same gradients",
       CHECK(torch::allclose(kv.second, checkpointed.at(kv.first), 1e-5, 1e-7));
     }
   }
+}
+
+TEST_CASE("tiled MLP: a llama's loss and gradients as with the whole MLP, with and without checkpointing", "[unit][hfmodels]") {
+  Batch batch;
+  batch.input_ids = torch::tensor({{5, 6, 7, 8, 9, 10, 11}, {11, 12, 13, 14, 1, 1, 1}}, torch::kLong);
+  batch.attention_mask = torch::tensor({{1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0}}, torch::kLong);
+  batch.labels = batch.input_ids.masked_fill(batch.attention_mask.eq(0), -100);
+  auto run = [&](int64_t tiles, bool checkpointing) {
+    auto m = make_model("llama", kLlama, 3);
+    if (tiles > 0) m->enable_tiled_mlp(tiles);
+    if (checkpointing) m->enable_gradient_checkpointing();
+    m->train();
+    auto loss = m->forward(batch).loss;
+    loss.backward();
+    std::map<std::string, torch::Tensor> g;
+    for (auto& np : m->named_parameters()) g[np.key()] = np.value().grad().clone();
+    return std::make_pair(loss.item<double>(), g);
+  };
+  const auto whole = run(0, false);
+  for (const auto& [tiles, checkpointing] : std::vector<std::pair<int64_t, bool>>{{3, false}, {7, false}, {2, true}}) {
+    INFO(tiles << " tiles, checkpointing " << checkpointing);
+    const auto tiled = run(tiles, checkpointing);
+    CHECK(tiled.first == Approx(whole.first).epsilon(1e-6));
+    for (const auto& [name, grad] : whole.second) {
+      INFO(name);
+      CHECK(torch::allclose(grad, tiled.second.at(name), 1e-5, 1e-7));
+    }
+  }
+  // DeepSpeed's automatic count: ceil(tokens / hidden size); families without a gated MLP refuse by name
+  CHECK(auto_token_tiles(7, 16) == 1);
+  CHECK(auto_token_tiles(33, 16) == 3);
+  CHECK_THROWS_WITH(make_model("gpt2", kGpt2, 1)->enable_tiled_mlp(0), Catch::Contains("training.tiled_mlp") && Catch::Contains("gpt2"));
 }
 
 TEST_CASE("KV cache: cached logits equal full-context logits, generation is the same with and without it", "[unit][hfmodels]") {
