@@ -219,6 +219,8 @@ TEST_CASE("MoE families: config.json round trips, keys not built are refused by 
 
 TEST_CASE("LoRA on MoE families: PEFT's defaults, and target_modules naming expert projections reach every expert",
           "[unit][moe][peft]") {
+  builtin_components();  // the families' declarations are registered with the components
+  REQUIRE(family_of_type("mixtral") != nullptr);
   CHECK(family_of_type("mixtral")->lora_target_modules == std::vector<std::string>({"q_proj", "v_proj"}));
   CHECK(family_of_type("qwen2_moe")->lora_target_modules.empty());  // PEFT has no default for them
   CHECK(family_of_type("qwen3_moe")->lora_target_modules.empty());
