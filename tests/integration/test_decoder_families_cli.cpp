@@ -1,6 +1,6 @@
-// The llama-like families on the shared decoder (qwen2, qwen3, mistral, gemma, phi3, gemma2) through the real binary:
-// each trains from a pretrained directory (its sliding window binding on the data's sequences), saves, and the saved
-// directory evaluates to the loss the run ended with; `hftrain estimate` sizes the published config.json of
+// The llama-like families on the shared decoder (qwen2, qwen3, mistral, gemma, phi3, gemma2, gemma3_text) through the
+// real binary: each trains from a pretrained directory (its sliding window binding on the data's sequences), saves, and
+// the saved directory evaluates to the loss the run ended with; each trains at ZeRO-3 on 2 workers as 1 process does; `hftrain estimate` sizes the published config.json of
 // Qwen2.5-7B, Qwen3-8B, Mistral-7B-v0.1, gemma-7b, Phi-3-mini-4k-instruct, gemma-2-9b-it and gemma-3-1b-it at their
 // published parameter counts.
 #include <catch2/catch.hpp>
@@ -27,8 +27,8 @@ double eval_loss(const std::string& path) { return json::parse(read_text(path)).
 
 }  // namespace
 
-TEST_CASE("qwen2, qwen3, mistral, gemma, phi3 and gemma2: from_pretrained, train, save, and the saved directory evaluates "
-          "equal",
+TEST_CASE("qwen2, qwen3, mistral, gemma, phi3, gemma2 and gemma3_text: from_pretrained, train, save, and the saved "
+          "directory evaluates equal",
           "[integration][hfmodels][decoder_families]") {
   const std::string tiny = "hidden_size: 16, intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, "
                            "num_key_value_heads: 2";
@@ -38,7 +38,8 @@ TEST_CASE("qwen2, qwen3, mistral, gemma, phi3 and gemma2: from_pretrained, train
            {"mistral", "sliding_window: 3"},
            {"gemma", "head_dim: 6"},
            {"phi3", "sliding_window: 3, partial_rotary_factor: 0.5"},
-           {"gemma2", "head_dim: 6, sliding_window: 3, attn_logit_softcapping: 2.0, final_logit_softcapping: 5.0"}}) {
+           {"gemma2", "head_dim: 6, sliding_window: 3, attn_logit_softcapping: 2.0, final_logit_softcapping: 5.0"},
+           {"gemma3_text", "head_dim: 6, sliding_window: 3, sliding_window_pattern: 2, rope_local_base_freq: 100.0"}}) {
     INFO(type);
     const std::string dir = fresh_dir("decoder_family_" + type);
     write_text(dir + "/make.yaml", spec_for("{type: " + type + ", " + tiny + ", " + extra + "}", "pretrained", 2));
@@ -56,6 +57,48 @@ TEST_CASE("qwen2, qwen3, mistral, gemma, phi3 and gemma2: from_pretrained, train
     INFO(reloaded.output);
     REQUIRE(reloaded.exit_code == 0);
     CHECK(eval_loss(dir + "/reloaded/eval_results.json") == Approx(eval_loss(dir + "/out/eval_results.json")).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("qwen2, qwen3, mistral, phi3, gemma2 and gemma3_text at ZeRO-3 on 2 workers follow 1 worker",
+          "[integration][decoder_families][zero3]") {
+  const std::string tiny = "hidden_size: 16, intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, "
+                           "num_key_value_heads: 2";
+  for (const auto& [type, extra] : std::vector<std::pair<std::string, std::string>>{
+           {"qwen2", "use_sliding_window: true, sliding_window: 3, max_window_layers: 1"},
+           {"qwen3", "head_dim: 6"},
+           {"mistral", "sliding_window: 3"},
+           {"phi3", "sliding_window: 3, partial_rotary_factor: 0.5"},
+           {"gemma2", "head_dim: 6, sliding_window: 3, attn_logit_softcapping: 2.0, final_logit_softcapping: 5.0"},
+           {"gemma3_text", "head_dim: 6, sliding_window: 3, sliding_window_pattern: 2"}}) {
+    INFO(type);
+    const std::string dir = fresh_dir("decoder_family_zero3_" + type);
+    write_text(dir + "/spec.yaml",
+               "model: {type: " + type + ", " + tiny + ", " + extra + "}\n"
+               "data: {type: digit_reversal, num_digits: 3, train_size: 64, eval_size: 0, test_size: 0}\n"
+               "training: {output_dir: out, per_device_train_batch_size: 4, gradient_accumulation_steps: 2, max_steps: 3, "
+               "learning_rate: 0.003, max_grad_norm: 1.0, logging_steps: 1, save_strategy: \"no\", do_eval: false, seed: 7}\n"
+               "distributed: {ddp_timeout: 60}\n");
+    CliResult one = run_hftrain("train spec.yaml --set training.output_dir=one", dir);
+    INFO(one.output);
+    REQUIRE(one.exit_code == 0);
+    CliResult two = run_hftrain("train spec.yaml --nproc-per-node 2 --set zero.stage=3 --set "
+                                "training.per_device_train_batch_size=2 --set training.output_dir=two", dir);
+    INFO(two.output);
+    REQUIRE(two.exit_code == 0);
+    const auto logs = [&](const std::string& run) {
+      std::vector<json> out;
+      for (const auto& entry : json::parse(read_text(dir + "/" + run + "/trainer_state.json"))["log_history"])
+        if (entry.contains("loss")) out.push_back(entry);
+      return out;
+    };
+    const std::vector<json> expected = logs("one"), got = logs("two");
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("step " << got[i]["step"]);
+      CHECK(got[i]["loss"].get<double>() == Approx(expected[i]["loss"].get<double>()).epsilon(1e-4));
+      CHECK(got[i]["grad_norm"].get<double>() == Approx(expected[i]["grad_norm"].get<double>()).epsilon(1e-4));
+    }
   }
 }
 

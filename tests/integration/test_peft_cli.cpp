@@ -395,7 +395,7 @@ TEST_CASE("a bert classifier trains LoRA with its head saved whole (task_type SE
   CHECK(fs::exists(dir + "/out/predictions.jsonl"));
 }
 
-TEST_CASE("gpt2 and llama LoRA runs on jsonl resume bitwise, and their checkpoints hold only the adapter's state",
+TEST_CASE("gpt2, llama, qwen3 and gemma2 LoRA runs on jsonl resume bitwise, and their checkpoints hold only the adapter's state",
           "[integration][peft][checkpoint]") {
   const std::string dir = fresh_dir("peft_jsonl_resume");
   std::string rows;
@@ -410,7 +410,12 @@ TEST_CASE("gpt2 and llama LoRA runs on jsonl resume bitwise, and their checkpoin
   const std::vector<std::pair<std::string, std::string>> bases = {
       {"gpt2", "{type: gpt2, n_layer: 2, n_head: 2, n_embd: 32, n_positions: 64}"},
       {"llama", "{type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, "
-                "num_key_value_heads: 2, max_position_embeddings: 64}"}};
+                "num_key_value_heads: 2, max_position_embeddings: 64}"},
+      {"qwen3", "{type: qwen3, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, "
+                "num_key_value_heads: 2, head_dim: 8, max_position_embeddings: 64}"},
+      {"gemma2", "{type: gemma2, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, "
+                 "num_key_value_heads: 2, head_dim: 8, query_pre_attn_scalar: 8, sliding_window: 16, "
+                 "attn_logit_softcapping: 20.0, final_logit_softcapping: 10.0, max_position_embeddings: 64}"}};
   for (const auto& [family, model] : bases) {
     INFO(family);
     write_text(dir + "/make_" + family + ".yaml", "model: " + model + "\n" + data + "training: {output_dir: base_" + family +
@@ -418,7 +423,7 @@ TEST_CASE("gpt2 and llama LoRA runs on jsonl resume bitwise, and their checkpoin
     CliResult made = run_hftrain("train make_" + family + ".yaml", dir);
     INFO(made.output);
     REQUIRE(made.exit_code == 0);
-    // Default targets (gpt2 c_attn, llama q_proj / v_proj), dropout on the adapters' input: the RNG state resumes too.
+    // Default targets (gpt2 c_attn, the others q_proj / v_proj), dropout on the adapters' input: the RNG state resumes too.
     write_text(dir + "/" + family + ".yaml", "model: {from_pretrained: base_" + family + "}\n" + data +
                                                  "peft: {r: 4, lora_alpha: 8, lora_dropout: 0.1}\n"
                                                  "training: {output_dir: out, max_steps: 6, learning_rate: 0.01, "
