@@ -54,6 +54,13 @@ int64_t check_segment_counts(const std::vector<int64_t>& counts, int size, int r
   return total;
 }
 
+uint64_t check_equal_segments(const torch::Tensor& input, const torch::Tensor& output, int size, const std::string& what) {
+  if (output.numel() != input.numel() || input.numel() % size != 0)
+    throw RuntimeFailure("all_to_all (" + what + "): " + std::to_string(input.numel()) + " elements in, " +
+                         std::to_string(output.numel()) + " out, for " + std::to_string(size) + " equal segments");
+  return input.nbytes() * static_cast<uint64_t>(size - 1) / static_cast<uint64_t>(size);
+}
+
 void StagedOp::wait() {
   if (!inner_) return;
   inner_->wait();

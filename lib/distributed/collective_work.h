@@ -28,6 +28,10 @@ std::string collective_failure(const std::string& op, const std::string& what, u
 int64_t check_segment_counts(const std::vector<int64_t>& counts, int size, int rank, const torch::Tensor& input,
                              const torch::Tensor& output, const std::string& what);
 
+// Checks all-to-all's tensors (as many elements out as in, in `size` equal segments); returns the bytes a rank
+// sends, (size - 1) / size of its input. RuntimeFailure naming `what` otherwise.
+uint64_t check_equal_segments(const torch::Tensor& input, const torch::Tensor& output, int size, const std::string& what);
+
 // A work item (c10::intrusive_ptr<c10d::Work> or anything with wait(timeout)) plus what to do once it has
 // finished (e.g. sum the received segments). No wait in the destructor: the work item keeps its tensors
 // alive until it finishes, and an abandoned operation only happens on the way to exiting the worker.

@@ -175,10 +175,7 @@ class GlooComm : public Comm {
     }
     require_cpu_contiguous(input, "all_to_all", what);
     require_cpu_contiguous(output, "all_to_all", what);
-    if (output.numel() != input.numel() || input.numel() % size_ != 0)
-      throw RuntimeFailure("all_to_all (" + what + "): " + std::to_string(input.numel()) + " elements in, " +
-                           std::to_string(output.numel()) + " out, for " + std::to_string(size_) + " equal segments");
-    count("all_to_all", input.nbytes() * static_cast<uint64_t>(size_ - 1) / static_cast<uint64_t>(size_));
+    count("all_to_all", check_equal_segments(input, output, size_, what));
     c10d::AllToAllOptions o;
     o.timeout = timeout_;
     auto out_bits = as_gloo_bits(output.view({-1})), in_bits = as_gloo_bits(input.view({-1}));

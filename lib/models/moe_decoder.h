@@ -66,6 +66,26 @@ void declare_qwen_moe_options(Schema<O>& s) {
 // decoder_sparse_step (HF's Qwen2MoeDecoderLayer rule).
 bool qwen_moe_layer(int64_t i, int64_t decoder_sparse_step, const std::optional<std::vector<int64_t>>& mlp_only_layers);
 
+// The Qwen MoE families' feed-forward blocks (Qwen2-MoE, Qwen3-MoE): the routed block of their options in the
+// layers qwen_moe_layer picks (`shared_expert_size` > 0: Qwen2-MoE's gated shared expert), the dense gated MLP
+// of intermediate_size in the others; router logits recorded in `record`.
+template <class O>
+FeedForwardFactory qwen_moe_feed_forward(const O& o, int64_t shared_expert_size, std::shared_ptr<RouterRecord> record) {
+  MoeSpec moe;
+  moe.hidden_size = o.hidden_size;
+  moe.expert_size = o.moe_intermediate_size;
+  moe.experts = o.num_experts;
+  moe.top_k = o.num_experts_per_tok;
+  moe.normalise_top_k = o.norm_topk_prob;
+  moe.hidden_act = o.hidden_act;
+  moe.shared_expert_size = shared_expert_size;
+  moe.record = std::move(record);
+  return [moe, step = o.decoder_sparse_step, dense = o.mlp_only_layers](const DecoderSpec& s, int64_t i) {
+    if (qwen_moe_layer(i, step, dense)) return FeedForwardChoice{"mlp", std::make_shared<SparseMoe>(moe)};
+    return FeedForwardChoice{"mlp", std::make_shared<GatedMlp>(s.hidden_size, s.intermediate_size, s.hidden_act, false, false)};
+  };
+}
+
 // transformers v5's layout of a routed block's experts (core_model_loading's MoE conversion): `<block>.experts.
 // gate_up_proj` [experts, 2 * inner, hidden] (each expert's gate rows, then its up rows) and `<block>.experts.
 // down_proj` [experts, hidden, inner], loaded into the per-expert tensors `<model_block>.experts.E.<gate|up|down>

@@ -28,18 +28,7 @@ Qwen3Moe::Qwen3Moe(const Options& options, const ModelContext& context) : option
   spec.windows = qwen_layer_windows(o.num_hidden_layers, o.use_sliding_window, o.sliding_window, o.max_window_layers,
                                     o.layer_types);
   set_routing({o.num_experts, o.num_experts_per_tok, o.output_router_logits, o.router_aux_loss_coef}, "num_experts");
-  MoeSpec moe;
-  moe.hidden_size = o.hidden_size;
-  moe.expert_size = o.moe_intermediate_size;
-  moe.experts = o.num_experts;
-  moe.top_k = o.num_experts_per_tok;
-  moe.normalise_top_k = o.norm_topk_prob;
-  moe.hidden_act = o.hidden_act;
-  moe.record = router_record();
-  spec.feed_forward = [moe, step = o.decoder_sparse_step, dense = o.mlp_only_layers](const DecoderSpec& s, int64_t i) {
-    if (qwen_moe_layer(i, step, dense)) return FeedForwardChoice{"mlp", std::make_shared<SparseMoe>(moe)};
-    return FeedForwardChoice{"mlp", std::make_shared<GatedMlp>(s.hidden_size, s.intermediate_size, s.hidden_act, false, false)};
-  };
+  spec.feed_forward = qwen_moe_feed_forward(o, 0, router_record());
   build(declaration(), options_, spec);
 }
 

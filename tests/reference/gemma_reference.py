@@ -28,8 +28,8 @@ except ImportError:
     sys.exit("gemma_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import NEG, causal_loss, close, rand, read_model_dir, run_hftrain_side  # noqa: E402
-from hf_models_reference import write_model_dir  # noqa: E402
+from hf_models_reference import NEG, causal_loss, close, rand, read_model_dir  # noqa: E402
+from hf_models_reference import check_all_cases, write_model_dir  # noqa: E402
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 ENV, TAG = "HFTRAIN_DECODER_REFERENCE_DIR", "[decoder_ref]"
@@ -276,15 +276,7 @@ def check_case(case, failures):
 
 
 def main():
-    root, cases, r = run_hftrain_side("gemma", make_cases, lambda cases: [c["name"] for c in cases], ENV, TAG, 4000)
-    failures = [] if r.returncode == 0 else ["hftrain side failed (exit %d)" % r.returncode]
-    for case in cases:
-        check_case(case, failures)
-    if failures:
-        print("FAILED:\n  " + "\n  ".join(failures))
-        return 1
-    print("gemma_reference: %d cases agree" % len(cases))
-    return 0
+    return check_all_cases("gemma_reference", "gemma", make_cases, check_case, ENV, TAG)
 
 
 if __name__ == "__main__":

@@ -504,6 +504,20 @@ def run_hftrain_side(subdir, build_cases, describe, env_var, tag, tail_chars):
     return root, cases, r
 
 
+def check_all_cases(label, subdir, make_cases, check_case, env_var, tag):
+    """The driver of the decoder-family scripts: runs the hftrain side over the named cases, then
+    check_case(case, failures) for each; prints the failures or "<label>: N cases agree". Returns the exit code."""
+    root, cases, r = run_hftrain_side(subdir, make_cases, lambda cases: [c["name"] for c in cases], env_var, tag, 4000)
+    failures = [] if r.returncode == 0 else ["hftrain side failed (exit %d)" % r.returncode]
+    for case in cases:
+        check_case(case, failures)
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("%s: %d cases agree" % (label, len(cases)))
+    return 0
+
+
 def compare_with_hftrain(name, make_cases, env_var, tag, family_checks):
     """Runs the hftrain side over the cases and checks each case's logits and loss against the reference;
     family_checks(case, got, failures) adds a family's own checks and returns text for the case's line.
