@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "cli_runner.h"
+#include "test_dist_helpers.h"
 
 using namespace hftrain_test;
 using json = nlohmann::json;
@@ -86,13 +86,8 @@ TEST_CASE("qwen2, qwen3, mistral, phi3, gemma2 and gemma3_text at ZeRO-3 on 2 wo
                                 "training.per_device_train_batch_size=2 --set training.output_dir=two", dir);
     INFO(two.output);
     REQUIRE(two.exit_code == 0);
-    const auto logs = [&](const std::string& run) {
-      std::vector<json> out;
-      for (const auto& entry : json::parse(read_text(dir + "/" + run + "/trainer_state.json"))["log_history"])
-        if (entry.contains("loss")) out.push_back(entry);
-      return out;
-    };
-    const std::vector<json> expected = logs("one"), got = logs("two");
+    const std::vector<json> expected = train_logs(dir + "/one/trainer_state.json"),
+                            got = train_logs(dir + "/two/trainer_state.json");
     REQUIRE(got.size() == expected.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
       INFO("step " << got[i]["step"]);

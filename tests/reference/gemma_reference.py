@@ -29,7 +29,7 @@ except ImportError:
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
 from hf_models_reference import NEG, causal_loss, close, rand, read_model_dir  # noqa: E402
-from hf_models_reference import check_all_cases, write_model_dir  # noqa: E402
+from hf_models_reference import check_all_cases, compare_outputs, write_model_dir  # noqa: E402
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 ENV, TAG = "HFTRAIN_DECODER_REFERENCE_DIR", "[decoder_ref]"
@@ -232,20 +232,8 @@ def check_case(case, failures):
         return
     got, _ = read_safetensors(got_path)
     real = case["inputs"]["attention_mask"].bool()  # a padded query's logits are no implementation's definition
-    for what, have, want in (("logits", got["logits"][real], case["logits"][real]),
-                             ("loss", got["loss"], case["loss"].reshape(1))):
-        ok, err = close(have, want)
-        if not ok:
-            failures.append("%s: %s differ by %.3g" % (name, what, err))
-    grads = {k[len("grad."):]: v for k, v in got.items() if k.startswith("grad.")}
-    if set(grads) != set(case["grads"]):
-        failures.append("%s: gradients of %s, expected %s" % (name, sorted(grads), sorted(case["grads"])))
-    worst = 0.0
-    for k in set(grads) & set(case["grads"]):
-        ok, err = close(grads[k], case["grads"][k])
-        worst = max(worst, err)
-        if not ok:
-            failures.append("%s: gradient of %s differs by %.3g" % (name, k, err))
+    worst = compare_outputs(name, got, case, (("logits", got["logits"][real], case["logits"][real]),
+                                              ("loss", got["loss"], case["loss"].reshape(1))), failures)
     d = os.path.join(case["dir"], "resaved")  # what hftrain saved: HF names, the same weights and logits here
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
@@ -272,7 +260,7 @@ def check_case(case, failures):
     except AssertionError as e:
         failures.append("%s: saved config.json: %s" % (name, e))
     print("%-26s loss %.8f vs %.8f, %d gradients, worst rel err %.3g" % (name, got["loss"].item(), case["loss"].item(),
-                                                                          len(grads), worst))
+                                                                          len(case["grads"]), worst))
 
 
 def main():

@@ -504,6 +504,26 @@ def run_hftrain_side(subdir, build_cases, describe, env_var, tag, tail_chars):
     return root, cases, r
 
 
+def compare_outputs(name, got, case, checks, failures):
+    """Each (what, hftrain's, the reference's) of `checks`, then every parameter gradient hftrain wrote
+    (got["grad.<name>"]) against case["grads"], both sets of names equal; failures appended. Returns the worst
+    gradient error."""
+    for what, have, want in checks:
+        ok, err = close(have, want)
+        if not ok:
+            failures.append("%s: %s differ by %.3g" % (name, what, err))
+    grads = {k[len("grad."):]: v for k, v in got.items() if k.startswith("grad.")}
+    if set(grads) != set(case["grads"]):
+        failures.append("%s: gradients of %s, expected %s" % (name, sorted(grads), sorted(case["grads"])))
+    worst = 0.0
+    for k in set(grads) & set(case["grads"]):
+        ok, err = close(grads[k], case["grads"][k])
+        worst = max(worst, err)
+        if not ok:
+            failures.append("%s: gradient of %s differs by %.3g" % (name, k, err))
+    return worst
+
+
 def check_all_cases(label, subdir, make_cases, check_case, env_var, tag):
     """The driver of the decoder-family scripts: runs the hftrain side over the named cases, then
     check_case(case, failures) for each; prints the failures or "<label>: N cases agree". Returns the exit code."""
