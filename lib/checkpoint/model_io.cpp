@@ -10,7 +10,9 @@
 
 #include "checkpoint/safetensors.h"
 #include "log/logger.h"
+#include "models/quantized_state.h"
 #include "runspec/model_families.h"
+#include "runspec/quantized_checkpoint.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -80,6 +82,39 @@ bool matches(const std::string& name, const std::string& pattern) {
 
 std::string shape_text(const torch::Tensor& t) { return c10::str(t.sizes()); }
 
+// The quantization_config of a model directory's config.json (nullopt: none, or no config.json). The compute
+// dtype is the run's, set when its layers are quantised (quantize_linear_layers), so the checkpoint's is not
+// read here.
+std::optional<QuantizationArgs> dir_quantization(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("'" + path + "': not valid JSON: " + e.what());
+  }
+  return checkpoint_quantization(config, path, "float32");
+}
+
+// The 4-bit weights of a quantised checkpoint: file tensor name -> (model weight name, suffix) for the weights in
+// `four_bit` (model names, with or without the base-model prefix in the file) and their quant state.
+bool quantized_part(const std::string& file_name, const std::set<std::string>& four_bit, const std::string& base_prefix,
+                    std::string& weight, std::string& suffix) {
+  auto model_weight = [&](const std::string& n) {
+    if (four_bit.count(n)) return n;
+    return !base_prefix.empty() && four_bit.count(base_prefix + n) ? base_prefix + n : std::string();
+  };
+  suffix.clear();
+  if (!(weight = model_weight(file_name)).empty()) return true;
+  for (const auto& s : quant_state_suffixes()) {
+    if (file_name.size() <= s.size() + 1 || !matches(file_name, "." + s)) continue;
+    suffix = s;
+    if (!(weight = model_weight(file_name.substr(0, file_name.size() - s.size() - 1))).empty()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 NamedTensors model_tensors(Model& model, const SavedWeights& weights, const std::set<std::string>& skip) {
@@ -96,7 +131,15 @@ NamedTensors model_tensors(Model& model, const SavedWeights& weights, const std:
       if (adapter->holds(np.key())) add(np.key(), np.value());
     return tensors;
   }
-  for (const auto& np : model.named_parameters()) add(np.key(), np.value());
+  const std::map<std::string, const QuantizedWeight*> four_bit = quantized_weights(model);
+  for (const auto& np : model.named_parameters()) {
+    auto q = four_bit.find(np.key());
+    if (q == four_bit.end()) {
+      add(np.key(), np.value());
+    } else if (!skip.count(np.key())) {  // bitsandbytes' layout: the codes and their quant state, as they are
+      for (auto& t : quant_state_tensors(np.key(), *q->second)) tensors.emplace_back(t.first, t.second.cpu());
+    }
+  }
   for (const auto& nb : model.named_buffers()) add(nb.key(), nb.value());
   return tensors;
 }
@@ -230,6 +273,7 @@ void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_byt
     write_file_atomic(dir + "/" + kIndexFile, index.dump(2) + "\n");
   }
   nlohmann::json config = model.saved_config_json();
+  describe_quantization(config, model);  // quantization_config where the weights are 4-bit, none where they are not
   if (config.contains("torch_dtype") || weights.dtype != torch::kFloat)
     config["torch_dtype"] = weights.dtype == torch::kBFloat16 ? "bfloat16" : weights.dtype == torch::kHalf ? "float16" : "float32";
   write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
@@ -357,11 +401,22 @@ PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
     return name;
   };
   PretrainedPlan plan;
+  std::set<std::string> four_bit;  // a quantised checkpoint's 4-bit weights: loaded apart (load_quantized_weights)
+  if ((plan.quantization = dir_quantization(dir)))
+    for (const auto& layer : quantizable_layers(model, *plan.quantization)) {
+      four_bit.insert(layer.first + ".weight");
+      targets.erase(layer.first + ".weight");
+    }
   std::vector<std::pair<std::string, std::string>> unexpected;  // tensor, file
   for (const auto& [path, header] : files)
     for (const auto& e : header.tensors) file_names.insert(e.name);
   for (const auto& [path, header] : files) {
     for (const auto& e : header.tensors) {
+      std::string weight, suffix;
+      if (!four_bit.empty() && quantized_part(e.name, four_bit, rules.base_prefix, weight, suffix)) {
+        plan.quantized[weight][suffix] = {path, e.name};
+        continue;
+      }
       if (plan_stacked(rules, path, e, targets, plan)) continue;
       const std::string name = model_name(e.name);
       auto it = targets.find(name);
@@ -386,6 +441,8 @@ PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
     throw ConfigError("'" + where + "': unexpected tensors not in the model: " + list);
   }
   std::string missing, fresh;
+  for (const auto& w : four_bit)
+    if (!plan.quantized.count(w) || !plan.quantized.at(w).count("")) missing += (missing.empty() ? "" : ", ") + w + " (4-bit)";
   for (const auto& kv : targets) {
     bool initialised = false;
     for (const auto& pattern : rules.initialised_if_missing) initialised = initialised || matches(kv.first, pattern);
@@ -400,7 +457,16 @@ PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
 }
 
 torch::Tensor PretrainedPlan::read(const std::string& name, int64_t begin, int64_t count) const {
-  const Source& s = sources.at(name);
+  return read_source(sources.at(name), begin, count);
+}
+
+QuantStateParts PretrainedPlan::read_quantized(const std::string& weight_name) const {
+  QuantStateParts parts;
+  for (const auto& [suffix, source] : quantized.at(weight_name)) parts.emplace(suffix, read_source(source, 0, -1));
+  return parts;
+}
+
+torch::Tensor PretrainedPlan::read_source(const Source& s, int64_t begin, int64_t count) const {
   auto it = readers_.find(s.file);
   if (it == readers_.end()) it = readers_.emplace(s.file, std::make_shared<SafetensorsReader>(s.file)).first;
   if (s.numel >= 0) return it->second->read_range(s.key, s.offset + begin, count < 0 ? s.numel : count);
@@ -414,6 +480,8 @@ void load_pretrained_dir(const std::string& dir, Model& model) {
   for (auto& np : model.named_parameters()) targets.emplace(np.key(), np.value());
   for (auto& nb : model.named_buffers()) targets.emplace(nb.key(), nb.value());
   for (const auto& [name, source] : plan.sources) targets.at(name).copy_(plan.read(name).view(targets.at(name).sizes()));
+  if (plan.quantization)
+    load_quantized_weights(model, *plan.quantization, [&](const std::string& w) { return plan.read_quantized(w); }, dir);
 }
 
 }  // namespace hftrain

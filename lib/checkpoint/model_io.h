@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "checkpoint/safetensors.h"
 #include "checkpoint/streamed_weights.h"
 #include "models/model.h"
+#include "models/quantize_model.h"
 
 namespace hftrain {
 
@@ -40,7 +42,8 @@ void save_model_dir(const std::string& dir, Model& model, uint64_t max_shard_byt
 void write_model_file(const std::string& path, Model& model, const SavedWeights& weights = {},
                       const StreamedWeights* streamed = nullptr);
 
-// The tensors model.safetensors holds: parameters then buffers, under their HF names. For a model with a
+// The tensors model.safetensors holds: parameters then buffers, under their HF names; a 4-bit weight as
+// bitsandbytes writes it (models/quantized_state.h: the codes and the quant state). For a model with a
 // PEFT adapter (Model::adapter): the adapter's tensors only. Names in `skip` are left out (and not read).
 NamedTensors model_tensors(Model& model, const SavedWeights& weights = {}, const std::set<std::string>& skip = {});
 
@@ -67,7 +70,9 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
 // the model's family (see spec/model_families.h): base-model prefix added, LayerNorm gamma/beta
 // renamed, tensors HF ignores skipped, head tensors HF initialises fresh kept (with a warning).
 // A missing, unexpected or wrongly shaped tensor raises ConfigError naming the tensor, the file and
-// both shapes.
+// both shapes. A quantised checkpoint (config.json's quantization_config: bitsandbytes 4-bit) loads as it is:
+// the layers its quantization_config selects take their packed codes and quant state, checked
+// (models/quantize_model.h load_quantized_weights), everything else loads as above.
 void load_pretrained_dir(const std::string& dir, Model& model);
 
 // Where each of the model's tensors is in an HF model directory, under load_pretrained_dir's rules and
@@ -82,8 +87,14 @@ struct PretrainedPlan {
   };
   std::map<std::string, Source> sources;  // model tensor name -> file and name in it
   torch::Tensor read(const std::string& name, int64_t begin = 0, int64_t count = -1) const;
+  // A quantised checkpoint: its quantization_config, and each 4-bit weight's file tensors (not in `sources`) by
+  // suffix, "" the codes (models/quantized_state.h).
+  std::optional<QuantizationArgs> quantization;
+  std::map<std::string, std::map<std::string, Source>> quantized;
+  QuantStateParts read_quantized(const std::string& weight_name) const;
 
  private:
+  torch::Tensor read_source(const Source& s, int64_t begin, int64_t count) const;
   mutable std::map<std::string, std::shared_ptr<SafetensorsReader>> readers_;
 };
 PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model);

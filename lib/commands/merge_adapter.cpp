@@ -108,6 +108,7 @@ int run_merge_adapter(const MergeAdapterRequest& request) {
                              quantize_linear_layers(*adapted, *quantization).line() + "; merged dequantised");
   const AdapterSummary summary = attach_adapter_dir(*adapted, spec.model.type, request.adapter_dir, request.base_dir);
   std::shared_ptr<Model> plain = build();
+  dequantize_linear_layers(*plain);  // a quantised base's layers take the merged weights as plain ones
   merge_adapter_into(*adapted, *plain);
   keep_loaded_config(*plain, request.base_dir);
   // merge_and_unload keeps the base's dtype: the merge is computed in fp32 and rounded once to it.

@@ -47,11 +47,39 @@ torch::Tensor AdaptableLinearImpl::adapted_row_norms(const LowRankAdapter& a) co
 
 void AdaptableLinearImpl::quantize_base(const Quant4Settings& settings) {
   if (adapter_) throw RuntimeFailure("quantising a linear layer that already carries an adapter");
-  if (quantized_) return;
+  if (quantized_) {  // loaded 4-bit: the run chooses the compute dtype alone
+    if (quantized_->settings.type != settings.type || quantized_->settings.double_quant != settings.double_quant)
+      throw RuntimeFailure("quantising a linear layer held 4-bit in other settings");
+    quantized_->settings.compute_dtype = settings.compute_dtype;
+    return;
+  }
   quantized_ = std::make_shared<QuantizedWeight>(quantize_weight(weight_out_in(), settings));
   torch::NoGradGuard no_grad;
   weight.set_requires_grad(false);
   weight.set_data(quantized_->packed);
+}
+
+void AdaptableLinearImpl::quantize_base(QuantizedWeight quantized) {
+  if (adapter_) throw RuntimeFailure("quantising a linear layer that already carries an adapter");
+  if (quantized.out != out_features() || quantized.in != in_features())
+    throw RuntimeFailure("a 4-bit weight [" + std::to_string(quantized.out) + ", " + std::to_string(quantized.in) +
+                         "] for a linear layer [" + std::to_string(out_features()) + ", " + std::to_string(in_features()) + "]");
+  const torch::Device device = weight.device();
+  for (torch::Tensor* t : {&quantized.packed, &quantized.absmax, &quantized.quant_map, &quantized.nested_absmax, &quantized.nested_quant_map})
+    if (t->defined()) *t = t->to(device);
+  quantized_ = std::make_shared<QuantizedWeight>(std::move(quantized));
+  torch::NoGradGuard no_grad;
+  weight.set_requires_grad(false);
+  weight.set_data(quantized_->packed);
+}
+
+void AdaptableLinearImpl::dequantize_base() {
+  if (!quantized_) return;
+  const torch::Tensor w = quantized_->dequantize(torch::kFloat);
+  quantized_.reset();
+  torch::NoGradGuard no_grad;
+  weight.set_data(layout_ == Layout::kOutIn ? w : w.t().contiguous());
+  weight.set_requires_grad(true);
 }
 
 void AdaptableLinearImpl::to(torch::Dtype dtype, bool non_blocking) {

@@ -43,9 +43,14 @@ class AdaptableLinearImpl : public torch::nn::Module {
   // QLoRA (bitsandbytes' Linear4bit): quantises the base weight to 4 bits. The parameter "weight" then holds the
   // packed uint8 codes [(out * in + 1) / 2, 1], frozen (as bitsandbytes' Params4bit), and the quant state lives
   // beside it; forward dequantises a tile of rows at a time. The layout no longer matters (the codes are of the
-  // [out, in] weight). An adapter must not be attached yet.
+  // [out, in] weight). An adapter must not be attached yet. A layer already 4-bit takes the compute dtype alone.
   void quantize_base(const Quant4Settings& settings);
+  // The same with a weight quantised elsewhere (a quantised checkpoint's), of this layer's [out, in] shape; it is
+  // moved to the layer's device.
+  void quantize_base(QuantizedWeight quantized);
   const QuantizedWeight* quantized() const { return quantized_.get(); }
+  // Back to a plain weight: the dequantised values in float32, in the layer's layout (a merge's target).
+  void dequantize_base();
   // Module::to for dtypes, keeping a quantised base's codes as they are (the bias and adapter convert).
   void to(torch::Dtype dtype, bool non_blocking = false) override;
   void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;

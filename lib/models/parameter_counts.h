@@ -8,7 +8,8 @@ namespace hftrain {
 
 class Model;
 
-// Each distinct tensor counted once (tied weights are one parameter), as HF num_parameters does.
+// Each distinct tensor counted once (tied weights are one parameter), as HF num_parameters does; a 4-bit weight
+// counts its logical elements (out x in), not its packed bytes (HF counts a Params4bit's bytes twice).
 ParameterCounts count_parameters(const Model& model);
 
 }  // namespace hftrain

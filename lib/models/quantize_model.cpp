@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "models/adaptable_linear.h"
+#include "models/quantized_state.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -45,20 +46,70 @@ void check_quantization_plan(const RunSpec& spec, bool for_training) {
                       "zero.stage 0, 1 or 2");
 }
 
-QuantizationSummary quantize_linear_layers(Model& model, const QuantizationArgs& args) {
+std::vector<std::pair<std::string, AdaptableLinearImpl*>> quantizable_layers(Model& model, const QuantizationArgs& args) {
   std::vector<std::string> skip = {"lm_head", "score", "classifier"};
   if (args.llm_int8_skip_modules) skip.insert(skip.end(), args.llm_int8_skip_modules->begin(), args.llm_int8_skip_modules->end());
-  const Quant4Settings settings = quant4_settings(args);
-  QuantizationSummary summary;
+  std::vector<std::pair<std::string, AdaptableLinearImpl*>> layers;
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     auto* linear = dynamic_cast<AdaptableLinearImpl*>(item.value().get());
-    if (!linear || skipped(item.key(), skip)) continue;
-    linear->quantize_base(settings);
-    summary.quantized.push_back(item.key());
+    if (linear && !skipped(item.key(), skip)) layers.emplace_back(item.key(), linear);
+  }
+  return layers;
+}
+
+QuantizationSummary quantize_linear_layers(Model& model, const QuantizationArgs& args) {
+  const Quant4Settings settings = quant4_settings(args);
+  QuantizationSummary summary;
+  for (const auto& [name, linear] : quantizable_layers(model, args)) {
+    linear->quantize_base(settings);  // a layer loaded 4-bit already stays as it is
+    summary.quantized.push_back(name);
     summary.weight_elements += linear->quantized()->numel();
     summary.storage_bytes += linear->quantized()->storage_bytes();
   }
   return summary;
+}
+
+void load_quantized_weights(Model& model, const QuantizationArgs& args,
+                            const std::function<QuantStateParts(const std::string& weight_name)>& read, const std::string& where) {
+  const Quant4Settings expected = quant4_settings(args);
+  for (const auto& [name, linear] : quantizable_layers(model, args)) {
+    const std::string weight = name + ".weight";
+    linear->quantize_base(quantized_weight_from_state(weight, read(weight), expected, linear->out_features(),
+                                                      linear->in_features(), where));
+  }
+}
+
+void dequantize_linear_layers(Model& model) {
+  for (const auto& item : model.named_modules("", /*include_self=*/false))
+    if (auto* linear = dynamic_cast<AdaptableLinearImpl*>(item.value().get())) linear->dequantize_base();
+}
+
+std::map<std::string, const QuantizedWeight*> quantized_weights(const Model& model) {
+  std::map<std::string, const QuantizedWeight*> out;
+  for (const auto& item : model.named_modules("", /*include_self=*/false))
+    if (const auto* linear = dynamic_cast<const AdaptableLinearImpl*>(item.value().get()); linear && linear->quantized())
+      out.emplace(item.key() + ".weight", linear->quantized());
+  return out;
+}
+
+void describe_quantization(nlohmann::json& config, const Model& model) {
+  const std::map<std::string, const QuantizedWeight*> four_bit = quantized_weights(model);
+  if (four_bit.empty()) {
+    config.erase("quantization_config");
+    return;
+  }
+  if (config.contains("quantization_config") && config["quantization_config"].is_object()) return;
+  const Quant4Settings& s = four_bit.begin()->second->settings;
+  nlohmann::json skip = nlohmann::json::array();
+  for (const auto& item : model.named_modules("", /*include_self=*/false))
+    if (dynamic_cast<const AdaptableLinearImpl*>(item.value().get()) && !four_bit.count(item.key() + ".weight")) skip.push_back(item.key());
+  config["quantization_config"] = {
+      {"_load_in_4bit", true}, {"_load_in_8bit", false},
+      {"bnb_4bit_compute_dtype", s.compute_dtype == torch::kBFloat16 ? "bfloat16" : "float32"},
+      {"bnb_4bit_quant_storage", "uint8"}, {"bnb_4bit_quant_type", s.type == kernels::Quant4Type::kNf4 ? "nf4" : "fp4"},
+      {"bnb_4bit_use_double_quant", s.double_quant}, {"llm_int8_enable_fp32_cpu_offload", false},
+      {"llm_int8_has_fp16_weight", false}, {"llm_int8_skip_modules", skip}, {"llm_int8_threshold", 6.0},
+      {"load_in_4bit", true}, {"load_in_8bit", false}, {"quant_method", "bitsandbytes"}};
 }
 
 }  // namespace hftrain

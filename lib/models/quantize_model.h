@@ -3,7 +3,10 @@
 // (AdaptableLinearImpl::quantize_base); norms, embeddings and the head stay as they are.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/model.h"
@@ -32,5 +35,29 @@ void check_quantization_plan(const RunSpec& spec, bool for_training);
 // sequence classifier's), as transformers keeps the output layer in the compute dtype. A skip entry names a
 // module equal to it, ending with '.' + it, or a module inside it. Works on a meta-built model (estimate).
 QuantizationSummary quantize_linear_layers(Model& model, const QuantizationArgs& args);
+
+class AdaptableLinearImpl;
+// The layers quantize_linear_layers quantises, by module name, in module order (those a quantised checkpoint
+// holds 4-bit, as transformers selects them for both).
+std::vector<std::pair<std::string, AdaptableLinearImpl*>> quantizable_layers(Model& model, const QuantizationArgs& args);
+
+// The file tensors of one 4-bit weight (models/quantized_state.h: [""] the codes, [suffix] the quant state).
+using QuantStateParts = std::map<std::string, torch::Tensor>;
+// A quantised checkpoint's weights installed in their layers: read("<module>.weight") gives each quantizable
+// layer's file tensors, which are checked (a ConfigError naming `where` and the tensor) one layer at a time.
+void load_quantized_weights(Model& model, const QuantizationArgs& args,
+                            const std::function<QuantStateParts(const std::string& weight_name)>& read, const std::string& where);
+
+// Every 4-bit layer back to a plain float32 weight holding its dequantised values (a merge's target).
+void dequantize_linear_layers(Model& model);
+
+// The model's 4-bit weights by parameter name ("<module>.weight").
+std::map<std::string, const QuantizedWeight*> quantized_weights(const Model& model);
+
+// config.json's quantization_config for a save of `model`: where it has 4-bit layers, the loaded one kept, else
+// BitsAndBytesConfig.to_dict() of their settings with the linear layers left unquantised as
+// llm_int8_skip_modules (so that loading selects the same layers); where it has none (a merged or dequantised
+// model), removed.
+void describe_quantization(nlohmann::json& config, const Model& model);
 
 }  // namespace hftrain

@@ -190,6 +190,7 @@ QuantizedWeight quantize_weight(const torch::Tensor& weight_out_in, const Quant4
   q.settings = settings;
   q.out = weight_out_in.size(0);
   q.in = weight_out_in.size(1);
+  q.source_dtype = weight_out_in.scalar_type();
   const int64_t n = q.numel(), blocks = kernels::quant_blocks(n, settings.blocksize);
   const int64_t nested_blocks = kernels::quant_blocks(blocks, settings.nested_blocksize);
   q.quant_map = code_table(settings.type);

@@ -31,6 +31,7 @@ struct QuantizedWeight {
   torch::Tensor nested_absmax;  // float32 [ceil(blocks / nested_blocksize)] (double quantisation only)
   torch::Tensor nested_quant_map;  // float32 [256] (double quantisation only)
   float offset = 0.0f;          // the mean absmax subtracted before double quantisation
+  torch::ScalarType source_dtype = torch::kFloat;  // the weight's dtype before quantisation (the quant state's dtype)
 
   bool nested() const { return nested_absmax.defined(); }
   int64_t numel() const { return out * in; }

@@ -30,7 +30,8 @@ const std::vector<std::string>& generic_config_keys() {
       "pruned_heads", "cross_attention_hidden_size", "add_cross_attention", "is_decoder", "num_labels",
       "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "temperature", "top_k", "top_p",
       "repetition_penalty", "length_penalty", "no_repeat_ngram_size", "bad_words_ids", "num_return_sequences",
-      "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values"};
+      "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+      "quantization_config"};  // a quantised checkpoint's (runspec/quantized_checkpoint.h)
   return keys;
 }
 

@@ -56,6 +56,8 @@ void take_quantization_config(YAML::Node& root, Issues& issues, std::optional<Qu
   if (!v.IsNull()) {
     QuantizationArgs args;
     schema_of<QuantizationArgs>().parse(v, "model.quantization_config", args, issues);
+    if (v.IsMap())
+      for (const auto& kv : v) args.given_keys.insert(kv.first.Scalar());
     if (!args.load_in_4bit && !args.load_in_8bit)
       issues.add("model.quantization_config.load_in_4bit", v, "neither load_in_4bit nor load_in_8bit is true: nothing to quantise");
     out = args;
@@ -63,14 +65,55 @@ void take_quantization_config(YAML::Node& root, Issues& issues, std::optional<Qu
   while (lookup(model, "quantization_config").IsDefined()) model.remove("quantization_config");
 }
 
-void refuse_quantized_checkpoint(const nlohmann::json& config, const std::string& config_path) {
-  if (!config.contains("quantization_config") || config["quantization_config"].is_null()) return;
-  const nlohmann::json& q = config["quantization_config"];
-  const std::string method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
-                                 ? q["quant_method"].get<std::string>() : std::string("unknown");
-  throw ConfigError(config_path + ": quantization_config (quant_method " + method + "): loading a checkpoint that is "
-                    "already quantised is not built; point model.from_pretrained at the unquantised model and set "
-                    "model.quantization_config to quantise it at load");
+std::optional<QuantizationArgs> checkpoint_quantization(const nlohmann::json& config, const std::string& config_path,
+                                                        const std::string& compute_dtype) {
+  if (!config.contains("quantization_config") || config["quantization_config"].is_null()) return std::nullopt;
+  const std::string where = config_path + ": quantization_config";
+  nlohmann::json q = config["quantization_config"];
+  if (!q.is_object()) throw ConfigError(where + ": expected an object (BitsAndBytesConfig.to_dict())");
+  const nlohmann::json method = q.value("quant_method", nlohmann::json());
+  if (method != "bitsandbytes")
+    throw ConfigError(where + ".quant_method: " + method.dump() + ": only bitsandbytes 4-bit checkpoints load (the "
+                      "weights of other methods are not built); point model.from_pretrained at the unquantised model "
+                      "and set model.quantization_config to quantise it at load");
+  for (const std::string key : {"load_in_4bit", "load_in_8bit"}) {  // to_dict() writes both spellings
+    const std::string hidden = "_" + key;
+    if (!q.contains(hidden)) continue;
+    if (q.contains(key) && q[key] != q[hidden])
+      throw ConfigError(where + "." + hidden + ": " + q[hidden].dump() + " disagrees with " + key + " " + q[key].dump());
+    q[key] = q[hidden];
+    q.erase(hidden);
+  }
+  if (!compute_dtype.empty()) q["bnb_4bit_compute_dtype"] = compute_dtype;
+  if (q.value("bnb_4bit_compute_dtype", nlohmann::json()) == "float16")
+    throw ConfigError(where + ".bnb_4bit_compute_dtype: float16 products are not built on the CPU; choose bfloat16 or "
+                      "float32 with model.quantization_config: {bnb_4bit_compute_dtype: ...} (the weights load as they are)");
+  Issues issues(config_path);
+  issues.mark_origin("quantization_config", config_path);
+  QuantizationArgs args;
+  schema_of<QuantizationArgs>().parse(YAML::Load(q.dump()), "quantization_config", args, issues);
+  if (!args.load_in_4bit)
+    issues.add("quantization_config.load_in_4bit", "not a 4-bit checkpoint: only bitsandbytes' 4-bit (NF4 / FP4) weights load");
+  issues.throw_if_any();
+  return args;
+}
+
+std::optional<QuantizationArgs> quantization_of_checkpoint(const nlohmann::json& config, const std::string& config_path,
+                                                           const std::optional<QuantizationArgs>& spec) {
+  const std::string chosen_dtype = spec && spec->given_keys.count("bnb_4bit_compute_dtype") ? spec->bnb_4bit_compute_dtype : "";
+  std::optional<QuantizationArgs> args = checkpoint_quantization(config, config_path, chosen_dtype);
+  if (!args || !spec) return args;
+  const YAML::Node mine = schema_of<QuantizationArgs>().dump(*spec), theirs = schema_of<QuantizationArgs>().dump(*args);
+  for (const auto& key : spec->given_keys) {
+    if (key == "bnb_4bit_compute_dtype") continue;
+    const std::string a = YAML::Dump(mine[key]), b = YAML::Dump(theirs[key]);
+    if (a != b)
+      throw ConfigError("model.quantization_config." + key + ": " + a + " disagrees with " + config_path +
+                        "'s quantization_config (" + b + "): the checkpoint is already quantised with its settings; leave "
+                        "the key out (bnb_4bit_compute_dtype alone may be chosen)");
+  }
+  args->given_keys = spec->given_keys;
+  return args;
 }
 
 }  // namespace hftrain

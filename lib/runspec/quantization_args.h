@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct QuantizationArgs {
   double llm_int8_threshold = 6.0;
   bool llm_int8_has_fp16_weight = false;
   bool llm_int8_enable_fp32_cpu_offload = false;
+  std::set<std::string> given_keys;  // the keys the spec wrote (not an option)
   static void declare(Schema<QuantizationArgs>& s);
 };
 

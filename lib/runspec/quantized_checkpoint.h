@@ -1,16 +1,30 @@
-// A model directory whose config.json says it is already quantised (transformers writes quantization_config
-// into a quantised model's config.json): hftrain quantises at load (runspec/quantization_args.h) and does not
-// read such checkpoints yet.
+// A model directory whose config.json says it is already quantised: transformers writes
+// BitsAndBytesConfig.to_dict() as config.json's quantization_config when it saves a 4-bit bitsandbytes model,
+// whose weights files then hold the packed codes and quant state (models/quantized_state.h). Such a checkpoint
+// loads as it is; its quantization_config becomes the run's model.quantization_config.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "runspec/quantization_args.h"
+
 namespace hftrain {
 
-// A model.from_pretrained config.json that carries quantization_config (a checkpoint already quantised, by
-// bitsandbytes or another method) is not loaded: ConfigError naming the file and key, and what to do instead.
-void refuse_quantized_checkpoint(const nlohmann::json& config, const std::string& config_path);
+// The quantization_config of a model directory's config.json: nullopt when absent or null. A bitsandbytes 4-bit
+// one is read under model.quantization_config's names (its private _load_in_4bit / _load_in_8bit must agree with
+// load_in_4bit / load_in_8bit). `compute_dtype`, when given, replaces bnb_4bit_compute_dtype (a spec's choice).
+// Another quant_method, 8-bit weights or a key hftrain does not build are a ConfigError naming the file and key.
+std::optional<QuantizationArgs> checkpoint_quantization(const nlohmann::json& config, const std::string& config_path,
+                                                        const std::string& compute_dtype = "");
+
+// The settings a run over a quantised checkpoint uses (nullopt: config.json has no quantization_config): the
+// checkpoint's, where the keys a spec's model.quantization_config gives must agree, but bnb_4bit_compute_dtype,
+// which the spec chooses; a key that differs is a ConfigError naming it and both values (transformers keeps the
+// checkpoint's settings).
+std::optional<QuantizationArgs> quantization_of_checkpoint(const nlohmann::json& config, const std::string& config_path,
+                                            const std::optional<QuantizationArgs>& spec);
 
 }  // namespace hftrain

@@ -186,7 +186,8 @@ void parse_model_section(const YAML::Node& root, const ComponentCatalog& catalog
   }
   const std::string type = model_type_from_config(config, config_path);
   config = with_v4_rope_keys(config, config_path);  // v5's rope_parameters as rope_theta / rope_scaling, checked
-  refuse_quantized_checkpoint(config, config_path);  // a bitsandbytes checkpoint's packed weights
+  // a bitsandbytes 4-bit checkpoint: its packed weights load as they are, under its quantization_config
+  if (auto q = quantization_of_checkpoint(config, config_path, out.quantization)) out.quantization = std::move(q);
   if (YAML::Node t = lookup(node, "type"); t.IsDefined() && (!t.IsScalar() || t.Scalar() != type)) {
     issues.add("model.type", t, "'" + (t.IsScalar() ? t.Scalar() : std::string("?")) + "' disagrees with " + config_path +
                                     " (model_type '" + config.value("model_type", std::string()) + "' is hftrain type '" +

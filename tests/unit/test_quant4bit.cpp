@@ -239,10 +239,39 @@ TEST_CASE("model.quantization_config refuses what is not built, naming the key",
   CHECK(dump_run_spec(ok, c.catalog()).find("bnb_4bit_use_double_quant: true") != std::string::npos);
 }
 
-TEST_CASE("a model.from_pretrained config.json with quantization_config is refused naming the file and key", "[unit][qlora]") {
-  const nlohmann::json config = {{"model_type", "llama"}, {"quantization_config", {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}}}};
-  CHECK_THROWS_WITH(refuse_quantized_checkpoint(config, "m/config.json"),
-                    Catch::Contains("m/config.json: quantization_config (quant_method bitsandbytes)") &&
-                        Catch::Contains("model.quantization_config"));
-  CHECK_NOTHROW(refuse_quantized_checkpoint({{"model_type", "llama"}}, "m/config.json"));
+TEST_CASE("a config.json quantization_config is read under BitsAndBytesConfig's names, what is not built refused by key",
+          "[unit][qlora]") {
+  // BitsAndBytesConfig.to_dict() as transformers writes it into a 4-bit model's config.json
+  nlohmann::json q = {{"_load_in_4bit", true}, {"_load_in_8bit", false}, {"bnb_4bit_compute_dtype", "bfloat16"},
+                      {"bnb_4bit_quant_storage", "uint8"}, {"bnb_4bit_quant_type", "nf4"}, {"bnb_4bit_use_double_quant", true},
+                      {"llm_int8_enable_fp32_cpu_offload", false}, {"llm_int8_has_fp16_weight", false},
+                      {"llm_int8_skip_modules", nullptr}, {"llm_int8_threshold", 6.0}, {"load_in_4bit", true},
+                      {"load_in_8bit", false}, {"quant_method", "bitsandbytes"}};
+  auto config = [&](const nlohmann::json& quantization) { return nlohmann::json{{"model_type", "llama"}, {"quantization_config", quantization}}; };
+  const auto args = checkpoint_quantization(config(q), "m/config.json");
+  REQUIRE(args);
+  CHECK(args->bnb_4bit_quant_type == "nf4");
+  CHECK(args->bnb_4bit_use_double_quant);
+  CHECK(args->bnb_4bit_compute_dtype == "bfloat16");
+  CHECK_FALSE(checkpoint_quantization({{"model_type", "llama"}}, "m/config.json"));
+  auto with = [&](const nlohmann::json& changes) {
+    nlohmann::json c = q;
+    c.update(changes);
+    return c;
+  };
+  auto refused = [&](const nlohmann::json& changed, const std::string& key, const std::string& why) {
+    CHECK_THROWS_WITH(checkpoint_quantization(config(changed), "m/config.json"),
+                      Catch::Contains("m/config.json") && Catch::Contains(key) && Catch::Contains(why));
+  };
+  refused(nlohmann::json{{"quant_method", "gptq"}, {"bits", 4}}, "quant_method", "only bitsandbytes 4-bit");
+  refused(with({{"load_in_4bit", false}, {"_load_in_4bit", false}, {"load_in_8bit", true}, {"_load_in_8bit", true}}),
+          "load_in_8bit", "LLM.int8()");
+  refused(with({{"_load_in_4bit", false}}), "_load_in_4bit", "disagrees");
+  refused(with({{"bnb_4bit_compute_dtype", "float16"}}), "bnb_4bit_compute_dtype", "model.quantization_config");
+  refused(with({{"bnb_4bit_quant_storage", "bfloat16"}}), "bnb_4bit_quant_storage", "uint8");
+  refused(with({{"bnb_4bit_new_key", 1}}), "bnb_4bit_new_key", "");
+  // a float16 checkpoint computes in what the spec chooses
+  const auto chosen = checkpoint_quantization(config(with({{"bnb_4bit_compute_dtype", "float16"}})), "m/config.json", "float32");
+  REQUIRE(chosen);
+  CHECK(chosen->bnb_4bit_compute_dtype == "float32");
 }
