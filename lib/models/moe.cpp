@@ -8,6 +8,7 @@
 #include "models/construction.h"
 #include "models/fused_activations.h"
 #include "models/hf_layers.h"
+#include "util/error.h"
 
 namespace hftrain {
 namespace {
@@ -84,6 +85,7 @@ torch::Tensor SparseMoe::routed(const torch::Tensor& x, const torch::Tensor& log
   const torch::Tensor order = std::get<1>(flat.sort(c10::optional<bool>(true), 0, false));  // stable: slots in token order
   const torch::Tensor token = order.div(k, "floor");
   const torch::Tensor counts = torch::bincount(flat, {}, spec_.experts).to(torch::kCPU);
+  if (spec_.record && spec_.record->counting) count_slots(chosen, counts);
   const torch::Tensor inputs = x.index_select(0, token);
   std::vector<torch::Tensor> outputs;
   int64_t start = 0;
@@ -94,6 +96,19 @@ torch::Tensor SparseMoe::routed(const torch::Tensor& x, const torch::Tensor& log
   }
   const torch::Tensor weighted = torch::cat(outputs, 0) * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
   return torch::zeros_like(x).index_add(0, token, weighted.to(x.scalar_type()));
+}
+
+void SparseMoe::count_slots(const torch::Tensor& chosen, const torch::Tensor& counts) {
+  RouterRecord& record = *spec_.record;
+  torch::Tensor slots = counts.to(torch::kFloat64);
+  if (record.token_mask.defined()) {
+    if (record.token_mask.numel() != chosen.size(0))
+      throw RuntimeFailure("MoE expert counts: the batch's attention_mask has " + std::to_string(record.token_mask.numel()) +
+                           " entries, the routed block " + std::to_string(chosen.size(0)) + " tokens");
+    const torch::Tensor per_slot = record.token_mask.to(chosen.device(), torch::kFloat64).repeat_interleave(spec_.top_k);
+    slots = torch::bincount(chosen.reshape({-1}), per_slot, spec_.experts).to(torch::kCPU, torch::kFloat64);
+  }
+  record.expert_slots = record.expert_slots.defined() ? record.expert_slots + slots : slots;
 }
 
 torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& logits, int64_t experts, int64_t top_k,

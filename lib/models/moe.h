@@ -18,10 +18,16 @@
 namespace hftrain {
 
 // Where the MoE blocks of one model put their router logits [tokens, experts] while the model asks for them
-// (the load-balancing loss): one entry per MoE layer, in forward order.
+// (the load-balancing loss): one entry per MoE layer, in forward order; and the slots each expert took.
 struct RouterRecord {
   bool recording = false;
   std::vector<torch::Tensor> logits;
+  // While `counting` (the model's own forward, not backward's recomputation of a checkpointed layer), each block
+  // adds the top-k slots its experts took to `expert_slots` [experts] (float64, CPU; summed over the MoE layers),
+  // tokens whose `token_mask` [tokens] entry is 0 (padding) left out; an undefined mask counts every token.
+  bool counting = false;
+  torch::Tensor token_mask;
+  torch::Tensor expert_slots;
   // Gradient checkpointing: a checkpointed layer's first forward keeps no autograd graph, so the loss is taken
   // over leaf copies of its router logits (one per MoE layer, in `logits`' order); when backward recomputes the
   // layer, its block hands its leaf's gradient on to the recomputed logits. Empty otherwise.
@@ -57,6 +63,7 @@ class SparseMoe : public FeedForward {
 
  private:
   torch::Tensor routed(const torch::Tensor& x, const torch::Tensor& logits);  // x, logits: [tokens, ...]
+  void count_slots(const torch::Tensor& chosen, const torch::Tensor& counts);  // chosen [tokens, k]; counts: its bincount
   MoeSpec spec_;
   AdaptableLinear gate_{nullptr}, shared_expert_gate_{nullptr};
   std::vector<std::shared_ptr<Expert>> experts_;

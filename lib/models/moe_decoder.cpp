@@ -7,23 +7,38 @@
 
 namespace hftrain {
 
+namespace {
+
+// The blocks count their experts' slots, and record their router logits when the loss needs them, during one
+// forward of the model only, whatever it throws (not in backward's recomputation of a checkpointed layer).
+class RecordingScope {
+ public:
+  RecordingScope(RouterRecord& record, const Batch& batch, bool logits) : r_(record) {
+    r_.logits.clear();
+    r_.recording = logits;
+    r_.counting = true;
+    r_.expert_slots = torch::Tensor();
+    if (batch.attention_mask.defined()) r_.token_mask = batch.attention_mask.reshape({-1});
+  }
+  ~RecordingScope() {
+    r_.recording = r_.counting = false;
+    r_.logits.clear();
+    r_.token_mask = r_.expert_slots = torch::Tensor();
+  }
+
+ private:
+  RouterRecord& r_;
+};
+
+}  // namespace
+
 ModelOutput MoeDecoder::forward(const Batch& batch) {
-  aux_loss_ = torch::Tensor();
-  if (!routing_.output_router_logits) return RotaryDecoder::forward(batch);
-  struct Recording {  // the blocks record only during this forward, whatever it throws
-    RouterRecord& r;
-    explicit Recording(RouterRecord& record) : r(record) {
-      r.logits.clear();
-      r.recording = true;
-    }
-    ~Recording() {
-      r.recording = false;
-      r.logits.clear();
-    }
-  } recording(*record_);
+  aux_loss_ = expert_slots_ = torch::Tensor();
+  RecordingScope recording(*record_, batch, routing_.output_router_logits);
   record_->leaves.clear();
   ModelOutput out = RotaryDecoder::forward(batch);
-  if (record_->logits.empty()) return out;  // no routed layer
+  expert_slots_ = record_->expert_slots;
+  if (record_->logits.empty()) return out;  // no load-balancing loss asked for, or no routed layer
   std::vector<torch::Tensor> logits = record_->logits;
   if (torch::GradMode::is_enabled() && !logits.front().requires_grad())  // checkpointed layers: see RouterRecord
     for (auto& l : logits) record_->leaves.push_back(l = l.detach().requires_grad_(true));
@@ -35,8 +50,21 @@ ModelOutput MoeDecoder::forward(const Batch& batch) {
 }
 
 std::vector<std::pair<std::string, double>> MoeDecoder::reported_scalars() const {
-  if (!aux_loss_.defined()) return {};
-  return {{"aux_loss", aux_loss_.item<double>()}};
+  std::vector<std::pair<std::string, double>> scalars;
+  if (aux_loss_.defined()) scalars.emplace_back("aux_loss", aux_loss_.item<double>());
+  if (expert_slots_.defined()) {
+    const double total = expert_slots_.sum().item<double>();  // 0 when every token was padding
+    const auto experts = expert_slots_.size(0);
+    const double* slots = expert_slots_.data_ptr<double>();
+    for (int64_t e = 0; e < experts; ++e)
+      scalars.emplace_back(expert_fraction_name(e, experts), total > 0 ? slots[e] / total : 0.0);
+  }
+  return scalars;
+}
+
+std::string expert_fraction_name(int64_t e, int64_t experts) {
+  const std::string index = std::to_string(e), widest = std::to_string(std::max<int64_t>(experts - 1, 0));
+  return "expert_fraction_" + std::string(widest.size() > index.size() ? widest.size() - index.size() : 0, '0') + index;
 }
 
 void MoeDecoder::set_routing(const Routing& routing, const std::string& experts_key) {

@@ -2,7 +2,8 @@
 // Qwen3-MoE share. The forward adds HF's load-balancing loss (router_aux_loss_coef times
 // load_balancing_loss over every MoE layer's router logits, padding left out) to the loss when
 // output_router_logits is set, as their XForCausalLM do; the routed options every family declares; the
-// loading rule for transformers v5's fused expert tensors.
+// loading rule for transformers v5's fused expert tensors. Every training forward also reports the share of the
+// routed slots each expert took (`expert_fraction_<e>`, summed over the MoE layers, padding left out).
 #pragma once
 
 #include <memory>
@@ -18,7 +19,11 @@ class MoeDecoder : public RotaryDecoder {
   ModelOutput forward(const Batch& batch) override;
   // The last forward's load-balancing loss (before the coefficient); undefined when none was computed.
   const torch::Tensor& aux_loss() const { return aux_loss_; }
-  // {"aux_loss", its value} after a forward that computed it.
+  // The last forward's top-k slots per expert [experts] (float64), summed over the MoE layers, padding left out;
+  // undefined before any forward or for a model without a routed layer.
+  const torch::Tensor& expert_slots() const { return expert_slots_; }
+  // {"aux_loss", its value} after a forward that computed it; {expert_fraction_name(e), expert e's share of the
+  // slots} for every expert after a forward through routed layers.
   std::vector<std::pair<std::string, double>> reported_scalars() const override;
 
  protected:
@@ -35,8 +40,12 @@ class MoeDecoder : public RotaryDecoder {
  private:
   Routing routing_;
   std::shared_ptr<RouterRecord> record_ = std::make_shared<RouterRecord>();
-  torch::Tensor aux_loss_;
+  torch::Tensor aux_loss_, expert_slots_;
 };
+
+// The reported name of expert e's share of the routed slots of a model with `experts` experts: expert_fraction_<e>,
+// e zero-padded to the width of the largest index so that the names sort in expert order.
+std::string expert_fraction_name(int64_t e, int64_t experts);
 
 // The routed options Mixtral and the Qwen MoE families share, under HF's names, for a family's Options that
 // has these members.

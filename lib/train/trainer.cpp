@@ -47,6 +47,24 @@ int agreed_stop_signal(Comm& comm) {
   return static_cast<int>(comm.all_reduce_scalar(pending_stop_signal(), ReduceOp::kMax, "stop-signal vote"));
 }
 
+// The model's reported scalars since the last log (sums over steps) as their mean over the ranks, in one
+// all-reduce (an MoE model reports one per expert); each rank's own sums go to its debug log first.
+std::map<std::string, double> mean_over_ranks(const std::map<std::string, double>& sums, Comm& comm) {
+  if (sums.empty()) return sums;
+  std::string line = "this rank's reported scalars since the last log (summed over steps):";
+  for (const auto& [name, sum] : sums) line += " " + name + " " + std::to_string(sum);
+  log_debug(line);
+  if (comm.world_size() == 1) return sums;
+  std::vector<double> values;
+  for (const auto& entry : sums) values.push_back(entry.second);
+  torch::Tensor t = torch::tensor(values, torch::kFloat64);
+  comm.all_reduce(t, ReduceOp::kSum, "reported scalars");  // every rank reports the same names (one model)
+  std::map<std::string, double> means;
+  int64_t i = 0;
+  for (const auto& entry : sums) means[entry.first] = t[i++].item<double>() / comm.world_size();
+  return means;
+}
+
 }  // namespace
 
 Trainer::Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline, Comm& comm)
@@ -264,9 +282,7 @@ void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
     nlohmann::json entry = {
         {"loss", round_to(loss_sum / steps, 4)}, {"grad_norm", step.grad_norm}, {"learning_rate", schedule_->lr(schedule_step())}};
     if (step.loss_scale > 0) entry["loss_scale"] = step.loss_scale;  // fp16: the scale after this step
-    for (const auto& [name, sum] : reported_sums_)  // every rank reports the same names (one model)
-      entry[name] = round_to((comm_.world_size() == 1 ? sum : comm_.all_reduce_scalar(sum, ReduceOp::kSum, name) / comm_.world_size()) /
-                             steps, 4);
+    for (const auto& [name, mean] : mean_over_ranks(reported_sums_, comm_)) entry[name] = round_to(mean / steps, 4);
     reported_sums_.clear();
     log(entry);
     tr_loss = 0;

@@ -18,6 +18,8 @@
 #     k-th choice is e) * (mean router probability of e); the loss adds router_aux_loss_coef times it.
 #   transformers v5 fused layout: <block>.experts.gate_up_proj [E, 2I, H] (each expert's gate rows, then up) and
 #     <block>.experts.down_proj [E, H, I]; Mixtral's block is then called `mlp` (mlp.gate for the router).
+#   Expert counts: each expert's share of the top-k slots over every MoE layer's tokens that are not padding, as
+#     hftrain reports expert_fraction_<e>.
 # A 1-expert top-1 Mixtral is checked here to equal the dense llama forward of hf_models_reference.
 # Needs only Python 3 and torch. Exit 0 = agreement.
 import json
@@ -97,6 +99,17 @@ def load_balancing(cfg, router_logits, mask):
     share = (F.one_hot(chosen, E).double() * m[:, None, None]).sum(0) / m.sum()  # [k, E]
     mean_prob = (probs * m[:, None]).sum(0) / m.sum()
     return E * (share * mean_prob[None, :]).sum()
+
+
+def expert_fractions(cfg, router_logits, mask):
+    """Each expert's share of the top-k slots over every MoE layer's tokens that are not padding."""
+    E, k = n_experts(cfg), cfg["num_experts_per_tok"]
+    m = mask.reshape(-1).bool()
+    slots = torch.zeros(E, dtype=torch.float64)
+    for logits in router_logits:
+        for e in torch.topk(logits[m], k, -1)[1].reshape(-1).tolist():
+            slots[e] += 1
+    return slots / slots.sum()
 
 
 def forward(cfg, W, ids, mask):
@@ -271,6 +284,7 @@ def make_cases(root):
         logits, router_logits = forward(cfg, leaves, ids, mask)
         loss = causal_loss(logits, labels)
         aux = load_balancing(cfg, router_logits, mask)
+        fractions = expert_fractions(cfg, [l.detach() for l in router_logits], mask)
         if cfg["output_router_logits"]:
             loss = loss + cfg["router_aux_loss_coef"] * aux
         loss.backward()
@@ -281,7 +295,7 @@ def make_cases(root):
         inputs = {"input_ids": ids, "attention_mask": mask, "labels": labels}
         write_safetensors(os.path.join(d, "inputs.safetensors"), list(inputs.items()))
         cases.append({"name": name, "dir": d, "config": cfg, "weights": W, "inputs": inputs, "logits": logits.detach(),
-                      "loss": loss.detach(), "aux": aux.detach(), "grads": {k: v.grad for k, v in leaves.items()}})
+                      "loss": loss.detach(), "aux": aux.detach(), "fractions": fractions, "grads": {k: v.grad for k, v in leaves.items()}})
     return cases
 
 
@@ -297,6 +311,11 @@ def check_case(case, failures):
     if case["config"]["output_router_logits"]:
         checks.append(("aux loss", got["aux_loss"], case["aux"].reshape(1)))
     worst = compare_outputs(name, got, case, checks, failures)
+    fractions = got.get("expert_fraction")
+    if fractions is None or fractions.shape != case["fractions"].shape or \
+            (fractions.double() - case["fractions"]).abs().max().item() > 1e-12:
+        failures.append("%s: reported expert fractions %s, independently counted %s" % (
+            name, None if fractions is None else fractions.tolist(), case["fractions"].tolist()))
     # the directory hftrain saved: the hub's per-expert names, the same weights, the same logits here
     d = os.path.join(case["dir"], "resaved")
     with open(os.path.join(d, "config.json")) as f:

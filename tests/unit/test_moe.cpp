@@ -2,7 +2,8 @@
 // routing does not depend on the rest of its batch; an expert no token chose gets a zero gradient (defined, so
 // every rank reduces the same tensors); the KV cache, batched greedy generation and padding-free rows follow the
 // full forward; a 1-expert top-1 mixtral is llama; config.json round trips and refuses keys by name; the
-// load-balancing loss is added with output_router_logits; ZeRO-3 trains as stage 0; LoRA reaches the experts.
+// load-balancing loss is added with output_router_logits; the reported expert fractions count the top-k slots
+// (padding and recomputation left out); ZeRO-3 trains as stage 0; LoRA reaches the experts.
 // Also the hftrain side of tests/reference/moe_reference.py (hidden "[moe_ref]").
 #include <catch2/catch.hpp>
 
@@ -180,6 +181,57 @@ TEST_CASE("output_router_logits adds router_aux_loss_coef times the load-balanci
   CHECK(!torch::allclose(jitter->forward(batch).logits, plain->forward(batch).logits, 1e-4, 1e-4));
 }
 
+TEST_CASE("the reported expert fractions are each expert's share of the top-k slots, padding and recomputation left out",
+          "[unit][moe]") {
+  // one block: its slots counted against torch::topk over the router logits computed here from its gate weight
+  auto record = std::make_shared<RouterRecord>();
+  MoeSpec spec;
+  spec.hidden_size = 8, spec.expert_size = 6, spec.experts = 5, spec.top_k = 2, spec.record = record;
+  torch::manual_seed(11);
+  SparseMoe block(spec);
+  const torch::Tensor x = torch::randn({12, 8});
+  const torch::Tensor mask = (torch::arange(12) % 4).ne(3).to(torch::kLong);  // every fourth token is padding
+  record->counting = true;
+  record->token_mask = mask;
+  {
+    torch::NoGradGuard no_grad;
+    block.forward(x);
+    block.forward(x);  // a second block of the same model: the counts add up
+  }
+  const torch::Tensor chosen = std::get<1>(torch::topk(x.matmul(block.named_parameters()["gate.weight"].t()), 2, -1));
+  std::vector<double> expected(5, 0.0);
+  for (int64_t t = 0; t < 12; ++t)
+    for (int64_t j = 0; j < 2; ++j)
+      if (mask[t].item<int64_t>() == 1) expected[static_cast<std::size_t>(chosen[t][j].item<int64_t>())] += 2.0;
+  REQUIRE(record->expert_slots.defined());
+  CHECK(record->expert_slots.sum().item<double>() == 2 * 9 * 2);
+  for (int64_t e = 0; e < 5; ++e) CHECK(record->expert_slots[e].item<double>() == expected[static_cast<std::size_t>(e)]);
+  // the model: the shares sum to 1, named in expert order, the same with gradient checkpointing's recomputation
+  const std::string base = "{" + sizes + ", intermediate_size: 24, num_local_experts: 4, num_experts_per_tok: 2}";
+  std::vector<std::pair<std::string, double>> reported[2];
+  for (const bool checkpointing : {false, true}) {
+    auto m = hftrain_test::build_model("mixtral", base, 5);
+    m->train();
+    if (checkpointing) m->enable_gradient_checkpointing();
+    const Batch batch = lm_batch();
+    m->forward(batch).loss.backward();
+    reported[checkpointing] = m->reported_scalars();
+    const torch::Tensor slots = dynamic_cast<MoeDecoder&>(*m).expert_slots();
+    REQUIRE(slots.defined());
+    CHECK(slots.sum().item<double>() == 2 * 2 * batch.attention_mask.sum().item<double>());  // layers x k x tokens
+  }
+  REQUIRE(reported[0].size() == 4u);
+  double total = 0;
+  for (std::size_t e = 0; e < 4; ++e) {
+    CHECK(reported[0][e].first == "expert_fraction_" + std::to_string(e));
+    total += reported[0][e].second;
+  }
+  CHECK(total == Approx(1.0).epsilon(1e-12));
+  CHECK(reported[0] == reported[1]);
+  CHECK(expert_fraction_name(3, 12) == "expert_fraction_03");
+  CHECK(expert_fraction_name(127, 128) == "expert_fraction_127");
+}
+
 TEST_CASE("MoE families: config.json round trips, keys not built are refused by name, ZeRO-3 trains as stage 0",
           "[unit][moe][zero3]") {
   const std::map<std::string, std::string> architecture = {
@@ -251,7 +303,7 @@ TEST_CASE("LoRA on MoE families: PEFT's defaults, and target_modules naming expe
 // The hftrain side of tests/reference/moe_reference.py (hidden: run by it, which sets HFTRAIN_MOE_REFERENCE_DIR):
 // for each case, load case/model through model.from_pretrained (the hub's per-expert tensors or v5's fused ones),
 // run the forward in eval mode and backpropagate its loss; case/hftrain_output.safetensors holds {logits, loss,
-// aux_loss when computed, grad.<parameter>...}; the loaded model is saved to case/resaved.
+// aux_loss when computed, expert_fraction (the reported per-expert shares), grad.<parameter>...}; the loaded model is saved to case/resaved.
 TEST_CASE("MoE directories made outside hftrain load, run and save with every gradient (driven by moe_reference.py)",
           "[.][moe_ref]") {
   for (const std::string& dir : hftrain_test::reference_case_dirs("HFTRAIN_MOE_REFERENCE_DIR")) {
@@ -264,6 +316,10 @@ TEST_CASE("MoE directories made outside hftrain load, run and save with every gr
     NamedTensors written = {{"logits", out.logits.detach().contiguous()}, {"loss", out.loss.detach().reshape({1}).contiguous()}};
     const torch::Tensor& aux = dynamic_cast<MoeDecoder&>(*rc.model).aux_loss();
     if (aux.defined()) written.emplace_back("aux_loss", aux.reshape({1}).contiguous());
+    std::vector<double> fractions;  // the logged per-expert shares, in expert order
+    for (const auto& [name, value] : rc.model->reported_scalars())
+      if (name.rfind("expert_fraction_", 0) == 0) fractions.push_back(value);
+    written.emplace_back("expert_fraction", torch::tensor(fractions, torch::kFloat64));
     for (auto& np : rc.model->named_parameters()) {
       REQUIRE(np.value().grad().defined());
       written.emplace_back("grad." + np.key(), np.value().grad().clone());
