@@ -1,14 +1,20 @@
 // QLoRA through the binary: a llama from_pretrained with model.quantization_config (4-bit NF4 / FP4 base) and a
 // peft section trains its adapters (eval loss falls, PEFT's files only), eval of the run equals eval of
 // merge-adapter's output (the adapter merged into the dequantised base, saved in the compute dtype), bf16 DoRA
-// over an FP4 base runs, estimate counts the 4-bit bytes, and what is not built is refused by name.
+// over an FP4 base runs, estimate counts the 4-bit bytes, and what is not built is refused by name. A base saved
+// 4-bit in bitsandbytes' layout trains exactly as quantising it at load does, and merge-adapter merges over it.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <filesystem>
 
+#include "builtins/register_builtins.h"
+#include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
 #include "cli_runner.h"
+#include "models/quantize_model.h"
+#include "train/model_and_data.h"
 
 using namespace hftrain_test;
 namespace fs = std::filesystem;
@@ -117,4 +123,51 @@ TEST_CASE("QLoRA: bf16 DoRA over an FP4 base trains, and what is not built is re
   CliResult eight = run_hftrain("train dora.yaml --set model.quantization_config.load_in_8bit=true --set training.output_dir=dora8", dir);
   CHECK(eight.exit_code == 2);
   CHECK_THAT(eight.output, Catch::Contains("model.quantization_config.load_in_8bit"));
+}
+
+TEST_CASE("QLoRA: a base saved 4-bit in bitsandbytes' layout trains as quantising it at load does, and merges",
+          "[integration][peft][qlora]") {
+  const std::string dir = with_llama_base("qlora_prequantized");
+  {  // base4bit: the base quantised (NF4, double quantisation) and saved as a 4-bit model is
+    const hftrain::Components& c = hftrain::builtin_components();
+    const hftrain::RunSpec spec = hftrain::load_run_spec_text(
+        "model: {from_pretrained: '" + dir + "/base', " + kQuant + "}\n" + kData + "training: {output_dir: x}\n", "spec", c.catalog());
+    std::shared_ptr<hftrain::Model> model = c.models.build(spec.model.type, spec.model.options, hftrain::ModelContext{});
+    hftrain::keep_loaded_config(*model, dir + "/base");
+    hftrain::load_pretrained(dir + "/base", *model);
+    hftrain::quantize_linear_layers(*model, *spec.model.quantization);
+    hftrain::save_model_dir(dir + "/base4bit", *model);
+  }
+  const json saved = json::parse(read_text(dir + "/base4bit/config.json"));
+  CHECK(saved["quantization_config"]["bnb_4bit_quant_type"] == "nf4");
+  const std::string rest = std::string(kData) + "peft: {r: 8, lora_alpha: 16, target_modules: all-linear}\n"
+                           "training: {max_steps: 10, learning_rate: 0.02, save_strategy: \"no\", seed: 5, output_dir: ";
+  write_text(dir + "/pre.yaml", "model: {from_pretrained: base4bit}\n" + rest + "pre}\n");
+  write_text(dir + "/load.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + rest + "load}\n");
+  const std::string pre = run_ok("train pre.yaml", dir);
+  run_ok("train load.yaml", dir);
+  CHECK_THAT(pre, Catch::Contains("quantization: 14 linear layers"));
+  CHECK(eval_loss(dir + "/pre/eval_results.json") == eval_loss(dir + "/load/eval_results.json"));  // the same codes
+  // the parameter count is the logical one: the base's weights and the adapters
+  int64_t base = 0;
+  for (const auto& [name, t] : hftrain::load_safetensors(dir + "/base/model.safetensors").tensors) base += t.numel();
+  const auto at = pre.find("Number of trainable parameters = ");
+  REQUIRE(at != std::string::npos);
+  std::string trainable, total;
+  for (std::size_t i = at + 33; std::isdigit(static_cast<unsigned char>(pre[i])) || pre[i] == ','; ++i) trainable += pre[i] == ',' ? "" : std::string(1, pre[i]);
+  for (std::size_t i = pre.find("(total ", at) + 7; std::isdigit(static_cast<unsigned char>(pre[i])) || pre[i] == ','; ++i) total += pre[i] == ',' ? "" : std::string(1, pre[i]);
+  CHECK(std::stoll(total) == base + std::stoll(trainable));
+  // merge-adapter over the 4-bit base: merged into its dequantised weights, saved as a plain model
+  run_ok("merge-adapter base4bit pre merged", dir);
+  const json merged = json::parse(read_text(dir + "/merged/config.json"));
+  CHECK_FALSE(merged.contains("quantization_config"));
+  for (const auto& e : hftrain::read_safetensors_header(dir + "/merged/model.safetensors").tensors) {
+    INFO(e.name);
+    CHECK(e.dtype == "F32");
+    CHECK(e.name.find(".absmax") == std::string::npos);
+  }
+  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kData + "training: {output_dir: merged_eval}\n");
+  run_ok("eval merged.yaml", dir);
+  const double run = eval_loss(dir + "/pre/eval_results.json");
+  CHECK(std::abs(eval_loss(dir + "/merged_eval/eval_results.json") - run) <= 1e-5 * std::max(1.0, std::abs(run)));
 }
