@@ -17,13 +17,15 @@ Batch batch_on(const Batch& batch, torch::Device device, bool pin_memory) {
   out.labels = move(batch.labels);
   out.features = move(batch.features);
   out.position_ids = move(batch.position_ids);
+  out.slice.attention_mask = move(batch.slice.attention_mask);
   return out;
 }
 
 std::function<void(Batch&)> pin_stage(torch::Device device, bool pin_memory) {
   if (!device.is_cuda() || !pin_memory) return nullptr;
   return [](Batch& b) {
-    for (torch::Tensor* t : {&b.input_ids, &b.attention_mask, &b.token_type_ids, &b.labels, &b.features, &b.position_ids})
+    for (torch::Tensor* t : {&b.input_ids, &b.attention_mask, &b.token_type_ids, &b.labels, &b.features, &b.position_ids,
+                             &b.slice.attention_mask})
       if (t->defined() && t->is_cpu() && !t->is_pinned()) *t = t->pin_memory();
   };
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "data/packing.h"
+#include "data/sequence_slices.h"
 #include "util/error.h"
 #include "util/splitmix64.h"
 
@@ -260,6 +261,15 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_samples) {
   position_ = 0;
 }
 
+void DataLoader::slice_sequences(int64_t parts, int64_t index) {
+  if (parts > 1 && task_ != TaskKind::kCausalLm)
+    throw ConfigError("distributed.sequence_parallel_size: " + std::to_string(parts) +
+                      " slices causal-LM sequences; this data is another task (classification, masked LM or "
+                      "sequence-to-sequence)");
+  sequence_parts_ = parts;
+  sequence_index_ = index;
+}
+
 std::vector<Example> DataLoader::next_examples() {
   const auto n = static_cast<int64_t>(order_.size());
   const int64_t end = std::min(n, position_ + batch_size_);
@@ -278,6 +288,7 @@ bool DataLoader::next(Batch& batch, std::vector<Example>* examples_out) {
   const bool packed = std::any_of(examples.begin(), examples.end(), [](const Example& e) { return !e.segment_lengths.empty(); });
   batch = flatten_ || packed ? flatten_for_task(examples, task_)
                    : collate(examples, task_, collate_options_, batch_mask_seed(seed_, epoch_, batch_index));
+  if (sequence_parts_ > 1) batch = hftrain::slice_sequences(batch, sequence_parts_, sequence_index_, collate_options_.pad_id);
   if (examples_out) *examples_out = std::move(examples);
   return true;
 }

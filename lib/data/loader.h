@@ -75,6 +75,9 @@ class DataLoader {
   // training.padding_free: each batch is one row of its examples (flatten_examples, data/packing.h)
   // instead of a padded [batch, longest] block.
   void flatten_batches() { flatten_ = true; }
+  // distributed.sequence_parallel_size: every batch becomes slice `index` of `parts` of its rows
+  // (data/sequence_slices.h); the ranks of a group read the same batches. Causal-LM data only (ConfigError).
+  void slice_sequences(int64_t parts, int64_t index);
   // Starts `epoch`, skipping the first `skip_samples` samples of its order (resume): those consumed by every
   // rank together, a prefix of the epoch's order whatever world size and batch size consumed it. The rest is
   // sharded over this loader's replicas; its batches keep the indices (MLM seeds) of their positions.
@@ -103,6 +106,7 @@ class DataLoader {
   int64_t rank_ = 0;
   CollateOptions collate_options_;
   bool flatten_ = false;
+  int64_t sequence_parts_ = 1, sequence_index_ = 0;
   int64_t epoch_ = 0;
   enum class LengthOrder { kNone, kGroupByLength, kSortish };
   LengthOrder length_order_ = LengthOrder::kNone;

@@ -15,6 +15,7 @@
 #include "models/fused_embedding.h"
 #include "models/fused_norms.h"
 #include "models/hf_layers.h"
+#include "models/sequence_parallel.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -197,9 +198,10 @@ struct RotaryDecoder::Layer : torch::nn::Module {
   }
 
   // `segments`: a padding-free row's example lengths (attention inside each); empty = one example per row.
+  // `sp`: x is a slice of each row, attention runs over the whole rows through the sequence-parallel group.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& bias, const std::vector<int64_t>& segments, KvCache* cache = nullptr,
-                        std::size_t layer = 0) {
+                        std::size_t layer = 0, const SequenceParallel* sp = nullptr) {
     const auto B = x.size(0), T = x.size(1);
     auto h = norm(s, x, input_norm);
     auto heads = [&](const torch::Tensor& t, int64_t n, const torch::Tensor& head_norm) {
@@ -219,6 +221,29 @@ struct RotaryDecoder::Layer : torch::nn::Module {
     auto q = rotate(heads(qp, s.heads, q_norm), cos, sin);
     auto k = rotate(heads(kp, s.kv_heads, k_norm), cos, sin);
     auto v = heads(vp, s.kv_heads, {});
+    torch::Tensor y;
+    if (sp) {  // Ulysses: the whole sequence for this rank's share of the heads, rotated at the global positions
+      const std::string what = "sequence parallel attention of layer " + std::to_string(layer);
+      y = sp->to_sequence(attention(sp->to_heads(q, what), sp->to_heads(k, what), sp->to_heads(v, what), bias, segments,
+                                    nullptr, layer),
+                          what);
+    } else {
+      y = attention(q, k, v, bias, segments, cache, layer);
+    }
+    y = y.transpose(1, 2).contiguous().view({B, T, s.heads * s.head_dim});
+    if (s.sandwich_norms) {  // gemma2: x + norm(attn), then + post_ff_norm(mlp(pre_ff_norm(.)))
+      auto [r, m] = add_norm(s, x, norm(s, o_proj(y), post_norm), pre_ff_norm);
+      return r + norm(s, feed_forward(m), post_ff_norm);
+    }
+    auto [r, m] = add_norm(s, x, o_proj(y), post_norm);
+    return r + feed_forward(m);
+  }
+
+  // The attention of q [B, h, T, D] and k / v [B, kv, T, D] (any share of the heads) through the one dispatch, with
+  // the layer's sliding window.
+  torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
+                          const std::vector<int64_t>& segments, KvCache* cache, std::size_t layer) {
+    const int64_t T = q.size(2);
     const double dropout = is_training() ? s.attention_dropout : 0.0;
     const ScoreRule rule{s.attention_scale, s.attn_logit_softcap};
     torch::Tensor y;
@@ -239,13 +264,7 @@ struct RotaryDecoder::Layer : torch::nn::Module {
     } else {
       y = self_attention(q, k, v, bias, segments, dropout, cache, layer, rule);
     }
-    y = y.transpose(1, 2).contiguous().view({B, T, s.heads * s.head_dim});
-    if (s.sandwich_norms) {  // gemma2: x + norm(attn), then + post_ff_norm(mlp(pre_ff_norm(.)))
-      auto [r, m] = add_norm(s, x, norm(s, o_proj(y), post_norm), pre_ff_norm);
-      return r + norm(s, feed_forward(m), post_ff_norm);
-    }
-    auto [r, m] = add_norm(s, x, o_proj(y), post_norm);
-    return r + feed_forward(m);
+    return y;
   }
 
   // The feed-forward block, over slices of the sequence when tiled (training.tiled_mlp).
@@ -275,6 +294,15 @@ void RotaryDecoder::enable_tiled_mlp(int64_t tiles) {
   if (spec_.feed_forward)  // a router's logits are recorded per forward, in the batch's token order
     throw ConfigError("training.tiled_mlp: the routed experts of " + family()->model_type + " are not tiled");
   for (auto& layer : layers_) layer->mlp_tiles = tiles;
+}
+
+void RotaryDecoder::set_sequence_parallel(std::shared_ptr<SequenceParallel> group) {
+  if (spec_.feed_forward)  // a router's load-balancing loss is a product of token shares over the whole batch
+    throw ConfigError("distributed.sequence_parallel_size: the routed experts of " + family()->model_type +
+                      " are not sequence parallel (their load-balancing loss is over every token of the batch)");
+  if (const std::string problem = group->heads_problem(spec_.heads, spec_.kv_heads); !problem.empty())
+    throw ConfigError(problem + " (model type " + family()->model_type + ")");
+  sequence_parallel_ = std::move(group);
 }
 
 void RotaryDecoder::build(const DecoderSpec& spec) {
@@ -324,9 +352,15 @@ torch::Tensor RotaryDecoder::hidden_states(const Batch& batch, KvCache* cache) {
   // cos / sin [b, 1, T, head_dim]
   const torch::Tensor positions = token_positions(batch, past, T, x.device());
   torch::Tensor global_cos, global_sin, local_cos, local_sin;
-  std::tie(global_cos, global_sin) = rotary_tables(spec_.rope, positions, x.scalar_type());
-  if (spec_.sliding_rope) std::tie(local_cos, local_sin) = rotary_tables(*spec_.sliding_rope, positions, x.scalar_type());
-  auto bias = padding_bias(batch.attention_mask, x.scalar_type());
+  const int64_t extent = batch.sliced() ? batch.slice.length : 0;  // a slice scales by its whole rows' length
+  std::tie(global_cos, global_sin) = rotary_tables(spec_.rope, positions, x.scalar_type(), extent);
+  if (spec_.sliding_rope) std::tie(local_cos, local_sin) = rotary_tables(*spec_.sliding_rope, positions, x.scalar_type(), extent);
+  // A sequence-parallel slice attends over its whole rows: their mask, and the group that exchanges the slices.
+  const SequenceParallel* sp = batch.sliced() ? sequence_parallel_.get() : nullptr;
+  if (batch.sliced() && (!sp || sp->size() != batch.slice.parts || cache))
+    throw RuntimeFailure(family()->model_type + ": a batch sliced into " + std::to_string(batch.slice.parts) +
+                         " parts needs a sequence-parallel group of that size" + (cache ? " and no KV cache" : ""));
+  auto bias = padding_bias(sp ? batch.slice.attention_mask : batch.attention_mask, x.scalar_type());
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer* l = layers_[i].get();
     const bool local = spec_.sliding_rope && spec_.windows[i] > 0;  // gemma3: sliding layers turn by their own base
@@ -334,13 +368,13 @@ torch::Tensor RotaryDecoder::hidden_states(const Batch& batch, KvCache* cache) {
     const torch::Tensor& sin = local ? local_sin : global_sin;
     if (gradient_checkpointing_ && is_training()) {
       x = checkpointed(checkpoint_fns_->hold(
-                           [this, l, cos, sin, bias, i, segments = batch.packed_lengths](const torch::Tensor& in) {
-                             return in_unit(layer_units_[i], [&] { return l->forward(in, cos, sin, bias, segments); });
+                           [this, l, cos, sin, bias, i, sp, segments = batch.packed_lengths](const torch::Tensor& in) {
+                             return in_unit(layer_units_[i], [&] { return l->forward(in, cos, sin, bias, segments, nullptr, i, sp); });
                            },
                            4 * layers_.size()),
                        x);
     } else {
-      x = in_unit(layer_units_[i], [&] { return l->forward(x, cos, sin, bias, batch.packed_lengths, cache, i); });
+      x = in_unit(layer_units_[i], [&] { return l->forward(x, cos, sin, bias, batch.packed_lengths, cache, i, sp); });
     }
   }
   if (cache) cache->length += T;

@@ -127,6 +127,8 @@ class RotaryDecoder : public Model {
   void enable_gradient_checkpointing() override { gradient_checkpointing_ = true; }
   void enable_tiled_mlp(int64_t tiles) override;
   void set_neftune_noise_alpha(double alpha) override { neftune_noise_alpha_ = alpha; }
+  // Ulysses: the heads and the key / value heads must divide over the group; routed experts refuse.
+  void set_sequence_parallel(std::shared_ptr<SequenceParallel> group) override;
   bool supports_kv_cache() const override { return true; }
   bool supports_padding_free() const override { return true; }
   torch::Tensor forward_cached(const torch::Tensor& input_ids, KvCache& cache) override;
@@ -161,6 +163,7 @@ class RotaryDecoder : public Model {
   bool gradient_checkpointing_ = false;
   double neftune_noise_alpha_ = 0.0;
   std::shared_ptr<CheckpointFunctions> checkpoint_fns_;
+  std::shared_ptr<SequenceParallel> sequence_parallel_;  // null = every batch attends on this rank alone
 };
 
 // Declares the sliding-window options Qwen2 and Qwen3 share (use_sliding_window, sliding_window,

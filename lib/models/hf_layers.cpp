@@ -154,6 +154,7 @@ torch::Tensor attend_packed(const torch::Tensor& q, const torch::Tensor& k, cons
 }
 
 int64_t sequence_extent(const Batch& batch, int64_t past, int64_t T) {
+  if (batch.sliced()) return batch.slice.length;
   if (batch.packed_lengths.empty()) return past + T;
   return *std::max_element(batch.packed_lengths.begin(), batch.packed_lengths.end());
 }

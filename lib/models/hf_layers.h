@@ -79,8 +79,8 @@ torch::Tensor self_attention(const torch::Tensor& q, torch::Tensor k, torch::Ten
 torch::Tensor attend_packed(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const std::vector<int64_t>& segments, double dropout_p, const ScoreRule& rule = {});
 
-// The longest sequence the positions of `batch` must reach: past + T, or, for a padding-free row, its
-// longest example (positions restart at each one).
+// The longest sequence the positions of `batch` must reach: past + T, or, for a padding-free row, its longest example
+// (positions restart at each one); for a sequence-parallel slice, that of its whole rows (SequenceSlice::length).
 int64_t sequence_extent(const Batch& batch, int64_t past, int64_t T);
 
 // The position ids [B or 1, T] of the T new tokens: Batch::position_ids when given (a padding-free row,

@@ -36,6 +36,7 @@ torch::Tensor Model::head_logits(UnitHandle unit, const std::function<LmHead()>&
 ModelOutput Model::language_model_output(UnitHandle unit, const Batch& batch, bool shift,
                                          const std::function<LmHead()>& head) {
   ModelOutput out;
+  shift = shift && !batch.sliced();  // a slice's labels were shifted on the whole rows (data/sequence_slices.h)
   const bool has_labels = batch.labels.defined();
   if (lm_loss_.chunked && has_labels && is_training() && torch::GradMode::is_enabled()) {
     out.loss = in_unit(unit, [&] {
@@ -60,7 +61,8 @@ ModelOutput Model::language_model_output(UnitHandle unit, const Batch& batch, bo
 
 int64_t scored_label_tokens(const Model& model, const Batch& batch) {
   if (model.loss_unit() != LossUnit::kLabelToken || !batch.labels.defined()) return 0;
-  const torch::Tensor scored = model.is_causal_lm() ? batch.labels.slice(1, 1, batch.labels.size(1)) : batch.labels;
+  const bool shift = model.is_causal_lm() && !batch.sliced();
+  const torch::Tensor scored = shift ? batch.labels.slice(1, 1, batch.labels.size(1)) : batch.labels;
   return scored.ne(-100).sum().item<int64_t>();
 }
 
@@ -103,6 +105,12 @@ void Model::enable_gradient_checkpointing() {
 void Model::enable_tiled_mlp(int64_t) {
   throw ConfigError("training.tiled_mlp: model type '" + config_json().value("model_type", std::string("?")) +
                     "' has no tiled MLP (the llama-like decoders have)");
+}
+
+void Model::set_sequence_parallel(std::shared_ptr<SequenceParallel>) {
+  throw ConfigError("distributed.sequence_parallel_size: model type '" + config_json().value("model_type", std::string("?")) +
+                    "' is not a llama-like decoder; sequence parallelism runs llama, qwen2, qwen3, mistral, phi3, gemma, "
+                    "gemma2 and gemma3_text");
 }
 
 std::vector<GatherUnit> Model::gather_units() const {

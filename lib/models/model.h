@@ -16,6 +16,19 @@
 
 namespace hftrain {
 
+class SequenceParallel;
+
+// Sequence parallelism (data/sequence_slices.h): a batch whose rows are slice `index` of `parts` equal, consecutive
+// slices of the whole rows. Its labels are shifted already (labels[t] is position t's target: the causal shift
+// happened on the whole rows), its position_ids are the whole rows' positions of its tokens, its packed_lengths
+// (padding-free) the whole row's examples, and attention_mask the slice's own.
+struct SequenceSlice {
+  int64_t parts = 1;             // 1 = whole rows
+  int64_t index = 0;
+  int64_t length = 0;            // the positions the whole rows reach (sequence_extent), before padding to a multiple of parts
+  torch::Tensor attention_mask;  // [B, parts * T]: the whole rows' mask (the keys attention sees after the exchange)
+};
+
 // One collated batch. Tensors that a task does not use stay undefined.
 struct Batch {
   torch::Tensor input_ids;       // [B, T] int64
@@ -38,7 +51,9 @@ struct Batch {
   // HF label_smoothing_factor, for a language model that computes its training loss without logits
   // (models/lm_loss.h); train/training_loss sets it. A loss computed from logits is smoothed there instead.
   double label_smoothing = 0;
+  SequenceSlice slice;  // parts 1: whole rows
   int64_t size() const { return labels.defined() ? labels.size(0) : input_ids.size(0); }
+  bool sliced() const { return slice.parts > 1; }
 };
 
 enum class LossUnit { kLabelToken, kExample };
@@ -241,6 +256,10 @@ class Model : public torch::nn::Module {
   // automatic count), each recomputed in backward (models/checkpointing tiled_over_tokens). Models without a
   // per-token MLP of their own refuse.
   virtual void enable_tiled_mlp(int64_t tiles);
+  // Ulysses sequence parallelism (models/sequence_parallel.h): `group` holds the ranks that share each sequence, and
+  // the attention of a sliced batch (Batch::slice) trades its slice of every head for the whole sequence of a share
+  // of the heads and back. Models that cannot (the default) refuse with a ConfigError naming their family.
+  virtual void set_sequence_parallel(std::shared_ptr<SequenceParallel> group);
   // HF neftune_noise_alpha: uniform noise on the input embeddings while training (NEFTune,
   // arXiv:2310.05914: scale alpha / sqrt(seq_len * hidden)). Models without token embeddings refuse.
   virtual void set_neftune_noise_alpha(double alpha);
@@ -329,8 +348,8 @@ class Model : public torch::nn::Module {
 // a ConfigError names the model when it has no units or a trainable parameter belongs to none.
 std::vector<std::vector<std::string>> resolve_gather_units(const Model& model, const std::vector<std::string>& trainable);
 
-// The label tokens `model`'s loss scores in `batch`: labels != -100 (of labels[:, 1:] for causal LMs);
-// 0 for models whose loss averages examples.
+// The label tokens `model`'s loss scores in `batch`: labels != -100 (of labels[:, 1:] for causal LMs, unless the
+// batch is a slice whose labels are shifted already); 0 for models whose loss averages examples.
 int64_t scored_label_tokens(const Model& model, const Batch& batch);
 
 // Cross-entropy of logits [N, V] against labels [N] (ignore_index -100), in fp32: the mean over scored

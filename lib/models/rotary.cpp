@@ -118,9 +118,10 @@ RotaryFrequencies rotary_frequencies(const RopeSpec& s, int64_t seq_len, const t
 }
 
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(const RopeSpec& spec, const torch::Tensor& positions,
-                                                      torch::ScalarType dtype) {
+                                                      torch::ScalarType dtype, int64_t extent) {
   const bool by_length = spec.scaling.type == "dynamic" || spec.scaling.type == "longrope";
-  const int64_t seq_len = by_length && positions.numel() > 0 ? positions.max().item<int64_t>() + 1 : 0;
+  const int64_t seq_len =
+      !by_length ? 0 : extent > 0 ? extent : positions.numel() > 0 ? positions.max().item<int64_t>() + 1 : 0;
   const RotaryFrequencies f = rotary_frequencies(spec, seq_len, positions.device());
   // positions [b, T] -> [b, T, dim / 2] -> tables [b, 1, T, dim]
   auto freqs = positions.to(torch::kFloat).unsqueeze(-1) * f.inv_freq;

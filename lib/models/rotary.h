@@ -35,9 +35,10 @@ struct RotaryFrequencies {
 RotaryFrequencies rotary_frequencies(const RopeSpec& spec, int64_t seq_len, const torch::Device& device);
 
 // cos and sin [b, 1, T, dim] in `dtype` for positions [b, T] (integer), attention factor applied, as HF's
-// rotary embedding computes them (float32, then cast).
+// rotary embedding computes them (float32, then cast). The sequence length the dynamic and longrope types scale by is
+// the positions' largest + 1, or `extent` when > 0 (a sequence-parallel slice: its whole rows').
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(const RopeSpec& spec, const torch::Tensor& positions,
-                                                      torch::ScalarType dtype);
+                                                      torch::ScalarType dtype, int64_t extent = 0);
 
 // Sequences may run past max_position_embeddings: dynamic scaling exists for them.
 inline bool rope_extends_context(const RopeSpec& spec) { return spec.scaling.type == "dynamic"; }

@@ -48,8 +48,8 @@ std::vector<Key> top_level_keys() {
       {"", "commands", T::accepted, kTpu},
       {"", "fp8_config", T::refused, "FP8 training (Transformer Engine / MS-AMP / torchao) is not available"},
       {"", "megatron_lm_config", T::refused, "Megatron-LM tensor / pipeline / sequence parallelism is not available"},
-      {"", "parallelism_config", T::refused, "tensor / context parallelism and replicated sharding (ParallelismConfig) are "
-                                             "not available"},
+      {"", "parallelism_config", T::mapped, "ParallelismConfig: its sequence-parallel settings below; tensor / context "
+                                            "parallelism and replicated sharding are refused"},
       {"", "tp_config", T::refused, "tensor parallelism (TorchTensorParallelPlugin, tp_size) is not available"},
       {"", "ipex_config", T::accepted, "Intel Extension for PyTorch speeds up PyTorch's own CPU operators; hftrain "
                                        "runs its own, results are unchanged"},
@@ -72,6 +72,8 @@ std::vector<Key> deepspeed_config_keys() {
        "zero.offload_param (stage 3; DeepSpeed uses it at no other stage)"},
       {"deepspeed_config", "zero3_init_flag", T::mapped, "zero.zero3_init_flag"},
       {"deepspeed_config", "zero3_save_16bit_model", T::mapped, "zero.stage3_gather_16bit_weights_on_model_save"},
+      {"deepspeed_config", "seq_parallel_communication_data_type", T::accepted,
+       "sequence parallelism's all-to-all carries the activations in their own dtype"},
       {"deepspeed_config", "offload_param_nvme_path", T::accepted,
        "the parameter shards share the optimizer's swap files under offload_optimizer_nvme_path"},
       {"deepspeed_config", "deepspeed_multinode_launcher", T::refused,
@@ -83,6 +85,31 @@ std::vector<Key> deepspeed_config_keys() {
       {"deepspeed_config", "deepspeed_exclusion_filter", T::refused, "a hostfile filter; hostfiles are not read", {"none", ""}},
       {"deepspeed_config", "deepspeed_moe_layer_cls_names", T::refused, "mixture-of-experts layers are not available",
        {"none", ""}},
+  };
+}
+
+// parallelism_config (Accelerate's ParallelismConfig, its DeepSpeed / Ulysses sequence parallelism).
+std::vector<Key> parallelism_config_keys() {
+  using T = Treatment;
+  const std::string kWhole = "hftrain slices each batch at its own length, padded to a multiple of the group";
+  const std::string kNoContext = "context parallelism is refused (parallelism_config_cp_size), so this is never used";
+  return {
+      {"parallelism_config", "parallelism_config_sp_size", T::mapped, "distributed.sequence_parallel_size"},
+      {"parallelism_config", "parallelism_config_sp_backend", T::refused,
+       "Ulysses (DeepSpeed's all-to-all of heads for sequence) is the sequence parallelism hftrain runs", {"deepspeed"}},
+      {"parallelism_config", "parallelism_config_sp_seq_length", T::accepted, kWhole},
+      {"parallelism_config", "parallelism_config_sp_seq_length_is_variable", T::accepted, kWhole},
+      {"parallelism_config", "parallelism_config_sp_attn_implementation", T::accepted,
+       "hftrain's own attention dispatch runs the exchanged heads, padding-free rows example by example"},
+      {"parallelism_config", "parallelism_config_dp_shard_size", T::accepted,
+       "ZeRO (zero.stage) shards over every rank; the data-parallel replicas are world / sequence_parallel_size"},
+      {"parallelism_config", "parallelism_config_dp_replicate_size", T::refused,
+       "replicated groups of shards (HSDP) are not available", {"1"}},
+      {"parallelism_config", "parallelism_config_tp_size", T::refused, "tensor parallelism is not available", {"1"}},
+      {"parallelism_config", "parallelism_config_cp_size", T::refused, "context parallelism (ring attention) is not available",
+       {"1"}},
+      {"parallelism_config", "parallelism_config_cp_backend", T::accepted, kNoContext},
+      {"parallelism_config", "parallelism_config_cp_comm_strategy", T::accepted, kNoContext},
   };
 }
 
@@ -117,7 +144,8 @@ std::vector<Key> fsdp_config_keys() {
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = [] {
     std::vector<Key> all = top_level_keys();
-    for (auto block : {deepspeed_config_keys(), fsdp_config_keys()}) all.insert(all.end(), block.begin(), block.end());
+    for (auto block : {deepspeed_config_keys(), fsdp_config_keys(), parallelism_config_keys()})
+      all.insert(all.end(), block.begin(), block.end());
     return all;
   }();
   return table;

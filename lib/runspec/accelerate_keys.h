@@ -1,5 +1,5 @@
 // The keys of an Accelerate config file, declared once: Accelerate's ClusterConfig fields and the keys of
-// its deepspeed_config and fsdp_config blocks (accelerate commands/config/config_args.py, commands/launch.py,
+// its deepspeed_config, fsdp_config and parallelism_config blocks (accelerate commands/config/config_args.py, commands/launch.py,
 // utils/dataclasses.py), each with what hftrain does with it. Internal to runspec/accelerate_*.cpp; the
 // table also feeds docs/distributed.md's list.
 #pragma once
@@ -18,7 +18,7 @@ enum class Treatment {
 };
 
 struct Key {
-  std::string block;  // "" = top level, "deepspeed_config" or "fsdp_config"
+  std::string block;  // "" = top level, "deepspeed_config", "fsdp_config" or "parallelism_config"
   std::string name;
   Treatment treatment;
   std::string text;                       // mapped: what it becomes; accepted / refused: why

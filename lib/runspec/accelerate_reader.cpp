@@ -70,6 +70,10 @@ class AccelerateReader {
       read_fsdp(YAML::Node(YAML::NodeType::Map), lookup(config, "distributed_type"));
     }
     if (type_ == "DEEPSPEED" && !ds.IsDefined()) read_deepspeed(YAML::Node(YAML::NodeType::Map), mixed);
+    if (const YAML::Node parallelism = lookup(config, "parallelism_config"); expect_map("parallelism_config", parallelism)) {
+      check_keys("parallelism_config", parallelism);
+      read_parallelism(parallelism);
+    }
   }
 
  private:
@@ -122,6 +126,15 @@ class AccelerateReader {
         problem(prefix + name, kv.second, "'" + yaml_text(kv.second) + "': " + key->text);
       }
     }
+  }
+
+  // ParallelismConfig's sequence-parallel size (Ulysses); the rest is checked against the key table.
+  void read_parallelism(const YAML::Node& parallelism) {
+    const std::string written = "parallelism_config.parallelism_config_sp_size";
+    const YAML::Node sp = lookup(parallelism, "parallelism_config_sp_size");
+    int64_t size = 1;
+    if (sp.IsDefined() && !sp.IsNull() && read_int(written, sp, 1, 1 << 20, size))
+      place(written, sp, "distributed", "sequence_parallel_size", YAML::Node(size), yaml_text(sp));
   }
 
   bool read_int(const std::string& written, const YAML::Node& v, int64_t lo, int64_t hi, int64_t& out) {

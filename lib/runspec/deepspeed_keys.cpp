@@ -29,6 +29,8 @@ const std::vector<KnownKey> kTopLevelOthers = {
                                             "training.dataloader_drop_last"},
     {"checkpoint", KeyKind::hint, "hftrain's checkpoints are written atomically with a manifest"},
     {"compile", KeyKind::hint, "torch.compile; hftrain is compiled ahead of time"},
+    {"seq_parallel_communication_data_type", KeyKind::hint,
+     "sequence parallelism's all-to-all carries the activations in their own dtype"},
     {"prescale_gradients", KeyKind::refused, "pre-dividing gradients before the reduction is not available", "false"},
     {"gradient_predivide_factor", KeyKind::refused, "a gradient pre-division factor is not available", "1"},
     {"sparse_gradients", KeyKind::refused, "sparse gradients are not available", "false"},

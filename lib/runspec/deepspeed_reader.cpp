@@ -47,6 +47,8 @@ class DeepSpeedReader {
         aio(v);
       } else if (key == "communication_data_type") {
         communication_data_type(v);
+      } else if (const auto* option = schema_of<DistributedArgs>().find_deepspeed(key)) {
+        place(key, v, "distributed", option->name(), v);  // sequence_parallel_size
       } else if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" ||
                  key == "gradient_accumulation_steps" || key == "gradient_clipping") {
         // TrainingArguments values: compared once the sections are parsed (finish_deepspeed_config).
@@ -61,6 +63,7 @@ class DeepSpeedReader {
     std::vector<std::string> names = {"zero_optimization", "fp16", "bf16", "bfloat16", "amp", "optimizer", "scheduler",
                                       "aio", "communication_data_type", "train_batch_size",
                                       "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping"};
+    for (const auto& k : schema_of<DistributedArgs>().deepspeed_names()) names.push_back(k);
     for (const auto& k : kTopLevelOthers) names.push_back(k.name);
     return names;
   }

@@ -331,6 +331,13 @@ void DistributedArgs::declare(Schema<DistributedArgs>& s) {
   s.add("max_restarts", &DistributedArgs::max_restarts, "Relaunches after a worker failure.").min(0);
   s.add("intra_op_threads", &DistributedArgs::intra_op_threads,
         "LibTorch intra-op threads per worker; 0 = automatic (cores / workers with OpenMP OpenBLAS, 1 with pthread OpenBLAS).").min(0);
+  s.add("sequence_parallel_size", &DistributedArgs::sequence_parallel_size,
+        "Ulysses sequence parallelism: groups of this many consecutive ranks share each batch, each rank holding a "
+        "slice of every sequence and attending over the whole sequence for a share of the heads; the world size must "
+        "be a multiple of it (data parallel over world / size). 1 = off. DeepSpeed's sequence_parallel_size, "
+        "Accelerate's parallelism_config_sp_size.")
+      .min(1)
+      .deepspeed({"sequence_parallel_size"});
 }
 
 void OffloadOptimizerArgs::declare(Schema<OffloadOptimizerArgs>& s) {

@@ -208,6 +208,8 @@ struct DistributedArgs {
   double ddp_bucket_cap_mb = 25;
   int64_t max_restarts = 0;
   int64_t intra_op_threads = 0;  // 0 = automatic (see README "Threads and BLAS")
+  // Ulysses sequence parallelism: ranks per group sharing each sequence (docs/distributed.md); 1 = none
+  int64_t sequence_parallel_size = 1;
 
   static void declare(Schema<DistributedArgs>& s);
 };

@@ -99,6 +99,32 @@ void nccl_needs_cuda(const SpecRuleInput& in) {
                   "nccl needs CUDA, and this build runs on the CPU; use gloo (or auto)");
 }
 
+// --- sequence parallelism (Ulysses) against what cannot run over a slice of each sequence -----------------
+
+void sequence_parallel_needs_gloo(const SpecRuleInput& in) {
+  const DistributedArgs& d = in.spec.distributed;
+  if (d.sequence_parallel_size > 1 && d.backend == "nccl")
+    in.issues.add("distributed.sequence_parallel_size", at(in, "distributed", "sequence_parallel_size"),
+                  std::to_string(d.sequence_parallel_size) + " needs groups of ranks, which are built over gloo only "
+                  "(distributed.backend nccl); use backend gloo or auto, or sequence_parallel_size 1");
+}
+
+// NEFTune scales its noise by the sequence length, which a rank holding a slice does not see.
+void sequence_parallel_excludes_neftune(const SpecRuleInput& in) {
+  if (in.spec.distributed.sequence_parallel_size > 1 && in.spec.training.neftune_noise_alpha > 0)
+    in.issues.add("training.neftune_noise_alpha", at(in, "training", "neftune_noise_alpha"),
+                  "scales its noise by the whole sequence's length, and with distributed.sequence_parallel_size " +
+                      std::to_string(in.spec.distributed.sequence_parallel_size) +
+                      " each rank embeds a slice of it; set one of them off");
+}
+
+void sequence_parallel_scope_noted(const SpecRuleInput& in) {
+  if (in.spec.distributed.sequence_parallel_size > 1)
+    in.spec.notes.push_back("distributed.sequence_parallel_size " + std::to_string(in.spec.distributed.sequence_parallel_size) +
+                            ": training attends sequence parallel; evaluation and generation run whole sequences on "
+                            "every worker");
+}
+
 // --- precision against training and zero (HF TrainingArguments refuses the same combinations) -------------
 
 void one_half_precision(const SpecRuleInput& in) {
@@ -170,6 +196,9 @@ const std::vector<SpecRule>& spec_rules() {
       {"nvme_block_size_aligned", nvme_block_size_aligned},
       {"settings_without_effect_noted", settings_without_effect_noted},
       {"nccl_needs_cuda", nccl_needs_cuda},
+      {"sequence_parallel_needs_gloo", sequence_parallel_needs_gloo},
+      {"sequence_parallel_excludes_neftune", sequence_parallel_excludes_neftune},
+      {"sequence_parallel_scope_noted", sequence_parallel_scope_noted},
       {"one_half_precision", one_half_precision},
       {"fp16_needs_cuda", fp16_needs_cuda},
       {"tf32_needs_cuda", tf32_needs_cuda},

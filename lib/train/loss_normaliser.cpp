@@ -21,10 +21,18 @@ LossScale LossNormaliser::prepare(std::vector<Batch>& window, int64_t& input_tok
     if (sum_input_tokens) input_tokens = counts[1].item<int64_t>();
   }
   if (!token_level) return {1.0, static_cast<double>(window.size())};
+  double multiplier = sum_labels ? static_cast<double>(world) : 1.0;
+  const int group = sequence_group_ ? sequence_group_->world_size() : 1;
+  if (!sum_labels && group > 1) {  // the group's whole sequences
+    torch::Tensor count = torch::tensor({label_tokens}, torch::kInt64);
+    sequence_group_->all_reduce(count, ReduceOp::kSum, "sequence-parallel label tokens");
+    label_tokens = count[0].item<int64_t>();
+    multiplier = static_cast<double>(group);
+  }
   // A step whose labels are all ignored: the sum is 0 and so are the gradients (not 0 / 0).
   const double denominator = static_cast<double>(std::max<int64_t>(1, label_tokens));
   for (Batch& b : window) b.loss_denominator = denominator;
-  return {sum_labels ? static_cast<double>(world) : 1.0, 1.0};
+  return {multiplier, 1.0};
 }
 
 }  // namespace hftrain

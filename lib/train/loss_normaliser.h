@@ -4,6 +4,11 @@
 // every worker and each worker's loss scaled by the world size (the gradient all-reduce averages). The
 // update then equals the one-process full-batch update for any batch x accumulation x workers split.
 // Per-example losses (classifiers, regression) keep HF's per-batch mean divided by the window.
+// Sequence parallelism: the ranks of a group hold slices of the same batches, so without
+// average_tokens_across_devices the count is summed over the group (its whole sequences') and each slice's loss scaled
+// by the group's size; the sum over the group is then the group's loss, and the gradient average over the world the
+// mean of the groups', as data parallelism over whole batches gives.
+
 #pragma once
 
 #include <cstdint>
@@ -23,8 +28,9 @@ struct LossScale {
 
 class LossNormaliser {
  public:
-  LossNormaliser(const Model& model, bool average_tokens_across_devices, Comm& comm)
-      : model_(model), across_workers_(average_tokens_across_devices), comm_(comm) {}
+  // `sequence_group`: this rank's sequence-parallel group (null: none).
+  LossNormaliser(const Model& model, bool average_tokens_across_devices, Comm& comm, Comm* sequence_group = nullptr)
+      : model_(model), across_workers_(average_tokens_across_devices), comm_(comm), sequence_group_(sequence_group) {}
 
   // Sets each micro-batch's Batch::loss_denominator for the step `window` and returns how each
   // micro-batch's loss is scaled before backward. `input_tokens` (this worker's tokens seen in the
@@ -36,6 +42,7 @@ class LossNormaliser {
   const Model& model_;
   bool across_workers_;
   Comm& comm_;
+  Comm* sequence_group_;
 };
 
 }  // namespace hftrain

@@ -24,6 +24,7 @@
 #include "optim/target_modules.h"
 #include "train/evaluation.h"
 #include "train/loss_normaliser.h"
+#include "train/parallelism.h"
 #include "train/reporting.h"
 #include "train/step_metrics.h"
 #include "train/training_loss.h"
@@ -112,6 +113,7 @@ void Trainer::setup(const TrainingPlan& plan) {
 // What one train() call holds besides the trainer's own state: the data, the plan it resumes into, and the
 // step accounting.
 struct Trainer::TrainingRun {
+  ParallelLayout layout;  // the sequence-parallel groups and data-parallel replicas (train/parallelism.h)
   std::unique_ptr<DataLoader> loader;
   ResumePlan start;
   std::unique_ptr<BatchPrefetcher> batches;
@@ -161,13 +163,16 @@ nlohmann::json Trainer::train() {
 
 std::unique_ptr<Trainer::TrainingRun> Trainer::start_run() {
   const TrainingArgs& args = spec_.training;
-  const int64_t world_size = comm_.world_size();  // each rank reads its DistributedSampler shard
   auto run = std::make_unique<TrainingRun>();
+  run->layout = apply_parallelism(spec_, *pipeline_.model, comm_);
+  // Each data-parallel replica (a sequence-parallel group, or one rank) reads its DistributedSampler shard.
+  const int64_t world_size = run->layout.data_parallel_size;
   run->loader = std::make_unique<DataLoader>(pipeline_.data->split("train"), pipeline_.data->task(),
                                              args.per_device_train_batch_size, /*shuffle=*/true,
                                              args.data_seed >= 0 ? args.data_seed : args.seed,
-                                             args.dataloader_drop_last, world_size, comm_.rank());
+                                             args.dataloader_drop_last, world_size, run->layout.data_parallel_rank);
   DataLoader& loader = *run->loader;
+  loader.slice_sequences(run->layout.sequence_parallel_size, run->layout.sequence_rank);
   if (args.group_by_length)  // HF LengthGroupedSampler(train_batch_size * gradient_accumulation_steps)
     loader.group_by_length(args.per_device_train_batch_size * args.gradient_accumulation_steps, args.length_column_name);
   // Sortish batches of the global batch size: the distributed shard deals each one out to the ranks, so every
@@ -182,7 +187,8 @@ std::unique_ptr<Trainer::TrainingRun> Trainer::start_run() {
       pin_stage(pipeline_.device, pipeline_.pin_memory));
   const ParameterCounts parameters = count_parameters(*pipeline_.model);
   run->metrics = std::make_unique<StepMetrics>(args, parameters);
-  run->loss = std::make_unique<LossNormaliser>(*pipeline_.model, args.average_tokens_across_devices, comm_);
+  run->loss = std::make_unique<LossNormaliser>(*pipeline_.model, args.average_tokens_across_devices, comm_,
+                                               run->layout.sequence_group.get());
   log_info(format_training_summary({loader.num_examples(), plan.num_epochs, world_size,
                                     args.per_device_train_batch_size, args.gradient_accumulation_steps,
                                     plan.global_batch_size, plan.batches_per_epoch, plan.updates_per_epoch,

@@ -2,6 +2,7 @@
 // batch layout (world size, per-device batch, accumulation) the checkpoint had (resume_plan.h); refusing a
 // resume that would put older weights over output_dir's model; and the one block that lists what changed
 // against the checkpoint. Loading the state itself is trainer_checkpoint.cpp.
+#include <algorithm>
 #include <iostream>
 
 #include "checkpoint/checkpoint_finder.h"
@@ -22,11 +23,11 @@ namespace {
 
 void warn(const std::string& message) { std::cerr << "warning: " << message << std::endl; }
 
-// training.gradient_accumulation_steps of a saved run spec (1 when it does not say).
-int64_t saved_accumulation(const std::string& spec_text) {
+// An integer setting section.key of a saved run spec (1 when it does not say).
+int64_t saved_setting(const std::string& spec_text, const char* section, const char* key) {
   if (spec_text.empty()) return 1;
-  const YAML::Node ga = lookup(lookup(YAML::Load(spec_text), "training"), "gradient_accumulation_steps");
-  return ga.IsScalar() ? ga.as<int64_t>() : 1;
+  const YAML::Node v = lookup(lookup(YAML::Load(spec_text), section), key);
+  return v.IsScalar() ? v.as<int64_t>() : 1;
 }
 
 }  // namespace
@@ -51,7 +52,11 @@ ResumePlan Trainer::plan_resume(const TrainingPlan& plan, const DataLoader& load
 
   // What changed against the checkpoint, in one block.
   const int64_t world_size = comm_.world_size();
-  const int64_t saved_global = saved.per_device_batch * saved_accumulation(saved.spec_text) * saved.world_size;
+  // The saved run's data-parallel replicas: its world over its sequence-parallel groups' size.
+  const int64_t saved_replicas =
+      saved.world_size / std::max<int64_t>(1, saved_setting(saved.spec_text, "distributed", "sequence_parallel_size"));
+  const int64_t saved_global =
+      saved.per_device_batch * saved_setting(saved.spec_text, "training", "gradient_accumulation_steps") * saved_replicas;
   std::vector<SettingChange> changes = layout_changes(LayoutFigures{saved.world_size, saved_global, saved.state.max_steps},
                                                       LayoutFigures{world_size, plan.global_batch_size, r.plan.max_steps});
   if (!saved.spec_text.empty())

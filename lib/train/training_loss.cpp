@@ -9,7 +9,8 @@ ModelOutput compute_loss(Model& model, const Batch& batch, double label_smoothin
   smoothed.label_smoothing = label_smoothing_factor;
   ModelOutput out = model.forward(smoothed);
   if (out.logits.defined())
-    out.loss = label_smoothed_loss(out.logits, batch.labels, label_smoothing_factor, model.is_causal_lm(), batch.loss_denominator);
+    out.loss = label_smoothed_loss(out.logits, batch.labels, label_smoothing_factor, model.is_causal_lm() && !batch.sliced(),
+                                   batch.loss_denominator);
   return out;
 }
 

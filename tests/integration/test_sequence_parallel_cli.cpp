@@ -1,0 +1,149 @@
+// Ulysses sequence parallelism through the binary (distributed.sequence_parallel_size): a llama with grouped-query
+// heads on 2 workers of one sequence-parallel group follows 1 worker over the same global batch, step by step (loss
+// and grad_norm), padded and padding-free, at ZeRO stages 1 and 3 (with gradient checkpointing); a checkpoint of the
+// group resumes bit for bit on the group and continues on 1 worker as the 1-worker run does; a layout the world
+// cannot hold is refused by name before anything is written. Two groups on 4 workers are two data-parallel replicas,
+// with the label tokens counted over the world or over each group.
+#include <catch2/catch.hpp>
+
+#include "test_dist_helpers.h"
+
+using namespace hftrain_test;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// Rows of 3 to 40 words (the bytes tokenizer: 15 to 250 tokens), so padded batches carry padding and rows of odd
+// lengths.
+std::string variable_rows(int n) {
+  const char* words[] = {"the", "king", "shall", "not", "speak", "of", "this", "night", "my", "lord"};
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    std::string text;
+    for (int w = 0; w < 3 + (i * 17) % 38; ++w) text += std::string(words[(i + w * 3) % 10]) + " ";
+    out += "{\"text\": \"" + text + "\"}\n";
+  }
+  return out;
+}
+
+const char* kSpec =
+    "model: {type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, "
+    "num_key_value_heads: 2, max_position_embeddings: 256}\n"
+    "data: {type: jsonl, train_file: train.jsonl, tokenizer: bytes, max_length: 256}\n"
+    "training: {output_dir: out, max_steps: 4, per_device_train_batch_size: 2, gradient_accumulation_steps: 2, "
+    "learning_rate: 0.003, max_grad_norm: 1.0, logging_steps: 1, save_strategy: \"no\", do_eval: false, seed: 5}\n"
+    "distributed: {ddp_timeout: 60, intra_op_threads: 1}\n";
+
+const std::string kGroup = "--nproc-per-node 2 --set distributed.sequence_parallel_size=2 ";
+
+void train(const std::string& dir, const std::string& args) {
+  CliResult r = run_hftrain("train spec.yaml " + args, dir);
+  INFO(args << "\n" << r.output);
+  REQUIRE(r.exit_code == 0);
+}
+
+// Steps `from`.. of `got` follow `expected`: the loss within the logged rounding (4 decimals), grad_norm to 1e-5.
+void check_follows(const std::string& got_state, const std::string& expected_state, std::size_t from = 0) {
+  const std::vector<json> got = train_logs(got_state), expected = train_logs(expected_state);
+  REQUIRE(expected.size() == 4);
+  REQUIRE(got.size() == expected.size() - from);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const json& e = expected[i + from];
+    INFO("step " << e["step"]);
+    CHECK(got[i]["step"] == e["step"]);
+    CHECK(std::abs(got[i]["loss"].get<double>() - e["loss"].get<double>()) <= 1.0001e-4);
+    CHECK(std::abs(got[i]["grad_norm"].get<double>() - e["grad_norm"].get<double>()) <= 1e-5 * e["grad_norm"].get<double>());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a llama on a sequence-parallel group of 2 workers follows 1 worker, padded and padding-free, at ZeRO "
+          "stages 1 and 3, and its checkpoint resumes on the group and on 1 worker",
+          "[integration][sequence_parallel]") {
+  const std::string dir = dist_dir("sequence_parallel");
+  write_text(dir + "/train.jsonl", variable_rows(32));
+  write_text(dir + "/spec.yaml", kSpec);
+  train(dir, "--set training.output_dir=one_padded");
+  train(dir, "--set training.output_dir=one_packed --set training.padding_free=true");
+  train(dir, kGroup + "--set zero.stage=1 --set training.output_dir=sp_padded --set training.save_strategy=steps "
+                      "--set training.save_steps=2");
+  // (the label tokens summed over the group rather than the world: the same count with one group)
+  train(dir, kGroup + "--set zero.stage=3 --set training.gradient_checkpointing=true "
+                      "--set training.average_tokens_across_devices=false --set training.output_dir=sp_padded_z3");
+  train(dir, kGroup + "--set zero.stage=3 --set training.padding_free=true --set training.output_dir=sp_packed_z3");
+  {
+    INFO("padded, stage 1");
+    check_follows(dir + "/sp_padded/trainer_state.json", dir + "/one_padded/trainer_state.json");
+  }
+  {
+    INFO("padded, stage 3, checkpointed, label tokens over the group");
+    check_follows(dir + "/sp_padded_z3/trainer_state.json", dir + "/one_padded/trainer_state.json");
+  }
+  {
+    INFO("padding-free, stage 3");
+    check_follows(dir + "/sp_packed_z3/trainer_state.json", dir + "/one_packed/trainer_state.json");
+  }
+  // The group's checkpoint of step 2 resumes on the group bit for bit ...
+  train(dir, kGroup + "--set zero.stage=1 --set training.output_dir=sp_resumed --resume sp_padded/checkpoint-2");
+  const std::vector<json> uninterrupted = train_logs(dir + "/sp_padded/trainer_state.json"),
+                          resumed = train_logs(dir + "/sp_resumed/trainer_state.json");
+  REQUIRE(resumed.size() == 4);  // the checkpoint's logs, then steps 3 and 4
+  for (std::size_t i = 2; i < 4; ++i) {
+    INFO("step " << i + 1);
+    CHECK(resumed[i]["loss"].get<double>() == uninterrupted[i]["loss"].get<double>());
+    CHECK(resumed[i]["grad_norm"].get<double>() == uninterrupted[i]["grad_norm"].get<double>());
+  }
+  // ... and on 1 worker (its 2 ranks' ZeRO-1 shards cut into one), continuing as the 1-worker run does.
+  CliResult one = run_hftrain("train spec.yaml --set training.output_dir=one_resumed --resume sp_padded/checkpoint-2", dir);
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  CHECK_THAT(one.output, Catch::Contains("resumed at step 2"));
+  const std::vector<json> continued = train_logs(dir + "/one_resumed/trainer_state.json"),
+                          one_worker = train_logs(dir + "/one_padded/trainer_state.json");
+  REQUIRE(continued.size() == 4);
+  for (std::size_t i = 2; i < 4; ++i) {
+    INFO("step " << i + 1);
+    CHECK(std::abs(continued[i]["loss"].get<double>() - one_worker[i]["loss"].get<double>()) <= 1.0001e-4);
+    CHECK(std::abs(continued[i]["grad_norm"].get<double>() - one_worker[i]["grad_norm"].get<double>()) <=
+          1e-5 * one_worker[i]["grad_norm"].get<double>());
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("two sequence-parallel groups on 4 workers are 2 data-parallel replicas: they follow 1 worker over the "
+          "global batch, and 2 workers without average_tokens_across_devices",
+          "[integration][sequence_parallel]") {
+  const std::string dir = dist_dir("sequence_parallel_groups");
+  write_text(dir + "/train.jsonl", variable_rows(32));
+  write_text(dir + "/spec.yaml", kSpec);
+  const std::string four = "--nproc-per-node 4 --set distributed.sequence_parallel_size=2 --set zero.stage=2 ";
+  train(dir, "--set training.per_device_train_batch_size=4 --set training.output_dir=one");
+  train(dir, four + "--set training.output_dir=groups");
+  {
+    INFO("label tokens over the world");
+    check_follows(dir + "/groups/trainer_state.json", dir + "/one/trainer_state.json");
+  }
+  // Without the count over the world each replica takes its own mean, as 2 data-parallel workers do.
+  train(dir, "--nproc-per-node 2 --set zero.stage=2 --set training.average_tokens_across_devices=false "
+             "--set training.output_dir=replicas");
+  train(dir, four + "--set training.average_tokens_across_devices=false --set training.output_dir=groups_own_mean");
+  {
+    INFO("label tokens over each group");
+    check_follows(dir + "/groups_own_mean/trainer_state.json", dir + "/replicas/trainer_state.json");
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sequence_parallel_size that does not divide the world is refused naming both numbers",
+          "[integration][sequence_parallel]") {
+  const std::string dir = dist_dir("sequence_parallel_refused");
+  write_text(dir + "/train.jsonl", variable_rows(8));
+  write_text(dir + "/spec.yaml", kSpec);
+  CliResult r = run_hftrain("train spec.yaml --set distributed.sequence_parallel_size=2", dir);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("distributed.sequence_parallel_size: 2 must divide the world size 1"));
+  CHECK_FALSE(fs::exists(dir + "/out/trainer_state.json"));
+  fs::remove_all(dir);
+}
