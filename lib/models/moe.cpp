@@ -86,14 +86,13 @@ torch::Tensor SparseMoe::routed(const torch::Tensor& x, const torch::Tensor& log
   const torch::Tensor token = order.div(k, "floor");
   const torch::Tensor counts = torch::bincount(flat, {}, spec_.experts).to(torch::kCPU);
   if (spec_.record && spec_.record->counting) count_slots(chosen, counts);
-  const torch::Tensor inputs = x.index_select(0, token);
-  std::vector<torch::Tensor> outputs;
-  int64_t start = 0;
+  // split, not narrow: split's backward is one concatenation, narrow's a zero-filled copy of all slots per expert
   const int64_t* count = counts.data_ptr<int64_t>();
-  for (int64_t e = 0; e < spec_.experts; ++e) {  // an expert without slots still runs: a zero gradient
-    outputs.push_back(experts_[static_cast<std::size_t>(e)]->forward(inputs.narrow(0, start, count[e])));
-    start += count[e];
-  }
+  const std::vector<torch::Tensor> inputs =
+      x.index_select(0, token).split_with_sizes(std::vector<int64_t>(count, count + spec_.experts));
+  std::vector<torch::Tensor> outputs;
+  for (int64_t e = 0; e < spec_.experts; ++e)  // an expert without slots still runs: a zero gradient
+    outputs.push_back(experts_[static_cast<std::size_t>(e)]->forward(inputs[static_cast<std::size_t>(e)]));
   const torch::Tensor weighted = torch::cat(outputs, 0) * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
   return torch::zeros_like(x).index_add(0, token, weighted.to(x.scalar_type()));
 }
