@@ -2,7 +2,8 @@
 // heads on 2 workers of one sequence-parallel group follows 1 worker over the same global batch, step by step (loss
 // and grad_norm), padded and padding-free, at ZeRO stages 1 and 3 (with gradient checkpointing); a checkpoint of the
 // group resumes bit for bit on the group and continues on 1 worker as the 1-worker run does; a layout the world
-// cannot hold is refused by name before anything is written. Two groups on 4 workers are two data-parallel replicas,
+// cannot hold is refused by name before anything is written. A LoRA adapter (q_proj / v_proj) trains the same way
+// at ZeRO-2. Two groups on 4 workers are two data-parallel replicas,
 // with the label tokens counted over the world or over each group.
 #include <catch2/catch.hpp>
 
@@ -109,6 +110,17 @@ TEST_CASE("a llama on a sequence-parallel group of 2 workers follows 1 worker, p
     CHECK(std::abs(continued[i]["grad_norm"].get<double>() - one_worker[i]["grad_norm"].get<double>()) <=
           1e-5 * one_worker[i]["grad_norm"].get<double>());
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a LoRA adapter on a sequence-parallel group of 2 workers at ZeRO-2 follows 1 worker",
+          "[integration][sequence_parallel][peft]") {
+  const std::string dir = dist_dir("sequence_parallel_lora");
+  write_text(dir + "/train.jsonl", variable_rows(32));
+  write_text(dir + "/spec.yaml", std::string(kSpec) + "peft: {r: 4, lora_alpha: 8, init_lora_weights: gaussian}\n");
+  train(dir, "--set training.output_dir=one");
+  train(dir, kGroup + "--set zero.stage=2 --set training.output_dir=group");
+  check_follows(dir + "/group/trainer_state.json", dir + "/one/trainer_state.json");
   fs::remove_all(dir);
 }
 

@@ -2,7 +2,8 @@
 // shifted on the whole rows, global positions, padding to a multiple of the group, a padding-free row's examples
 // kept whole), the spec's settings and refusals, and on 2 processes the llama-like decoder's loss and every
 // parameter gradient with its attention exchanged over the group equal to one process over the whole batch
-// (padded and padding-free, grouped-query heads, a sliding window with checkpointing, dynamic rotary scaling),
+// (padded and padding-free, grouped-query heads, a sliding window with checkpointing, qwen3's q / k norms, phi3's fused
+// projections and partial rotary, gemma2's soft-caps and sandwich norms, dynamic rotary scaling),
 // and the models and layouts that cannot run it refused by name.
 #include <catch2/catch.hpp>
 
@@ -218,6 +219,19 @@ TEST_CASE("dist worker: sequence-parallel decoder", "[.dist_worker]") {
        "{vocab_size: 32, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
        "num_key_value_heads: 2, max_position_embeddings: 64, sliding_window: 5}",
        collate(examples({11, 8}), TaskKind::kCausalLm, {}), true},
+      {"qwen3, per-head q / k norms, head_dim 12", "qwen3",
+       "{vocab_size: 32, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+       "num_key_value_heads: 2, head_dim: 12, max_position_embeddings: 64}",
+       collate(examples({9, 12}), TaskKind::kCausalLm, {}), false},
+      {"phi3, fused qkv_proj, partial rotary, padding-free", "phi3",
+       "{vocab_size: 32, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+       "num_key_value_heads: 2, max_position_embeddings: 64, partial_rotary_factor: 0.5}",
+       flatten_examples(examples({5, 8, 6})), false},
+      {"gemma2, soft-caps, sandwich norms, a window of 4", "gemma2",
+       "{vocab_size: 32, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+       "num_key_value_heads: 2, head_dim: 8, max_position_embeddings: 64, sliding_window: 4, "
+       "attn_logit_softcapping: 2.0, final_logit_softcapping: 5.0}",
+       collate(examples({10, 7}), TaskKind::kCausalLm, {}), false},
       {"llama, dynamic rotary past its 8 positions", "llama",
        "{vocab_size: 32, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 1, num_attention_heads: 4, "
        "num_key_value_heads: 4, max_position_embeddings: 8, rope_scaling: {rope_type: dynamic, factor: 2.0}}",
