@@ -92,7 +92,8 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"eval_use_gather_object", {"false"}, "evaluation gathers tensors, not Python objects"},
       {"tp_size", {"0", "1"}, "tensor parallelism is not built (zero.stage shards the state instead)"},
       // transformers v5's new fields
-      {"parallelism_config", {}, "Accelerate's tensor / context parallelism is not built (zero.stage shards the state instead)"},
+      {"parallelism_config", {}, "Accelerate's tensor / context parallelism is not built (zero.stage shards the state instead); "
+                                 "its sp_size (Ulysses) is distributed.sequence_parallel_size"},
       {"project", {"huggingface"}, "the project of a Trackio run: report_to has no trackio here"},
       {"trackio_space_id", {"trackio"}, "the Space of a Trackio run: report_to has no trackio here"},
       {"use_cache", {"false", "true"}, ""},  // the training forward returns no KV cache either way; generation keeps its own
