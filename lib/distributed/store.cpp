@@ -19,6 +19,7 @@
 #include "distributed/tcp_socket.h"
 #include "log/logger.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace hftrain {
 namespace {
@@ -83,8 +84,6 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-std::string to_text(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 
 #include "distributed/tcp_socket.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace hftrain {
 namespace tcpstore_wire {
@@ -84,9 +85,6 @@ using tcpstore_wire::Request;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string to_text(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
 std::string seconds_text(std::chrono::milliseconds d) {
   return std::to_string(static_cast<double>(d.count()) / 1000.0).substr(0, 6) + " s";

@@ -105,7 +105,7 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
   }
 };
 
-bool fusable(const torch::Tensor& t) {
+bool fp32_host_contiguous(const torch::Tensor& t) {
   return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
 }
 
@@ -122,12 +122,12 @@ bool layer_norm_fusable(const torch::nn::LayerNorm& norm, const torch::Tensor& x
   return kernels::fused_kernels_enabled() && options.elementwise_affine() && options.normalized_shape().size() == 1 &&
          x.dim() >= 1 && w.defined() && x.size(-1) == w.numel() && x.numel() > 0 &&
          (bf16 ? same_device_contiguous(x) && same_device_contiguous(w) && (!b.defined() || same_device_contiguous(b))
-               : fusable(x) && fusable(w) && (!b.defined() || fusable(b)));
+               : fp32_host_contiguous(x) && fp32_host_contiguous(w) && (!b.defined() || fp32_host_contiguous(b)));
 }
 
 bool rms_norm_fusable(const torch::Tensor& x, const torch::Tensor& weight) {
-  return kernels::fused_kernels_enabled() && x.dim() >= 1 && x.numel() > 0 && fusable(x) && weight.defined() &&
-         fusable(weight) && weight.dim() == 1 && x.size(-1) == weight.numel();
+  return kernels::fused_kernels_enabled() && x.dim() >= 1 && x.numel() > 0 && fp32_host_contiguous(x) && weight.defined() &&
+         fp32_host_contiguous(weight) && weight.dim() == 1 && x.size(-1) == weight.numel();
 }
 
 torch::Tensor bias_or_empty(const torch::Tensor& b) { return b.defined() ? b : torch::empty({0}); }
@@ -152,7 +152,7 @@ torch::Tensor apply_layer_norm(torch::nn::LayerNorm norm, const torch::Tensor& x
 
 std::pair<torch::Tensor, torch::Tensor> add_layer_norm(torch::nn::LayerNorm norm, const torch::Tensor& x,
                                                        const torch::Tensor& update) {
-  if (update.sizes() == x.sizes() && fusable(update) && layer_norm_fusable(norm, x, /*bf16=*/false)) {
+  if (update.sizes() == x.sizes() && fp32_host_contiguous(update) && layer_norm_fusable(norm, x, /*bf16=*/false)) {
     kernels::count_fused_call(kernels::FusedKernel::kLayerNorm);
     kernels::count_fused_call(kernels::FusedKernel::kResidualAdd);
     const auto out = FusedLayerNorm::apply(x, update, norm->weight, bias_or_empty(norm->bias), norm->options.eps());
@@ -183,7 +183,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& update,
                                                      const torch::Tensor& weight, double eps) {
-  if (update.sizes() == x.sizes() && fusable(update) && rms_norm_fusable(x, weight)) {
+  if (update.sizes() == x.sizes() && fp32_host_contiguous(update) && rms_norm_fusable(x, weight)) {
     kernels::count_fused_call(kernels::FusedKernel::kRmsNorm);
     kernels::count_fused_call(kernels::FusedKernel::kResidualAdd);
     const auto out = FusedRmsNorm::apply(x, update, weight, eps);

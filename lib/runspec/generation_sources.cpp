@@ -67,13 +67,6 @@ YAML::Node setting_value(const std::string& key, const nlohmann::json& value, co
 
 }  // namespace
 
-YAML::Node json_to_yaml_scalar(const nlohmann::json& v) {
-  if (v.is_string()) return YAML::Node(v.get<std::string>());
-  if (v.is_boolean()) return YAML::Node(v.get<bool>() ? "true" : "false");
-  if (v.is_number()) return YAML::Node(v.dump());
-  return YAML::Node();
-}
-
 void fill_generation_section(YAML::Node& root, const TrainingArgs& training, const std::string& model_dir,
                              Issues& issues, std::map<std::string, std::string>& origins, GenerationSourceFacts& facts) {
   YAML::Node section = lookup(root, "generation");

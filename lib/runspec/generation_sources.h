@@ -13,13 +13,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/issues.h"
+#include "runspec/json_yaml.h"
 #include "runspec/sections.h"
 
 namespace hftrain {
-
-// A JSON value (config.json, generation_config.json) as the YAML scalar a spec would hold; null, arrays
-// and objects give an undefined node.
-YAML::Node json_to_yaml_scalar(const nlohmann::json& v);
 
 // Fills root's `generation` section where it leaves a key out or null (see above). A generation_config.json
 // key that hftrain's generation cannot honour (a setting other than HF's neutral value that is not built,

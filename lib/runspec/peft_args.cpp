@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "runspec/json_yaml.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -58,22 +59,6 @@ void PeftArgs::declare(Schema<PeftArgs>& s) {
 }
 
 namespace {
-
-YAML::Node json_to_yaml(const nlohmann::json& j) {
-  if (j.is_null()) return YAML::Node(YAML::NodeType::Null);
-  if (j.is_object()) {
-    YAML::Node n(YAML::NodeType::Map);
-    for (const auto& [k, v] : j.items()) n[k] = json_to_yaml(v);
-    return n;
-  }
-  if (j.is_array()) {
-    YAML::Node n(YAML::NodeType::Sequence);
-    for (const auto& v : j) n.push_back(json_to_yaml(v));
-    return n;
-  }
-  if (j.is_string()) return YAML::Node(j.get<std::string>());
-  return YAML::Node(j.dump());  // numbers and booleans as their JSON text, which YAML reads the same
-}
 
 // A YAML value of a field whose schema type is `type`, as JSON: strings stay strings, the rest take the
 // type their text spells (booleans, integers, numbers, null).

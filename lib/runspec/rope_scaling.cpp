@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "runspec/json_yaml.h"
 #include "runspec/model_families.h"
 #include "util/error.h"
 
@@ -249,22 +250,6 @@ nlohmann::json yaml_to_json(const YAML::Node& n) {
     if (YAML::convert<bool>::decode(n, b)) return b;
   }
   return s;
-}
-
-YAML::Node json_to_yaml(const nlohmann::json& v) {
-  if (v.is_null()) return YAML::Node(YAML::NodeType::Null);
-  if (v.is_object()) {
-    YAML::Node m(YAML::NodeType::Map);
-    for (auto it = v.begin(); it != v.end(); ++it) m[it.key()] = json_to_yaml(it.value());
-    return m;
-  }
-  if (v.is_array()) {
-    YAML::Node s(YAML::NodeType::Sequence);
-    for (const auto& e : v) s.push_back(json_to_yaml(e));
-    return s;
-  }
-  if (v.is_string()) return YAML::Node(v.get<std::string>());
-  return YAML::Node(v.dump());  // numbers and booleans as JSON writes them
 }
 
 }  // namespace

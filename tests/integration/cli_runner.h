@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 namespace hftrain_test {
@@ -67,6 +68,49 @@ inline std::vector<double> logged_losses(const std::string& trainer_state_path) 
   for (const auto& entry : state.at("log_history"))
     if (entry.contains("loss")) out.push_back(entry["loss"].get<double>());
   return out;
+}
+
+// A JSON file, required to exist and hold something.
+inline nlohmann::json read_json(const std::string& path) {
+  const std::string text = read_text(path);
+  INFO(path);
+  REQUIRE_FALSE(text.empty());
+  return nlohmann::json::parse(text);
+}
+
+// A JSON-lines file (predictions.jsonl, generated_predictions.jsonl), one value per line.
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+// JSON lines of `n` texts of 3 to 40 words (the bytes tokenizer: 15 to 250 tokens), so padded batches carry
+// much padding and rows of odd lengths.
+inline std::string variable_rows(int n) {
+  const char* words[] = {"the", "king", "shall", "not", "speak", "of", "this", "night", "my", "lord"};
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    std::string text;
+    for (int w = 0; w < 3 + (i * 17) % 38; ++w) text += std::string(words[(i + w * 3) % 10]) + " ";
+    out += "{\"text\": \"" + text + "\"}\n";
+  }
+  return out;
+}
+
+// Runs hftrain and requires exit code 0 (the command and its output shown otherwise); returns the output.
+inline std::string run_ok(const std::string& command, const std::string& dir) {
+  CliResult r = run_hftrain(command, dir);
+  INFO(command);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+// eval_loss of an HF metrics file (eval_results.json, all_results.json).
+inline double eval_loss(const std::string& path) {
+  return nlohmann::json::parse(read_text(path)).at("eval_loss").get<double>();
 }
 
 }  // namespace hftrain_test

@@ -13,17 +13,6 @@ using namespace hftrain_test;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-namespace {
-
-std::vector<json> read_jsonl(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("predict with beam search flags writes the returned sequences and their scores", "[integration][generate]") {
   const std::string dir = fresh_dir("beam_search_cli");
   write_text(dir + "/spec.yaml",

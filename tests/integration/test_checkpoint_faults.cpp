@@ -17,7 +17,7 @@ using json = nlohmann::json;
 namespace {
 
 // 64 examples / batch 8 = 8 batches per epoch, accumulation 2 -> 4 steps per epoch; saves at 3, 6, 9.
-const char* kSpec = R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16, dropout: 0.1}
+const char* kFaultSpec = R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16, dropout: 0.1}
 data: {type: digit_reversal, num_digits: 3, train_size: 64, eval_size: 8, test_size: 2}
 training:
   output_dir: out
@@ -54,7 +54,7 @@ struct Reference {
 Reference reference_run(const std::string& name, const std::string& extra_args = "") {
   Reference ref;
   ref.dir = scratch_dir(name);
-  write_text(ref.dir + "/spec.yaml", kSpec);
+  write_text(ref.dir + "/spec.yaml", kFaultSpec);
   CliResult r = run_with_fault("trace", "train spec.yaml " + extra_args, ref.dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -67,7 +67,7 @@ Reference reference_run(const std::string& name, const std::string& extra_args =
 
 std::string fresh_run_dir(const std::string& name) {
   const std::string dir = scratch_dir(name);
-  write_text(dir + "/spec.yaml", kSpec);
+  write_text(dir + "/spec.yaml", kFaultSpec);
   return dir;
 }
 
@@ -207,7 +207,7 @@ TEST_CASE("an unwritable output_dir stops the run with exit 1 naming it", "[inte
 TEST_CASE("a truncated or corrupt checkpoint is skipped by --resume and refused when named", "[integration][checkpoint]") {
   const Reference ref = reference_run("ckpt_corrupt_ref");
   const std::string dir = scratch_dir("ckpt_corrupt");
-  write_text(dir + "/spec.yaml", kSpec);
+  write_text(dir + "/spec.yaml", kFaultSpec);
   copy_tree(ref.dir + "/out", dir + "/out");
   fs::resize_file(dir + "/out/checkpoint-9/optimizer.safetensors", 100);
   {  // flip one byte of checkpoint-6's weights, same size
@@ -241,7 +241,7 @@ TEST_CASE("a truncated or corrupt checkpoint is skipped by --resume and refused 
 TEST_CASE("a weight whose shape does not match stops the resume naming file and tensor", "[integration][checkpoint]") {
   const Reference ref = reference_run("ckpt_shape_ref");
   const std::string dir = scratch_dir("ckpt_shape");
-  write_text(dir + "/spec.yaml", kSpec);
+  write_text(dir + "/spec.yaml", kFaultSpec);
   copy_tree(ref.dir + "/out", dir + "/out");
   const auto before = tree(dir + "/out/checkpoint-6");
   CliResult r = run_with_fault("", "train spec.yaml --set model.n_embd=32 --resume out/checkpoint-6", dir);
@@ -266,7 +266,7 @@ TEST_CASE("save_total_limit end to end: rotation keeps the newest and the resume
   // Resume from an earlier checkpoint with limit 1: the resumed-from checkpoint survives every rotation
   // and the higher-numbered checkpoints of the first run are replaced as the run reaches them.
   const std::string dir2 = scratch_dir("ckpt_rotation_resume");
-  write_text(dir2 + "/spec.yaml", kSpec);
+  write_text(dir2 + "/spec.yaml", kFaultSpec);
   copy_tree(ref.dir + "/out", dir2 + "/out");
   CliResult resumed = run_with_fault("", "train spec.yaml --set training.save_total_limit=1 --resume out/checkpoint-3", dir2);
   INFO(resumed.output);

@@ -49,8 +49,6 @@ inline std::string file_bytes(const std::string& path) {
   return ss.str();
 }
 
-inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(file_bytes(path)); }
-
 // Every regular file under `dir`, relative path -> bytes.
 inline std::map<std::string, std::string> tree(const std::string& dir) {
   std::map<std::string, std::string> out;

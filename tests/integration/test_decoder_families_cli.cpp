@@ -23,8 +23,6 @@ std::string spec_for(const std::string& model, const std::string& output_dir, in
          "generation: {max_new_tokens: 3}\n";
 }
 
-double eval_loss(const std::string& path) { return json::parse(read_text(path)).at("eval_loss").get<double>(); }
-
 }  // namespace
 
 TEST_CASE("qwen2, qwen3, mistral, gemma, phi3, gemma2 and gemma3_text: from_pretrained, train, save, and the saved "

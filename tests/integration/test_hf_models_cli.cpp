@@ -26,13 +26,6 @@ std::string spec_for(const std::string& model, const std::string& output_dir) {
          "generation: {max_new_tokens: 3}\n";
 }
 
-std::vector<json> read_jsonl(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
-  return out;
-}
-
 std::vector<json> generated_ids(const std::string& dir, const std::string& args) {
   CliResult p = run_hftrain("predict out " + args, dir);
   INFO(p.output);

@@ -17,14 +17,14 @@ using json = nlohmann::json;
 
 namespace {
 
-const char* const kData = "data: {type: digit_reversal, num_digits: 3, train_size: 32}\n";
+const char* const kRoundTripData = "data: {type: digit_reversal, num_digits: 3, train_size: 32}\n";
 const char* const kTraining = "training: {output_dir: out, max_steps: 1, learning_rate: 0.003, save_strategy: \"no\"}\n";
 
 // dir/pretrained: a gpt2 directory trained here, its config.json extended with keys HF configs carry
 // that hftrain does not use (special tokens, summary_*, use_cache, one unknown key).
 std::string pretrained_gpt2(const std::string& name) {
   const std::string dir = fresh_dir(name);
-  write_text(dir + "/make.yaml", std::string("model: {type: gpt2, n_layer: 1, n_head: 2, n_embd: 16}\n") + kData +
+  write_text(dir + "/make.yaml", std::string("model: {type: gpt2, n_layer: 1, n_head: 2, n_embd: 16}\n") + kRoundTripData +
                                      "training: {output_dir: made, max_steps: 1, save_strategy: \"no\"}\n");
   CliResult r = run_hftrain("train make.yaml", dir);
   INFO(r.output);
@@ -48,7 +48,7 @@ std::string pretrained_gpt2(const std::string& name) {
 TEST_CASE("saved config.json keeps every loaded key and generation_config.json is written", "[integration][hf_round_trip]") {
   const std::string dir = pretrained_gpt2("round_trip_config");
   const json loaded = json::parse(read_text(dir + "/pretrained/config.json"));
-  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: pretrained}\n") + kData + kTraining);
+  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: pretrained}\n") + kRoundTripData + kTraining);
   CliResult r = run_hftrain("train spec.yaml", dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -75,12 +75,12 @@ TEST_CASE("saved config.json keeps every loaded key and generation_config.json i
 
 TEST_CASE("from_pretrained names a hub id or a directory without config.json as such", "[integration][hf_round_trip]") {
   const std::string dir = fresh_dir("round_trip_hub_id");
-  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: gpt2}\n") + kData + kTraining);
+  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: gpt2}\n") + kRoundTripData + kTraining);
   CliResult hub = run_hftrain("train spec.yaml", dir);
   CHECK(hub.exit_code == 2);
   CHECK_THAT(hub.output, Catch::Contains("model.from_pretrained: 'gpt2' is not a directory (nothing is downloaded"));
   fs::create_directories(dir + "/empty");
-  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: empty}\n") + kData + kTraining);
+  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: empty}\n") + kRoundTripData + kTraining);
   CliResult bare = run_hftrain("train spec.yaml", dir);
   CHECK(bare.exit_code == 2);
   CHECK_THAT(bare.output, Catch::Contains("'empty' has no config.json"));
@@ -90,13 +90,13 @@ TEST_CASE("token ids beyond the model's vocabulary are refused before training",
   const std::string dir = fresh_dir("round_trip_vocab");
   // digit_reversal's tokenizer has 11 ids; a model of 8 embeddings cannot take them.
   write_text(dir + "/spec.yaml", std::string("model: {type: gpt2, n_layer: 1, n_head: 2, n_embd: 16, vocab_size: 8}\n") +
-                                     kData + kTraining);
+                                     kRoundTripData + kTraining);
   CliResult r = run_hftrain("train spec.yaml", dir);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("model.vocab_size: data 'digit_reversal' gives token ids up to 10") &&
                            Catch::Contains("the model has 8 embeddings"));
   CHECK_FALSE(fs::exists(dir + "/out"));
-  write_text(dir + "/spec.yaml", std::string("model: {type: gpt2, n_layer: 1, n_head: 2, n_embd: 16}\n") + kData + kTraining +
+  write_text(dir + "/spec.yaml", std::string("model: {type: gpt2, n_layer: 1, n_head: 2, n_embd: 16}\n") + kRoundTripData + kTraining +
                                      "generation: {eos_token_id: 11}\n");
   // A training run that generates (predict_with_generate) needs the eos id; one that does not only warns
   // (test_hf_models_cli.cpp, "a generation setting outside the vocabulary ...").
@@ -107,7 +107,7 @@ TEST_CASE("token ids beyond the model's vocabulary are refused before training",
 
 TEST_CASE("floats in the dumped spec are the shortest decimals that read back", "[integration][hf_round_trip]") {
   const std::string dir = fresh_dir("round_trip_floats");
-  write_text(dir + "/spec.yaml", std::string("model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n") + kData + kTraining);
+  write_text(dir + "/spec.yaml", std::string("model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n") + kRoundTripData + kTraining);
   CliResult r = run_hftrain("train spec.yaml --dump-config --set training.weight_decay=0.1", dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -165,7 +165,7 @@ TEST_CASE("weights that model.type's options do not describe exit 2 naming the t
   fs::create_directories(dir + "/bare");
   fs::copy_file(dir + "/pretrained/model.safetensors", dir + "/bare/model.safetensors");  // no config.json
   write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: bare, type: gpt2, n_layer: 1, n_head: 2, n_embd: 32}\n") +
-                                     kData + kTraining);
+                                     kRoundTripData + kTraining);
   CliResult r = run_hftrain("train spec.yaml", dir);
   INFO(r.output);
   CHECK(r.exit_code == 2);
@@ -176,7 +176,7 @@ TEST_CASE("weights that model.type's options do not describe exit 2 naming the t
 TEST_CASE("every section is checked before training, and the v4.x docs' ds_config zeros load through the binary",
           "[integration][hf_round_trip]") {
   const std::string dir = fresh_dir("round_trip_checked_first");
-  write_text(dir + "/spec.yaml", std::string("model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n") + kData + kTraining +
+  write_text(dir + "/spec.yaml", std::string("model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n") + kRoundTripData + kTraining +
                                      "generation: {max_new_tokens: -2}\n");
   CliResult bad = run_hftrain("train spec.yaml", dir);
   CHECK(bad.exit_code == 2);
@@ -186,7 +186,7 @@ TEST_CASE("every section is checked before training, and the v4.x docs' ds_confi
   write_text(dir + "/ds.json", R"({"zero_optimization": {"stage": 3, "reduce_bucket_size": 0,
     "stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 0,
     "offload_optimizer": {"device": "cpu"}}})");
-  write_text(dir + "/ds.yaml", std::string("model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n") + kData +
+  write_text(dir + "/ds.yaml", std::string("model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}\n") + kRoundTripData +
                                    "training: {output_dir: out, max_steps: 2, save_strategy: \"no\", deepspeed: ds.json}\n");
   CliResult dump = run_hftrain("train ds.yaml --dump-config", dir);
   INFO(dump.output);

@@ -6,6 +6,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "test_checkpoint_helpers.h"
+#include "test_tensor_files.h"
 
 using namespace hftrain_test;
 namespace fs = std::filesystem;
@@ -34,17 +35,6 @@ std::string bf16_spec(int64_t max_steps, int64_t save_steps = 0, bool do_eval = 
 }
 
 hftrain::SafetensorsFile load(const std::string& path) { return hftrain::load_safetensors(path); }
-
-// Same tensor names, dtypes and values in two safetensors files.
-bool same_tensors(const std::string& a, const std::string& b) {
-  auto x = load(a), y = load(b);
-  if (x.tensors.size() != y.tensors.size()) return false;
-  for (const auto& [name, t] : x.tensors) {
-    auto it = y.tensors.find(name);
-    if (it == y.tensors.end() || t.scalar_type() != it->second.scalar_type() || !torch::equal(t, it->second)) return false;
-  }
-  return true;
-}
 
 }  // namespace
 

@@ -26,18 +26,6 @@ std::vector<std::pair<double, double>> step_logs(const std::string& trainer_stat
   return out;
 }
 
-// Rows of 3 to 40 words (the bytes tokenizer: 15 to 250 tokens), so batches carry much padding.
-std::string variable_rows(int n) {
-  const char* words[] = {"the", "king", "shall", "not", "speak", "of", "this", "night", "my", "lord"};
-  std::string out;
-  for (int i = 0; i < n; ++i) {
-    std::string text;
-    for (int w = 0; w < 3 + (i * 17) % 38; ++w) text += std::string(words[(i + w * 3) % 10]) + " ";
-    out += "{\"text\": \"" + text + "\"}\n";
-  }
-  return out;
-}
-
 void check_follows(const std::string& a, const std::string& b, double grad_tolerance) {
   const auto x = step_logs(a), y = step_logs(b);
   REQUIRE(x.size() == 10);

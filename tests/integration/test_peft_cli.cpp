@@ -23,13 +23,13 @@ using json = nlohmann::json;
 
 namespace {
 
-const char* const kData = "data: {type: digit_reversal, num_digits: 3, train_size: 48, eval_size: 16}\n";
+const char* const kPeftData = "data: {type: digit_reversal, num_digits: 3, train_size: 48, eval_size: 16}\n";
 
 // dir/base: a gpt2 HF directory (2 blocks, n_embd 16, no dropout, so that runs on 1 and 2 workers can agree)
 // trained a few steps here, as a pretrained base.
 std::string with_base(const std::string& name) {
   const std::string dir = fresh_dir(name);
-  write_text(dir + "/make.yaml", std::string("model: {type: gpt2, n_layer: 2, n_head: 2, n_embd: 16, resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0}\n") + kData +
+  write_text(dir + "/make.yaml", std::string("model: {type: gpt2, n_layer: 2, n_head: 2, n_embd: 16, resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0}\n") + kPeftData +
                                      "training: {output_dir: base, max_steps: 3, learning_rate: 0.01, save_strategy: \"no\"}\n");
   CliResult r = run_hftrain("train make.yaml", dir);
   INFO(r.output);
@@ -38,7 +38,7 @@ std::string with_base(const std::string& name) {
 }
 
 std::string lora_spec(const std::string& peft, const std::string& training) {
-  return std::string("model: {from_pretrained: base}\n") + kData + "peft: " + peft + "\ntraining: " + training + "\n";
+  return std::string("model: {from_pretrained: base}\n") + kPeftData + "peft: " + peft + "\ntraining: " + training + "\n";
 }
 
 int64_t elements(const std::map<std::string, torch::Tensor>& tensors) {
@@ -122,7 +122,7 @@ TEST_CASE("a LoRA run trains only the adapters and saves them in PEFT's layout",
   CliResult eval = run_hftrain("eval out", dir);
   INFO(eval.output);
   REQUIRE(eval.exit_code == 0);
-  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kData + "training: {output_dir: merged_eval}\n");
+  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kPeftData + "training: {output_dir: merged_eval}\n");
   CliResult eval_merged = run_hftrain("eval merged.yaml", dir);
   INFO(eval_merged.output);
   REQUIRE(eval_merged.exit_code == 0);
@@ -151,7 +151,7 @@ TEST_CASE("a DoRA run resumes from its checkpoint bitwise", "[integration][peft]
   CHECK(same_tensors(dir + "/out/checkpoint-4/optimizer.safetensors", dir + "/resumed/checkpoint-4/optimizer.safetensors"));
 
   // model.peft_adapter continues the trained adapter (PeftModel.from_pretrained(..., is_trainable=True)).
-  write_text(dir + "/more.yaml", std::string("model: {from_pretrained: base, peft_adapter: out}\n") + kData +
+  write_text(dir + "/more.yaml", std::string("model: {from_pretrained: base, peft_adapter: out}\n") + kPeftData +
                                      "training: {output_dir: more, max_steps: 1, learning_rate: 0.01, save_strategy: \"no\"}\n");
   CliResult more = run_hftrain("train more.yaml", dir);
   INFO(more.output);

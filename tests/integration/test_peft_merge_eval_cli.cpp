@@ -16,13 +16,13 @@ using json = nlohmann::json;
 
 namespace {
 
-const char* const kData = "data: {type: digit_reversal, num_digits: 3, train_size: 48, eval_size: 16, test_size: 8}\n";
+const char* const kMergeData = "data: {type: digit_reversal, num_digits: 3, train_size: 48, eval_size: 16, test_size: 8}\n";
 
 // dir/base: a model of `model` (a YAML mapping) trained a few steps here, as a pretrained base; `extra`: more
 // sections of its spec.
 std::string with_base(const std::string& name, const std::string& model, const std::string& extra = "") {
   const std::string dir = fresh_dir(name);
-  write_text(dir + "/make.yaml", "model: " + model + "\n" + kData + extra +
+  write_text(dir + "/make.yaml", "model: " + model + "\n" + kMergeData + extra +
                                      "training: {output_dir: base, max_steps: 3, learning_rate: 0.01, save_strategy: \"no\"}\n");
   CliResult r = run_hftrain("train make.yaml", dir);
   INFO(r.output);
@@ -34,7 +34,7 @@ const char* const kGpt2 = "{type: gpt2, n_layer: 2, n_head: 2, n_embd: 16, resid
 
 // dir/out: a LoRA run on dir/base (c_attn, the default target of gpt2 and gpt).
 void train_lora(const std::string& dir) {
-  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: base}\n") + kData +
+  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: base}\n") + kMergeData +
                                      "peft: {r: 4, lora_alpha: 8, init_lora_weights: gaussian}\n"
                                      "training: {output_dir: out, max_steps: 6, learning_rate: 0.05, save_strategy: \"no\"}\n");
   CliResult r = run_hftrain("train spec.yaml", dir);
@@ -43,16 +43,6 @@ void train_lora(const std::string& dir) {
 }
 
 // `hftrain <command>` in dir, which must succeed; its output.
-std::string run_ok(const std::string& command, const std::string& dir) {
-  CliResult r = run_hftrain(command, dir);
-  INFO(command);
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  return r.output;
-}
-
-double eval_loss(const std::string& path) { return json::parse(read_text(path)).at("eval_loss").get<double>(); }
-
 bool same_loss(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b)); }
 
 }  // namespace
@@ -97,7 +87,7 @@ TEST_CASE("merge-adapter of a LoRA on a gpt-family base succeeds and evaluates a
   CHECK(read_bytes(dir + "/merged/generation_config.json") == read_bytes(dir + "/base/generation_config.json"));
 
   run_ok("eval out", dir);
-  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kData + "training: {output_dir: merged_eval}\n");
+  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kMergeData + "training: {output_dir: merged_eval}\n");
   run_ok("eval merged.yaml", dir);
   const double adapter_run = eval_loss(dir + "/out/eval_results.json");
   const double merged = eval_loss(dir + "/merged_eval/eval_results.json");
@@ -112,7 +102,7 @@ TEST_CASE("eval and predict of a LoRA run with --model BASE put the run's traine
   const std::string with_model = run_ok("eval out --model base", dir);
   CHECK_THAT(with_model, Catch::Contains("model weights: the trained adapter"));
   CHECK_THAT(with_model, Catch::Contains("on --model base"));
-  write_text(dir + "/base.yaml", std::string("model: {from_pretrained: base}\n") + kData + "training: {output_dir: base_eval}\n");
+  write_text(dir + "/base.yaml", std::string("model: {from_pretrained: base}\n") + kMergeData + "training: {output_dir: base_eval}\n");
   run_ok("eval base.yaml", dir);
   const double run = eval_loss(dir + "/out/eval_results.json");
   const double on_base = eval_loss(dir + "/out/results-base/eval_results.json");
@@ -132,7 +122,7 @@ TEST_CASE("eval and predict of a LoRA run with --model BASE put the run's traine
   CHECK_THAT(none.output, Catch::Contains("holds no adapter_model.safetensors"));
 
   // A run continuing an adapter (model.peft_adapter) evaluates its own trained adapter, not the one it started from.
-  write_text(dir + "/more.yaml", std::string("model: {from_pretrained: base, peft_adapter: out}\n") + kData +
+  write_text(dir + "/more.yaml", std::string("model: {from_pretrained: base, peft_adapter: out}\n") + kMergeData +
                                      "training: {output_dir: more, max_steps: 3, learning_rate: 0.05, save_strategy: \"no\"}\n");
   run_ok("train more.yaml", dir);
   run_ok("eval more", dir);

@@ -49,13 +49,6 @@ void train_tiny_run(const std::string& dir, int n_embd = 16) {
   REQUIRE(r.exit_code == 0);
 }
 
-std::vector<json> read_jsonl(const std::string& path) {
-  std::vector<json> rows;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) rows.push_back(json::parse(line));
-  return rows;
-}
-
 // Every file under `dir` (relative path -> bytes).
 std::map<std::string, std::string> snapshot(const std::string& dir) {
   std::map<std::string, std::string> files;

@@ -22,24 +22,14 @@ using json = nlohmann::json;
 
 namespace {
 
-const char* const kData = "data: {type: digit_reversal, num_digits: 3, train_size: 64, eval_size: 16, test_size: 4}\n";
+const char* const kQloraData = "data: {type: digit_reversal, num_digits: 3, train_size: 64, eval_size: 16, test_size: 4}\n";
 const char* const kQuant = "quantization_config: {load_in_4bit: true, bnb_4bit_quant_type: nf4, bnb_4bit_use_double_quant: true}";
-
-std::string run_ok(const std::string& command, const std::string& dir) {
-  CliResult r = run_hftrain(command, dir);
-  INFO(command);
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  return r.output;
-}
-
-double eval_loss(const std::string& path) { return json::parse(read_text(path)).at("eval_loss").get<double>(); }
 
 // dir/base: a tiny llama trained a few steps, as a pretrained base.
 std::string with_llama_base(const std::string& name) {
   const std::string dir = fresh_dir(name);
   write_text(dir + "/make.yaml", std::string("model: {type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, "
-                                             "num_attention_heads: 4, num_key_value_heads: 2}\n") + kData +
+                                             "num_attention_heads: 4, num_key_value_heads: 2}\n") + kQloraData +
                                      "training: {output_dir: base, max_steps: 30, learning_rate: 0.01, save_strategy: \"no\", "
                                      "do_eval: false, seed: 3}\n");
   run_ok("train make.yaml", dir);
@@ -51,7 +41,7 @@ std::string with_llama_base(const std::string& name) {
 TEST_CASE("QLoRA: adapters train over a 4-bit llama, save in PEFT's layout and merge into the dequantised base",
           "[integration][peft][qlora]") {
   const std::string dir = with_llama_base("qlora_cli");
-  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + kData +
+  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + kQloraData +
                                      "peft: {r: 8, lora_alpha: 16, target_modules: all-linear}\n"
                                      "training: {output_dir: out, max_steps: 40, learning_rate: 0.02, save_strategy: \"no\", seed: 5}\n");
   const std::string trained = run_ok("train spec.yaml", dir);
@@ -67,7 +57,7 @@ TEST_CASE("QLoRA: adapters train over a 4-bit llama, save in PEFT's layout and m
   }
 
   // the quantised base alone (no adapter: evaluation only) against the trained adapters
-  write_text(dir + "/quantised.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + kData +
+  write_text(dir + "/quantised.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + kQloraData +
                                           "training: {output_dir: quantised_eval}\n");
   run_ok("eval quantised.yaml", dir);
   const double run = eval_loss(dir + "/out/eval_results.json");
@@ -86,7 +76,7 @@ TEST_CASE("QLoRA: adapters train over a 4-bit llama, save in PEFT's layout and m
     const bool linear = name.find("_proj.weight") != std::string::npos;
     CHECK(merged_weights.at(name).equal(t) == !linear);
   }
-  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kData + "training: {output_dir: merged_eval}\n");
+  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kQloraData + "training: {output_dir: merged_eval}\n");
   run_ok("eval merged.yaml", dir);
   CHECK(std::abs(eval_loss(dir + "/merged_eval/eval_results.json") - run) <= 1e-5 * std::max(1.0, std::abs(run)));
 
@@ -105,14 +95,14 @@ TEST_CASE("QLoRA: bf16 DoRA over an FP4 base trains, and what is not built is re
           "[integration][peft][qlora]") {
   const std::string dir = with_llama_base("qlora_refusals");
   write_text(dir + "/dora.yaml", std::string("model: {from_pretrained: base, quantization_config: {load_in_4bit: true, "
-                                             "bnb_4bit_compute_dtype: bfloat16}}\n") + kData +
+                                             "bnb_4bit_compute_dtype: bfloat16}}\n") + kQloraData +
                                      "peft: {r: 4, lora_alpha: 8, use_dora: true, target_modules: [q_proj, v_proj, down_proj]}\n"
                                      "precision: {bf16: true}\n"
                                      "training: {output_dir: dora, max_steps: 4, learning_rate: 0.02, save_strategy: \"no\"}\n");
   run_ok("train dora.yaml", dir);
   CHECK(fs::exists(dir + "/dora/adapter_model.safetensors"));
 
-  write_text(dir + "/full.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + kData +
+  write_text(dir + "/full.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + kQloraData +
                                      "training: {output_dir: full, max_steps: 2}\n");
   CliResult full = run_hftrain("train full.yaml", dir);
   CHECK(full.exit_code == 2);
@@ -131,7 +121,7 @@ TEST_CASE("QLoRA: a base saved 4-bit in bitsandbytes' layout trains as quantisin
   {  // base4bit: the base quantised (NF4, double quantisation) and saved as a 4-bit model is
     const hftrain::Components& c = hftrain::builtin_components();
     const hftrain::RunSpec spec = hftrain::load_run_spec_text(
-        "model: {from_pretrained: '" + dir + "/base', " + kQuant + "}\n" + kData + "training: {output_dir: x}\n", "spec", c.catalog());
+        "model: {from_pretrained: '" + dir + "/base', " + kQuant + "}\n" + kQloraData + "training: {output_dir: x}\n", "spec", c.catalog());
     std::shared_ptr<hftrain::Model> model = c.models.build(spec.model.type, spec.model.options, hftrain::ModelContext{});
     hftrain::keep_loaded_config(*model, dir + "/base");
     hftrain::load_pretrained(dir + "/base", *model);
@@ -140,7 +130,7 @@ TEST_CASE("QLoRA: a base saved 4-bit in bitsandbytes' layout trains as quantisin
   }
   const json saved = json::parse(read_text(dir + "/base4bit/config.json"));
   CHECK(saved["quantization_config"]["bnb_4bit_quant_type"] == "nf4");
-  const std::string rest = std::string(kData) + "peft: {r: 8, lora_alpha: 16, target_modules: all-linear}\n"
+  const std::string rest = std::string(kQloraData) + "peft: {r: 8, lora_alpha: 16, target_modules: all-linear}\n"
                            "training: {max_steps: 10, learning_rate: 0.02, save_strategy: \"no\", seed: 5, output_dir: ";
   write_text(dir + "/pre.yaml", "model: {from_pretrained: base4bit}\n" + rest + "pre}\n");
   write_text(dir + "/load.yaml", std::string("model: {from_pretrained: base, ") + kQuant + "}\n" + rest + "load}\n");
@@ -166,7 +156,7 @@ TEST_CASE("QLoRA: a base saved 4-bit in bitsandbytes' layout trains as quantisin
     CHECK(e.dtype == "F32");
     CHECK(e.name.find(".absmax") == std::string::npos);
   }
-  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kData + "training: {output_dir: merged_eval}\n");
+  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kQloraData + "training: {output_dir: merged_eval}\n");
   run_ok("eval merged.yaml", dir);
   const double run = eval_loss(dir + "/pre/eval_results.json");
   CHECK(std::abs(eval_loss(dir + "/merged_eval/eval_results.json") - run) <= 1e-5 * std::max(1.0, std::abs(run)));

@@ -20,7 +20,7 @@ using json = nlohmann::json;
 
 namespace {
 
-const char* kSpec = R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}
+const char* kReportSpec = R"(model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 16}
 data: {type: digit_reversal, num_digits: 3, train_size: 256, eval_size: 32, test_size: 4}
 training:
   output_dir: out
@@ -114,7 +114,7 @@ const char* kRenderCheckScript = R"(<script>
 
 TEST_CASE("train: readable console, metrics tables, memory/token/FLOP metrics, logs.jsonl, TensorBoard", "[integration]") {
   std::string dir = fresh_dir("reporting");
-  write_text(dir + "/spec.yaml", kSpec);
+  write_text(dir + "/spec.yaml", kReportSpec);
   CliResult r = run_hftrain("train spec.yaml", dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -208,7 +208,7 @@ TEST_CASE("train: readable console, metrics tables, memory/token/FLOP metrics, l
 
 TEST_CASE("report_to none, log_level warning, skip_memory_metrics, include_tokens_per_second", "[integration]") {
   std::string dir = fresh_dir("reporting_quiet");
-  write_text(dir + "/spec.yaml", kSpec);
+  write_text(dir + "/spec.yaml", kReportSpec);
   CliResult r = run_hftrain("train spec.yaml --set training.report_to=none --set training.log_level=warning "
                             "--set training.skip_memory_metrics=true --set training.include_tokens_per_second=false "
                             "--set training.max_steps=4",
@@ -237,7 +237,7 @@ TEST_CASE("report_to none, log_level warning, skip_memory_metrics, include_token
 
 TEST_CASE("on a terminal the progress bar is drawn, disable_tqdm turns it off", "[integration]") {
   std::string dir = fresh_dir("reporting_tty");
-  write_text(dir + "/spec.yaml", kSpec);
+  write_text(dir + "/spec.yaml", kReportSpec);
   // `script` runs the command on a pseudo-terminal (util-linux, essential in Debian).
   auto on_tty = [&](const std::string& args) {
     const std::string cmd = "cd '" + dir + "' && TERM=xterm LANG=C.UTF-8 script -qefc \"'" + std::string(HFTRAIN_BINARY) +
@@ -263,7 +263,7 @@ TEST_CASE("on a terminal the progress bar is drawn, disable_tqdm turns it off", 
 
 TEST_CASE("hftrain report draws every logged point of every run (checked in headless Chromium)", "[integration]") {
   std::string dir = fresh_dir("report_html");
-  write_text(dir + "/spec.yaml", kSpec);
+  write_text(dir + "/spec.yaml", kReportSpec);
   REQUIRE(run_hftrain("train spec.yaml --set training.output_dir=a --set training.report_to=none "
                       "--set training.max_steps=8 --set training.logging_steps=2 --set training.eval_steps=4 "
                       "--set training.metric_for_best_model=exact_match",

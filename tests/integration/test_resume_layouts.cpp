@@ -34,13 +34,6 @@ std::string layout_spec(int64_t examples, int64_t batch, int64_t ga, int64_t max
          "distributed: {intra_op_threads: 1}\n";
 }
 
-json read_json(const std::string& path) {
-  const std::string text = read_text(path);
-  INFO(path);
-  REQUIRE_FALSE(text.empty());
-  return json::parse(text);
-}
-
 int64_t samples_seen(const std::string& checkpoint) {
   return read_json(checkpoint + "/loop_state.json").at("sampler").at("samples_seen").get<int64_t>();
 }

@@ -67,8 +67,6 @@ void write_translation_rows(const std::string& path, int rows, unsigned seed, bo
   }
 }
 
-json read_json(const std::string& path) { return json::parse(read_text(path)); }
-
 }  // namespace
 
 TEST_CASE("t5 on seq2seq jsonl files with predict_with_generate: eval and predict generate and score the text", "[integration][seq2seq]") {

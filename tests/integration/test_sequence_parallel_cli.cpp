@@ -15,20 +15,7 @@ using json = nlohmann::json;
 
 namespace {
 
-// Rows of 3 to 40 words (the bytes tokenizer: 15 to 250 tokens), so padded batches carry padding and rows of odd
-// lengths.
-std::string variable_rows(int n) {
-  const char* words[] = {"the", "king", "shall", "not", "speak", "of", "this", "night", "my", "lord"};
-  std::string out;
-  for (int i = 0; i < n; ++i) {
-    std::string text;
-    for (int w = 0; w < 3 + (i * 17) % 38; ++w) text += std::string(words[(i + w * 3) % 10]) + " ";
-    out += "{\"text\": \"" + text + "\"}\n";
-  }
-  return out;
-}
-
-const char* kSpec =
+const char* kSequenceSpec =
     "model: {type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, "
     "num_key_value_heads: 2, max_position_embeddings: 256}\n"
     "data: {type: jsonl, train_file: train.jsonl, tokenizer: bytes, max_length: 256}\n"
@@ -38,7 +25,7 @@ const char* kSpec =
 
 const std::string kGroup = "--nproc-per-node 2 --set distributed.sequence_parallel_size=2 ";
 
-void train(const std::string& dir, const std::string& args) {
+void train_ok(const std::string& dir, const std::string& args) {
   CliResult r = run_hftrain("train spec.yaml " + args, dir);
   INFO(args << "\n" << r.output);
   REQUIRE(r.exit_code == 0);
@@ -65,15 +52,15 @@ TEST_CASE("a llama on a sequence-parallel group of 2 workers follows 1 worker, p
           "[integration][sequence_parallel]") {
   const std::string dir = dist_dir("sequence_parallel");
   write_text(dir + "/train.jsonl", variable_rows(32));
-  write_text(dir + "/spec.yaml", kSpec);
-  train(dir, "--set training.output_dir=one_padded");
-  train(dir, "--set training.output_dir=one_packed --set training.padding_free=true");
-  train(dir, kGroup + "--set zero.stage=1 --set training.output_dir=sp_padded --set training.save_strategy=steps "
+  write_text(dir + "/spec.yaml", kSequenceSpec);
+  train_ok(dir, "--set training.output_dir=one_padded");
+  train_ok(dir, "--set training.output_dir=one_packed --set training.padding_free=true");
+  train_ok(dir, kGroup + "--set zero.stage=1 --set training.output_dir=sp_padded --set training.save_strategy=steps "
                       "--set training.save_steps=2");
   // (the label tokens summed over the group rather than the world: the same count with one group)
-  train(dir, kGroup + "--set zero.stage=3 --set training.gradient_checkpointing=true "
+  train_ok(dir, kGroup + "--set zero.stage=3 --set training.gradient_checkpointing=true "
                       "--set training.average_tokens_across_devices=false --set training.output_dir=sp_padded_z3");
-  train(dir, kGroup + "--set zero.stage=3 --set training.padding_free=true --set training.output_dir=sp_packed_z3");
+  train_ok(dir, kGroup + "--set zero.stage=3 --set training.padding_free=true --set training.output_dir=sp_packed_z3");
   {
     INFO("padded, stage 1");
     check_follows(dir + "/sp_padded/trainer_state.json", dir + "/one_padded/trainer_state.json");
@@ -87,7 +74,7 @@ TEST_CASE("a llama on a sequence-parallel group of 2 workers follows 1 worker, p
     check_follows(dir + "/sp_packed_z3/trainer_state.json", dir + "/one_packed/trainer_state.json");
   }
   // The group's checkpoint of step 2 resumes on the group bit for bit ...
-  train(dir, kGroup + "--set zero.stage=1 --set training.output_dir=sp_resumed --resume sp_padded/checkpoint-2");
+  train_ok(dir, kGroup + "--set zero.stage=1 --set training.output_dir=sp_resumed --resume sp_padded/checkpoint-2");
   const std::vector<json> uninterrupted = train_logs(dir + "/sp_padded/trainer_state.json"),
                           resumed = train_logs(dir + "/sp_resumed/trainer_state.json");
   REQUIRE(resumed.size() == 4);  // the checkpoint's logs, then steps 3 and 4
@@ -117,9 +104,9 @@ TEST_CASE("a LoRA adapter on a sequence-parallel group of 2 workers at ZeRO-2 fo
           "[integration][sequence_parallel][peft]") {
   const std::string dir = dist_dir("sequence_parallel_lora");
   write_text(dir + "/train.jsonl", variable_rows(32));
-  write_text(dir + "/spec.yaml", std::string(kSpec) + "peft: {r: 4, lora_alpha: 8, init_lora_weights: gaussian}\n");
-  train(dir, "--set training.output_dir=one");
-  train(dir, kGroup + "--set zero.stage=2 --set training.output_dir=group");
+  write_text(dir + "/spec.yaml", std::string(kSequenceSpec) + "peft: {r: 4, lora_alpha: 8, init_lora_weights: gaussian}\n");
+  train_ok(dir, "--set training.output_dir=one");
+  train_ok(dir, kGroup + "--set zero.stage=2 --set training.output_dir=group");
   check_follows(dir + "/group/trainer_state.json", dir + "/one/trainer_state.json");
   fs::remove_all(dir);
 }
@@ -129,18 +116,18 @@ TEST_CASE("two sequence-parallel groups on 4 workers are 2 data-parallel replica
           "[integration][sequence_parallel]") {
   const std::string dir = dist_dir("sequence_parallel_groups");
   write_text(dir + "/train.jsonl", variable_rows(32));
-  write_text(dir + "/spec.yaml", kSpec);
+  write_text(dir + "/spec.yaml", kSequenceSpec);
   const std::string four = "--nproc-per-node 4 --set distributed.sequence_parallel_size=2 --set zero.stage=2 ";
-  train(dir, "--set training.per_device_train_batch_size=4 --set training.output_dir=one");
-  train(dir, four + "--set training.output_dir=groups");
+  train_ok(dir, "--set training.per_device_train_batch_size=4 --set training.output_dir=one");
+  train_ok(dir, four + "--set training.output_dir=groups");
   {
     INFO("label tokens over the world");
     check_follows(dir + "/groups/trainer_state.json", dir + "/one/trainer_state.json");
   }
   // Without the count over the world each replica takes its own mean, as 2 data-parallel workers do.
-  train(dir, "--nproc-per-node 2 --set zero.stage=2 --set training.average_tokens_across_devices=false "
+  train_ok(dir, "--nproc-per-node 2 --set zero.stage=2 --set training.average_tokens_across_devices=false "
              "--set training.output_dir=replicas");
-  train(dir, four + "--set training.average_tokens_across_devices=false --set training.output_dir=groups_own_mean");
+  train_ok(dir, four + "--set training.average_tokens_across_devices=false --set training.output_dir=groups_own_mean");
   {
     INFO("label tokens over each group");
     check_follows(dir + "/groups_own_mean/trainer_state.json", dir + "/replicas/trainer_state.json");
@@ -152,7 +139,7 @@ TEST_CASE("sequence_parallel_size that does not divide the world is refused nami
           "[integration][sequence_parallel]") {
   const std::string dir = dist_dir("sequence_parallel_refused");
   write_text(dir + "/train.jsonl", variable_rows(8));
-  write_text(dir + "/spec.yaml", kSpec);
+  write_text(dir + "/spec.yaml", kSequenceSpec);
   CliResult r = run_hftrain("train spec.yaml --set distributed.sequence_parallel_size=2", dir);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("distributed.sequence_parallel_size: 2 must divide the world size 1"));

@@ -7,9 +7,15 @@
 #include <vector>
 
 #include "builtins/register_builtins.h"
+#include "optim/adamw.h"
 #include "optim/optimizer.h"
 
 namespace hftrain_test {
+
+// AdamW with its defaults over `groups` (the engine tests' optimizer).
+inline std::unique_ptr<hftrain::Optimizer> adamw(std::vector<hftrain::ParamGroup> groups) {
+  return std::make_unique<hftrain::AdamW>(hftrain::AdamW::Options{}, std::move(groups), hftrain::OptimizerHyper{});
+}
 
 inline std::unique_ptr<hftrain::Optimizer> make_optimizer(const std::string& type, const std::string& yaml,
                                                           std::vector<hftrain::ParamGroup> groups,

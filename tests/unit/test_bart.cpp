@@ -25,6 +25,9 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "seq2seq_model_helpers.h"
+#include "scratch_files.h"
+
+using hftrain_test::scratch;
 
 using namespace hftrain;
 namespace fs = std::filesystem;
@@ -43,7 +46,6 @@ std::shared_ptr<Model> make_model(const std::string& options, uint64_t seed = 0,
   return hftrain_test::build_model("bart", options, seed, context);
 }
 std::map<std::string, torch::Tensor> named(Model& m) { return hftrain_test::parameters_by_name(m); }
-std::string scratch(const std::string& name) { return hftrain_test::scratch_dir("bart", name); }
 Batch seq2seq_batch() { return hftrain_test::seq2seq_batch(1, 2); }  // BART's ids: pad 1, eos 2
 
 // Non-zero final_logits_bias and LayerNorm affine terms, so that the tests see them.

@@ -13,38 +13,22 @@
 #include "data/file_sources.h"
 #include "data/text_rows.h"
 #include "util/error.h"
+#include "scratch_files.h"
+
+using hftrain_test::scratch;
+using hftrain_test::write;
+using hftrain_test::error_of;
 
 using namespace hftrain;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("hftrain_data_files_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-void write(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
 FileDataSource::Options options_for(const std::string& dir, const std::string& train) {
   FileDataSource::Options o;
   o.train_file = dir + "/" + train;
   o.cache_dir = dir + "/cache";
   return o;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "<no ConfigError>";
 }
 
 std::vector<std::vector<int64_t>> train_ids(const FileDataSource& src) {

@@ -24,10 +24,13 @@
 #include "seq2seq_model_helpers.h"
 #include "models/construction.h"
 #include "optim/adamw.h"
+#include "optimizer_test_helpers.h"
 #include "runspec/run_spec.h"
 #include "train/model_and_data.h"
 #include "train/training_loss.h"
 #include "util/tensor_storage.h"
+
+using hftrain_test::adamw;
 
 using namespace hftrain;
 using hftrain_test::lazy_device;
@@ -112,10 +115,6 @@ TEST_CASE("device placement: a model built on a non-host device runs forward and
 }
 
 namespace {
-
-std::unique_ptr<Optimizer> adamw(std::vector<ParamGroup> groups) {
-  return std::make_unique<AdamW>(AdamW::Options{}, std::move(groups), OptimizerHyper{});
-}
 
 // Three steps of the mlp under the engine of `stage` on `device`, from `values_from`'s values when given.
 struct Trained {

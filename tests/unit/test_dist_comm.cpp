@@ -17,6 +17,9 @@
 #include "lazy_device.h"
 #include "engine/zero_engine.h"
 #include "optim/adamw.h"
+#include "optimizer_test_helpers.h"
+
+using hftrain_test::adamw;
 
 using namespace hftrain;
 using hftrain_test::run_workers;
@@ -48,10 +51,6 @@ struct Net {
     return {{"l1.weight", w1}, {"l1.bias", b1}, {"l2.weight", w2}, {"l2.bias", b2}};
   }
 };
-
-std::unique_ptr<Optimizer> adamw(std::vector<ParamGroup> groups) {
-  return std::make_unique<AdamW>(AdamW::Options{}, std::move(groups), OptimizerHyper{});
-}
 
 }  // namespace
 

@@ -12,20 +12,13 @@
 #include "runspec/sections.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
+#include "fake_env.h"
+
+using hftrain_test::fake_env;
 
 using namespace hftrain;
 
 namespace {
-
-// An environment of exactly these variables.
-EnvLookup fake_env(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name, std::string& value) {
-    auto it = vars.find(name);
-    if (it == vars.end()) return false;
-    value = it->second;
-    return true;
-  };
-}
 
 // A driver that lists these GPUs (or none answering: nullopt).
 class FakeInventory : public GpuInventory {

@@ -11,21 +11,11 @@
 #include "distributed/env.h"
 #include "engine/partition.h"
 #include "util/error.h"
+#include "fake_env.h"
+
+using hftrain_test::fake_env;
 
 using namespace hftrain;
-
-namespace {
-
-EnvLookup fake_env(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name, std::string& value) {
-    auto it = vars.find(name);
-    if (it == vars.end()) return false;
-    value = it->second;
-    return true;
-  };
-}
-
-}  // namespace
 
 TEST_CASE("no launcher variables: a plain single process", "[unit][dist]") {
   DistEnv env = detect_dist_env(fake_env({{"HOME", "/root"}}));

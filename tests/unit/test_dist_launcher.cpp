@@ -13,18 +13,14 @@
 #include <thread>
 
 #include "distributed/launcher.h"
+#include "scratch_files.h"
+
+using hftrain_test::scratch;
 
 using namespace hftrain;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("hftrain_launcher_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);

@@ -12,6 +12,9 @@
 #include "builtins/register_builtins.h"
 #include "train/model_and_data.h"
 #include "util/error.h"
+#include "scratch_files.h"
+
+using hftrain_test::write;
 
 using namespace hftrain;
 namespace fs = std::filesystem;
@@ -25,8 +28,6 @@ std::string scratch_dir() {
   return dir.string();
 }
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
 // bart-large-cnn's generation_config.json (public facts: its summarisation settings and token ids).
 const char* kCnnGenerationConfig = R"({"_from_model_config": true, "bos_token_id": 0, "decoder_start_token_id": 2,
   "early_stopping": true, "eos_token_id": 2, "forced_bos_token_id": 0, "forced_eos_token_id": 2,
@@ -38,7 +39,7 @@ std::string spec_text(const std::string& training_extra, const std::string& gene
          "training: {output_dir: out" + training_extra + "}\n" + (generation.empty() ? "" : "generation: " + generation + "\n");
 }
 
-std::string load_error(const std::string& path, const std::vector<std::string>& overrides = {}) {
+std::string generation_spec_error(const std::string& path, const std::vector<std::string>& overrides = {}) {
   try {
     load_run_spec(path, overrides, builtin_components().catalog());
   } catch (const ConfigError& e) {
@@ -145,14 +146,14 @@ TEST_CASE("generation_config.json settings hftrain cannot honour are kept to ref
   CHECK(load_run_spec(dir + "/s.yaml", {}, catalog).generation.eos_token_id == 7);
   // A value the generation section would refuse is reported where the file wrote it.
   write(dir + "/g.json", R"({"num_beams": 0})");
-  CHECK_THAT(load_error(dir + "/s.yaml"), Catch::Contains("g.json (num_beams)") && Catch::Contains("generation.num_beams"));
+  CHECK_THAT(generation_spec_error(dir + "/s.yaml"), Catch::Contains("g.json (num_beams)") && Catch::Contains("generation.num_beams"));
   write(dir + "/g.json", "{not json");
-  CHECK_THAT(load_error(dir + "/s.yaml"), Catch::Contains("g.json: not valid JSON"));
+  CHECK_THAT(generation_spec_error(dir + "/s.yaml"), Catch::Contains("g.json: not valid JSON"));
   write(dir + "/m.yaml", spec_text(", generation_config: " + dir + "/missing"));
-  CHECK_THAT(load_error(dir + "/m.yaml"), Catch::Contains("training.generation_config") && Catch::Contains("does not exist"));
+  CHECK_THAT(generation_spec_error(dir + "/m.yaml"), Catch::Contains("training.generation_config") && Catch::Contains("does not exist"));
   // sortish_sampler and group_by_length both reorder by length.
   write(dir + "/o.yaml", spec_text(", sortish_sampler: true, group_by_length: true"));
-  CHECK_THAT(load_error(dir + "/o.yaml"), Catch::Contains("training.sortish_sampler") && Catch::Contains("choose one"));
+  CHECK_THAT(generation_spec_error(dir + "/o.yaml"), Catch::Contains("training.sortish_sampler") && Catch::Contains("choose one"));
   fs::remove_all(dir);
 }
 

@@ -16,19 +16,12 @@
 #include "util/error.h"
 #include "util/hub_ids.h"
 #include "spec_test_helpers.h"
+#include "scratch_files.h"
 
 using namespace hftrain;
 using namespace hftrain_test;
 
 namespace {
-
-std::string write_spec(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_hf_arguments_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  auto path = (dir / name).string();
-  std::ofstream(path) << text;
-  return path;
-}
 
 const char* kSpec = "model: {type: gpt, n_layer: 1}\ndata: {type: digit_reversal}\ntraining:\n  output_dir: x\n";
 

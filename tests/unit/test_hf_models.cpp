@@ -21,6 +21,9 @@
 #include "train/model_and_data.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "scratch_files.h"
+
+using hftrain_test::scratch;
 
 using namespace hftrain;
 namespace fs = std::filesystem;
@@ -49,13 +52,6 @@ std::map<std::string, torch::Tensor> named(Model& m) {
   std::map<std::string, torch::Tensor> out;
   for (auto& np : m.named_parameters()) out[np.key()] = np.value();
   return out;
-}
-
-std::string scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("hftrain_hfmodels_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
 }
 
 double std_of(const torch::Tensor& t) { return t.std().item<double>(); }

@@ -21,6 +21,9 @@
 #include "engine/zero_engine.h"
 #include "engine/precision.h"
 #include "optim/adamw.h"
+#include "optimizer_test_helpers.h"
+
+using hftrain_test::adamw;
 
 using namespace hftrain;
 
@@ -46,10 +49,6 @@ struct Net {
   }
   std::vector<std::string> order() { return {"l1.weight", "l1.bias", "l2.weight", "l2.bias"}; }
 };
-
-std::unique_ptr<Optimizer> adamw(std::vector<ParamGroup> groups) {
-  return std::make_unique<AdamW>(AdamW::Options{}, std::move(groups), OptimizerHyper{});
-}
 
 EngineSettings bf16_options(int stage, double max_grad_norm = 0) {
   EngineSettings o;

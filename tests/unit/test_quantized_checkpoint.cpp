@@ -12,6 +12,7 @@
 #include "models/parameter_counts.h"
 #include "models/quantize_model.h"
 #include "models/quantized_state.h"
+#include "scratch_files.h"
 
 using namespace hftrain;
 using namespace hftrain_test;
@@ -49,13 +50,6 @@ Batch batch_of(const std::string& path) {
 }
 
 torch::Tensor scalar(const torch::Tensor& t) { return t.detach().reshape({1}).contiguous(); }
-
-std::string scratch(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_bnb_" + std::to_string(::getpid()) + "_" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
 
 const char* const kLlama =
     "type: llama, vocab_size: 40, hidden_size: 16, intermediate_size: 24, num_hidden_layers: 2, num_attention_heads: 2, "

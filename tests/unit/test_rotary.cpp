@@ -19,6 +19,9 @@
 #include "runspec/run_spec.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "scratch_files.h"
+
+using hftrain_test::scratch;
 
 using namespace hftrain;
 using json = nlohmann::json;
@@ -36,13 +39,6 @@ void check_inv_freq(const RotaryFrequencies& f, const std::vector<double>& expec
     INFO("frequency " << i);
     CHECK(f.inv_freq[static_cast<int64_t>(i)].item<double>() == Approx(expected[i]).epsilon(2e-6));
   }
-}
-
-std::string scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("hftrain_rotary_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
 }
 
 json small_llama_config() {

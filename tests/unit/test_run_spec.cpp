@@ -14,18 +14,13 @@
 #include "optim/sgd.h"
 #include "runspec/spec_rules.h"
 #include "util/error.h"
+#include "scratch_files.h"
+
+using hftrain_test::write_spec;
 
 using namespace hftrain;
 
 namespace {
-
-std::string write_spec(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_spec_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  auto path = (dir / name).string();
-  std::ofstream(path) << text;
-  return path;
-}
 
 const char* kValid = R"(model:
   type: gpt
@@ -37,7 +32,7 @@ training:
   learning_rate: 0.001
 )";
 
-std::string load_error(const std::string& path, const std::vector<std::string>& overrides = {},
+std::string run_spec_error(const std::string& path, const std::vector<std::string>& overrides = {},
                        const std::vector<SpecCheck>& checks = {}) {
   try {
     load_run_spec(path, overrides, builtin_components().catalog(), checks);
@@ -63,34 +58,34 @@ TEST_CASE("a valid spec loads with HF defaults filled in", "[unit][spec]") {
 
 TEST_CASE("unknown key names file:line:col, dotted path and the closest valid name", "[unit][spec]") {
   std::string path = write_spec("typo.yaml", std::string(kValid) + "  learnig_rate: 0.1\n");
-  std::string err = load_error(path);
+  std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains(path + ":9:3: training.learnig_rate: unknown key (did you mean 'learning_rate'?)"));
 }
 
 TEST_CASE("YAML syntax errors show line and column", "[unit][spec]") {
   std::string path = write_spec("syntax.yaml", "model:\n  type: gpt\n  n_layer: [1, 2\ndata: x\n");
-  std::string err = load_error(path);
+  std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains(path + ":"));
   CHECK_THAT(err, Catch::Contains("syntax error"));
 }
 
 TEST_CASE("missing spec file is a config error naming the file", "[unit][spec]") {
-  CHECK_THAT(load_error("/nonexistent/spec.yaml"), Catch::Contains("cannot read run spec '/nonexistent/spec.yaml'"));
+  CHECK_THAT(run_spec_error("/nonexistent/spec.yaml"), Catch::Contains("cannot read run spec '/nonexistent/spec.yaml'"));
 }
 
 TEST_CASE("unknown component type lists the valid ones", "[unit][spec]") {
-  std::string err = load_error(write_spec("comp.yaml", "model: {type: gtp}\ndata: {type: digit_reversal}\ntraining: {output_dir: x}\n"));
+  std::string err = run_spec_error(write_spec("comp.yaml", "model: {type: gtp}\ndata: {type: digit_reversal}\ntraining: {output_dir: x}\n"));
   CHECK_THAT(err, Catch::Contains("model.type: unknown model type 'gtp' (did you mean 'gpt'?); valid types: bart, bert, bert_mlm, gemma, gemma2, gemma3_text, gpt, gpt2, llama, mistral, mixtral, mlp, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, t5"));
 }
 
 TEST_CASE("an option of another component is named as such", "[unit][spec]") {
-  std::string err = load_error(
+  std::string err = run_spec_error(
       write_spec("other.yaml", "model: {type: mlp, n_layer: 2}\ndata: {type: gaussian_blobs}\ntraining: {output_dir: x}\n"));
   CHECK_THAT(err, Catch::Contains("model.n_layer: unknown key for model type 'mlp': it is an option of type 'gpt'"));
 }
 
 TEST_CASE("wrong types, ranges and missing values are all reported at once", "[unit][spec]") {
-  std::string err = load_error(write_spec("many.yaml", R"(model: {type: gpt, n_layer: two}
+  std::string err = run_spec_error(write_spec("many.yaml", R"(model: {type: gpt, n_layer: two}
 data: {type: text_file}
 training:
   per_device_train_batch_size: -4
@@ -108,24 +103,24 @@ TEST_CASE("command-line overrides are typed and validated like the file", "[unit
   std::string path = write_spec("valid2.yaml", kValid);
   RunSpec spec = load_run_spec(path, {"training.learning_rate=3e-4", "model.n_head=2"}, builtin_components().catalog());
   CHECK(spec.training.learning_rate == Approx(3e-4));
-  CHECK_THAT(load_error(path, {"training.per_device_train_batch_size=abc"}),
+  CHECK_THAT(run_spec_error(path, {"training.per_device_train_batch_size=abc"}),
              Catch::Contains("--set training.per_device_train_batch_size: training.per_device_train_batch_size: expected integer, got 'abc'"));
-  CHECK_THAT(load_error(path, {"training.warmup_stepz=3"}), Catch::Contains("did you mean 'warmup_steps'?"));
+  CHECK_THAT(run_spec_error(path, {"training.warmup_stepz=3"}), Catch::Contains("did you mean 'warmup_steps'?"));
   CHECK_THROWS_AS(load_run_spec(path, {"no_equals_sign"}, builtin_components().catalog()), ConfigError);
 }
 
 TEST_CASE("capabilities not built yet refuse instead of being ignored", "[unit][spec]") {
   std::string path = write_spec("zero.yaml", kValid);
-  CHECK_THAT(load_error(path, {"zero.stage3_max_live_parameters=0"}), Catch::Contains("zero.stage3_max_live_parameters"));
+  CHECK_THAT(run_spec_error(path, {"zero.stage3_max_live_parameters=0"}), Catch::Contains("zero.stage3_max_live_parameters"));
   // Offload to cpu: DeepSpeed's stage rules, then accepted with a note (this build already runs on the CPU).
-  CHECK_THAT(load_error(path, {"zero.offload_optimizer=cpu"}), Catch::Contains("needs zero.stage 1, 2 or 3"));
-  CHECK_THAT(load_error(path, {"zero.stage=2", "zero.offload_param=cpu"}), Catch::Contains("needs zero.stage 3"));
+  CHECK_THAT(run_spec_error(path, {"zero.offload_optimizer=cpu"}), Catch::Contains("needs zero.stage 1, 2 or 3"));
+  CHECK_THAT(run_spec_error(path, {"zero.stage=2", "zero.offload_param=cpu"}), Catch::Contains("needs zero.stage 3"));
   RunSpec offloaded = load_run_spec(path, {"zero.stage=3", "zero.offload_optimizer=cpu", "zero.offload_param=cpu"},
                                     builtin_components().catalog());
   REQUIRE(offloaded.notes.size() == 2);
   CHECK_THAT(offloaded.notes[0], Catch::Contains("zero.offload_optimizer cpu") && Catch::Contains("nothing is moved"));
-  CHECK_THAT(load_error(path, {"zero.stage=3", "zero.offload_param=nvme"}), Catch::Contains("zero.offload_param"));
-  CHECK_THAT(load_error(path, {"distributed.backend=nccl"}), Catch::Contains("nccl needs CUDA"));
+  CHECK_THAT(run_spec_error(path, {"zero.stage=3", "zero.offload_param=nvme"}), Catch::Contains("zero.offload_param"));
+  CHECK_THAT(run_spec_error(path, {"distributed.backend=nccl"}), Catch::Contains("nccl needs CUDA"));
   // Built: data parallelism and ZeRO stages 1-2.
   RunSpec spec = load_run_spec(path, {"zero.stage=2", "distributed.nproc_per_node=2"}, builtin_components().catalog());
   CHECK(spec.zero.stage == 2);
@@ -154,7 +149,7 @@ TEST_CASE("JSON specs are accepted", "[unit][spec]") {
 
 TEST_CASE("a duplicate key inside a section names the key and both positions", "[unit][spec]") {
   std::string path = write_spec("dup_key.yaml", std::string(kValid) + "  seed: 42\n  max_steps: 3\n  seed: 3\n");
-  std::string err = load_error(path);
+  std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains(path + ":11:3: training.seed: duplicate key: given at " + path + ":9:3 and again at " +
                                   path + ":11:3"));
   CHECK_THAT(err, Catch::Contains("1 problem"));
@@ -162,7 +157,7 @@ TEST_CASE("a duplicate key inside a section names the key and both positions", "
 
 TEST_CASE("a duplicate section is a duplicate key at the top level", "[unit][spec]") {
   std::string path = write_spec("dup_section.yaml", std::string(kValid) + "training:\n  seed: 3\n");
-  CHECK_THAT(load_error(path), Catch::Contains(path + ":9:1: training: duplicate key: given at " + path + ":6:1"));
+  CHECK_THAT(run_spec_error(path), Catch::Contains(path + ":9:1: training: duplicate key: given at " + path + ":6:1"));
 }
 
 TEST_CASE("duplicate component options and list entries are reported at their depth", "[unit][spec]") {
@@ -172,7 +167,7 @@ training: {output_dir: x, metric_for_best_model: loss}
 callbacks:
   - {type: early_stopping, early_stopping_patience: 1, early_stopping_patience: 2}
 )");
-  std::string err = load_error(path);
+  std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains(path + ":1:32: model.n_layer: duplicate key: given at " + path + ":1:20"));
   CHECK_THAT(err, Catch::Contains(path + ":5:56: callbacks[0].early_stopping_patience: duplicate key: given at " + path +
                                   ":5:28"));
@@ -181,7 +176,7 @@ callbacks:
 
 TEST_CASE("duplicate keys are reported together with the other problems", "[unit][spec]") {
   std::string path = write_spec("dup_and_more.yaml", std::string(kValid) + "  learning_rate: 0.1\n  warmup_stepz: 3\n");
-  std::string err = load_error(path, {"training.per_device_train_batch_size=0"});
+  std::string err = run_spec_error(path, {"training.per_device_train_batch_size=0"});
   CHECK_THAT(err, Catch::Contains("3 problems"));
   CHECK_THAT(err, Catch::Contains(path + ":9:3: training.learning_rate: duplicate key: given at " + path + ":8:3"));
   CHECK_THAT(err, Catch::Contains("training.warmup_stepz: unknown key"));
@@ -191,8 +186,8 @@ TEST_CASE("duplicate keys are reported together with the other problems", "[unit
 TEST_CASE("duplicate keys in JSON specs and in --set values are refused", "[unit][spec]") {
   std::string path = write_spec("dup.json", R"({"model": {"type": "mlp"}, "data": {"type": "gaussian_blobs"},
  "training": {"output_dir": "o", "seed": 1, "seed": 2}})");
-  CHECK_THAT(load_error(path), Catch::Contains(path + ":2:45: training.seed: duplicate key: given at " + path + ":2:34"));
-  CHECK_THAT(load_error(write_spec("dup_set.yaml", kValid), {"model={type: gpt, type: mlp}"}),
+  CHECK_THAT(run_spec_error(path), Catch::Contains(path + ":2:45: training.seed: duplicate key: given at " + path + ":2:34"));
+  CHECK_THAT(run_spec_error(write_spec("dup_set.yaml", kValid), {"model={type: gpt, type: mlp}"}),
              Catch::Contains("--set model: model.type: duplicate key"));
 }
 
@@ -213,7 +208,7 @@ TEST_CASE("training.optim maps HF optimizer names onto optimizer.type", "[unit][
     INFO(hf);
     CHECK(load_run_spec(path, {"training.optim=" + hf}, c.catalog()).optimizer.type == type);
   }
-  std::string err = load_error(path, {"training.optim=adamw_anyprecision"});
+  std::string err = run_spec_error(path, {"training.optim=adamw_anyprecision"});
   CHECK_THAT(err, Catch::Contains("training.optim: 'adamw_anyprecision' is not an HF optimizer hftrain runs"));
   CHECK_THAT(err, Catch::Contains("it runs: adamw_torch, adamw_torch_fused, adamw_hf, adamw_apex_fused, adafactor, sgd, lion_32bit, "
                                   "adagrad, adamw_8bit, adamw_bnb_8bit, galore_adamw, galore_adamw_8bit, galore_adafactor, "
@@ -234,12 +229,12 @@ TEST_CASE("HF fsdp / fsdp_config map onto the ZeRO stage and its settings", "[un
   CHECK(spec.training.gradient_checkpointing);
   CHECK(spec.zero.stage3_prefetch_bucket_size == 0);
 
-  CHECK_THAT(load_error(path, {"training.fsdp=full_shard", "zero.stage=2"}),
+  CHECK_THAT(run_spec_error(path, {"training.fsdp=full_shard", "zero.stage=2"}),
              Catch::Contains("training.fsdp: 'full_shard' and zero.stage") && Catch::Contains("give only one"));
-  CHECK_THAT(load_error(path, {"training.fsdp=full_shrad"}),
+  CHECK_THAT(run_spec_error(path, {"training.fsdp=full_shrad"}),
              Catch::Contains("'full_shrad' is not an FSDP option (did you mean 'full_shard'?)"));
-  CHECK_THAT(load_error(path, {"training.fsdp=hybrid_shard"}), Catch::Contains("'hybrid_shard'") && Catch::Contains("no equivalent"));
-  CHECK_THAT(load_error(path, {"training.fsdp=full_shard", "training.fsdp_config={xla: true}"}),
+  CHECK_THAT(run_spec_error(path, {"training.fsdp=hybrid_shard"}), Catch::Contains("'hybrid_shard'") && Catch::Contains("no equivalent"));
+  CHECK_THAT(run_spec_error(path, {"training.fsdp=full_shard", "training.fsdp_config={xla: true}"}),
              Catch::Contains("training.fsdp_config.xla: 'xla: true': XLA (TPU) FSDP is not available"));
   CHECK_FALSE(load_run_spec(path, {"training.fsdp=full_shard", "training.fsdp_config={cpu_ram_efficient_loading: false}"},
                             c.catalog())
@@ -289,7 +284,7 @@ training:
   lr_scheduler_type: cosine
   lr_scheduler_kwargs: {num_cycles: 2}
 )");
-  std::string err = load_error(path);
+  std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains("2 problems"));
   CHECK_THAT(err, Catch::Contains(path + ":7:10: training.optim: 'adamw_torch' disagrees with optimizer.type: 'sgd' at " +
                                   path + ":3:19"));
@@ -302,7 +297,7 @@ training:
 
 TEST_CASE("an option moved from an HF name is validated and located at the HF spelling", "[unit][spec]") {
   std::string path = write_spec("hf_bad_args.yaml", std::string(kValid) + "  optim: sgd\n  optim_args: momentum=-1,foo=2,bare\n");
-  std::string err = load_error(path);
+  std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains(path + ":10:15 (as training.optim_args): optimizer.momentum: must be >= 0, got -1"));
   CHECK_THAT(err, Catch::Contains(path + ":10:15 (as training.optim_args): optimizer.foo: unknown key"));
   CHECK_THAT(err, Catch::Contains(path + ":10:15: training.optim_args: 'bare' is not key=value"));
@@ -329,14 +324,14 @@ TEST_CASE("a command's spec checks are reported with the other problems at the k
   std::vector<SpecCheck> checks = {[](const RunSpec& spec, const SpecProblemReport& report) {
     report("training.resume_from_checkpoint", "'" + spec.training.resume_from_checkpoint + "' is not usable");
   }};
-  std::string err = load_error(path, {"training.seed=-1"}, checks);
+  std::string err = run_spec_error(path, {"training.seed=-1"}, checks);
   CHECK_THAT(err, Catch::Contains("2 problems"));
   CHECK_THAT(err, Catch::Contains(path + ":9:27: training.resume_from_checkpoint: 'somewhere' is not usable"));
 }
 
 TEST_CASE("a training key that belongs to another section points there", "[unit][spec]") {
   std::string path = write_spec("other_section.yaml", std::string(kValid) + "  loss_scale: 128\n  reduce_dtype: fp32\n");
-  std::string err = load_error(path);
+  std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains(path + ":9:3: training.loss_scale: unknown key (in hftrain it is precision.loss_scale)"));
   CHECK_THAT(err, Catch::Contains(path + ":10:3: training.reduce_dtype: unknown key (in hftrain it is zero.reduce_dtype)"));
   // ddp_timeout is a TrainingArguments field (every to_dict() dump has it): the same setting as distributed's.
@@ -350,10 +345,10 @@ TEST_CASE("HF's training.bf16 is precision.bf16, the two spellings must agree", 
   RunSpec spec = load_run_spec(write_spec("hf_bf16.yaml", std::string(kValid) + "  bf16: true\n"), {}, c.catalog());
   CHECK(spec.precision.bf16);
   std::string path = write_spec("hf_bf16_conflict.yaml", std::string(kValid) + "  bf16: true\nprecision: {bf16: false}\n");
-  std::string err = load_error(path);
+  std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains(path + ":9:9: training.bf16: 'true' disagrees with precision.bf16"));
   // fp16 moves too, and is then refused on the CPU with the bf16 hint.
-  std::string fp16 = load_error(write_spec("hf_fp16.yaml", std::string(kValid) + "  fp16: true\n"));
+  std::string fp16 = run_spec_error(write_spec("hf_fp16.yaml", std::string(kValid) + "  fp16: true\n"));
   CHECK_THAT(fp16, Catch::Contains("use bf16 instead"));
 }
 
@@ -387,7 +382,7 @@ TEST_CASE("HF's deprecated and other TrainingArguments names either act or are r
   // The old and new spelling together must agree.
   const std::string both = write_spec("hf_both.yaml", std::string(kValid) + "  per_gpu_train_batch_size: 5\n"
                                                                             "  per_device_train_batch_size: 6\n");
-  CHECK_THAT(load_error(both), Catch::Contains("training.per_gpu_train_batch_size: '5' disagrees with "
+  CHECK_THAT(run_spec_error(both), Catch::Contains("training.per_gpu_train_batch_size: '5' disagrees with "
                                                "training.per_device_train_batch_size: '6'"));
   // Settings this build cannot honour are refused, each with its reason, all at once.
   const std::string path = write_spec("hf_refused.yaml", std::string(kValid) +
@@ -397,7 +392,7 @@ TEST_CASE("HF's deprecated and other TrainingArguments names either act or are r
                                                              "  ddp_find_unused_parameters: true\n"
                                                              "  local_rank: 3\n"
                                                              "  ddp_backend: mpi\n");
-  const std::string err = load_error(path);
+  const std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains("6 problems"));
   CHECK_THAT(err, Catch::Contains(path + ":9:9: training.tf32: TF32 needs an Ampere or newer NVIDIA GPU"));
   CHECK_THAT(err, Catch::Contains("training.save_safetensors: hftrain writes safetensors only"));
@@ -434,7 +429,7 @@ TEST_CASE("cross-section rules live in one named list and report together, each 
   const std::string path = write_spec("cross_rules.yaml", std::string(kValid) +
                                                               "zero:\n  stage: 1\n  reduce_dtype: fp32\n  offload_param: cpu\n"
                                                               "generation:\n  num_beams: 2\n  num_return_sequences: 3\n");
-  const std::string err = load_error(path);
+  const std::string err = run_spec_error(path);
   CHECK_THAT(err, Catch::Contains("invalid run spec (3 problems)"));
   // Each located at its own line (the value's column), named by its key.
   CHECK_THAT(err, Catch::Matches("[\\s\\S]*" + path + ":11:[0-9]+: zero.reduce_dtype: gradients are already fp32[\\s\\S]*"));

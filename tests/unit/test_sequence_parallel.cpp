@@ -22,6 +22,9 @@
 #include "seq2seq_model_helpers.h"
 #include "spec_test_helpers.h"
 #include "train/loss_normaliser.h"
+#include "scratch_files.h"
+
+using hftrain_test::write_spec;
 
 using namespace hftrain;
 using hftrain_test::run_workers;
@@ -67,14 +70,6 @@ class ExampleList : public Dataset {
  private:
   std::vector<Example> examples_;
 };
-
-std::string write_spec(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_sequence_parallel_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / name).string();
-  std::ofstream(path) << text;
-  return path;
-}
 
 std::string llama_spec(const std::string& extra) {
   return "model: {type: llama, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 4, "

@@ -20,6 +20,11 @@
 #include "data/sft_rows.h"
 #include "tokenizers/hf_tokenizer.h"
 #include "util/error.h"
+#include "scratch_files.h"
+
+using hftrain_test::scratch;
+using hftrain_test::write;
+using hftrain_test::error_of;
 
 using namespace hftrain;
 namespace fs = std::filesystem;
@@ -30,27 +35,6 @@ namespace {
 fs::path source_dir() {
   const char* src = std::getenv("HFTRAIN_SOURCE_DIR");
   return src ? fs::path(src) : fs::path(__FILE__).parent_path().parent_path().parent_path();
-}
-
-std::string scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("hftrain_sft_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-void write(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "<no ConfigError>";
 }
 
 std::string templates() { return (source_dir() / "tests" / "data" / "chat_templates").string(); }

@@ -24,6 +24,9 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "seq2seq_model_helpers.h"
+#include "scratch_files.h"
+
+using hftrain_test::scratch;
 
 using namespace hftrain;
 namespace fs = std::filesystem;
@@ -39,7 +42,6 @@ std::shared_ptr<Model> make_model(const std::string& options, uint64_t seed = 0,
   return hftrain_test::build_model("t5", options, seed, context);
 }
 std::map<std::string, torch::Tensor> named(Model& m) { return hftrain_test::parameters_by_name(m); }
-std::string scratch(const std::string& name) { return hftrain_test::scratch_dir("t5", name); }
 Batch seq2seq_batch() { return hftrain_test::seq2seq_batch(0, 1); }
 
 }  // namespace

@@ -23,19 +23,15 @@
 using namespace hftrain;
 namespace fs = std::filesystem;
 
-namespace {
-fs::path data_dir() { return hftrain_test::tokenizer_fixture_dir("hf_tokenizers"); }
-}  // namespace
-
 TEST_CASE("tokenizer.json Unigram, Precompiled and Llama-2 BPE files give HF tokenizers' ids", "[unit][tokenizers]") {
-  hftrain_test::check_expected_ids(data_dir(), 4);
+  hftrain_test::check_expected_ids(hftrain_test::tokenizer_fixture_dir("hf_tokenizers"), 4);
 }
 
 TEST_CASE("a T5 directory with tokenizer.json alone loads the Unigram tokenizer", "[unit][tokenizers]") {
   fs::path dir = fs::temp_directory_path() / ("hftrain_t5_dir_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  fs::copy_file(data_dir() / "t5_unigram.json", dir / "tokenizer.json");
+  fs::copy_file(hftrain_test::tokenizer_fixture_dir("hf_tokenizers") / "t5_unigram.json", dir / "tokenizer.json");
   auto tok = std::dynamic_pointer_cast<const HfTokenizer>(load_tokenizer(dir.string(), "data.tokenizer"));
   REQUIRE(tok);
   auto sp = tok->special_tokens();
@@ -53,7 +49,8 @@ TEST_CASE("a T5 directory with tokenizer.json alone loads the Unigram tokenizer"
 // One 64 KB BPE word (the quadratic merge loop took minutes on it): it encodes and round-trips. How fast is a
 // benchmark's question (bench/tokenizer_bench, bench/RESULTS.md), not a timed test's.
 TEST_CASE("BPE merging handles one 64 KB word (Llama-2 legacy layout)", "[unit][tokenizers]") {
-  auto tok = HfTokenizer::from_file((data_dir() / "llama2_legacy_bpe.json").string(), "data.tokenizer");
+  const auto file = hftrain_test::tokenizer_fixture_dir("hf_tokenizers") / "llama2_legacy_bpe.json";
+  auto tok = HfTokenizer::from_file(file.string(), "data.tokenizer");
   std::string base = "the quick brown fox jumps over the lazy dog while tokenizers split words into pieces ";
   std::string row;
   while (row.size() < 64 * 1024) row += base;

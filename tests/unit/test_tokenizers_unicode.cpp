@@ -23,13 +23,9 @@ using namespace hftrain;
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-namespace {
-fs::path data_dir() { return hftrain_test::tokenizer_fixture_dir("hf_tokenizers_unicode"); }
-}  // namespace
-
 TEST_CASE("GPT-2, Llama-3, Qwen2, Gemma and BERT tokenizer.json files give HF tokenizers' ids on Unicode edge cases",
           "[unit][tokenizers]") {
-  hftrain_test::check_expected_ids(data_dir(), 5);
+  hftrain_test::check_expected_ids(hftrain_test::tokenizer_fixture_dir("hf_tokenizers_unicode"), 5);
 }
 
 TEST_CASE("Oniguruma's space and letter and number classes replace PCRE2's", "[unit][tokenizers]") {
