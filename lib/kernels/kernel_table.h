@@ -1,7 +1,7 @@
 // Internal to the model kernels: what one instruction set provides -- attention for one (batch, head) per call
 // on scratch memory the caller allocates, GELU and SwiGLU over a range of elements, LayerNorm and RMSNorm (each with an
 // optional residual add) over a block of rows,
-// cross-entropy over one row of logits -- and the per-ISA
+// cross-entropy over one row of logits, the 4-bit dequantisation over a range of a weight's elements -- and the per-ISA
 // constructors (nullptr when the ISA is not compiled in); `model_kernels()` is the table in use.
 #pragma once
 
@@ -46,6 +46,11 @@ struct ModelKernelTable {
   // One row of cross_entropy_rows (label in [0, vocab)).
   void (*cross_entropy_row)(float* logits, int64_t vocab, int64_t label, float epsilon, float scale, bool gradient,
                             float* loss);
+  // Elements [begin, end) of a packed 4-bit weight (quant4bit.h), in float32 or rounded to bf16 bits.
+  void (*dequantize_4bit)(const uint8_t* packed, const float* absmax, const float* code, int64_t block, int64_t begin,
+                          int64_t end, float* out);
+  void (*dequantize_4bit_bf16)(const uint8_t* packed, const float* absmax, const float* code, int64_t block,
+                               int64_t begin, int64_t end, uint16_t* out);
 };
 
 const ModelKernelTable* scalar_model_kernels();

@@ -1,4 +1,5 @@
-// One instruction set's table of model kernels: the attention, GELU, SwiGLU, LayerNorm, RMSNorm and cross-entropy bodies instantiated over lane V.
+// One instruction set's table of model kernels: the attention, GELU, SwiGLU, LayerNorm, RMSNorm, cross-entropy and 4-bit
+// dequantisation bodies instantiated over lane V.
 // Included only by the per-ISA files (isa_*.cpp); internal linkage.
 #pragma once
 
@@ -6,6 +7,7 @@
 #include "kernels/attention_body.h"
 #include "kernels/cross_entropy_body.h"
 #include "kernels/normalization_body.h"
+#include "kernels/quant4bit_body.h"
 
 namespace hftrain {
 namespace kernels {
@@ -31,7 +33,9 @@ const ModelKernelTable* make_model_kernel_table() {
                                          &RmsNormBody<V>::backward_rows_bf16,
                                          &AttentionBody<V>::forward_head,
                                          &AttentionBody<V>::backward_head,
-                                         &CrossEntropyBody<V>::row};
+                                         &CrossEntropyBody<V>::row,
+                                         &Dequant4Body<V>::to_float,
+                                         &Dequant4Body<V>::to_bf16};
   return &table;
 }
 

@@ -1,4 +1,5 @@
-// Block-wise 4-bit (NF4 / FP4) and 8-bit dynamic quantisation in bitsandbytes' layout (see quant4bit.h).
+// Block-wise 4-bit (NF4 / FP4) and 8-bit dynamic quantisation in bitsandbytes' layout (see quant4bit.h); the 4-bit
+// dequantisation runs on the SIMD lanes (quant4bit_body.h, quant4bit_dispatch.cpp).
 #include "kernels/quant4bit.h"
 
 #include <algorithm>
@@ -6,7 +7,6 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/half_convert.h"
 #include "util/error.h"
 #include "util/parallel.h"
 
@@ -85,11 +85,6 @@ float block_absmax(const float* x, int64_t begin, int64_t end) {
 
 inline float normalised(float x, float absmax) { return absmax > 0.0f ? x / absmax : 0.0f; }
 
-inline uint8_t nibble(const uint8_t* packed, int64_t i) {
-  const uint8_t byte = packed[i >> 1];
-  return (i & 1) ? static_cast<uint8_t>(byte & 0x0F) : static_cast<uint8_t>(byte >> 4);
-}
-
 constexpr int64_t kGrainElements = 1 << 15;
 
 }  // namespace
@@ -155,20 +150,6 @@ void dequantize_8bit_blockwise(const uint8_t* codes, int64_t n, int64_t block, c
       const float scaled = map[codes[i]] * absmax[i / block];
       out[i] = scaled + offset;
     }
-  });
-}
-
-void dequantize_4bit(const uint8_t* packed, const float* absmax, const float* code, int64_t block, int64_t begin,
-                     int64_t end, float* out) {
-  parallel_range(begin, end, kGrainElements, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) out[i - begin] = code[nibble(packed, i)] * absmax[i / block];
-  });
-}
-
-void dequantize_4bit_bf16(const uint8_t* packed, const float* absmax, const float* code, int64_t block, int64_t begin,
-                          int64_t end, uint16_t* out) {
-  parallel_range(begin, end, kGrainElements, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) out[i - begin] = simd::float_to_bf16(code[nibble(packed, i)] * absmax[i / block]);
   });
 }
 

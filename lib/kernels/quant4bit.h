@@ -46,7 +46,8 @@ void dequantize_8bit_blockwise(const uint8_t* codes, int64_t n, int64_t block, c
                                float offset, float* out);
 
 // Elements [begin, end) of a packed 4-bit tensor: out[i - begin] = code[nibble i] * absmax[i / block], in float32
-// (dequantize_4bit) or rounded to bf16 bits (dequantize_4bit_bf16).
+// (dequantize_4bit) or rounded to bf16 bits (dequantize_4bit_bf16). On the model kernels' SIMD lanes
+// (kernel_choice.h; HFTRAIN_KERNEL_ISA=scalar for the portable loop), every lane bitwise equal to the scalar one.
 void dequantize_4bit(const uint8_t* packed, const float* absmax, const float* code, int64_t block, int64_t begin,
                      int64_t end, float* out);
 void dequantize_4bit_bf16(const uint8_t* packed, const float* absmax, const float* code, int64_t block, int64_t begin,
