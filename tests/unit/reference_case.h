@@ -16,6 +16,8 @@
 #include "builtins/register_builtins.h"
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
+#include "models/adapter_description.h"
+#include "models/model.h"
 #include "train/model_and_data.h"
 #include "util/fs.h"
 
@@ -60,6 +62,23 @@ inline ReferenceCase load_reference_case(const std::string& dir) {
   if (inputs.count("token_type_ids")) out.batch.token_type_ids = inputs.at("token_type_ids");
   out.batch.labels = inputs.at("labels");
   return out;
+}
+
+// After a backward through a model with a PEFT adapter: requires every base parameter frozen and every adapter
+// parameter to hold a gradient, appends each as "grad.<PEFT's tensor name>" to `written` and returns the adapter's
+// parameters (what an optimizer over the adapter steps).
+inline std::vector<torch::Tensor> append_adapter_gradients(hftrain::Model& model, hftrain::NamedTensors& written) {
+  std::vector<torch::Tensor> trained;
+  for (auto& np : model.named_parameters()) {
+    if (!model.adapter()->holds(np.key())) {
+      REQUIRE_FALSE(np.value().requires_grad());
+      continue;
+    }
+    REQUIRE(np.value().grad().defined());
+    written.emplace_back("grad." + hftrain::peft_tensor_name(*model.adapter(), np.key()), np.value().grad().clone());
+    trained.push_back(np.value());
+  }
+  return trained;
 }
 
 }  // namespace hftrain_test

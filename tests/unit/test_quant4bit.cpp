@@ -88,14 +88,7 @@ TEST_CASE("LoRA and DoRA over a quantised llama (driven by nf4_reference.py)", "
     ModelOutput out = model.forward(rc.batch);
     out.loss.backward();
     NamedTensors written = {{"logits", out.logits.detach().contiguous()}, {"loss", out.loss.detach().reshape({1}).contiguous()}};
-    for (auto& np : model.named_parameters()) {
-      if (!model.adapter()->holds(np.key())) {
-        REQUIRE_FALSE(np.value().requires_grad());
-        continue;
-      }
-      REQUIRE(np.value().grad().defined());
-      written.emplace_back("grad." + peft_tensor_name(*model.adapter(), np.key()), np.value().grad().clone());
-    }
+    append_adapter_gradients(model, written);
     save_safetensors(dir + "/hftrain_output.safetensors", written);
   }
 }

@@ -101,16 +101,7 @@ TEST_CASE("bitsandbytes 4-bit checkpoints load as they are (driven by bnb_checkp
     out.loss.backward();
     written.emplace_back("adapted_logits", out.logits.detach().contiguous());
     written.emplace_back("adapted_loss", scalar(out.loss));
-    std::vector<torch::Tensor> trained;
-    for (auto& np : model.named_parameters()) {
-      if (!model.adapter()->holds(np.key())) {
-        REQUIRE_FALSE(np.value().requires_grad());
-        continue;
-      }
-      REQUIRE(np.value().grad().defined());
-      written.emplace_back("grad." + peft_tensor_name(*model.adapter(), np.key()), np.value().grad().clone());
-      trained.push_back(np.value());
-    }
+    std::vector<torch::Tensor> trained = append_adapter_gradients(model, written);
     torch::optim::SGD(trained, torch::optim::SGDOptions(0.1)).step();
     {
       torch::NoGradGuard no_grad;
