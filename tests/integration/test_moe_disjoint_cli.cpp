@@ -109,17 +109,14 @@ TEST_CASE("mixtral at ZeRO-3 on 2 workers whose tokens route to disjoint experts
              "log_level: debug, log_level_replica: debug}\n"
              "distributed: {ddp_timeout: 30}\n"
              "zero: {stage3_param_persistence_threshold: 20}\n");
-  CliResult ref = run_hftrain("train spec.yaml --set training.output_dir=ref", dir);
-  INFO(ref.output);
-  REQUIRE(ref.exit_code == 0);
-  CliResult r = run_hftrain("train spec.yaml --nproc-per-node 2 --set zero.stage=3 --set training.gradient_accumulation_steps=1 "
-                            "--set training.output_dir=z3",
-                            dir);
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("parameters gathered per module"));
+  run_ok("train spec.yaml --set training.output_dir=ref", dir);
+  const std::string output = run_ok("train spec.yaml --nproc-per-node 2 --set zero.stage=3 "
+                                    "--set training.gradient_accumulation_steps=1 --set training.output_dir=z3",
+                                    dir);
+  INFO(output);
+  CHECK_THAT(output, Catch::Contains("parameters gathered per module"));
   // the routing was disjoint at every step: rank 0's slots all in experts 0-2, rank 1's all in 3-5
-  const auto counts = rank_counts(r.output);
+  const auto counts = rank_counts(output);
   REQUIRE(counts.count(0) == 1);
   REQUIRE(counts.count(1) == 1);
   for (int rank : {0, 1}) {
