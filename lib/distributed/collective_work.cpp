@@ -61,6 +61,20 @@ uint64_t check_equal_segments(const torch::Tensor& input, const torch::Tensor& o
   return input.nbytes() * static_cast<uint64_t>(size - 1) / static_cast<uint64_t>(size);
 }
 
+uint64_t check_split_counts(const torch::Tensor& input, const std::vector<int64_t>& in_counts, const torch::Tensor& output,
+                            const std::vector<int64_t>& out_counts, int size, int rank, const std::string& what) {
+  int64_t sent = 0, received = 0;
+  bool negative = false;
+  for (auto c : in_counts) sent += c, negative |= c < 0;
+  for (auto c : out_counts) received += c, negative |= c < 0;
+  if (static_cast<int>(in_counts.size()) != size || static_cast<int>(out_counts.size()) != size || negative ||
+      sent != input.numel() || received != output.numel())
+    throw RuntimeFailure("all_to_all_v (" + what + "): " + std::to_string(input.numel()) + " elements in and " +
+                         std::to_string(output.numel()) + " out do not match the split counts of " + std::to_string(size) +
+                         " ranks");
+  return static_cast<uint64_t>(sent - in_counts[static_cast<std::size_t>(rank)]) * input.element_size();
+}
+
 void StagedOp::wait() {
   if (!inner_) return;
   inner_->wait();

@@ -32,6 +32,11 @@ int64_t check_segment_counts(const std::vector<int64_t>& counts, int size, int r
 // sends, (size - 1) / size of its input. RuntimeFailure naming `what` otherwise.
 uint64_t check_equal_segments(const torch::Tensor& input, const torch::Tensor& output, int size, const std::string& what);
 
+// Checks all-to-all-v's counts (one per rank each, summing to the input's and the output's elements); returns the
+// bytes a rank sends (its input less the segment it keeps). RuntimeFailure naming `what` otherwise.
+uint64_t check_split_counts(const torch::Tensor& input, const std::vector<int64_t>& in_counts, const torch::Tensor& output,
+                            const std::vector<int64_t>& out_counts, int size, int rank, const std::string& what);
+
 // A work item (c10::intrusive_ptr<c10d::Work> or anything with wait(timeout)) plus what to do once it has
 // finished (e.g. sum the received segments). No wait in the destructor: the work item keeps its tensors
 // alive until it finishes, and an abandoned operation only happens on the way to exiting the worker.

@@ -1,6 +1,7 @@
 // Comm helpers, the single-process communicator and the process-wide world (see comm.h).
 #include "distributed/comm.h"
 
+#include "distributed/collective_work.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -73,6 +74,15 @@ std::unique_ptr<PendingOp> LocalComm::broadcast_async(torch::Tensor, int, const 
 
 std::unique_ptr<PendingOp> LocalComm::all_to_all_async(torch::Tensor input, torch::Tensor output, const std::string& what) {
   if (output.numel() != input.numel()) throw RuntimeFailure("all_to_all (" + what + "): output size mismatch");
+  torch::NoGradGuard no_grad;
+  if (!output.is_same(input)) output.copy_(input.reshape_as(output));
+  return std::make_unique<DonePending>();
+}
+
+std::unique_ptr<PendingOp> LocalComm::all_to_all_v_async(torch::Tensor input, std::vector<int64_t> in_counts,
+                                                         torch::Tensor output, std::vector<int64_t> out_counts,
+                                                         const std::string& what) {
+  check_split_counts(input, in_counts, output, out_counts, 1, 0, what);
   torch::NoGradGuard no_grad;
   if (!output.is_same(input)) output.copy_(input.reshape_as(output));
   return std::make_unique<DonePending>();

@@ -1,5 +1,5 @@
 // Comm: the collectives the engine needs (all-reduce, reduce-scatter, all-gather, broadcast, all-to-all,
-// barrier) and groups of ranks (subgroup: the sequence- and expert-parallel groups) behind one interface, with a single-process implementation (world size 1: everything is a no-op
+// all-to-all-v, barrier) and groups of ranks (subgroup: the sequence- and expert-parallel groups) behind one interface, with a single-process implementation (world size 1: everything is a no-op
 // or a copy) and a Gloo one (c10d ProcessGroupGloo over a TCPStore rendezvous). Gloo in LibTorch 1.13
 // has neither reduce_scatter nor _allgather_base, so:
 //   reduce_scatter = all-to-all-v (each rank sends every other rank its segment) + a local sum in rank
@@ -64,6 +64,11 @@ class Comm {
   // of every rank's input (the exchange of sequence parallelism and expert parallelism). A rank sends the
   // (N-1)/N of its input that other ranks receive.
   virtual std::unique_ptr<PendingOp> all_to_all_async(torch::Tensor input, torch::Tensor output, const std::string& what) = 0;
+  // The uneven form (expert parallelism's token exchange): `input` holds world_size consecutive segments of
+  // in_counts[j] elements, segment j going to rank j; `output` receives out_counts[j] elements from rank j, in rank
+  // order. out_counts[j] must equal rank j's in_counts[rank]; counts may be zero. A rank sends what leaves it.
+  virtual std::unique_ptr<PendingOp> all_to_all_v_async(torch::Tensor input, std::vector<int64_t> in_counts, torch::Tensor output,
+                                                        std::vector<int64_t> out_counts, const std::string& what) = 0;
   virtual void barrier(const std::string& what) = 0;
   // The communicator of the group of world ranks `ranks` (ascending, this rank among them; its rank in the group
   // is its index there), for collectives among the members only. Every member calls it with the same ranks and
@@ -81,6 +86,10 @@ class Comm {
   void broadcast(torch::Tensor t, int root, const std::string& what) { broadcast_async(t, root, what)->wait(); }
   void all_to_all(torch::Tensor input, torch::Tensor output, const std::string& what) {
     all_to_all_async(input, output, what)->wait();
+  }
+  void all_to_all_v(torch::Tensor input, std::vector<int64_t> in_counts, torch::Tensor output, std::vector<int64_t> out_counts,
+                    const std::string& what) {
+    all_to_all_v_async(input, std::move(in_counts), output, std::move(out_counts), what)->wait();
   }
   // Reduces one number (as float64) over all ranks.
   double all_reduce_scalar(double value, ReduceOp op, const std::string& what);
@@ -106,6 +115,8 @@ class LocalComm : public Comm {
   std::unique_ptr<PendingOp> all_gather_async(torch::Tensor input, torch::Tensor output, const std::string& what) override;
   std::unique_ptr<PendingOp> broadcast_async(torch::Tensor t, int root, const std::string& what) override;
   std::unique_ptr<PendingOp> all_to_all_async(torch::Tensor input, torch::Tensor output, const std::string& what) override;
+  std::unique_ptr<PendingOp> all_to_all_v_async(torch::Tensor input, std::vector<int64_t> in_counts, torch::Tensor output,
+                                                std::vector<int64_t> out_counts, const std::string& what) override;
   void barrier(const std::string&) override {}
   std::unique_ptr<Comm> subgroup(const std::vector<int>& ranks, const std::string& name) override;
 };

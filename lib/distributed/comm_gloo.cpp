@@ -184,6 +184,24 @@ class GlooComm : public Comm {
                   input.nbytes(), nullptr);
   }
 
+  std::unique_ptr<PendingOp> all_to_all_v_async(torch::Tensor input, std::vector<int64_t> in_counts, torch::Tensor output,
+                                                std::vector<int64_t> out_counts, const std::string& what) override {
+    if (on_device(input) || on_device(output)) {
+      auto host_out = host_like(output);
+      return std::make_unique<StagedOp>(
+          all_to_all_v_async(host_copy(input), std::move(in_counts), host_out, std::move(out_counts), what),
+          [output, host_out]() mutable { output.copy_(host_out); });
+    }
+    require_cpu_contiguous(input, "all_to_all_v", what);
+    require_cpu_contiguous(output, "all_to_all_v", what);
+    count("all_to_all_v", check_split_counts(input, in_counts, output, out_counts, size_, rank_, what));
+    c10d::AllToAllOptions o;
+    o.timeout = timeout_;
+    auto out_bits = as_gloo_bits(output.view({-1})), in_bits = as_gloo_bits(input.view({-1}));
+    return launch([&] { return pg_->alltoall_base(out_bits, in_bits, out_counts, in_counts, o); }, "all_to_all_v", what,
+                  input.nbytes(), nullptr);
+  }
+
   std::unique_ptr<Comm> subgroup(const std::vector<int>& ranks, const std::string& name) override {
     const int index = rank_in_group(ranks, rank_, size_, name);
     return std::make_unique<GlooComm>(*this, index, static_cast<int>(ranks.size()), name);

@@ -129,6 +129,24 @@ class NativeCollectivesComm : public Comm {
                   nullptr);
   }
 
+  std::unique_ptr<PendingOp> all_to_all_v_async(torch::Tensor input, std::vector<int64_t> in_counts, torch::Tensor output,
+                                                std::vector<int64_t> out_counts, const std::string& what) override {
+    if (!here(input) || !here(output)) {
+      auto staged_out = torch::empty(output.sizes(), output.options().device(device_));
+      return std::make_unique<StagedOp>(
+          all_to_all_v_async(staged_copy(input), std::move(in_counts), staged_out, std::move(out_counts), what),
+          [output, staged_out]() mutable { output.copy_(staged_out); });
+    }
+    require_contiguous(input, "all_to_all_v", what);
+    require_contiguous(output, "all_to_all_v", what);
+    count("all_to_all_v", check_split_counts(input, in_counts, output, out_counts, size_, rank_, what));
+    c10d::AllToAllOptions o;
+    o.timeout = timeout_;
+    auto in = input.view({-1}), out = output.view({-1});
+    return launch([&] { return group_->alltoall_base(out, in, out_counts, in_counts, o); }, "all_to_all_v", what,
+                  input.nbytes(), nullptr);
+  }
+
   // Groups of ranks need a process group of their own over the rendezvous store, which this communicator does
   // not hold: refused by name (the gloo backend has them).
   std::unique_ptr<Comm> subgroup(const std::vector<int>& ranks, const std::string& name) override {

@@ -1,4 +1,4 @@
-// The sequence-parallel groups and data-parallel replicas of a job (see parallel_layout.h).
+// The sequence-parallel groups, data-parallel replicas and expert-parallel groups of a job (see parallel_layout.h).
 #include "distributed/parallel_layout.h"
 
 #include <vector>
@@ -23,6 +23,19 @@ ParallelLayout make_parallel_layout(Comm& world, int64_t sequence_parallel_size)
     members.push_back(static_cast<int>(r));
   layout.sequence_group = world.subgroup(members, "sequence_parallel_" + std::to_string(layout.data_parallel_rank));
   return layout;
+}
+
+void add_expert_groups(ParallelLayout& layout, Comm& world, int64_t expert_parallel_size) {
+  const int64_t ep = expert_parallel_size, n = world.world_size();
+  if (ep < 1 || n % ep != 0)
+    throw ConfigError("distributed.expert_parallel_size: " + std::to_string(ep) + " must divide the world size " +
+                      std::to_string(n) + " (workers in all): groups of that many ranks share the experts");
+  layout.expert_parallel_size = ep;
+  if (ep == 1) return;
+  const int64_t group = world.rank() / ep;
+  std::vector<int> members;
+  for (int64_t r = group * ep; r < (group + 1) * ep; ++r) members.push_back(static_cast<int>(r));
+  layout.expert_group = world.subgroup(members, "expert_parallel_" + std::to_string(group));
 }
 
 }  // namespace hftrain

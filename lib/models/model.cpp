@@ -113,6 +113,11 @@ void Model::set_sequence_parallel(std::shared_ptr<SequenceParallel>) {
                     "gemma2 and gemma3_text");
 }
 
+void Model::set_expert_parallel(std::shared_ptr<ExpertParallel>) {
+  throw ConfigError("distributed.expert_parallel_size: model type '" + config_json().value("model_type", std::string("?")) +
+                    "' has no routed experts; expert parallelism runs mixtral, qwen2_moe and qwen3_moe");
+}
+
 std::vector<GatherUnit> Model::gather_units() const {
   if (units_->list().empty())
     throw ConfigError("zero.stage 3: model type '" + config_json().value("model_type", std::string("?")) +

@@ -17,6 +17,7 @@
 namespace hftrain {
 
 class SequenceParallel;
+class ExpertParallel;
 
 // Sequence parallelism (data/sequence_slices.h): a batch whose rows are slice `index` of `parts` equal, consecutive
 // slices of the whole rows. Its labels are shifted already (labels[t] is position t's target: the causal shift
@@ -260,6 +261,10 @@ class Model : public torch::nn::Module {
   // the attention of a sliced batch (Batch::slice) trades its slice of every head for the whole sequence of a share
   // of the heads and back. Models that cannot (the default) refuse with a ConfigError naming their family.
   virtual void set_sequence_parallel(std::shared_ptr<SequenceParallel> group);
+  // Expert parallelism (models/expert_parallel.h): `group` holds the ranks that share the routed experts, each running
+  // its share of them for the whole group's tokens in training. Models without routed experts (the default) refuse
+  // with a ConfigError naming their family.
+  virtual void set_expert_parallel(std::shared_ptr<ExpertParallel> group);
   // HF neftune_noise_alpha: uniform noise on the input embeddings while training (NEFTune,
   // arXiv:2310.05914: scale alpha / sqrt(seq_len * hidden)). Models without token embeddings refuse.
   virtual void set_neftune_noise_alpha(double alpha);

@@ -86,15 +86,36 @@ torch::Tensor SparseMoe::routed(const torch::Tensor& x, const torch::Tensor& log
   const torch::Tensor token = order.div(k, "floor");
   const torch::Tensor counts = torch::bincount(flat, {}, spec_.experts).to(torch::kCPU);
   if (spec_.record && spec_.record->counting) count_slots(chosen, counts);
-  // split, not narrow: split's backward is one concatenation, narrow's a zero-filled copy of all slots per expert
-  const int64_t* count = counts.data_ptr<int64_t>();
-  const std::vector<torch::Tensor> inputs =
-      x.index_select(0, token).split_with_sizes(std::vector<int64_t>(count, count + spec_.experts));
-  std::vector<torch::Tensor> outputs;
-  for (int64_t e = 0; e < spec_.experts; ++e)  // an expert without slots still runs: a zero gradient
-    outputs.push_back(experts_[static_cast<std::size_t>(e)]->forward(inputs[static_cast<std::size_t>(e)]));
-  const torch::Tensor weighted = torch::cat(outputs, 0) * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
+  const torch::Tensor rows = x.index_select(0, token);
+  torch::Tensor outputs;
+  ExpertParallel* parallel = spec_.record && is_training() ? spec_.record->expert_parallel.get() : nullptr;
+  if (parallel) {
+    const int64_t local = spec_.experts / parallel->size(), first = parallel->rank() * local;
+    outputs = parallel->run(rows, counts,
+                            [this](const torch::Tensor& r, int64_t f, const std::vector<int64_t>& n) { return run_experts(r, f, n); },
+                            "expert-parallel rows");
+    outputs = torch::cat({outputs, idle_experts(x, 0, first), idle_experts(x, first + local, spec_.experts - first - local)}, 0);
+  } else {
+    const int64_t* count = counts.data_ptr<int64_t>();
+    outputs = run_experts(rows, 0, std::vector<int64_t>(count, count + spec_.experts));
+  }
+  const torch::Tensor weighted = outputs * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
   return torch::zeros_like(x).index_add(0, token, weighted.to(x.scalar_type()));
+}
+
+torch::Tensor SparseMoe::run_experts(const torch::Tensor& rows, int64_t first, const std::vector<int64_t>& per_expert) {
+  // split, not narrow: split's backward is one concatenation, narrow's a zero-filled copy of all rows per expert
+  const std::vector<torch::Tensor> inputs = rows.split_with_sizes(per_expert);
+  std::vector<torch::Tensor> outputs;
+  for (std::size_t i = 0; i < inputs.size(); ++i)  // an expert without rows still runs: a zero gradient
+    outputs.push_back(experts_[static_cast<std::size_t>(first) + i]->forward(inputs[i]));
+  return torch::cat(outputs, 0);
+}
+
+torch::Tensor SparseMoe::idle_experts(const torch::Tensor& x, int64_t first, int64_t count) {
+  std::vector<torch::Tensor> outputs{x.narrow(0, 0, 0)};
+  for (int64_t e = first; e < first + count; ++e) outputs.push_back(experts_[static_cast<std::size_t>(e)]->forward(x.narrow(0, 0, 0)));
+  return torch::cat(outputs, 0);
 }
 
 void SparseMoe::count_slots(const torch::Tensor& chosen, const torch::Tensor& counts) {

@@ -14,11 +14,13 @@
 #include <vector>
 
 #include "models/decoder.h"
+#include "models/expert_parallel.h"
 
 namespace hftrain {
 
-// Where the MoE blocks of one model put their router logits [tokens, experts] while the model asks for them
-// (the load-balancing loss): one entry per MoE layer, in forward order; and the slots each expert took.
+// What the MoE blocks of one model share: where they put their router logits [tokens, experts] while the model asks
+// for them (the load-balancing loss), one entry per MoE layer in forward order; the slots each expert took; the
+// expert-parallel group.
 struct RouterRecord {
   bool recording = false;
   std::vector<torch::Tensor> logits;
@@ -32,6 +34,10 @@ struct RouterRecord {
   // over leaf copies of its router logits (one per MoE layer, in `logits`' order); when backward recomputes the
   // layer, its block hands its leaf's gradient on to the recomputed logits. Empty otherwise.
   std::vector<torch::Tensor> leaves;
+  // Expert parallelism (distributed.expert_parallel_size): set, training forwards run each block's experts on the
+  // members of this group (models/expert_parallel.h); null = every expert runs here. Evaluation and generation
+  // always run here: every rank holds every expert.
+  std::shared_ptr<ExpertParallel> expert_parallel;
 };
 
 // One routed block's shape and HF names.
@@ -64,6 +70,12 @@ class SparseMoe : public FeedForward {
  private:
   torch::Tensor routed(const torch::Tensor& x, const torch::Tensor& logits);  // x, logits: [tokens, ...]
   void count_slots(const torch::Tensor& chosen, const torch::Tensor& counts);  // chosen [tokens, k]; counts: its bincount
+  // Experts [first, first + per_expert.size()) over `rows`, per_expert[i] consecutive rows each, in one GEMM per
+  // expert and projection; the outputs in the rows' order.
+  torch::Tensor run_experts(const torch::Tensor& rows, int64_t first, const std::vector<int64_t>& per_expert);
+  // Under expert parallelism: the experts this rank holds but does not run, on no rows, so that their parameters get
+  // a (zero) gradient like every other and each rank reduces the same tensors. [0, hidden].
+  torch::Tensor idle_experts(const torch::Tensor& x, int64_t first, int64_t count);
   MoeSpec spec_;
   AdaptableLinear gate_{nullptr}, shared_expert_gate_{nullptr};
   std::vector<std::shared_ptr<Expert>> experts_;

@@ -62,6 +62,12 @@ std::vector<std::pair<std::string, double>> MoeDecoder::reported_scalars() const
   return scalars;
 }
 
+void MoeDecoder::set_expert_parallel(std::shared_ptr<ExpertParallel> group) {
+  if (const std::string problem = group->experts_problem(routing_.experts); !problem.empty())
+    throw ConfigError(problem + " (model type " + family()->model_type + ")");
+  record_->expert_parallel = std::move(group);
+}
+
 std::string expert_fraction_name(int64_t e, int64_t experts) {
   const std::string index = std::to_string(e), widest = std::to_string(std::max<int64_t>(experts - 1, 0));
   return "expert_fraction_" + std::string(widest.size() > index.size() ? widest.size() - index.size() : 0, '0') + index;

@@ -25,6 +25,9 @@ class MoeDecoder : public RotaryDecoder {
   // {"aux_loss", its value} after a forward that computed it; {expert_fraction_name(e), expert e's share of the
   // slots} for every expert after a forward through routed layers.
   std::vector<std::pair<std::string, double>> reported_scalars() const override;
+  // Every routed block runs its share of the experts for the group's tokens in training; ConfigError when the
+  // experts do not divide over the group.
+  void set_expert_parallel(std::shared_ptr<ExpertParallel> group) override;
 
  protected:
   struct Routing {

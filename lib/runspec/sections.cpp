@@ -185,6 +185,9 @@ void declare_loss_and_memory(Schema<TrainingArgs>& s) {
         "hidden states).").min(0);
   s.add("gradient_checkpointing", &TrainingArgs::gradient_checkpointing,
         "Recompute each block in backward: same gradients, lower peak memory.");
+  s.add("gradient_checkpointing_offload", &TrainingArgs::gradient_checkpointing_offload,
+        "gradient_checkpointing: keep each block's checkpointed input in host memory (pinned on a GPU) until its "
+        "recomputation; HF gradient_checkpointing_kwargs {offload: true}, DeepSpeed's cpu_checkpointing.");
   s.add("tiled_mlp", &TrainingArgs::tiled_mlp,
         "ALST's tiled MLP (llama-like decoders): each layer's MLP runs over slices of the sequence, each recomputed in "
         "backward, so its [tokens x intermediate] activations exist one slice at a time; same loss and gradients.");
@@ -338,6 +341,11 @@ void DistributedArgs::declare(Schema<DistributedArgs>& s) {
         "Accelerate's parallelism_config_sp_size.")
       .min(1)
       .deepspeed({"sequence_parallel_size"});
+  s.add("expert_parallel_size", &DistributedArgs::expert_parallel_size,
+        "Expert parallelism for MoE models (DeepSpeed-MoE's ep_size): groups of this many consecutive ranks share the "
+        "routed experts, each running experts/size of every routed layer for the whole group's tokens, exchanged by "
+        "all-to-all; the world size and every layer's expert count must be multiples of it. 1 = off.")
+      .min(1);
 }
 
 void OffloadOptimizerArgs::declare(Schema<OffloadOptimizerArgs>& s) {

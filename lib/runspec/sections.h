@@ -165,6 +165,7 @@ struct TrainingArgs {
   bool eval_on_start = false;
   bool restore_callback_states_from_checkpoint = false;
   bool gradient_checkpointing = false;
+  bool gradient_checkpointing_offload = false;  // checkpointed block inputs kept in host memory (models/checkpointing.h)
   bool tiled_mlp = false;
   int64_t tiled_mlp_tiles = 0;  // 0 = auto
   double neftune_noise_alpha = 0.0;  // 0 = off (HF: None)
@@ -210,6 +211,8 @@ struct DistributedArgs {
   int64_t intra_op_threads = 0;  // 0 = automatic (see README "Threads and BLAS")
   // Ulysses sequence parallelism: ranks per group sharing each sequence (docs/distributed.md); 1 = none
   int64_t sequence_parallel_size = 1;
+  // Expert parallelism: ranks per group sharing the routed experts of an MoE model (docs/distributed.md); 1 = none
+  int64_t expert_parallel_size = 1;
 
   static void declare(Schema<DistributedArgs>& s);
 };

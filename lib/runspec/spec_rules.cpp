@@ -109,6 +109,14 @@ void sequence_parallel_needs_gloo(const SpecRuleInput& in) {
                   "(distributed.backend nccl); use backend gloo or auto, or sequence_parallel_size 1");
 }
 
+void expert_parallel_needs_gloo(const SpecRuleInput& in) {
+  const DistributedArgs& d = in.spec.distributed;
+  if (d.expert_parallel_size > 1 && d.backend == "nccl")
+    in.issues.add("distributed.expert_parallel_size", at(in, "distributed", "expert_parallel_size"),
+                  std::to_string(d.expert_parallel_size) + " needs groups of ranks, which are built over gloo only "
+                  "(distributed.backend nccl); use backend gloo or auto, or expert_parallel_size 1");
+}
+
 // NEFTune scales its noise by the sequence length, which a rank holding a slice does not see.
 void sequence_parallel_excludes_neftune(const SpecRuleInput& in) {
   if (in.spec.distributed.sequence_parallel_size > 1 && in.spec.training.neftune_noise_alpha > 0)
@@ -123,6 +131,14 @@ void sequence_parallel_scope_noted(const SpecRuleInput& in) {
     in.spec.notes.push_back("distributed.sequence_parallel_size " + std::to_string(in.spec.distributed.sequence_parallel_size) +
                             ": training attends sequence parallel; evaluation and generation run whole sequences on "
                             "every worker");
+}
+
+// Offload keeps checkpointed block inputs in host memory: without checkpointing there are none to keep.
+void checkpoint_offload_needs_checkpointing(const SpecRuleInput& in) {
+  if (in.spec.training.gradient_checkpointing_offload && !in.spec.training.gradient_checkpointing)
+    in.issues.add("training.gradient_checkpointing_offload", at(in, "training", "gradient_checkpointing_offload"),
+                  "keeps the checkpointed input of each block in host memory, and training.gradient_checkpointing is "
+                  "false (no block is checkpointed); set gradient_checkpointing: true or the offload off");
 }
 
 // --- precision against training and zero (HF TrainingArguments refuses the same combinations) -------------
@@ -197,8 +213,10 @@ const std::vector<SpecRule>& spec_rules() {
       {"settings_without_effect_noted", settings_without_effect_noted},
       {"nccl_needs_cuda", nccl_needs_cuda},
       {"sequence_parallel_needs_gloo", sequence_parallel_needs_gloo},
+      {"expert_parallel_needs_gloo", expert_parallel_needs_gloo},
       {"sequence_parallel_excludes_neftune", sequence_parallel_excludes_neftune},
       {"sequence_parallel_scope_noted", sequence_parallel_scope_noted},
+      {"checkpoint_offload_needs_checkpointing", checkpoint_offload_needs_checkpointing},
       {"one_half_precision", one_half_precision},
       {"fp16_needs_cuda", fp16_needs_cuda},
       {"tf32_needs_cuda", tf32_needs_cuda},

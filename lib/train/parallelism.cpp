@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "log/logger.h"
+#include "models/expert_parallel.h"
 #include "models/sequence_parallel.h"
 
 namespace hftrain {
@@ -28,10 +29,25 @@ void sequence_parallel_attention(const RunSpec&, Model& model, Comm&, ParallelLa
   if (layout.sequence_group) model.set_sequence_parallel(std::make_shared<SequenceParallel>(layout.sequence_group));
 }
 
+// Consecutive ranks share the routed experts; every rank still reads its own batches.
+void expert_parallel_groups(const RunSpec& spec, Model&, Comm& world, ParallelLayout& layout) {
+  add_expert_groups(layout, world, spec.distributed.expert_parallel_size);
+  if (layout.expert_group && world.rank() == 0)
+    log_info("expert parallel: groups of " + std::to_string(layout.expert_parallel_size) + " consecutive ranks share the "
+             "routed experts, each running its share of every routed layer for the group's tokens in training");
+}
+
+// The model's routed blocks send each token to the member running its experts (the model refuses what it cannot).
+void expert_parallel_experts(const RunSpec&, Model& model, Comm&, ParallelLayout& layout) {
+  if (layout.expert_group) model.set_expert_parallel(std::make_shared<ExpertParallel>(layout.expert_group));
+}
+
 const std::vector<std::pair<const char*, ParallelismStep>>& parallelism_steps() {
   static const std::vector<std::pair<const char*, ParallelismStep>> steps = {
       {"sequence-parallel groups", sequence_parallel_groups},
       {"sequence-parallel attention", sequence_parallel_attention},
+      {"expert-parallel groups", expert_parallel_groups},
+      {"expert-parallel experts", expert_parallel_experts},
   };
   return steps;
 }

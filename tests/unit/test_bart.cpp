@@ -42,11 +42,11 @@ const char* kBartUntied = "{vocab_size: 29, d_model: 24, encoder_layers: 1, deco
                           "dropout: 0, scale_embedding: true, tie_word_embeddings: false, activation_function: relu, "
                           "init_std: 0.2}";
 
-std::shared_ptr<Model> make_model(const std::string& options, uint64_t seed = 0, ModelContext context = {}) {
+std::shared_ptr<Model> make_bart(const std::string& options, uint64_t seed = 0, ModelContext context = {}) {
   return hftrain_test::build_model("bart", options, seed, context);
 }
 std::map<std::string, torch::Tensor> named(Model& m) { return hftrain_test::parameters_by_name(m); }
-Batch seq2seq_batch() { return hftrain_test::seq2seq_batch(1, 2); }  // BART's ids: pad 1, eos 2
+Batch bart_batch() { return hftrain_test::seq2seq_batch(1, 2); }  // BART's ids: pad 1, eos 2
 
 // Non-zero final_logits_bias and LayerNorm affine terms, so that the tests see them.
 void perturb(Model& m) {
@@ -59,7 +59,7 @@ void perturb(Model& m) {
 }  // namespace
 
 TEST_CASE("bart has HF names, one embedding, offset positions, final_logits_bias and HF init", "[unit][bart]") {
-  auto m = make_model("{vocab_size: 300, d_model: 64, encoder_layers: 2, decoder_layers: 3, encoder_attention_heads: 4, "
+  auto m = make_bart("{vocab_size: 300, d_model: 64, encoder_layers: 2, decoder_layers: 3, encoder_attention_heads: 4, "
                       "decoder_attention_heads: 8, encoder_ffn_dim: 128, decoder_ffn_dim: 96, max_position_embeddings: 40}");
   auto p = named(*m);
   CHECK(p.count("model.shared.weight"));
@@ -92,11 +92,11 @@ TEST_CASE("bart has HF names, one embedding, offset positions, final_logits_bias
   CHECK(torch::equal(p.at("model.decoder.layers.0.final_layer_norm.weight"), torch::ones({64})));
   CHECK(torch::equal(p.at("model.encoder.layernorm_embedding.bias"), torch::zeros({64})));
 
-  auto untied = named(*make_model(kBartUntied));
+  auto untied = named(*make_bart(kBartUntied));
   CHECK(untied.count("lm_head.weight"));
   CHECK(near(untied.at("lm_head.weight"), 0.2));
 
-  auto config = make_model(kBartUntied)->config_json();
+  auto config = make_bart(kBartUntied)->config_json();
   CHECK(config["model_type"] == "bart");
   CHECK(config["architectures"] == nlohmann::json::array({"BartForConditionalGeneration"}));
   CHECK(config["is_encoder_decoder"] == true);
@@ -123,13 +123,13 @@ TEST_CASE("bart shapes match the built model and the published bart-base size", 
 }
 
 TEST_CASE("bart decoder inputs are the labels shifted right, the loss scores every label", "[unit][bart]") {
-  auto m = make_model(kBart, 1);
+  auto m = make_bart(kBart, 1);
   auto& bart = dynamic_cast<Bart&>(*m);
   auto labels = torch::tensor({{5, 6, 2, -100}, {7, -100, -100, -100}}, torch::kLong);
   CHECK(torch::equal(bart.shift_right(labels), torch::tensor({{2, 5, 6, 2}, {2, 7, 1, 1}}, torch::kLong)));
   m->eval();
   torch::NoGradGuard no_grad;
-  Batch b = seq2seq_batch();
+  Batch b = bart_batch();
   auto out = m->forward(b);
   CHECK(out.logits.sizes() == torch::IntArrayRef({2, 5, 29}));
   auto expected = torch::nn::functional::cross_entropy(out.logits.reshape({-1, 29}), b.labels.reshape({-1}),
@@ -144,10 +144,10 @@ TEST_CASE("bart decoder inputs are the labels shifted right, the loss scores eve
 }
 
 TEST_CASE("bart reads position p at row p + 2 and refuses sequences beyond max_position_embeddings", "[unit][bart]") {
-  auto m = make_model(kBart, 2);
+  auto m = make_bart(kBart, 2);
   m->eval();
   torch::NoGradGuard no_grad;
-  Batch b = seq2seq_batch();  // sources of 7, targets of 5 tokens
+  Batch b = bart_batch();  // sources of 7, targets of 5 tokens
   const auto base = m->forward(b).logits;
   for (const char* stack : {"encoder", "decoder"}) {
     INFO(stack);
@@ -173,10 +173,10 @@ TEST_CASE("bart reads position p at row p + 2 and refuses sequences beyond max_p
 TEST_CASE("bart honours the source padding mask, cached decoding and greedy generation equal the full forward", "[unit][bart]") {
   for (const char* options : {kBart, kBartUntied}) {
     INFO(options);
-    auto m = make_model(options, 3);
+    auto m = make_bart(options, 3);
     perturb(*m);
     auto& bart = dynamic_cast<Bart&>(*m);
-    Batch b = seq2seq_batch();
+    Batch b = bart_batch();
     hftrain_test::check_padding_and_cached_decoding(*m, b, bart.shift_right(b.labels), bart.options().decoder_layers);
     torch::NoGradGuard no_grad;
 
@@ -202,16 +202,16 @@ TEST_CASE("bart honours the source padding mask, cached decoding and greedy gene
 TEST_CASE("bart gradient checkpointing gives the same gradients", "[unit][bart]") {
   for (const char* options : {kBart, kBartUntied}) {
     INFO(options);
-    hftrain_test::check_checkpointing_keeps_gradients([&] { return make_model(options, 4); }, seq2seq_batch());
+    hftrain_test::check_checkpointing_keeps_gradients([&] { return make_bart(options, 4); }, bart_batch());
     // With dropout on, the recomputation replays the forward's dropout masks.
     std::string dropping = options;
     dropping.replace(dropping.find("dropout: 0"), 10, "dropout: 0.2, attention_dropout: 0.1, activation_dropout: 0.1");
     auto with_dropout = [&](bool checkpointing) {
-      auto m = make_model(dropping, 5);
+      auto m = make_bart(dropping, 5);
       if (checkpointing) m->enable_gradient_checkpointing();
       m->train();
       torch::manual_seed(42);
-      m->forward(seq2seq_batch()).loss.backward();
+      m->forward(bart_batch()).loss.backward();
       return named(*m).at("model.encoder.layers.0.fc1.weight").grad().clone();
     };
     CHECK(torch::allclose(with_dropout(false), with_dropout(true), 1e-5, 1e-7));
@@ -223,7 +223,7 @@ TEST_CASE("bart HF directories: save then load is bitwise, the embedding stored 
   for (const char* options : {kBart, kBartUntied}) {
     INFO(options);
     const bool tied = std::string(options) == kBart;
-    auto saved = make_model(options, 6);
+    auto saved = make_bart(options, 6);
     perturb(*saved);
     const std::string dir = scratch("save");
     save_model_dir(dir, *saved);
@@ -293,14 +293,14 @@ TEST_CASE("bart HF directories: save then load is bitwise, the embedding stored 
 }
 
 TEST_CASE("bart built under DeferredInit materialises the whole construction's values", "[unit][bart][zero3]") {
-  hftrain_test::check_deferred_init_matches_whole([] { return make_model(kBartUntied, 7); });
+  hftrain_test::check_deferred_init_matches_whole([] { return make_bart(kBartUntied, 7); });
 }
 
 TEST_CASE("bart gather units cover every parameter and ZeRO stage 3 trains as stage 0 does", "[unit][bart][zero3]") {
   for (const char* options : {kBart, kBartUntied}) {
     INFO(options);
     {
-      auto model = make_model(options);
+      auto model = make_bart(options);
       std::vector<std::string> names;
       for (auto& np : model->named_parameters()) names.push_back(np.key());
       const auto units = resolve_gather_units(*model, names);
@@ -309,7 +309,7 @@ TEST_CASE("bart gather units cover every parameter and ZeRO stage 3 trains as st
       for (const auto& u : units) covered.insert(u.begin(), u.end());
       CHECK(covered == std::set<std::string>(names.begin(), names.end()));
     }
-    hftrain_test::check_zero3_trains_as_stage0([&] { return make_model(options, 11); }, seq2seq_batch(),
+    hftrain_test::check_zero3_trains_as_stage0([&] { return make_bart(options, 11); }, bart_batch(),
                                                "model.decoder.layers.1.encoder_attn.q_proj.weight");
   }
 }
@@ -319,8 +319,8 @@ TEST_CASE("bart refuses what it does not build with a ConfigError naming the key
     INFO(extra);
     const std::string options = "{vocab_size: 29, d_model: 24, encoder_layers: 1, decoder_layers: 1, "
                                 "encoder_attention_heads: 2, decoder_attention_heads: 2, " + extra + "}";
-    CHECK_THROWS_AS(make_model(options), ConfigError);
-    CHECK_THROWS_WITH(make_model(options), Catch::Contains(key));
+    CHECK_THROWS_AS(make_bart(options), ConfigError);
+    CHECK_THROWS_WITH(make_bart(options), Catch::Contains(key));
   };
   refused("normalize_before: true", "normalize_before");
   refused("add_final_layer_norm: true", "add_final_layer_norm");
@@ -332,16 +332,16 @@ TEST_CASE("bart refuses what it does not build with a ConfigError naming the key
   refused("decoder_attention_heads: 5", "decoder_attention_heads");
   refused("pad_token_id: 29", "pad_token_id");
   refused("decoder_start_token_id: 40", "decoder_start_token_id");
-  CHECK_THROWS_WITH(make_model("{d_model: 8, encoder_attention_heads: 2, decoder_attention_heads: 2}"),
+  CHECK_THROWS_WITH(make_bart("{d_model: 8, encoder_attention_heads: 2, decoder_attention_heads: 2}"),
                     Catch::Contains("vocab_size"));
-  CHECK_THROWS_WITH(make_model("{vocab_size: 29, d_model: 8, encoder_attention_heads: 2, decoder_attention_heads: 2, "
+  CHECK_THROWS_WITH(make_bart("{vocab_size: 29, d_model: 8, encoder_attention_heads: 2, decoder_attention_heads: 2, "
                                "max_position_embeddings: 10}",
                                0, ModelContext{29, 12, 0, 0}),
                     Catch::Contains("max_position_embeddings"));
 
   // An HF config.json with a key hftrain does not build: refused by name through from_pretrained.
   const std::string dir = scratch("refused");
-  auto m = make_model(kBart);
+  auto m = make_bart(kBart);
   save_model_dir(dir, *m);
   auto config = nlohmann::json::parse(read_text_file(dir + "/config.json"));
   config["normalize_before"] = true;

@@ -24,7 +24,7 @@ using hftrain_test::kZero3;
 
 namespace {
 
-std::string write_file(const std::string& name, const std::string& text) {
+std::string write_ds_file(const std::string& name, const std::string& text) {
   auto dir = std::filesystem::temp_directory_path() / ("hftrain_unit_deepspeed_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto path = (dir / name).string();
@@ -48,8 +48,8 @@ std::string spec_with(const std::string& deepspeed_line, const std::string& extr
 }  // namespace
 
 TEST_CASE("the HF docs' ZeRO-2 config maps onto the sections and logs what has no effect", "[unit][deepspeed]") {
-  const std::string ds = write_file("ds_config_zero2.json", kZero2);
-  RunSpec spec = load(write_file("zero2.yaml", spec_with(ds)));
+  const std::string ds = write_ds_file("ds_config_zero2.json", kZero2);
+  RunSpec spec = load(write_ds_file("zero2.yaml", spec_with(ds)));
   CHECK(spec.zero.stage == 2);
   CHECK(spec.zero.offload_optimizer.device == "cpu");
   CHECK(spec.optimizer.type == "adamw");
@@ -66,8 +66,8 @@ TEST_CASE("the HF docs' ZeRO-2 config maps onto the sections and logs what has n
 }
 
 TEST_CASE("the HF docs' ZeRO-3 config fills the model-derived 'auto' values as HF does", "[unit][deepspeed]") {
-  const std::string ds = write_file("ds_config_zero3.json", kZero3);
-  RunSpec spec = load(write_file("zero3.yaml", spec_with(ds)));
+  const std::string ds = write_ds_file("ds_config_zero3.json", kZero3);
+  RunSpec spec = load(write_ds_file("zero3.yaml", spec_with(ds)));
   const int64_t hidden = 32;  // n_embd
   CHECK(spec.zero.stage == 3);
   CHECK(spec.zero.offload_param == "cpu");
@@ -79,12 +79,12 @@ TEST_CASE("the HF docs' ZeRO-3 config fills the model-derived 'auto' values as H
   CHECK_THAT(spec.origins.at("zero.stage3_gather_16bit_weights_on_model_save"),
              Catch::Contains("zero_optimization.stage3_gather_16bit_weights_on_model_save"));
   // A bf16 run: 2-byte gradient buckets.
-  RunSpec bf16 = load(write_file("zero3_bf16.yaml", spec_with(ds, "precision: {bf16: true}\n")));
+  RunSpec bf16 = load(write_ds_file("zero3_bf16.yaml", spec_with(ds, "precision: {bf16: true}\n")));
   CHECK(bf16.distributed.ddp_bucket_cap_mb == Approx(hidden * hidden * 2 / (1024.0 * 1024.0)));
 }
 
 TEST_CASE("'auto' is resolved from TrainingArguments and the run, as HF's table says", "[unit][deepspeed]") {
-  const std::string ds = write_file("auto_table.json", R"({
+  const std::string ds = write_ds_file("auto_table.json", R"({
     "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
     "gradient_clipping": "auto",
     "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
@@ -93,7 +93,7 @@ TEST_CASE("'auto' is resolved from TrainingArguments and the run, as HF's table 
     "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
     "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
                           "stage3_param_persistence_threshold": "auto", "sub_group_size": "auto"}})");
-  RunSpec spec = load(write_file("auto_table.yaml", spec_with(ds, "precision: {bf16: true}\n")));
+  RunSpec spec = load(write_ds_file("auto_table.yaml", spec_with(ds, "precision: {bf16: true}\n")));
   const json r = json::parse(resolve_deepspeed_config(spec, /*world_size=*/3, /*total_steps=*/120, /*warmup_steps=*/12));
   // DeepSpeed key -> the TrainingArguments (or run) value HF puts there.
   CHECK(r["train_micro_batch_size_per_gpu"] == 4);        // per_device_train_batch_size
@@ -121,7 +121,7 @@ TEST_CASE("'auto' is resolved from TrainingArguments and the run, as HF's table 
 }
 
 TEST_CASE("values that disagree with TrainingArguments are all reported, as HF words them", "[unit][deepspeed]") {
-  const std::string ds = write_file("mismatch.json", R"({
+  const std::string ds = write_ds_file("mismatch.json", R"({
   "gradient_accumulation_steps": 4,
   "train_micro_batch_size_per_gpu": 4,
   "gradient_clipping": 0.5,
@@ -129,7 +129,7 @@ TEST_CASE("values that disagree with TrainingArguments are all reported, as HF w
   "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.9, 0.999], "eps": 1e-8}},
   "train_batch_size": 64
 })");
-  const std::string spec_path = write_file("mismatch.yaml", spec_with(ds));
+  const std::string spec_path = write_ds_file("mismatch.yaml", spec_with(ds));
   const std::string err = load_error(spec_path);
   CHECK_THAT(err, Catch::Contains("mismatch.json:2:34: training.deepspeed gradient_accumulation_steps: ds "
                                   "gradient_accumulation_steps=4 vs hf gradient_accumulation_steps=2"));
@@ -139,7 +139,7 @@ TEST_CASE("values that disagree with TrainingArguments are all reported, as HF w
   CHECK_THAT(err, Catch::Contains("ds optimizer.params.betas=[0.9,0.999] vs hf adam_beta1, adam_beta2=[0.9,0.98]"));
   CHECK_THAT(err, Catch::Contains("(5 problems)"));  // micro batch and eps agree
   // train_batch_size needs the world size: checked at train start.
-  RunSpec ok = load(write_file("batch.yaml", spec_with(write_file("batch.json", R"({"train_batch_size": 16})"))));
+  RunSpec ok = load(write_ds_file("batch.yaml", spec_with(write_ds_file("batch.json", R"({"train_batch_size": 16})"))));
   CHECK_NOTHROW(resolve_deepspeed_config(ok, 2, 10, 0));
   try {
     resolve_deepspeed_config(ok, 3, 10, 0);
@@ -151,7 +151,7 @@ TEST_CASE("values that disagree with TrainingArguments are all reported, as HF w
 }
 
 TEST_CASE("misspelt, unavailable and conflicting DeepSpeed keys are refused with their position", "[unit][deepspeed]") {
-  const std::string ds = write_file("typos.json", R"({
+  const std::string ds = write_ds_file("typos.json", R"({
   "zero_optimisation": {"stage": 2},
   "fp16": {"enabled": false, "initial_scale_powr": 12},
   "zero_optimization": {"stage": 2, "overlap_com": true, "zero_quantized_weights": true, "zero_hpz_partition_size": 1},
@@ -160,7 +160,7 @@ TEST_CASE("misspelt, unavailable and conflicting DeepSpeed keys are refused with
   "prescale_gradients": false,
   "curriculum_learning": {"enabled": true}
 })");
-  const std::string err = load_error(write_file("typos.yaml", spec_with(ds)));
+  const std::string err = load_error(write_ds_file("typos.yaml", spec_with(ds)));
   CHECK_THAT(err, Catch::Contains("typos.json:2:24: zero_optimisation: unknown DeepSpeed key 'zero_optimisation' (did you "
                                   "mean 'zero_optimization'?)"));
   CHECK_THAT(err, Catch::Contains("fp16.initial_scale_powr: unknown DeepSpeed key 'initial_scale_powr' (did you mean "
@@ -173,36 +173,36 @@ TEST_CASE("misspelt, unavailable and conflicting DeepSpeed keys are refused with
   CHECK_THAT(err, Catch::Contains("curriculum_learning: curriculum learning is not available"));
   CHECK_THAT(err, !Catch::Contains("prescale_gradients") && !Catch::Contains("zero_hpz_partition_size"));  // neutral values
   // The same setting in the spec's own section and in the DeepSpeed config must agree.
-  const std::string stage2 = write_file("stage2.json", R"({"zero_optimization": {"stage": 2}})");
-  CHECK_THAT(load_error(write_file("conflict.yaml", spec_with(stage2, "zero: {stage: 1}\n"))),
+  const std::string stage2 = write_ds_file("stage2.json", R"({"zero_optimization": {"stage": 2}})");
+  CHECK_THAT(load_error(write_ds_file("conflict.yaml", spec_with(stage2, "zero: {stage: 1}\n"))),
              Catch::Contains("stage2.json:1:33: training.deepspeed zero_optimization.stage: '2' disagrees with zero.stage: '1'"));
-  CHECK(load(write_file("agree.yaml", spec_with(stage2, "zero: {stage: 2}\n"))).zero.stage == 2);
+  CHECK(load(write_ds_file("agree.yaml", spec_with(stage2, "zero: {stage: 2}\n"))).zero.stage == 2);
   // A value the section's schema refuses is located in the DeepSpeed file.
-  const std::string stage5 = write_file("stage5.json", R"({"zero_optimization": {"stage": 5}})");
-  CHECK_THAT(load_error(write_file("stage5.yaml", spec_with(stage5))), Catch::Contains("stage5.json:1:33 (as training.deepspeed "
+  const std::string stage5 = write_ds_file("stage5.json", R"({"zero_optimization": {"stage": 5}})");
+  CHECK_THAT(load_error(write_ds_file("stage5.yaml", spec_with(stage5))), Catch::Contains("stage5.json:1:33 (as training.deepspeed "
                                                                                        "zero_optimization.stage)"));
-  CHECK_THAT(load_error(write_file("missing.yaml", spec_with("no_such_ds.json"))),
+  CHECK_THAT(load_error(write_ds_file("missing.yaml", spec_with("no_such_ds.json"))),
              Catch::Contains("cannot read DeepSpeed config 'no_such_ds.json'"));
-  CHECK_THAT(load_error(write_file("dup.yaml", spec_with(write_file("dup.json", R"({"steps_per_print": 1, "steps_per_print": 2})")))),
+  CHECK_THAT(load_error(write_ds_file("dup.yaml", spec_with(write_ds_file("dup.json", R"({"steps_per_print": 1, "steps_per_print": 2})")))),
              Catch::Contains("duplicate key"));
 }
 
 TEST_CASE("an inline DeepSpeed mapping works like a file, Adam without adam_w_mode is torch Adam", "[unit][deepspeed]") {
-  RunSpec spec = load(write_file("inline.yaml", spec_with("{zero_optimization: {stage: 1}, optimizer: {type: Adam, params: "
+  RunSpec spec = load(write_ds_file("inline.yaml", spec_with("{zero_optimization: {stage: 1}, optimizer: {type: Adam, params: "
                                                           "{adam_w_mode: false}}, communication_data_type: fp32}",
                                                           "precision: {bf16: true}\n")));
   CHECK(spec.zero.stage == 1);
   CHECK(spec.optimizer.type == "adam");
   CHECK(spec.zero.reduce_dtype == "fp32");
-  CHECK(load(write_file("inline2.yaml", spec_with("{optimizer: {type: Adam}}"))).optimizer.type == "adamw");
-  CHECK(load(write_file("inline3.yaml", spec_with("{optimizer: {type: SGD, params: {momentum: 0.9}}}"))).optimizer.type == "sgd");
-  RunSpec cosine = load(write_file("inline5.yaml", spec_with("{scheduler: {type: WarmupCosineLR, params: {cos_min_ratio: 0.1, "
+  CHECK(load(write_ds_file("inline2.yaml", spec_with("{optimizer: {type: Adam}}"))).optimizer.type == "adamw");
+  CHECK(load(write_ds_file("inline3.yaml", spec_with("{optimizer: {type: SGD, params: {momentum: 0.9}}}"))).optimizer.type == "sgd");
+  RunSpec cosine = load(write_ds_file("inline5.yaml", spec_with("{scheduler: {type: WarmupCosineLR, params: {cos_min_ratio: 0.1, "
                                                              "warmup_num_steps: auto, total_num_steps: auto}}}")));
   CHECK(cosine.scheduler.type == "WarmupCosineLR");
-  CHECK_THAT(load_error(write_file("inline6.yaml", spec_with("{scheduler: {type: WarmupCosineLR, params: {warmup_max_lr: 1}}}"))),
+  CHECK_THAT(load_error(write_ds_file("inline6.yaml", spec_with("{scheduler: {type: WarmupCosineLR, params: {warmup_max_lr: 1}}}"))),
              Catch::Contains("unknown DeepSpeed key 'warmup_max_lr'"));
   // DeepSpeed's Adagrad: eps "auto" is HF's adam_epsilon, and its own options land in the optimizer section.
-  RunSpec adagrad = load(write_file("inline4.yaml", spec_with("{optimizer: {type: Adagrad, params: {eps: auto, lr_decay: 0.01}}}")));
+  RunSpec adagrad = load(write_ds_file("inline4.yaml", spec_with("{optimizer: {type: Adagrad, params: {eps: auto, lr_decay: 0.01}}}")));
   REQUIRE(adagrad.optimizer.type == "adagrad");
   const auto& options = *static_cast<const Adagrad::Options*>(adagrad.optimizer.options.get());
   CHECK(options.eps == 1e-8);

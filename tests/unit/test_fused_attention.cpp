@@ -34,13 +34,13 @@ torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k
   return torch::matmul(torch::softmax(scores, -1), v);
 }
 
-struct Case {
+struct AttentionCase {
   int64_t B, H, Tq, Tk, d;
   bool causal;
   int bias;  // 0 none, 1 per batch row [B, 1, 1, Tk] with masked keys, 2 shared [1, 1, 1, Tk]
 };
 
-double max_rel(const torch::Tensor& got, const torch::Tensor& want) {
+double attention_max_rel(const torch::Tensor& got, const torch::Tensor& want) {
   return (got.to(torch::kDouble) - want).abs().max().item<double>() / std::max(1e-3, want.abs().max().item<double>());
 }
 
@@ -48,12 +48,12 @@ double max_rel(const torch::Tensor& got, const torch::Tensor& want) {
 
 TEST_CASE("fused attention equals softmax(q k^T / sqrt(d) + bias) v and its gradients, on every instruction set",
           "[unit][kernels]") {
-  const std::vector<Case> cases = {{2, 3, 7, 7, 5, true, 0},   {1, 2, 17, 17, 33, true, 1}, {2, 2, 5, 9, 16, true, 1},
+  const std::vector<AttentionCase> cases = {{2, 3, 7, 7, 5, true, 0},   {1, 2, 17, 17, 33, true, 1}, {2, 2, 5, 9, 16, true, 1},
                                    {3, 1, 1, 13, 8, true, 2},  {2, 2, 6, 6, 32, false, 1},  {1, 1, 40, 40, 64, true, 0},
                                    {2, 4, 3, 11, 20, false, 2}};
   for (const std::string& isa : kernels::model_kernel_isas()) {
     kernels::set_model_kernel_isa(isa);
-    for (const Case& c : cases) {
+    for (const AttentionCase& c : cases) {
       INFO(isa << ": B " << c.B << " H " << c.H << " Tq " << c.Tq << " Tk " << c.Tk << " d " << c.d << " causal "
                 << c.causal << " bias " << c.bias);
       torch::manual_seed(c.Tq * 7 + c.d);
@@ -76,20 +76,20 @@ TEST_CASE("fused attention equals softmax(q k^T / sqrt(d) + bias) v and its grad
       auto qr = q64.clone().requires_grad_(true), kr = k64.clone().requires_grad_(true), vr = v64.clone().requires_grad_(true);
       auto want = reference_attention(qr, kr, vr, bias, c.causal);
       CHECK(out.sizes() == want.sizes());
-      CHECK(max_rel(out, want) < 2e-6);
+      CHECK(attention_max_rel(out, want) < 2e-6);
       const auto grad_out = torch::randn(want.sizes(), torch::kDouble);
       out.backward(grad_out.to(torch::kFloat));
       want.backward(grad_out);
-      CHECK(max_rel(q.grad(), qr.grad()) < 1e-5);
-      CHECK(max_rel(k.grad(), kr.grad()) < 1e-5);
-      CHECK(max_rel(v.grad(), vr.grad()) < 1e-5);
+      CHECK(attention_max_rel(q.grad(), qr.grad()) < 1e-5);
+      CHECK(attention_max_rel(k.grad(), kr.grad()) < 1e-5);
+      CHECK(attention_max_rel(v.grad(), vr.grad()) < 1e-5);
 
       // bf16 inputs: computed in fp32 from the rounded values, returned in bf16.
       auto qb = q64.to(torch::kBFloat16), kb = k64.to(torch::kBFloat16), vb = v64.to(torch::kBFloat16);
       auto outb = fused_attention(qb, kb, vb, bias, 1.0 / std::sqrt(static_cast<double>(c.d)), c.causal);
       CHECK(outb.scalar_type() == torch::kBFloat16);
       auto wantb = reference_attention(qb.to(torch::kDouble), kb.to(torch::kDouble), vb.to(torch::kDouble), bias, c.causal);
-      CHECK(max_rel(outb, wantb) < 1e-2);
+      CHECK(attention_max_rel(outb, wantb) < 1e-2);
     }
   }
   kernels::set_model_kernel_isa("");

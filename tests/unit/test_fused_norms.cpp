@@ -16,7 +16,7 @@ using namespace hftrain;
 
 namespace {
 
-double max_rel(const torch::Tensor& got, const torch::Tensor& want) {
+double norm_max_rel(const torch::Tensor& got, const torch::Tensor& want) {
   return (got.to(torch::kDouble) - want).abs().max().item<double>() / std::max(1e-6, want.abs().max().item<double>());
 }
 
@@ -42,13 +42,13 @@ TEST_CASE("fused LayerNorm equals torch's layer_norm, values and gradients, on e
         auto w64 = norm->weight.detach().to(torch::kDouble).requires_grad_(true);
         auto b64 = bias ? norm->bias.detach().to(torch::kDouble).requires_grad_(true) : torch::Tensor();
         auto want = torch::layer_norm(x64, {cols}, w64, b64, 1e-5);
-        CHECK(max_rel(y, want) < 2e-6);
+        CHECK(norm_max_rel(y, want) < 2e-6);
         const auto dy = torch::randn(want.sizes(), torch::kDouble);
         y.backward(dy.to(torch::kFloat));
         want.backward(dy);
-        CHECK(max_rel(x.grad(), x64.grad()) < 2e-5);
-        CHECK(max_rel(norm->weight.grad(), w64.grad()) < 2e-5);
-        if (bias) CHECK(max_rel(norm->bias.grad(), b64.grad()) < 2e-5);
+        CHECK(norm_max_rel(x.grad(), x64.grad()) < 2e-5);
+        CHECK(norm_max_rel(norm->weight.grad(), w64.grad()) < 2e-5);
+        if (bias) CHECK(norm_max_rel(norm->bias.grad(), b64.grad()) < 2e-5);
       }
     }
   }
@@ -69,12 +69,12 @@ TEST_CASE("fused RMSNorm equals weight * x / sqrt(mean(x^2) + eps), values and g
       auto x64 = x.detach().to(torch::kDouble).requires_grad_(true);
       auto w64 = w.detach().to(torch::kDouble).requires_grad_(true);
       auto want = w64 * (x64 * torch::rsqrt(x64.pow(2).mean(-1, true) + 1e-6));
-      CHECK(max_rel(y, want) < 2e-6);
+      CHECK(norm_max_rel(y, want) < 2e-6);
       const auto dy = torch::randn(want.sizes(), torch::kDouble);
       y.backward(dy.to(torch::kFloat));
       want.backward(dy);
-      CHECK(max_rel(x.grad(), x64.grad()) < 2e-5);
-      CHECK(max_rel(w.grad(), w64.grad()) < 2e-5);
+      CHECK(norm_max_rel(x.grad(), x64.grad()) < 2e-5);
+      CHECK(norm_max_rel(w.grad(), w64.grad()) < 2e-5);
     }
   }
   kernels::set_model_kernel_isa("");
@@ -169,7 +169,7 @@ TEST_CASE("the residual add fused into LayerNorm and RMSNorm equals the add and 
           auto s64 = x64 + u64;
           auto want = rms ? w64 * (s64 * torch::rsqrt(s64.pow(2).mean(-1, true) + 1e-6))
                           : torch::layer_norm(s64, {cols}, w64, b64, 1e-5);
-          CHECK(max_rel(y, want) < 2e-6);
+          CHECK(norm_max_rel(y, want) < 2e-6);
           const auto dy = torch::randn(want.sizes(), torch::kDouble), ds = torch::randn(want.sizes(), torch::kDouble);
           auto loss = (y * dy.to(torch::kFloat)).sum();
           auto loss64 = (want * dy).sum();
@@ -179,10 +179,10 @@ TEST_CASE("the residual add fused into LayerNorm and RMSNorm equals the add and 
           }
           loss.backward();
           loss64.backward();
-          CHECK(max_rel(x.grad(), x64.grad()) < 2e-5);
-          CHECK(max_rel(u.grad(), u64.grad()) < 2e-5);
-          CHECK(max_rel(norm->weight.grad(), w64.grad()) < 2e-5);
-          if (!rms) CHECK(max_rel(norm->bias.grad(), b64.grad()) < 2e-5);
+          CHECK(norm_max_rel(x.grad(), x64.grad()) < 2e-5);
+          CHECK(norm_max_rel(u.grad(), u64.grad()) < 2e-5);
+          CHECK(norm_max_rel(norm->weight.grad(), w64.grad()) < 2e-5);
+          if (!rms) CHECK(norm_max_rel(norm->bias.grad(), b64.grad()) < 2e-5);
         }
       }
     }

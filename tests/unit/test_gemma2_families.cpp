@@ -24,29 +24,29 @@ using namespace hftrain;
 
 namespace {
 
-const std::string sizes = "vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 3, "
+const std::string gemma_sizes = "vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 3, "
                           "num_attention_heads: 4, num_key_value_heads: 2, head_dim: 12, max_position_embeddings: 40, "
                           "initializer_range: 0.3, query_pre_attn_scalar: 20";
 
 // Each family with small caps and short windows; `plain` drops what `options` adds (windows, caps).
-struct Case {
+struct GemmaCase {
   std::string type, options, plain;
 };
 
-const std::vector<Case>& cases() {
-  static const std::vector<Case> c = {
-      {"gemma2", "{" + sizes + ", sliding_window: 3, attn_logit_softcapping: 1.0, final_logit_softcapping: 2.0, "
+const std::vector<GemmaCase>& cases() {
+  static const std::vector<GemmaCase> c = {
+      {"gemma2", "{" + gemma_sizes + ", sliding_window: 3, attn_logit_softcapping: 1.0, final_logit_softcapping: 2.0, "
                  "layer_types: [sliding_attention, full_attention, sliding_attention]}",
-       "{" + sizes + ", sliding_window: 100, attn_logit_softcapping: null, final_logit_softcapping: null}"},
-      {"gemma3_text", "{" + sizes + ", sliding_window: 4, sliding_window_pattern: 2, rope_local_base_freq: 100, "
+       "{" + gemma_sizes + ", sliding_window: 100, attn_logit_softcapping: null, final_logit_softcapping: null}"},
+      {"gemma3_text", "{" + gemma_sizes + ", sliding_window: 4, sliding_window_pattern: 2, rope_local_base_freq: 100, "
                       "rope_scaling: {rope_type: linear, factor: 8.0}, attn_logit_softcapping: 1.5, "
                       "final_logit_softcapping: 3.0, tie_word_embeddings: false}",
-       "{" + sizes + ", sliding_window: 100, sliding_window_pattern: 2, rope_local_base_freq: 100, "
+       "{" + gemma_sizes + ", sliding_window: 100, sliding_window_pattern: 2, rope_local_base_freq: 100, "
                      "rope_scaling: {rope_type: linear, factor: 8.0}, tie_word_embeddings: false}"}};
   return c;
 }
 
-torch::Tensor ids_of(const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong).unsqueeze(0); }
+torch::Tensor gemma_ids_of(const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong).unsqueeze(0); }
 
 Batch padded_batch() {
   Batch batch;
@@ -61,14 +61,14 @@ Batch padded_batch() {
 
 TEST_CASE("gemma2 and gemma3_text: soft-capped windowed attention in the KV cache, batched generation and padding-free "
           "rows follows the full forward", "[unit][hfmodels][decoder_families][gemma2]") {
-  for (const Case& f : cases()) {
+  for (const GemmaCase& f : cases()) {
     INFO(f.type);
     auto m = hftrain_test::build_model(f.type, f.options, 3);
     m->eval();
     torch::NoGradGuard no_grad;
     const std::vector<int64_t> seq = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
     Batch full;
-    full.input_ids = ids_of(seq);
+    full.input_ids = gemma_ids_of(seq);
     const auto expected = m->forward(full).logits;
     {  // the windows and caps bind: the same weights without them give other logits
       auto plain = hftrain_test::build_model(f.type, f.plain, 3);
@@ -82,11 +82,11 @@ TEST_CASE("gemma2 and gemma3_text: soft-capped windowed attention in the KV cach
     CHECK(torch::allclose(torch::cat(parts, 1), expected, 1e-5, 1e-5));
 
     Batch packed;  // a padding-free row of two examples: each as it is alone
-    packed.input_ids = ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 7, 7, 2, 1, 4, 4, 6});
+    packed.input_ids = gemma_ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 7, 7, 2, 1, 4, 4, 6});
     packed.position_ids = torch::cat({torch::arange(12), torch::arange(7)}).unsqueeze(0);
     packed.packed_lengths = {12, 7};
     Batch second;
-    second.input_ids = ids_of({7, 7, 2, 1, 4, 4, 6});
+    second.input_ids = gemma_ids_of({7, 7, 2, 1, 4, 4, 6});
     const auto logits = m->forward(packed).logits;
     CHECK(torch::allclose(logits.slice(1, 0, 12), expected, 1e-5, 1e-5));
     CHECK(torch::allclose(logits.slice(1, 12, 19), m->forward(second).logits, 1e-5, 1e-5));
@@ -103,7 +103,7 @@ TEST_CASE("gemma2 and gemma3_text: soft-capped windowed attention in the KV cach
       std::vector<int64_t> row = p;
       for (const int64_t token : alone.back()) {
         Batch b;
-        b.input_ids = ids_of(row);
+        b.input_ids = gemma_ids_of(row);
         CHECK(m->forward(b).logits[0][static_cast<int64_t>(row.size()) - 1].argmax().item<int64_t>() == token);
         row.push_back(token);
       }
@@ -143,7 +143,7 @@ TEST_CASE("gemma2 and gemma3_text config.json is the declaration, loads back (v5
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   auto write = [](const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; };
-  for (const Case& f : cases()) {
+  for (const GemmaCase& f : cases()) {
     INFO(f.type);
     const bool gemma3 = f.type == "gemma3_text";
     auto m = hftrain_test::build_model(f.type, f.options, 5);
@@ -208,19 +208,19 @@ TEST_CASE("gemma2 and gemma3_text config.json is the declaration, loads back (v5
   std::filesystem::remove_all(dir);
   // a layer type neither builds; hidden_act without hidden_activation, which HF's Gemma2 / Gemma3 MLPs read instead;
   // a negative cap
-  CHECK_THROWS_WITH(hftrain_test::build_model("gemma2", "{" + sizes + ", layer_types: [sliding_attention, "
+  CHECK_THROWS_WITH(hftrain_test::build_model("gemma2", "{" + gemma_sizes + ", layer_types: [sliding_attention, "
                                               "chunked_attention, full_attention]}"),
                     Catch::Contains("layer_types") && Catch::Contains("chunked_attention"));
-  CHECK_THROWS_WITH(hftrain_test::build_model("gemma3_text", "{" + sizes + ", hidden_act: silu}"),
+  CHECK_THROWS_WITH(hftrain_test::build_model("gemma3_text", "{" + gemma_sizes + ", hidden_act: silu}"),
                     Catch::Contains("hidden_act") && Catch::Contains("hidden_activation"));
-  CHECK_THROWS_WITH(hftrain_test::build_model("gemma2", "{" + sizes + ", final_logit_softcapping: -1}"),
+  CHECK_THROWS_WITH(hftrain_test::build_model("gemma2", "{" + gemma_sizes + ", final_logit_softcapping: -1}"),
                     Catch::Contains("final_logit_softcapping"));
 }
 
 TEST_CASE("gemma2 and gemma3_text train at ZeRO-3 as at stage 0, build under zero.Init, and checkpoint exactly",
           "[unit][decoder_families][zero3][gemma2]") {
   const Batch batch = padded_batch();
-  for (const Case& f : cases()) {
+  for (const GemmaCase& f : cases()) {
     INFO(f.type);
     auto make = [&] { return hftrain_test::build_model(f.type, f.options, 9); };
     hftrain_test::check_zero3_trains_as_stage0(make, batch, "model.layers.0.self_attn.q_proj.weight");
@@ -239,7 +239,7 @@ TEST_CASE("gemma2 and gemma3_text train at ZeRO-3 as at stage 0, build under zer
 
 TEST_CASE("gemma2 and gemma3_text with bf16 weights compute their (1 + weight) norms in float32 and follow the float32 "
           "model", "[unit][hfmodels][decoder_families][gemma2]") {
-  for (const Case& f : cases()) {
+  for (const GemmaCase& f : cases()) {
     INFO(f.type);
     auto m = hftrain_test::build_model(f.type, f.options, 3);
     {
@@ -250,7 +250,7 @@ TEST_CASE("gemma2 and gemma3_text with bf16 weights compute their (1 + weight) n
     m->eval();
     torch::NoGradGuard no_grad;
     Batch batch;
-    batch.input_ids = ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8});
+    batch.input_ids = gemma_ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8});
     const auto expected = m->forward(batch).logits;
     m->to(torch::kBFloat16);
     const auto logits = m->forward(batch).logits;

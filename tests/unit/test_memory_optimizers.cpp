@@ -21,7 +21,7 @@ namespace {
 
 using Params = hftrain_test::NamedParams;
 
-std::unique_ptr<Optimizer> make(const std::string& type, const std::string& yaml, std::vector<ParamGroup> groups,
+std::unique_ptr<Optimizer> make_memory_optimizer(const std::string& type, const std::string& yaml, std::vector<ParamGroup> groups,
                                 OptimizerHyper hyper = {}) {
   return hftrain_test::make_optimizer(type, yaml, std::move(groups), hyper);
 }
@@ -71,9 +71,9 @@ TEST_CASE("block-wise quantisation: absmax per block, exact extremes, bounded er
 
 TEST_CASE("adamw_8bit: fp32 moments below min_8bit_size equal adamw, 8-bit stays close", "[unit][optim][quant]") {
   Params a, b, c;
-  auto fp32 = make("adamw", "{}", a.groups());
-  auto small = make("adamw_8bit", "{min_8bit_size: 100000}", b.groups());  // nothing quantised
-  auto q8 = make("adamw_8bit", "{min_8bit_size: 0, block_size: 64}", c.groups());
+  auto fp32 = make_memory_optimizer("adamw", "{}", a.groups());
+  auto small = make_memory_optimizer("adamw_8bit", "{min_8bit_size: 100000}", b.groups());  // nothing quantised
+  auto q8 = make_memory_optimizer("adamw_8bit", "{min_8bit_size: 0, block_size: 64}", c.groups());
   for (int k = 0; k < 20; ++k) {
     a.set_grads(k), b.set_grads(k), c.set_grads(k);
     fp32->step(1e-2), small->step(1e-2), q8->step(1e-2);
@@ -103,7 +103,7 @@ TEST_CASE("adamw_8bit and galore: state round trip continues bitwise", "[unit][o
     OptimizerHyper hyper;
     hyper.low_rank_params = {"w"};
     Params a, b;
-    auto first = make(c.type, c.yaml, a.groups(), hyper);
+    auto first = make_memory_optimizer(c.type, c.yaml, a.groups(), hyper);
     for (int k = 0; k < 6; ++k) a.set_grads(k), first->step(1e-2);
     // b restarts from a's weights and state (a fresh optimizer), then both take steps 7..10 (a refresh at 9).
     {
@@ -111,7 +111,7 @@ TEST_CASE("adamw_8bit and galore: state round trip continues bitwise", "[unit][o
       b.w.copy_(a.w);
       b.v.copy_(a.v);
     }
-    auto second = make(c.type, c.yaml, b.groups(), hyper);
+    auto second = make_memory_optimizer(c.type, c.yaml, b.groups(), hyper);
     std::map<std::string, torch::Tensor> saved;
     for (const auto& [k, v] : first->state()) saved[k] = v.clone();
     second->load_state(saved);
@@ -164,16 +164,16 @@ TEST_CASE("galore projector: low-rank shapes per proj_type and refresh every upd
 
 TEST_CASE("galore: refuses a run without targets and a non-matrix target", "[unit][optim][galore]") {
   Params a;
-  CHECK_THROWS_WITH(make("galore_adamw", "{}", a.groups()), Contains("training.optim_target_modules"));
+  CHECK_THROWS_WITH(make_memory_optimizer("galore_adamw", "{}", a.groups()), Contains("training.optim_target_modules"));
   OptimizerHyper hyper;
   hyper.low_rank_params = {"v"};
-  CHECK_THROWS_WITH(make("galore_adamw", "{}", a.groups(), hyper), Contains("'v' is not a 2-D weight"));
+  CHECK_THROWS_WITH(make_memory_optimizer("galore_adamw", "{}", a.groups(), hyper), Contains("'v' is not a 2-D weight"));
   // A checkpoint of another proj_type does not load as this one.
   hyper.low_rank_params = {"w"};
-  auto left = make("galore_adamw", "{rank: 2, proj_type: left}", a.groups(), hyper);
+  auto left = make_memory_optimizer("galore_adamw", "{rank: 2, proj_type: left}", a.groups(), hyper);
   a.set_grads(0);
   left->step(1e-3);
-  auto right = make("galore_adamw", "{rank: 2, proj_type: right}", Params().groups(), hyper);
+  auto right = make_memory_optimizer("galore_adamw", "{rank: 2, proj_type: right}", Params().groups(), hyper);
   CHECK_THROWS_WITH(right->load_state(left->state()), Contains("proj_type"));
 }
 
@@ -215,8 +215,8 @@ TEST_CASE("layer-wise galore steps inside backward like the plain step, one grad
   OptimizerHyper hyper;
   hyper.low_rank_params = {"w"};
   Params a, b;
-  auto plain = make("galore_adamw", "{rank: 3, update_proj_gap: 2}", a.groups(), hyper);
-  auto layerwise = make("galore_adamw_layerwise", "{rank: 3, update_proj_gap: 2}", b.groups(), hyper);
+  auto plain = make_memory_optimizer("galore_adamw", "{rank: 3, update_proj_gap: 2}", a.groups(), hyper);
+  auto layerwise = make_memory_optimizer("galore_adamw_layerwise", "{rank: 3, update_proj_gap: 2}", b.groups(), hyper);
   REQUIRE(layerwise->steps_in_backward());
   BackwardStepper stepper(*layerwise);
   torch::manual_seed(9);

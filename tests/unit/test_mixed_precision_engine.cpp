@@ -30,9 +30,9 @@ using namespace hftrain;
 namespace {
 
 // Two layers with sizes that do not divide evenly (padding) and biases (two optimizer groups).
-struct Net {
+struct PrecisionNet {
   torch::Tensor w1, b1, w2, b2;
-  Net() {
+  PrecisionNet() {
     torch::manual_seed(7);
     w1 = (torch::randn({9, 5}) * 0.5).requires_grad_();
     b1 = (torch::randn({9}) * 0.1).requires_grad_();
@@ -75,12 +75,12 @@ TEST_CASE("mp worker: bf16 stages agree and hold the ZeRO formula's bytes", "[.m
   auto rows = torch::arange(rank, 12, n);
 
   LocalComm local;
-  Net ref_net;
+  PrecisionNet ref_net;
   ZeroEngine ref(make_param_groups(ref_net.named(), 0.1), ref_net.order(), adamw, bf16_options(0), local);
-  std::vector<std::unique_ptr<Net>> nets;
+  std::vector<std::unique_ptr<PrecisionNet>> nets;
   std::vector<std::unique_ptr<ZeroEngine>> engines;
   for (int stage : {0, 1, 2}) {
-    nets.push_back(std::make_unique<Net>());
+    nets.push_back(std::make_unique<PrecisionNet>());
     engines.push_back(std::make_unique<ZeroEngine>(make_param_groups(nets.back()->named(), 0.1),
                                                            nets.back()->order(), adamw, bf16_options(stage), *comm));
   }
@@ -135,7 +135,7 @@ TEST_CASE("mp worker: bf16 stages agree and hold the ZeRO formula's bytes", "[.m
 TEST_CASE("mp worker: one rank's overflow skips the step everywhere", "[.mp_worker]") {
   auto comm = hftrain_test::worker_comm();
   const int stage = std::stoi(std::getenv("HFTRAIN_TEST_STAGE"));
-  Net net;
+  PrecisionNet net;
   EngineSettings o = bf16_options(stage, 1.0);
   o.precision.scaler.dynamic = true;
   o.precision.scaler.initial_scale_power = 8;
@@ -208,7 +208,7 @@ TEST_CASE("an overflowed step leaves the weights of a run that never saw that ba
   o.precision.scaler.initial_scale_power = 10;
   o.precision.scaler.hysteresis = 1;
   LocalComm comm;
-  Net a, b;
+  PrecisionNet a, b;
   ZeroEngine skipped(make_param_groups(a.named(), 0.1), a.order(), adamw, o, comm);
   ZeroEngine never(make_param_groups(b.named(), 0.1), b.order(), adamw, o, comm);
   std::vector<double> scales;

@@ -27,21 +27,21 @@ using namespace hftrain;
 
 namespace {
 
-const std::string sizes = "vocab_size: 29, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, "
+const std::string moe_sizes = "vocab_size: 29, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, "
                           "num_key_value_heads: 2, max_position_embeddings: 40";
 
 // Each family small, its routing binding (several experts, top-k below them).
 const std::vector<std::pair<std::string, std::string>>& families() {
   static const std::vector<std::pair<std::string, std::string>> f = {
-      {"mixtral", "{" + sizes + ", intermediate_size: 24, num_local_experts: 4, num_experts_per_tok: 2, sliding_window: 5}"},
-      {"qwen2_moe", "{" + sizes + ", intermediate_size: 40, num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 16, "
+      {"mixtral", "{" + moe_sizes + ", intermediate_size: 24, num_local_experts: 4, num_experts_per_tok: 2, sliding_window: 5}"},
+      {"qwen2_moe", "{" + moe_sizes + ", intermediate_size: 40, num_experts: 4, num_experts_per_tok: 2, moe_intermediate_size: 16, "
                     "shared_expert_intermediate_size: 20, mlp_only_layers: [0], output_router_logits: true, router_aux_loss_coef: 0.1}"},
-      {"qwen3_moe", "{" + sizes + ", intermediate_size: 40, head_dim: 12, num_experts: 6, num_experts_per_tok: 3, "
+      {"qwen3_moe", "{" + moe_sizes + ", intermediate_size: 40, head_dim: 12, num_experts: 6, num_experts_per_tok: 3, "
                     "moe_intermediate_size: 16, norm_topk_prob: true}"}};
   return f;
 }
 
-torch::Tensor ids_of(const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong).unsqueeze(0); }
+torch::Tensor moe_ids_of(const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong).unsqueeze(0); }
 
 Batch lm_batch() {
   Batch batch;
@@ -63,11 +63,11 @@ TEST_CASE("MoE families: routing is per token, the KV cache, batched generation 
     torch::NoGradGuard no_grad;
     const std::vector<int64_t> seq = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
     Batch alone;
-    alone.input_ids = ids_of(seq);
+    alone.input_ids = moe_ids_of(seq);
     const auto expected = m->forward(alone).logits;
     // in a batch beside another row (padded), the row's tokens route and come out as alone
     Batch pair;
-    pair.input_ids = torch::cat({alone.input_ids, ids_of({7, 7, 2, 1, 4, 4, 6, 0, 0, 0, 0, 0})});
+    pair.input_ids = torch::cat({alone.input_ids, moe_ids_of({7, 7, 2, 1, 4, 4, 6, 0, 0, 0, 0, 0})});
     pair.attention_mask = torch::ones({2, 12}, torch::kLong);
     pair.attention_mask[1].slice(0, 7).fill_(0);
     CHECK(torch::allclose(m->forward(pair).logits[0], expected[0], 1e-5, 1e-5));
@@ -78,11 +78,11 @@ TEST_CASE("MoE families: routing is per token, the KV cache, batched generation 
     CHECK(torch::allclose(torch::cat(parts, 1), expected, 1e-5, 1e-5));
 
     Batch packed;  // a padding-free row of two examples: each as it is alone
-    packed.input_ids = ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 7, 7, 2, 1, 4, 4, 6});
+    packed.input_ids = moe_ids_of({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 7, 7, 2, 1, 4, 4, 6});
     packed.position_ids = torch::cat({torch::arange(12), torch::arange(7)}).unsqueeze(0);
     packed.packed_lengths = {12, 7};
     Batch second;
-    second.input_ids = ids_of({7, 7, 2, 1, 4, 4, 6});
+    second.input_ids = moe_ids_of({7, 7, 2, 1, 4, 4, 6});
     const auto logits = m->forward(packed).logits;
     CHECK(torch::allclose(logits.slice(1, 0, 12), expected, 1e-5, 1e-5));
     CHECK(torch::allclose(logits.slice(1, 12, 19), m->forward(second).logits, 1e-5, 1e-5));
@@ -99,11 +99,11 @@ TEST_CASE("MoE families: routing is per token, the KV cache, batched generation 
 
 TEST_CASE("an expert no token chose gets a zero gradient, the chosen ones a non-zero one", "[unit][moe]") {
   // 8 experts, top-1, one token: in each layer one expert runs on it and seven on no token
-  auto m = hftrain_test::build_model("mixtral", "{" + sizes + ", intermediate_size: 16, num_local_experts: 8, "
+  auto m = hftrain_test::build_model("mixtral", "{" + moe_sizes + ", intermediate_size: 16, num_local_experts: 8, "
                                                 "num_experts_per_tok: 1}", 4);
   m->train();
   Batch batch;
-  batch.input_ids = ids_of({5, 6});
+  batch.input_ids = moe_ids_of({5, 6});
   batch.labels = batch.input_ids.clone();
   m->forward(batch).loss.backward();
   for (int layer = 0; layer < 2; ++layer) {
@@ -122,7 +122,7 @@ TEST_CASE("an expert no token chose gets a zero gradient, the chosen ones a non-
 }
 
 TEST_CASE("a 1-expert top-1 mixtral is llama with the expert as its MLP", "[unit][moe]") {
-  const std::string dense = "{" + sizes + ", intermediate_size: 24, rms_norm_eps: 1e-5, rope_theta: 1000000.0";
+  const std::string dense = "{" + moe_sizes + ", intermediate_size: 24, rms_norm_eps: 1e-5, rope_theta: 1000000.0";
   auto mixtral = hftrain_test::build_model("mixtral", dense + ", num_local_experts: 1, num_experts_per_tok: 1}", 3);
   auto llama = hftrain_test::build_model("llama", dense + "}", 4);
   {
@@ -146,7 +146,7 @@ TEST_CASE("a 1-expert top-1 mixtral is llama with the expert as its MLP", "[unit
 TEST_CASE("output_router_logits adds router_aux_loss_coef times the load-balancing loss, under gradient checkpointing "
           "too, jitter only in training",
           "[unit][moe]") {
-  const std::string base = "{" + sizes + ", intermediate_size: 24, num_local_experts: 4, num_experts_per_tok: 2";
+  const std::string base = "{" + moe_sizes + ", intermediate_size: 24, num_local_experts: 4, num_experts_per_tok: 2";
   auto plain = hftrain_test::build_model("mixtral", base + "}", 5);
   auto with_aux = hftrain_test::build_model("mixtral", base + ", output_router_logits: true, router_aux_loss_coef: 0.5}", 5);
   plain->train();
@@ -207,7 +207,7 @@ TEST_CASE("the reported expert fractions are each expert's share of the top-k sl
   CHECK(record->expert_slots.sum().item<double>() == 2 * 9 * 2);
   for (int64_t e = 0; e < 5; ++e) CHECK(record->expert_slots[e].item<double>() == expected[static_cast<std::size_t>(e)]);
   // the model: the shares sum to 1, named in expert order, the same with gradient checkpointing's recomputation
-  const std::string base = "{" + sizes + ", intermediate_size: 24, num_local_experts: 4, num_experts_per_tok: 2}";
+  const std::string base = "{" + moe_sizes + ", intermediate_size: 24, num_local_experts: 4, num_experts_per_tok: 2}";
   std::vector<std::pair<std::string, double>> reported[2];
   for (const bool checkpointing : {false, true}) {
     auto m = hftrain_test::build_model("mixtral", base, 5);

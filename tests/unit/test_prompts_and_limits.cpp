@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string write_file(const std::string& name, const std::string& text) {
+std::string write_prompt_file(const std::string& name, const std::string& text) {
   auto dir = fs::temp_directory_path() / ("hftrain_unit_prompts_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   auto path = (dir / name).string();
@@ -32,34 +32,34 @@ std::string write_file(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST_CASE("prompts files: one prompt per line or row and verbatim", "[unit][prompts]") {
-  auto txt = read_prompts(write_file("p.txt", "ROMEO: \n\n  indented\r\nlast"), "text");
+  auto txt = read_prompts(write_prompt_file("p.txt", "ROMEO: \n\n  indented\r\nlast"), "text");
   REQUIRE(txt.size() == 3u);
   CHECK(txt[0].text == "ROMEO: ");
   CHECK(txt[1].text == "  indented");
   CHECK(txt[1].line == 3);
   CHECK(txt[2].text == "last");
-  auto jsonl = read_prompts(write_file("p.jsonl", "{\"text\": \"a\\nb\", \"q\": \"x\"}\n\n{\"text\": \" c\", \"q\": \"y\"}\n"), "text");
+  auto jsonl = read_prompts(write_prompt_file("p.jsonl", "{\"text\": \"a\\nb\", \"q\": \"x\"}\n\n{\"text\": \" c\", \"q\": \"y\"}\n"), "text");
   REQUIRE(jsonl.size() == 2u);
   CHECK(jsonl[0].text == "a\nb");
   CHECK(jsonl[1].text == " c");
-  CHECK(read_prompts(write_file("q.jsonl", "{\"text\": \"a\", \"q\": \"x\"}\n"), "q").at(0).text == "x");
-  CHECK(read_prompts(write_file("p.csv", "id,prompt\n1,\"hello, world\"\n"), "prompt").at(0).text == "hello, world");
+  CHECK(read_prompts(write_prompt_file("q.jsonl", "{\"text\": \"a\", \"q\": \"x\"}\n"), "q").at(0).text == "x");
+  CHECK(read_prompts(write_prompt_file("p.csv", "id,prompt\n1,\"hello, world\"\n"), "prompt").at(0).text == "hello, world");
 
-  CHECK_THAT(config_error([] { read_prompts(write_file("m.jsonl", "{\"text\": \"a\"}\n{\"t\": \"b\"}\n"), "text"); }),
+  CHECK_THAT(config_error([] { read_prompts(write_prompt_file("m.jsonl", "{\"text\": \"a\"}\n{\"t\": \"b\"}\n"), "text"); }),
              Catch::Contains("m.jsonl:2: no field 'text'"));
-  CHECK_THAT(config_error([] { read_prompts(write_file("n.jsonl", "{\"text\": 3}\n"), "text"); }),
+  CHECK_THAT(config_error([] { read_prompts(write_prompt_file("n.jsonl", "{\"text\": 3}\n"), "text"); }),
              Catch::Contains("n.jsonl:1: field 'text' is not a string"));
-  CHECK_THAT(config_error([] { read_prompts(write_file("e.jsonl", "{\"text\": \"\"}\n"), "text"); }),
+  CHECK_THAT(config_error([] { read_prompts(write_prompt_file("e.jsonl", "{\"text\": \"\"}\n"), "text"); }),
              Catch::Contains("e.jsonl:1: field 'text' is an empty prompt"));
-  CHECK_THAT(config_error([] { read_prompts(write_file("blank.txt", "\n  \n"), "text"); }), (Catch::Contains("holds no prompt") || Catch::Contains("is empty")) && Catch::Contains("blank.txt"));
-  CHECK(read_prompts(write_file("blank3.txt", "\n  \nx\n \n"), "text").size() == 1u);  // blank lines are no prompts
-  CHECK_THAT(config_error([] { read_prompts(write_file("blank4.jsonl", "\n"), "text"); }), Catch::Contains("blank4.jsonl"));
+  CHECK_THAT(config_error([] { read_prompts(write_prompt_file("blank.txt", "\n  \n"), "text"); }), (Catch::Contains("holds no prompt") || Catch::Contains("is empty")) && Catch::Contains("blank.txt"));
+  CHECK(read_prompts(write_prompt_file("blank3.txt", "\n  \nx\n \n"), "text").size() == 1u);  // blank lines are no prompts
+  CHECK_THAT(config_error([] { read_prompts(write_prompt_file("blank4.jsonl", "\n"), "text"); }), Catch::Contains("blank4.jsonl"));
   CHECK_THAT(config_error([] { read_prompts("/nonexistent/prompts.txt", "text"); }), Catch::Contains("/nonexistent/prompts.txt"));
 }
 
 TEST_CASE("max_train_samples / max_eval_samples / max_predict_samples keep the first examples of their split",
           "[unit][prompts]") {
-  const std::string train = write_file("train.jsonl", "{\"text\": \"aa\"}\n{\"text\": \"bbb\"}\n{\"text\": \"c\"}\n");
+  const std::string train = write_prompt_file("train.jsonl", "{\"text\": \"aa\"}\n{\"text\": \"bbb\"}\n{\"text\": \"c\"}\n");
   FileDataSource::Options o;
   o.train_file = train;
   o.validation_file = train;
@@ -77,7 +77,7 @@ TEST_CASE("max_train_samples / max_eval_samples / max_predict_samples keep the f
   CHECK(first_examples(full_train, 10) == full_train);  // fewer examples than the limit: all of them
 
   // In the spec: keys of the data section for every data type, validated and dumped.
-  const std::string spec = write_file("spec.yaml", "model: {type: gpt, n_layer: 1}\n"
+  const std::string spec = write_prompt_file("spec.yaml", "model: {type: gpt, n_layer: 1}\n"
                                                    "data: {type: digit_reversal, max_train_samples: 5, max_predict_samples: 2}\n"
                                                    "training: {output_dir: out}\n");
   RunSpec s = load_run_spec(spec, {"data.max_eval_samples=3"}, builtin_components().catalog());
@@ -94,7 +94,7 @@ TEST_CASE("max_train_samples / max_eval_samples / max_predict_samples keep the f
 TEST_CASE("a missing data file no split in use reads is skipped, and one in use is an error", "[unit][prompts]") {
   FileDataSource::Options o;
   o.train_file = "/nonexistent/train.jsonl";
-  o.validation_file = write_file("val.jsonl", "{\"text\": \"hello\"}\n");
+  o.validation_file = write_prompt_file("val.jsonl", "{\"text\": \"hello\"}\n");
   o.cache_dir = (fs::temp_directory_path() / ("hftrain_unit_prompts_" + std::to_string(::getpid())) / "cache").string();
   JsonlSource eval_only(o, DataUse{false, true, false});
   CHECK(eval_only.split("eval")->size() == 1);
@@ -118,7 +118,7 @@ TEST_CASE("eval / predict progress lines are titled and have no epoch", "[unit][
 }
 
 TEST_CASE("max_train_samples under training points to the data section", "[unit][prompts]") {
-  const std::string spec = write_file("hint.yaml", "model: {type: gpt, n_layer: 1}\ndata: {type: digit_reversal}\n"
+  const std::string spec = write_prompt_file("hint.yaml", "model: {type: gpt, n_layer: 1}\ndata: {type: digit_reversal}\n"
                                                    "training: {max_train_samples: 4}\n");
   CHECK_THAT(config_error([&] { load_run_spec(spec, {}, builtin_components().catalog()); }),
              Catch::Contains("in hftrain it is data.max_train_samples"));

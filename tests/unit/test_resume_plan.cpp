@@ -21,9 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class CountingDataset : public Dataset {
+class ResumeCountingDataset : public Dataset {
  public:
-  explicit CountingDataset(int64_t n) : n_(n) {}
+  explicit ResumeCountingDataset(int64_t n) : n_(n) {}
   int64_t size() const override { return n_; }
   Example get(int64_t index) const override {
     Example e;
@@ -170,7 +170,7 @@ TEST_CASE("resume plan: epochs, a finished epoch, nothing left, ignore_data_skip
 
 TEST_CASE("resumed on any layout, every example of an epoch is read once and the run ends at max_steps", "[unit][resume]") {
   // 50 examples (not a multiple of any global batch here): saved after 9 steps, resumed on other layouts.
-  auto data = std::make_shared<CountingDataset>(50);
+  auto data = std::make_shared<ResumeCountingDataset>(50);
   const int64_t max_steps = 23;
   for (const auto& [saving, resuming] : std::vector<std::pair<Layout, Layout>>{
            {{2, 3, 1}, {1, 3, 1}}, {{2, 3, 1}, {1, 6, 1}}, {{1, 4, 2}, {2, 4, 2}}, {{1, 6, 2}, {3, 2, 2}},

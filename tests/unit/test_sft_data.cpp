@@ -32,12 +32,12 @@ using nlohmann::ordered_json;
 
 namespace {
 
-fs::path source_dir() {
+fs::path sft_source_dir() {
   const char* src = std::getenv("HFTRAIN_SOURCE_DIR");
   return src ? fs::path(src) : fs::path(__FILE__).parent_path().parent_path().parent_path();
 }
 
-std::string templates() { return (source_dir() / "tests" / "data" / "chat_templates").string(); }
+std::string templates() { return (sft_source_dir() / "tests" / "data" / "chat_templates").string(); }
 
 FileDataSource::Options chat_options(const std::string& dir, const std::string& template_file) {
   FileDataSource::Options o;
@@ -297,7 +297,7 @@ TEST_CASE("sft ids and label masks equal TRL's under several templates, truncate
                              {"max_length", c.max_length == 0 && !c.packing.empty() ? 4096 : c.max_length},
                              {"packing", c.packing.empty() ? ordered_json() : ordered_json(c.packing)}});
   write(dir + "/cases.json", spec.dump());
-  const std::string cmd = "/usr/bin/python3 '" + (source_dir() / "tests" / "reference" / "sft_reference.py").string() +
+  const std::string cmd = "/usr/bin/python3 '" + (sft_source_dir() / "tests" / "reference" / "sft_reference.py").string() +
                           "' '" + dir + "/cases.json'";
   std::string out;
   FILE* pipe = popen(cmd.c_str(), "r");

@@ -38,16 +38,16 @@ const char* kT5 = "{vocab_size: 29, d_model: 32, d_kv: 8, d_ff: 48, num_layers: 
 const char* kT5Gated = "{vocab_size: 29, d_model: 32, d_kv: 12, d_ff: 40, num_layers: 1, num_decoder_layers: 2, num_heads: 3, "
                        "feed_forward_proj: gated-gelu, tie_word_embeddings: false, dropout_rate: 0}";
 
-std::shared_ptr<Model> make_model(const std::string& options, uint64_t seed = 0, ModelContext context = {}) {
+std::shared_ptr<Model> make_t5(const std::string& options, uint64_t seed = 0, ModelContext context = {}) {
   return hftrain_test::build_model("t5", options, seed, context);
 }
 std::map<std::string, torch::Tensor> named(Model& m) { return hftrain_test::parameters_by_name(m); }
-Batch seq2seq_batch() { return hftrain_test::seq2seq_batch(0, 1); }
+Batch t5_batch() { return hftrain_test::seq2seq_batch(0, 1); }
 
 }  // namespace
 
 TEST_CASE("t5 has HF names, one embedding, block-0 relative biases and HF init scales", "[unit][t5]") {
-  auto m = make_model("{vocab_size: 50, d_model: 64, d_kv: 16, d_ff: 128, num_layers: 2, num_decoder_layers: 3, num_heads: 4}");
+  auto m = make_t5("{vocab_size: 50, d_model: 64, d_kv: 16, d_ff: 128, num_layers: 2, num_decoder_layers: 3, num_heads: 4}");
   auto p = named(*m);
   CHECK(p.count("shared.weight"));
   CHECK_FALSE(p.count("encoder.embed_tokens.weight"));
@@ -73,14 +73,14 @@ TEST_CASE("t5 has HF names, one embedding, block-0 relative biases and HF init s
   CHECK(near(p.at("encoder.block.1.layer.1.DenseReluDense.wi.weight"), 1.0 / 8.0));
   CHECK(near(p.at("encoder.block.1.layer.1.DenseReluDense.wo.weight"), 1.0 / std::sqrt(128.0)));
 
-  auto gated = named(*make_model(kT5Gated));
+  auto gated = named(*make_t5(kT5Gated));
   CHECK(gated.count("lm_head.weight"));
   CHECK(gated.count("encoder.block.0.layer.1.DenseReluDense.wi_0.weight"));
   CHECK(gated.count("encoder.block.0.layer.1.DenseReluDense.wi_1.weight"));
   CHECK_FALSE(gated.count("encoder.block.0.layer.1.DenseReluDense.wi.weight"));
   CHECK(gated.at("decoder.block.1.layer.1.EncDecAttention.o.weight").sizes() == torch::IntArrayRef({32, 36}));
 
-  auto config = make_model(kT5Gated)->config_json();
+  auto config = make_t5(kT5Gated)->config_json();
   CHECK(config["model_type"] == "t5");
   CHECK(config["architectures"] == nlohmann::json::array({"T5ForConditionalGeneration"}));
   CHECK(config["is_encoder_decoder"] == true);
@@ -89,9 +89,9 @@ TEST_CASE("t5 has HF names, one embedding, block-0 relative biases and HF init s
   CHECK(config["num_decoder_layers"] == 2);
   CHECK(config["decoder_start_token_id"] == 0);
 
-  CHECK_THROWS_WITH(make_model("{vocab_size: 9, feed_forward_proj: fancy-relu}"), Catch::Contains("feed_forward_proj"));
-  CHECK_THROWS_WITH(make_model("{vocab_size: 9, feed_forward_proj: gated-swishy}"), Catch::Contains("swishy"));
-  CHECK_THROWS_WITH(make_model("{d_model: 8}"), Catch::Contains("vocab_size"));
+  CHECK_THROWS_WITH(make_t5("{vocab_size: 9, feed_forward_proj: fancy-relu}"), Catch::Contains("feed_forward_proj"));
+  CHECK_THROWS_WITH(make_t5("{vocab_size: 9, feed_forward_proj: gated-swishy}"), Catch::Contains("swishy"));
+  CHECK_THROWS_WITH(make_t5("{d_model: 8}"), Catch::Contains("vocab_size"));
 }
 
 TEST_CASE("t5 shapes match the built model and the published t5-small and t5-v1_1-small sizes", "[unit][t5][estimate]") {
@@ -112,13 +112,13 @@ TEST_CASE("t5 shapes match the built model and the published t5-small and t5-v1_
 }
 
 TEST_CASE("t5 decoder inputs are the labels shifted right, the loss scores every label", "[unit][t5]") {
-  auto m = make_model(kT5, 1);
+  auto m = make_t5(kT5, 1);
   auto& t5 = dynamic_cast<T5&>(*m);
   auto labels = torch::tensor({{3, 4, 1, -100}, {7, -100, -100, -100}}, torch::kLong);
   CHECK(torch::equal(t5.shift_right(labels), torch::tensor({{0, 3, 4, 1}, {0, 7, 0, 0}}, torch::kLong)));
   m->eval();
   torch::NoGradGuard no_grad;
-  Batch b = seq2seq_batch();
+  Batch b = t5_batch();
   auto out = m->forward(b);
   CHECK(out.logits.sizes() == torch::IntArrayRef({2, 5, 29}));
   auto expected = torch::nn::functional::cross_entropy(out.logits.reshape({-1, 29}), b.labels.reshape({-1}),
@@ -131,10 +131,10 @@ TEST_CASE("t5 decoder inputs are the labels shifted right, the loss scores every
 }
 
 TEST_CASE("t5 label smoothing scores labels at their own position, NEFTune noises both embeddings in training", "[unit][t5]") {
-  auto m = make_model(kT5, 6);
+  auto m = make_t5(kT5, 6);
   m->eval();
   torch::NoGradGuard no_grad;
-  Batch b = seq2seq_batch();
+  Batch b = t5_batch();
   auto out = m->forward(b);
   // HF's LabelSmoother shifts only causal LMs; a seq2seq model's logits at t score labels at t.
   const auto smoothed = compute_loss(*m, b, 0.1).loss.item<double>();
@@ -153,10 +153,10 @@ TEST_CASE("t5 label smoothing scores labels at their own position, NEFTune noise
 TEST_CASE("t5 honours the source padding mask and cached decoding equals the full forward", "[unit][t5]") {
   for (const char* options : {kT5, kT5Gated}) {
     INFO(options);
-    auto m = make_model(options, 2);
+    auto m = make_t5(options, 2);
     auto& t5 = dynamic_cast<T5&>(*m);
     CHECK(m->decoder_start_token_id() == 0);
-    const Batch b = seq2seq_batch();
+    const Batch b = t5_batch();
     hftrain_test::check_padding_and_cached_decoding(*m, b, t5.shift_right(b.labels), t5.options().num_decoder_layers.value());
   }
 }
@@ -164,14 +164,14 @@ TEST_CASE("t5 honours the source padding mask and cached decoding equals the ful
 TEST_CASE("t5 gradient checkpointing gives the same gradients", "[unit][t5]") {
   for (const char* options : {kT5, kT5Gated}) {
     INFO(options);
-    hftrain_test::check_checkpointing_keeps_gradients([&] { return make_model(options, 3); }, seq2seq_batch());
+    hftrain_test::check_checkpointing_keeps_gradients([&] { return make_t5(options, 3); }, t5_batch());
   }
 }
 
 TEST_CASE("t5 HF directories: save then load is bitwise, the embedding stored once, tied copies accepted", "[unit][t5]") {
   for (const char* options : {kT5, kT5Gated}) {
     INFO(options);
-    auto saved = make_model(options, 4);
+    auto saved = make_t5(options, 4);
     const std::string dir = scratch("save");
     save_model_dir(dir, *saved);
     auto file = load_safetensors(dir + "/model.safetensors").tensors;
@@ -218,13 +218,13 @@ TEST_CASE("t5 HF directories: save then load is bitwise, the embedding stored on
 }
 
 TEST_CASE("t5 built under DeferredInit materialises the whole construction's values", "[unit][t5][zero3]") {
-  hftrain_test::check_deferred_init_matches_whole([] { return make_model(kT5Gated, 7); });
+  hftrain_test::check_deferred_init_matches_whole([] { return make_t5(kT5Gated, 7); });
 }
 
 TEST_CASE("t5 at ZeRO stage 3 gathers per unit and trains as stage 0 does", "[unit][t5][zero3]") {
   for (const char* options : {kT5, kT5Gated}) {
     INFO(options);
-    hftrain_test::check_zero3_trains_as_stage0([&] { return make_model(options, 11); }, seq2seq_batch(),
+    hftrain_test::check_zero3_trains_as_stage0([&] { return make_t5(options, 11); }, t5_batch(),
                                                "decoder.block.1.layer.1.EncDecAttention.q.weight");
   }
 }
