@@ -13,6 +13,24 @@ namespace {
 
 using BlockFn = std::function<torch::Tensor(const torch::Tensor&)>;
 
+thread_local bool block_inputs_to_host = false;
+
+// What forward keeps of a block input until backward: the input itself, or when offloading a copy in host
+// memory (pinned and copied without blocking from a CUDA device; a CPU input is copied within host memory,
+// the same path, which saves nothing but proves it).
+torch::Tensor kept_input(const torch::Tensor& x, bool offload) {
+  if (!offload) return x;
+  const bool from_device = !x.device().is_cpu();
+  torch::Tensor host = torch::empty(x.sizes(), x.options().device(torch::kCPU).pinned_memory(from_device));
+  host.copy_(x.detach(), /*non_blocking=*/from_device);
+  return host;
+}
+
+// The kept input on the device the block ran on, for the recomputation (non-blocking from pinned memory).
+torch::Tensor restored_input(const torch::Tensor& kept, const torch::Device& device) {
+  return kept.device() == device ? kept : kept.to(device, /*non_blocking=*/true);
+}
+
 // The generator of a CUDA input's device (dropout there draws from it), as torch.utils.checkpoint keeps it.
 c10::optional<at::Generator> device_generator(const c10::IValue& device_index) {
   if (!device_index.isInt()) return c10::nullopt;
@@ -58,9 +76,11 @@ void replay_and_backward(torch::autograd::AutogradContext* ctx, const std::funct
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t block_address) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, int64_t block_address,
+                               bool offload) {
     record_forward_state(ctx, block_address, x);
-    ctx->save_for_backward({x});
+    ctx->saved_data["device"] = x.device();
+    ctx->save_for_backward({kept_input(x, offload)});
     torch::NoGradGuard no_grad;
     return (*reinterpret_cast<const BlockFn*>(block_address))(x);
   }
@@ -68,9 +88,9 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const auto* block = reinterpret_cast<const BlockFn*>(ctx->saved_data["block"].toInt());
-    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    auto x = restored_input(ctx->get_saved_variables()[0].detach(), ctx->saved_data["device"].toDevice()).requires_grad_(true);
     replay_and_backward(ctx, [&] { return (*block)(x); }, grad_outputs[0]);
-    return {x.grad(), torch::Tensor()};
+    return {x.grad(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -82,7 +102,9 @@ class CheckpointFunction2 : public torch::autograd::Function<CheckpointFunction2
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor memory,
                                int64_t block_address) {
     record_forward_state(ctx, block_address, x);
-    ctx->save_for_backward({x, memory});
+    ctx->saved_data["device"] = x.device();
+    ctx->saved_data["x_requires_grad"] = x.requires_grad();
+    ctx->save_for_backward({kept_input(x, block_inputs_to_host), memory});  // the encoder output is shared: kept as it is
     torch::NoGradGuard no_grad;
     return (*reinterpret_cast<const MemoryBlockFn*>(block_address))(x, memory);
   }
@@ -91,13 +113,21 @@ class CheckpointFunction2 : public torch::autograd::Function<CheckpointFunction2
                                                  torch::autograd::variable_list grad_outputs) {
     const auto* block = reinterpret_cast<const MemoryBlockFn*>(ctx->saved_data["block"].toInt());
     const auto saved = ctx->get_saved_variables();
-    auto x = saved[0].detach().requires_grad_(saved[0].requires_grad());
+    auto x = restored_input(saved[0].detach(), ctx->saved_data["device"].toDevice())
+                 .requires_grad_(ctx->saved_data["x_requires_grad"].toBool());
     auto memory = saved[1].detach().requires_grad_(saved[1].requires_grad());
     replay_and_backward(ctx, [&] { return (*block)(x, memory); }, grad_outputs[0]);
     return {x.requires_grad() ? x.grad() : torch::Tensor(), memory.requires_grad() ? memory.grad() : torch::Tensor(),
             torch::Tensor()};
   }
 };
+
+// The one-input checkpoint, its input kept in host memory when `offload`.
+torch::Tensor checkpointed_block(const BlockFn& block, const torch::Tensor& x, bool offload) {
+  if (!torch::GradMode::is_enabled() || !x.requires_grad()) return block(x);
+  // The function object outlives backward: callers pass a block-owned std::function.
+  return CheckpointFunction::apply(x, reinterpret_cast<int64_t>(&block), offload);
+}
 
 }  // namespace
 
@@ -106,10 +136,12 @@ torch::Tensor checkpointed(const MemoryBlockFn& block, const torch::Tensor& x, c
   return CheckpointFunction2::apply(x, memory, reinterpret_cast<int64_t>(&block));
 }
 
+ActivationOffloadScope::ActivationOffloadScope(bool offload) : previous_(block_inputs_to_host) { block_inputs_to_host = offload; }
+ActivationOffloadScope::~ActivationOffloadScope() { block_inputs_to_host = previous_; }
+bool activation_offload_active() { return block_inputs_to_host; }
+
 torch::Tensor checkpointed(const BlockFn& block, const torch::Tensor& x) {
-  if (!torch::GradMode::is_enabled() || !x.requires_grad()) return block(x);
-  // The function object outlives backward: callers pass a block-owned std::function.
-  return CheckpointFunction::apply(x, reinterpret_cast<int64_t>(&block));
+  return checkpointed_block(block, x, block_inputs_to_host);
 }
 
 torch::Tensor tiled_over_tokens(const std::function<torch::Tensor(const torch::Tensor&)>& block, const torch::Tensor& x,
@@ -120,7 +152,7 @@ torch::Tensor tiled_over_tokens(const std::function<torch::Tensor(const torch::T
   std::vector<torch::Tensor> outputs;
   for (int64_t t = 0, start = 0; t < tiles; ++t) {
     const int64_t length = T / tiles + (t < T % tiles ? 1 : 0);
-    outputs.push_back(checkpointed(block, x.narrow(1, start, length)));
+    outputs.push_back(checkpointed_block(block, x.narrow(1, start, length), /*offload=*/false));
     start += length;
   }
   return torch::cat(outputs, 1);

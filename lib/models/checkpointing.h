@@ -10,6 +10,26 @@
 
 namespace hftrain {
 
+// Where checkpointed() keeps each block's input between forward and backward on this thread. Under an
+// ActivationOffloadScope (training.gradient_checkpointing_offload; DeepSpeed's cpu_checkpointing, ALST's
+// activation_checkpoint_cpu_offload) the input is copied to host memory (pinned, non-blocking, when it lives
+// on a CUDA device) and brought back to its device for the recomputation; a CPU input already lives in host
+// memory and is kept as it is, through the same path. Like torch.autograd.graph.save_on_cpu, the scope
+// matters while the forward runs; backward finds the input wherever forward put it.
+class ActivationOffloadScope {
+ public:
+  explicit ActivationOffloadScope(bool offload);
+  ~ActivationOffloadScope();
+  ActivationOffloadScope(const ActivationOffloadScope&) = delete;
+  ActivationOffloadScope& operator=(const ActivationOffloadScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Whether checkpointed() on this thread keeps block inputs in host memory now.
+bool activation_offload_active();
+
 // Runs `block(x)`, storing only `x` for backward when grad mode is on.
 torch::Tensor checkpointed(const std::function<torch::Tensor(const torch::Tensor&)>& block, const torch::Tensor& x);
 

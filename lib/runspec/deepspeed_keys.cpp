@@ -23,8 +23,6 @@ const std::vector<KnownKey> kTopLevelOthers = {
     {"timers", KeyKind::hint, "DeepSpeed's internal timers"},
     {"zero_allow_untested_optimizer", KeyKind::hint, "every hftrain optimizer works with every ZeRO stage it accepts"},
     {"zero_force_ds_cpu_optimizer", KeyKind::hint, "hftrain's optimizers run on the CPU already"},
-    {"activation_checkpointing", KeyKind::hint,
-     "only models that call deepspeed.checkpointing use it; use training.gradient_checkpointing"},
     {"dataloader_drop_last", KeyKind::hint, "DeepSpeed's own data loader, which the HF Trainer does not use; see "
                                             "training.dataloader_drop_last"},
     {"checkpoint", KeyKind::hint, "hftrain's checkpoints are written atomically with a manifest"},
@@ -95,6 +93,15 @@ const std::vector<std::pair<std::string, std::string>> kOffloadParamHints = {
     {"buffer_size", "each gather reads its shard straight from the swap file; there is no parameter buffer pool"},
     {"max_in_cpu", "shards are read for each gather and dropped after it; none are cached in memory"}};
 // aio keys accepted without effect; the others are zero.aio's own options (placed_keys).
+// activation_checkpointing keys besides cpu_checkpointing (training.gradient_checkpointing_offload).
+const std::vector<std::pair<std::string, std::string>> kActivationCheckpointingHints = {
+    {"partition_activations", "it splits checkpoints over model-parallel ranks, which hftrain does not have "
+                              "(distributed.sequence_parallel_size slices the sequence instead)"},
+    {"contiguous_memory_optimization", "checkpoints are the blocks' own tensors"},
+    {"number_checkpoints", "every transformer block is checkpointed (training.gradient_checkpointing)"},
+    {"synchronize_checkpoint_boundary", "a CUDA synchronisation for profiling"},
+    {"profile", "DeepSpeed's checkpointing timers"}};
+
 const std::vector<std::pair<std::string, std::string>> kAioHints = {
     {"thread_count", "one submitting thread per rank; the kernel runs the requests"},
     {"single_submit", "requests are submitted as they are cut"},

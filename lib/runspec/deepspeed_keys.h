@@ -33,6 +33,7 @@ extern const std::vector<std::string> kZeroFilledFromModel;
 extern const std::vector<std::pair<std::string, std::string>> kOffloadOptimizerHints;
 extern const std::vector<std::pair<std::string, std::string>> kOffloadParamHints;
 extern const std::vector<std::pair<std::string, std::string>> kAioHints;
+extern const std::vector<std::pair<std::string, std::string>> kActivationCheckpointingHints;
 extern const std::map<std::string, std::string> kOptimizers;
 extern const std::vector<std::string> kUnavailableOptimizers;
 extern const std::vector<std::string> kMatchedOptimizerParams;

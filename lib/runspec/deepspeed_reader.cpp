@@ -47,6 +47,8 @@ class DeepSpeedReader {
         aio(v);
       } else if (key == "communication_data_type") {
         communication_data_type(v);
+      } else if (key == "activation_checkpointing") {
+        activation_checkpointing(v);
       } else if (const auto* option = schema_of<DistributedArgs>().find_deepspeed(key)) {
         place(key, v, "distributed", option->name(), v);  // sequence_parallel_size
       } else if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" ||
@@ -61,7 +63,7 @@ class DeepSpeedReader {
  private:
   static std::vector<std::string> top_level_names() {
     std::vector<std::string> names = {"zero_optimization", "fp16", "bf16", "bfloat16", "amp", "optimizer", "scheduler",
-                                      "aio", "communication_data_type", "train_batch_size",
+                                      "aio", "communication_data_type", "activation_checkpointing", "train_batch_size",
                                       "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping"};
     for (const auto& k : schema_of<DistributedArgs>().deepspeed_names()) names.push_back(k);
     for (const auto& k : kTopLevelOthers) names.push_back(k.name);
@@ -195,6 +197,22 @@ class DeepSpeedReader {
       if (key == "device") place(path + ".device", kv.second, "zero", which, kv.second);
       else if (hint != kOffloadParamHints.end()) note(path + "." + key, hint->second);
       else unknown(path + "." + key, key, kv.second, known);
+    }
+  }
+
+  // cpu_checkpointing is training.gradient_checkpointing_offload (which needs training.gradient_checkpointing:
+  // the HF models checkpoint through torch, not deepspeed.checkpointing); the other keys are hints.
+  void activation_checkpointing(const YAML::Node& v) {
+    if (!expect_map("activation_checkpointing", v)) return;
+    std::vector<std::string> known = {"cpu_checkpointing"};
+    for (const auto& h : kActivationCheckpointingHints) known.push_back(h.first);
+    for (const auto& kv : v) {
+      const std::string key = kv.first.Scalar(), path = "activation_checkpointing." + key;
+      auto hint = std::find_if(kActivationCheckpointingHints.begin(), kActivationCheckpointingHints.end(),
+                               [&](const auto& h) { return h.first == key; });
+      if (key == "cpu_checkpointing") place(path, kv.second, "training", "gradient_checkpointing_offload", kv.second);
+      else if (hint != kActivationCheckpointingHints.end()) note(path, hint->second);
+      else unknown(path, key, kv.second, known);
     }
   }
 

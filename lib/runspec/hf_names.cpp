@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "runspec/hf_long_context.h"
+
 namespace hftrain {
 namespace {
 
@@ -34,6 +36,7 @@ struct HfName {
   std::string key = "";          // renamed: the section key it is now
   std::string deprecation = "";  // renamed: HF's deprecation warning, logged at start
   std::string absent = "";       // renamed: the old name's value that HF takes as not given (no_cuda: false)
+  void (*delegate)(const HfFieldTarget&, const YAML::Node&) = nullptr;  // delegated: the mapping in its own file
 };
 
 // Whether the value at `path` / `node` was written on the command line (--set, or a flag turned into one).
@@ -157,6 +160,9 @@ class Mover {
                 "'" + yaml_text(v) + "' is not available" + did_you_mean(yaml_text(v), built) +
                     ": the training order is the seeded shuffle (random) or HF's length grouping (group_by_length)");
   }
+
+  // A field whose mapping lives in a file of its own (hf_long_context).
+  void delegated(const HfName& hf, const YAML::Node& v) { hf.delegate(HfFieldTarget{root_, issues_, origins_, notes_, hf.name}, v); }
 
   // A TrainingArguments flag that is the option of the same name in another section (bf16 -> precision.bf16).
   void same_name(const HfName& hf, const YAML::Node& v) { place(hf, v, hf.name, v, yaml_text(v)); }
@@ -396,6 +402,19 @@ const std::vector<HfName>& hf_names() {
          "transformer_layer_cls_to_wrap, forward_prefetch, limit_all_gathers, sync_module_states, use_orig_params are "
          "what hftrain does; others are refused.",
          &Mover::fsdp_config},
+        // Long-context training (hf_long_context); ALST's (ArcticTraining's) names for the same settings.
+        {"gradient_checkpointing_kwargs", "training",
+         "HF checkpointing options: offload = training.gradient_checkpointing_offload; use_reentrant, preserve_rng_state "
+         "true, determinism_check, debug false ask for nothing; others are refused.",
+         &Mover::delegated, "", "", "", &move_gradient_checkpointing_kwargs},
+        {"parallelism_config", "distributed",
+         "Accelerate's ParallelismConfig: sp_size = distributed.sequence_parallel_size (sp_backend deepspeed); "
+         "dp_replicate_size, tp_size, cp_size other than 1 are refused.",
+         &Mover::delegated, "", "", "", &move_parallelism_config},
+        {"activation_checkpoint_cpu_offload", "training",
+         "ALST's name (ArcticTraining) of training.gradient_checkpointing_offload.", &Mover::renamed,
+         "gradient_checkpointing_offload"},
+        {"tiled_mlp_compute", "training", "ALST's name (ArcticTraining) of training.tiled_mlp.", &Mover::renamed, "tiled_mlp"},
     };
   }();
   return names;

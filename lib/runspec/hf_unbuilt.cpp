@@ -69,10 +69,6 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"push_to_hub_model_id", {}, kHub},
       {"push_to_hub_organization", {}, kHub},
       {"push_to_hub_token", {"<PUSH_TO_HUB_TOKEN>"}, kHub},
-      {"gradient_checkpointing_kwargs",
-       {},
-       "hftrain's checkpointing has no options",
-       {{"use_reentrant", {"true", "false"}, ""}}},  // torch's two implementations; the gradients are the same
       {"include_inputs_for_metrics", {"false"}, kMetrics},
       {"include_for_metrics", {}, kMetrics},
       {"eval_do_concat_batches", {"true", "false"}, ""},  // streaming metrics never concatenate
@@ -92,8 +88,6 @@ const std::vector<Unbuilt>& unbuilt_fields() {
       {"eval_use_gather_object", {"false"}, "evaluation gathers tensors, not Python objects"},
       {"tp_size", {"0", "1"}, "tensor parallelism is not built (zero.stage shards the state instead)"},
       // transformers v5's new fields
-      {"parallelism_config", {}, "Accelerate's tensor / context parallelism is not built (zero.stage shards the state instead); "
-                                 "its sp_size (Ulysses) is distributed.sequence_parallel_size"},
       {"project", {"huggingface"}, "the project of a Trackio run: report_to has no trackio here"},
       {"trackio_space_id", {"trackio"}, "the Space of a Trackio run: report_to has no trackio here"},
       {"use_cache", {"false", "true"}, ""},  // the training forward returns no KV cache either way; generation keeps its own

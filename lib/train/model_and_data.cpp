@@ -184,6 +184,11 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
                       "' " + (!packable_task ? "is neither task" : "cannot attend within packed examples") +
                       " (set padding_free: false)");
   if (spec.training.gradient_checkpointing) p.model->enable_gradient_checkpointing();
+  p.offload_checkpoints = for_training && spec.training.gradient_checkpointing_offload;
+  if (p.offload_checkpoints && device.is_cpu())
+    log_info("training.gradient_checkpointing_offload: this worker computes on the CPU, so the checkpointed block "
+             "inputs already live in host memory; they are still copied there and back (the same path as on a GPU), "
+             "which saves no memory");
   if (spec.training.tiled_mlp) p.model->enable_tiled_mlp(spec.training.tiled_mlp_tiles);
   if (!spec.training.tiled_mlp && spec.training.tiled_mlp_tiles > 0)
     throw ConfigError("training.tiled_mlp_tiles: " + std::to_string(spec.training.tiled_mlp_tiles) + " slices, but tiled_mlp is false");

@@ -31,6 +31,9 @@ struct ModelAndData {
   // Where this worker computes (place_on_device): the model's parameters and buffers, every batch, the
   // engine's buffers. The host until placed.
   torch::Device device = torch::kCPU;
+  // training.gradient_checkpointing_offload: the training forward keeps each checkpointed block input in host
+  // memory (models/checkpointing.h ActivationOffloadScope).
+  bool offload_checkpoints = false;
   bool pin_memory = true;  // training.dataloader_pin_memory: how batches reach a GPU (data/batch_placement)
   // ZeRO stage 3: every forward gathers parameters collectively, so the ranks must run the same forwards
   // (evaluation then generates every example on every rank rather than a share each).

@@ -19,6 +19,7 @@
 #include "log/memory_tracker.h"
 #include "log/run_summary.h"
 #include "log/speed_metrics.h"
+#include "models/checkpointing.h"
 #include "models/parameter_counts.h"
 #include "optim/optimizer_fit.h"
 #include "optim/target_modules.h"
@@ -226,6 +227,7 @@ double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
     torch::Tensor loss;
     {
       AutocastScope autocast(pipeline_.compute_dtype);  // forward in the run's 16-bit dtype, if any
+      ActivationOffloadScope offload(pipeline_.offload_checkpoints);  // checkpointed block inputs to host memory
       const Batch placed = batch_on(batches[m], pipeline_.device, pipeline_.pin_memory);
       loss = compute_loss(*pipeline_.model, placed, spec_.training.label_smoothing_factor).loss * scale.multiplier /
              scale.divisor;
