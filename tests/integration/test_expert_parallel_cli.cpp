@@ -1,7 +1,7 @@
 // Expert parallelism through the binary (distributed.expert_parallel_size): a tiny mixtral with the load-balancing
 // loss whose 4 experts run 2 per rank on a group of 2 workers follows 1 worker over the same global batch, step by
 // step (loss, grad_norm, aux_loss), at ZeRO stages 1 and 3 (with gradient checkpointing), and two groups on 4
-// workers likewise; a checkpoint of the group resumes with expert_parallel_size 1 on 2 workers and on 1 worker,
+// workers likewise, and LoRA adapters on the expert projections at stage 2; a checkpoint of the group resumes with expert_parallel_size 1 on 2 workers and on 1 worker,
 // continuing as the uninterrupted runs there do; layouts the world or the model cannot hold are refused by name.
 #include <catch2/catch.hpp>
 
@@ -50,7 +50,7 @@ void check_follows(const std::string& got_state, const std::string& expected_sta
 }  // namespace
 
 TEST_CASE("a mixtral whose experts run over a group of 2 workers follows 1 worker at ZeRO stages 1 and 3, two groups "
-          "on 4 workers likewise, and the group's checkpoint resumes without expert parallelism",
+          "on 4 workers and LoRA on the experts likewise, and the group's checkpoint resumes without expert parallelism",
           "[integration][moe][expert_parallel]") {
   const std::string dir = dist_dir("expert_parallel");
   write_text(dir + "/spec.yaml", kExpertSpec);
@@ -73,6 +73,16 @@ TEST_CASE("a mixtral whose experts run over a group of 2 workers follows 1 worke
   {
     INFO("two groups of 2 on 4 workers, stage 2");
     check_follows(dir + "/ep_four/trainer_state.json", dir + "/one/trainer_state.json", 0, 1e-5);
+  }
+  // LoRA on the expert projections (and q_proj): a member's adapters of the experts it runs take the group's rows.
+  write_text(dir + "/lora.yaml", std::string(kExpertSpec) +
+                                     "peft: {r: 4, lora_alpha: 8, init_lora_weights: gaussian, "
+                                     "target_modules: [q_proj, w1, w2, w3]}\n");
+  run_ok("train lora.yaml --set training.output_dir=lora_one", dir);
+  run_ok("train lora.yaml " + kGroupOfTwo + "--set zero.stage=2 --set training.output_dir=lora_ep", dir);
+  {
+    INFO("LoRA on the experts, a group of 2, stage 2");
+    check_follows(dir + "/lora_ep/trainer_state.json", dir + "/lora_one/trainer_state.json", 0, 1e-5);
   }
   // The group's checkpoint names every expert under its HF name whoever ran it: it resumes with expert parallelism
   // off on the same 2 workers and on 1, each continuing as the uninterrupted run there does.

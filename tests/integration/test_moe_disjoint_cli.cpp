@@ -3,7 +3,7 @@
 // the seeded sampler deals the lowercase rows to rank 0 and the uppercase rows to rank 1. Each rank's debug log
 // shows its own per-expert counts (so the test sees that the routing was disjoint at every step); the run finishes
 // under a short ddp_timeout (a collective the ranks disagreed on would fail it) and its loss and grad_norm follow 1
-// worker over the same global batch.
+// worker over the same global batch; so does the run with expert parallelism 2, whose exchanges then carry no row.
 #include <catch2/catch.hpp>
 
 #include <regex>
@@ -140,6 +140,18 @@ TEST_CASE("mixtral at ZeRO-3 on 2 workers whose tokens route to disjoint experts
       REQUIRE(got[i].contains(name));
       CHECK(got[i][name].get<double>() == Approx(expected[i][name].get<double>()).margin(2e-4));
     }
+  }
+  // With expert parallelism 2 each rank runs the experts its own tokens chose: every exchange sends the other rank
+  // no row (segments of length 0), and the run still follows 1 worker.
+  run_ok("train spec.yaml --nproc-per-node 2 --set zero.stage=3 --set distributed.expert_parallel_size=2 "
+         "--set training.gradient_accumulation_steps=1 --set training.output_dir=ep",
+         dir);
+  const std::vector<json> parallel = train_logs(dir + "/ep/trainer_state.json");
+  REQUIRE(parallel.size() == expected.size());
+  for (std::size_t i = 0; i < parallel.size(); ++i) {
+    INFO("expert parallel, step " << parallel[i]["step"]);
+    CHECK(parallel[i]["loss"].get<double>() == Approx(expected[i]["loss"].get<double>()).epsilon(1e-4));
+    CHECK(parallel[i]["grad_norm"].get<double>() == Approx(expected[i]["grad_norm"].get<double>()).epsilon(1e-4));
   }
   fs::remove_all(dir);
 }
