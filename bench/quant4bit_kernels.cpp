@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   hftrain::sync_parallel_threads();
   torch::NoGradGuard no_grad;
   torch::manual_seed(0);
-  hftrain::Quant4Settings s;  // NF4, blocks of 64, float32 compute
+  hftrain::QuantSettings s;  // NF4, blocks of 64, float32 compute
   hftrain::AdaptableLinear layer(torch::randn({kRows, kCols}) * 0.02, torch::Tensor(),
                                  hftrain::AdaptableLinearImpl::Layout::kOutIn);
   layer->quantize_base(s);

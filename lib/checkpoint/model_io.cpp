@@ -97,8 +97,8 @@ std::optional<QuantizationArgs> dir_quantization(const std::string& dir) {
   return checkpoint_quantization(config, path, "float32");
 }
 
-// The 4-bit weights of a quantised checkpoint: file tensor name -> (model weight name, suffix) for the weights in
-// `four_bit` (model names, with or without the base-model prefix in the file) and their quant state.
+// The 4-bit or 8-bit weights of a quantised checkpoint: file tensor name -> (model weight name, suffix) for the
+// weights in `four_bit` (model names, with or without the base-model prefix in the file) and their quant state.
 bool quantized_part(const std::string& file_name, const std::set<std::string>& four_bit, const std::string& base_prefix,
                     std::string& weight, std::string& suffix) {
   auto model_weight = [&](const std::string& n) {
@@ -112,6 +112,12 @@ bool quantized_part(const std::string& file_name, const std::set<std::string>& f
     suffix = s;
     if (!(weight = model_weight(file_name.substr(0, file_name.size() - s.size() - 1))).empty()) return true;
   }
+  for (const auto& s : int8_module_suffixes()) {  // an 8-bit weight's state lies beside it, under its module
+    if (file_name.size() <= s.size() + 1 || !matches(file_name, "." + s)) continue;
+    suffix = s;
+    if (!(weight = model_weight(file_name.substr(0, file_name.size() - s.size()) + "weight")).empty()) return true;
+  }
+  suffix.clear();
   return false;
 }
 
@@ -442,7 +448,7 @@ PretrainedPlan plan_pretrained_dir(const std::string& dir, Model& model) {
   }
   std::string missing, fresh;
   for (const auto& w : four_bit)
-    if (!plan.quantized.count(w) || !plan.quantized.at(w).count("")) missing += (missing.empty() ? "" : ", ") + w + " (4-bit)";
+    if (!plan.quantized.count(w) || !plan.quantized.at(w).count("")) missing += (missing.empty() ? "" : ", ") + w + " (quantised)";
   for (const auto& kv : targets) {
     bool initialised = false;
     for (const auto& pattern : rules.initialised_if_missing) initialised = initialised || matches(kv.first, pattern);

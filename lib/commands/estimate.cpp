@@ -94,7 +94,7 @@ ModelSize measure_model(const Components& c, const RunSpec& spec, const ModelCon
   MetaConstruction meta;
   std::shared_ptr<Model> built = c.models.build(spec.model.type, spec.model.options, context);
   PeftArgs args = *spec.peft;
-  if (spec.model.quantization) {  // the 4-bit base counts by its storage's bytes
+  if (spec.model.quantization) {  // the 4-bit or 8-bit base counts by its storage's bytes
     const QuantizationSummary q = quantize_linear_layers(*built, *spec.model.quantization);
     model.quantized_elements = q.weight_elements;
     model.quantized_bytes = q.storage_bytes;
@@ -102,7 +102,7 @@ ModelSize measure_model(const Components& c, const RunSpec& spec, const ModelCon
   }
   const AdapterSummary summary = attach_lora(*built, spec.model.type, args, "peft");
   for (const auto& np : built->named_parameters()) {
-    if (np.value().scalar_type() == torch::kByte) continue;  // a quantised weight's codes: counted above
+    if (np.value().scalar_type() == torch::kByte || np.value().scalar_type() == torch::kChar) continue;  // codes: counted above
     if (!np.value().requires_grad()) {
       model.frozen_tensors.emplace_back(np.key(), np.value().numel());
       continue;
@@ -235,7 +235,7 @@ void print_heading(std::ostream& o, const Estimate& e, const Unit& u) {
   const Unit mu = unit_for(e.memory_per_rank);
   o << "model: " << e.spec.model.type << ", " << thousands(e.model.parameters()) << " parameters in " << e.model.tensors.size()
     << " tensors" << (e.model.frozen_elements() ? " trained, " + thousands(e.model.frozen_elements()) + " frozen" : std::string())
-    << (e.model.quantized_elements ? " (" + thousands(e.model.quantized_elements) + " in 4 bits: " +
+    << (e.model.quantized_elements ? " (" + thousands(e.model.quantized_elements) + " in " + (e.spec.model.quantization && e.spec.model.quantization->load_in_8bit ? "8" : "4") + " bits: " +
                                          thousands(e.model.quantized_bytes) + " bytes)" : std::string())
     << (e.active > 0 ? ", " + thousands(e.active) + " active per token" : std::string())
     << " (largest module " << thousands(e.model.largest_layer()) << "); optimizer " << e.spec.optimizer.type << " ("

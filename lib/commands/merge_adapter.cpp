@@ -113,7 +113,7 @@ int run_merge_adapter(const MergeAdapterRequest& request) {
   keep_loaded_config(*plain, request.base_dir);
   // merge_and_unload keeps the base's dtype: the merge is computed in fp32 and rounded once to it.
   SavedWeights saved;
-  saved.dtype = quantization ? quant4_settings(*quantization).compute_dtype : base_dtype(request.base_dir);
+  saved.dtype = quantization ? quant_settings(*quantization).compute_dtype : base_dtype(request.base_dir);
   save_model_dir(request.out_dir, *plain, kDefaultMaxShardBytes, saved);
   keep_base_generation_config(request.base_dir, request.out_dir);
   log_info("merged the adapter of " + request.adapter_dir + " (" + std::to_string(summary.adapted_layers) + " layers) into " +

@@ -45,12 +45,14 @@ torch::Tensor AdaptableLinearImpl::adapted_row_norms(const LowRankAdapter& a) co
   return (w + a.scaling * torch::matmul(a.lora_B, a.lora_A).to(w.scalar_type())).norm(2, /*dim=*/1).detach();
 }
 
-void AdaptableLinearImpl::quantize_base(const Quant4Settings& settings) {
+void AdaptableLinearImpl::quantize_base(const QuantSettings& settings) {
   if (adapter_) throw RuntimeFailure("quantising a linear layer that already carries an adapter");
-  if (quantized_) {  // loaded 4-bit: the run chooses the compute dtype alone
-    if (quantized_->settings.type != settings.type || quantized_->settings.double_quant != settings.double_quant)
-      throw RuntimeFailure("quantising a linear layer held 4-bit in other settings");
+  if (quantized_) {  // loaded quantised: the run chooses the compute dtype (and the 8-bit threshold) alone
+    const QuantSettings& held = quantized_->settings;
+    if (held.bits != settings.bits || (held.bits == 4 && (held.type != settings.type || held.double_quant != settings.double_quant)))
+      throw RuntimeFailure("quantising a linear layer held quantised in other settings");
     quantized_->settings.compute_dtype = settings.compute_dtype;
+    quantized_->settings.threshold = settings.threshold;
     return;
   }
   quantized_ = std::make_shared<QuantizedWeight>(quantize_weight(weight_out_in(), settings));
@@ -62,7 +64,7 @@ void AdaptableLinearImpl::quantize_base(const Quant4Settings& settings) {
 void AdaptableLinearImpl::quantize_base(QuantizedWeight quantized) {
   if (adapter_) throw RuntimeFailure("quantising a linear layer that already carries an adapter");
   if (quantized.out != out_features() || quantized.in != in_features())
-    throw RuntimeFailure("a 4-bit weight [" + std::to_string(quantized.out) + ", " + std::to_string(quantized.in) +
+    throw RuntimeFailure("a quantised weight [" + std::to_string(quantized.out) + ", " + std::to_string(quantized.in) +
                          "] for a linear layer [" + std::to_string(out_features()) + ", " + std::to_string(in_features()) + "]");
   const torch::Device device = weight.device();
   for (torch::Tensor* t : {&quantized.packed, &quantized.absmax, &quantized.quant_map, &quantized.nested_absmax, &quantized.nested_quant_map})

@@ -42,9 +42,11 @@ class AdaptableLinearImpl : public torch::nn::Module {
 
   // QLoRA (bitsandbytes' Linear4bit): quantises the base weight to 4 bits. The parameter "weight" then holds the
   // packed uint8 codes [(out * in + 1) / 2, 1], frozen (as bitsandbytes' Params4bit), and the quant state lives
-  // beside it; forward dequantises a tile of rows at a time. The layout no longer matters (the codes are of the
-  // [out, in] weight). An adapter must not be attached yet. A layer already 4-bit takes the compute dtype alone.
-  void quantize_base(const Quant4Settings& settings);
+  // beside it; forward dequantises a tile of rows at a time. With settings.bits 8 (Linear8bitLt, LLM.int8()) it
+  // holds the int8 codes [out, in] and the row scales live beside it. The layout no longer matters (the codes are
+  // of the [out, in] weight). An adapter must not be attached yet. A layer already quantised takes the compute
+  // dtype and threshold alone.
+  void quantize_base(const QuantSettings& settings);
   // The same with a weight quantised elsewhere (a quantised checkpoint's), of this layer's [out, in] shape; it is
   // moved to the layer's device.
   void quantize_base(QuantizedWeight quantized);

@@ -1,4 +1,4 @@
-// Quantising a loaded model's linear layers to 4 bits (see quantize_model.h).
+// Quantising a loaded model's linear layers to 4 or 8 bits (see quantize_model.h).
 #include "models/quantize_model.h"
 
 #include <cstdio>
@@ -24,12 +24,14 @@ bool skipped(const std::string& name, const std::vector<std::string>& skip) {
 std::string QuantizationSummary::line() const {
   char mib[32];
   std::snprintf(mib, sizeof mib, "%.2f", static_cast<double>(storage_bytes) / (1 << 20));
-  return std::to_string(quantized.size()) + " linear layers quantised to 4 bits (" + std::to_string(weight_elements) +
+  return std::to_string(quantized.size()) + " linear layers quantised to " + std::to_string(bits) + " bits (" + std::to_string(weight_elements) +
          " weights in " + mib + " MiB)";
 }
 
-Quant4Settings quant4_settings(const QuantizationArgs& args) {
-  Quant4Settings s;
+QuantSettings quant_settings(const QuantizationArgs& args) {
+  QuantSettings s;
+  s.bits = args.load_in_8bit ? 8 : 4;
+  s.threshold = args.llm_int8_threshold;
   s.type = args.bnb_4bit_quant_type == "nf4" ? kernels::Quant4Type::kNf4 : kernels::Quant4Type::kFp4;
   s.double_quant = args.bnb_4bit_use_double_quant;
   s.compute_dtype = args.bnb_4bit_compute_dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat;
@@ -39,10 +41,10 @@ Quant4Settings quant4_settings(const QuantizationArgs& args) {
 void check_quantization_plan(const RunSpec& spec, bool for_training) {
   if (!spec.model.quantization) return;
   if (for_training && !spec.peft && spec.model.peft_adapter.empty())
-    throw ConfigError("model.quantization_config: a 4-bit model cannot be fine-tuned whole (its weights are frozen "
+    throw ConfigError("model.quantization_config: a quantised model cannot be fine-tuned whole (its weights are frozen "
                       "codes); add a peft section: LoRA / DoRA adapters train over the quantised base, as PEFT requires");
   if (spec.zero.stage == 3)
-    throw ConfigError("model.quantization_config: ZeRO stage 3 does not partition the 4-bit storage (not built); use "
+    throw ConfigError("model.quantization_config: ZeRO stage 3 does not partition the quantised storage (not built); use "
                       "zero.stage 0, 1 or 2");
 }
 
@@ -58,10 +60,11 @@ std::vector<std::pair<std::string, AdaptableLinearImpl*>> quantizable_layers(Mod
 }
 
 QuantizationSummary quantize_linear_layers(Model& model, const QuantizationArgs& args) {
-  const Quant4Settings settings = quant4_settings(args);
+  const QuantSettings settings = quant_settings(args);
   QuantizationSummary summary;
+  summary.bits = settings.bits;
   for (const auto& [name, linear] : quantizable_layers(model, args)) {
-    linear->quantize_base(settings);  // a layer loaded 4-bit already stays as it is
+    linear->quantize_base(settings);  // a layer loaded quantised already stays as it is
     summary.quantized.push_back(name);
     summary.weight_elements += linear->quantized()->numel();
     summary.storage_bytes += linear->quantized()->storage_bytes();
@@ -71,7 +74,7 @@ QuantizationSummary quantize_linear_layers(Model& model, const QuantizationArgs&
 
 void load_quantized_weights(Model& model, const QuantizationArgs& args,
                             const std::function<QuantStateParts(const std::string& weight_name)>& read, const std::string& where) {
-  const Quant4Settings expected = quant4_settings(args);
+  const QuantSettings expected = quant_settings(args);
   for (const auto& [name, linear] : quantizable_layers(model, args)) {
     const std::string weight = name + ".weight";
     linear->quantize_base(quantized_weight_from_state(weight, read(weight), expected, linear->out_features(),
@@ -99,17 +102,18 @@ void describe_quantization(nlohmann::json& config, const Model& model) {
     return;
   }
   if (config.contains("quantization_config") && config["quantization_config"].is_object()) return;
-  const Quant4Settings& s = four_bit.begin()->second->settings;
+  const QuantSettings& s = four_bit.begin()->second->settings;
   nlohmann::json skip = nlohmann::json::array();
   for (const auto& item : model.named_modules("", /*include_self=*/false))
     if (dynamic_cast<const AdaptableLinearImpl*>(item.value().get()) && !four_bit.count(item.key() + ".weight")) skip.push_back(item.key());
+  const bool eight = s.bits == 8;  // BitsAndBytesConfig's defaults for the keys of the other width
   config["quantization_config"] = {
-      {"_load_in_4bit", true}, {"_load_in_8bit", false},
-      {"bnb_4bit_compute_dtype", s.compute_dtype == torch::kBFloat16 ? "bfloat16" : "float32"},
-      {"bnb_4bit_quant_storage", "uint8"}, {"bnb_4bit_quant_type", s.type == kernels::Quant4Type::kNf4 ? "nf4" : "fp4"},
-      {"bnb_4bit_use_double_quant", s.double_quant}, {"llm_int8_enable_fp32_cpu_offload", false},
-      {"llm_int8_has_fp16_weight", false}, {"llm_int8_skip_modules", skip}, {"llm_int8_threshold", 6.0},
-      {"load_in_4bit", true}, {"load_in_8bit", false}, {"quant_method", "bitsandbytes"}};
+      {"_load_in_4bit", !eight}, {"_load_in_8bit", eight},
+      {"bnb_4bit_compute_dtype", !eight && s.compute_dtype == torch::kBFloat16 ? "bfloat16" : "float32"},
+      {"bnb_4bit_quant_storage", "uint8"}, {"bnb_4bit_quant_type", !eight && s.type == kernels::Quant4Type::kNf4 ? "nf4" : "fp4"},
+      {"bnb_4bit_use_double_quant", !eight && s.double_quant}, {"llm_int8_enable_fp32_cpu_offload", false},
+      {"llm_int8_has_fp16_weight", false}, {"llm_int8_skip_modules", skip}, {"llm_int8_threshold", eight ? s.threshold : 6.0},
+      {"load_in_4bit", !eight}, {"load_in_8bit", eight}, {"quant_method", "bitsandbytes"}};
 }
 
 }  // namespace hftrain

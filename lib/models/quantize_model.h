@@ -1,6 +1,7 @@
-// transformers' bitsandbytes integration for 4-bit loading (replace_with_bnb_linear): after the weights are
-// loaded, every linear layer of the model but the output head and llm_int8_skip_modules is quantised to 4 bits
-// (AdaptableLinearImpl::quantize_base); norms, embeddings and the head stay as they are.
+// transformers' bitsandbytes integration for 4-bit and 8-bit loading (replace_with_bnb_linear): after the weights
+// are loaded, every linear layer of the model but the output head and llm_int8_skip_modules is quantised to 4 bits
+// (Linear4bit) or 8 bits (Linear8bitLt, LLM.int8()) (AdaptableLinearImpl::quantize_base); norms, embeddings and the
+// head stay as they are.
 #pragma once
 
 #include <functional>
@@ -20,14 +21,16 @@ struct QuantizationSummary {
   std::vector<std::string> quantized;  // module names, in module order
   int64_t weight_elements = 0;         // elements of the quantised weights
   int64_t storage_bytes = 0;           // their packed codes and quant state
+  int bits = 4;                        // 4 or 8
   std::string line() const;            // for the log
 };
 
-// The settings bitsandbytes' Linear4bit gets from BitsAndBytesConfig (blocks of 64).
-Quant4Settings quant4_settings(const QuantizationArgs& args);
+// The settings bitsandbytes' Linear4bit (blocks of 64) or, with load_in_8bit, Linear8bitLt gets from
+// BitsAndBytesConfig.
+QuantSettings quant_settings(const QuantizationArgs& args);
 
 // What a run with model.quantization_config needs, as transformers and PEFT require it: adapters to train (a
-// 4-bit model is not fine-tuned whole), and ZeRO stage 0-2 (stage 3 does not partition the 4-bit storage).
+// quantised model is not fine-tuned whole), and ZeRO stage 0-2 (stage 3 does not partition the quantised storage).
 // ConfigError naming the key otherwise; nothing without the key.
 void check_quantization_plan(const RunSpec& spec, bool for_training);
 
@@ -38,23 +41,23 @@ QuantizationSummary quantize_linear_layers(Model& model, const QuantizationArgs&
 
 class AdaptableLinearImpl;
 // The layers quantize_linear_layers quantises, by module name, in module order (those a quantised checkpoint
-// holds 4-bit, as transformers selects them for both).
+// holds quantised, as transformers selects them for both).
 std::vector<std::pair<std::string, AdaptableLinearImpl*>> quantizable_layers(Model& model, const QuantizationArgs& args);
 
-// The file tensors of one 4-bit weight (models/quantized_state.h: [""] the codes, [suffix] the quant state).
+// The file tensors of one 4-bit or 8-bit weight (models/quantized_state.h: [""] the codes, [suffix] the quant state).
 using QuantStateParts = std::map<std::string, torch::Tensor>;
 // A quantised checkpoint's weights installed in their layers: read("<module>.weight") gives each quantizable
 // layer's file tensors, which are checked (a ConfigError naming `where` and the tensor) one layer at a time.
 void load_quantized_weights(Model& model, const QuantizationArgs& args,
                             const std::function<QuantStateParts(const std::string& weight_name)>& read, const std::string& where);
 
-// Every 4-bit layer back to a plain float32 weight holding its dequantised values (a merge's target).
+// Every quantised layer back to a plain float32 weight holding its dequantised values (a merge's target).
 void dequantize_linear_layers(Model& model);
 
-// The model's 4-bit weights by parameter name ("<module>.weight").
+// The model's quantised (4-bit and 8-bit) weights by parameter name ("<module>.weight").
 std::map<std::string, const QuantizedWeight*> quantized_weights(const Model& model);
 
-// config.json's quantization_config for a save of `model`: where it has 4-bit layers, the loaded one kept, else
+// config.json's quantization_config for a save of `model`: where it has quantised layers, the loaded one kept, else
 // BitsAndBytesConfig.to_dict() of their settings with the linear layers left unquantised as
 // llm_int8_skip_modules (so that loading selects the same layers); where it has none (a merged or dequantised
 // model), removed.

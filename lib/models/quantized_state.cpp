@@ -19,6 +19,7 @@ std::string type_name(kernels::Quant4Type type) { return type == kernels::Quant4
 std::string file_dtype(torch::ScalarType t) {
   switch (t) {
     case torch::kByte: return "U8";
+    case torch::kChar: return "I8";
     case torch::kFloat: return "F32";
     case torch::kBFloat16: return "BF16";
     case torch::kHalf: return "F16";
@@ -96,10 +97,10 @@ int64_t positive_int(const StateReader& r, const std::string& suffix, const nloh
 }
 
 // The quant state's scalars: the settings of the weight (the compute dtype is quantization_config's).
-Quant4Settings read_settings(const StateReader& r, const std::string& suffix, const nlohmann::json& j,
-                             const Quant4Settings& expected, int64_t out, int64_t in, torch::ScalarType& source_dtype,
+QuantSettings read_settings(const StateReader& r, const std::string& suffix, const nlohmann::json& j,
+                             const QuantSettings& expected, int64_t out, int64_t in, torch::ScalarType& source_dtype,
                              float& offset) {
-  Quant4Settings s = expected;
+  QuantSettings s = expected;
   const std::string named = suffix.substr(kStatePrefix.size());
   if (j.value("quant_type", nlohmann::json()) != named)
     r.fail(suffix, "has quant_type " + j.value("quant_type", nlohmann::json()).dump() + ", but its name says " + named);
@@ -129,7 +130,47 @@ Quant4Settings read_settings(const StateReader& r, const std::string& suffix, co
   return s;
 }
 
+// An 8-bit weight's codes and row scales; the format tensor, when present, must say row-major.
+QuantizedWeight int8_weight_from_state(const StateReader& r, const QuantSettings& expected, int64_t out, int64_t in) {
+  for (const auto& kv : r.parts)
+    if (!kv.first.empty() && kv.first != "SCB" && kv.first != "weight_format")
+      r.fail(kv.first, "is not part of bitsandbytes' 8-bit state (the weight, its module's SCB and weight_format)");
+  QuantizedWeight q;
+  q.settings = expected;
+  q.out = out;
+  q.in = in;
+  q.packed = r.get("", torch::kChar, {out, in}, "the int8 codes of a layer that config.json's quantization_config quantises");
+  const std::string module = r.weight.substr(0, r.weight.rfind('.'));  // W = M.weight
+  auto module_name = [&](const std::string& suffix) { return module + "." + suffix; };
+  auto it = r.parts.find("SCB");
+  if (it == r.parts.end()) throw ConfigError("'" + r.where + "': tensor '" + module_name("SCB") + "' is missing (each row's absmax, bitsandbytes' 8-bit layout)");
+  if (it->second.scalar_type() != torch::kFloat || !it->second.sizes().equals({out}))
+    throw ConfigError("'" + r.where + "': tensor '" + module_name("SCB") + "' has dtype " + file_dtype(it->second.scalar_type()) +
+                      " shape " + c10::str(it->second.sizes()) + ", expected F32 [" + std::to_string(out) + "] (each row's absmax)");
+  q.absmax = it->second.contiguous();
+  if (!torch::isfinite(q.absmax).all().item<bool>() || (q.absmax < 0).any().item<bool>())
+    throw ConfigError("'" + r.where + "': tensor '" + module_name("SCB") + "' holds values that are negative or not finite");
+  it = r.parts.find("weight_format");
+  if (it != r.parts.end()) {
+    const torch::Tensor f = it->second;
+    if (f.numel() != 1 || f.is_floating_point())
+      throw ConfigError("'" + r.where + "': tensor '" + module_name("weight_format") + "' has dtype " + file_dtype(f.scalar_type()) +
+                        " shape " + c10::str(f.sizes()) + ", expected one integer (0: row-major)");
+    const int64_t format = f.to(torch::kLong).item<int64_t>();
+    if (format != 0)
+      throw ConfigError("'" + r.where + "': tensor '" + module_name("weight_format") + "' is " + std::to_string(format) +
+                        ": a tiled GPU layout (1 col32, 2 col_turing, 3 col_ampere) of bitsandbytes before 0.44, which "
+                        "hftrain does not read; save the model again with a newer bitsandbytes (row-major, format 0)");
+  }
+  return q;
+}
+
 }  // namespace
+
+const std::vector<std::string>& int8_module_suffixes() {
+  static const std::vector<std::string> suffixes = {"SCB", "weight_format"};
+  return suffixes;
+}
 
 const std::vector<std::string>& quant_state_suffixes() {
   static const std::vector<std::string> suffixes = {"absmax", "quant_map", "nested_absmax", "nested_quant_map",
@@ -138,8 +179,9 @@ const std::vector<std::string>& quant_state_suffixes() {
 }
 
 QuantizedWeight quantized_weight_from_state(const std::string& weight_name, const std::map<std::string, torch::Tensor>& parts,
-                                            const Quant4Settings& expected, int64_t out, int64_t in, const std::string& where) {
+                                            const QuantSettings& expected, int64_t out, int64_t in, const std::string& where) {
   const StateReader r{weight_name, parts, where};
+  if (expected.bits == 8) return int8_weight_from_state(r, expected, out, in);
   for (const auto& kv : parts) {
     bool known = kv.first.empty();
     for (const auto& s : quant_state_suffixes()) known = known || kv.first == s;
@@ -171,6 +213,10 @@ QuantizedWeight quantized_weight_from_state(const std::string& weight_name, cons
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> quant_state_tensors(const std::string& weight_name, const QuantizedWeight& w) {
+  if (w.eight_bit()) {  // Linear8bitLt's state dict: the weight, then its module's SCB and weight_format
+    const std::string module = weight_name.substr(0, weight_name.rfind('.'));
+    return {{weight_name, w.packed}, {module + ".SCB", w.absmax}, {module + ".weight_format", torch::zeros({}, torch::kByte)}};
+  }
   std::vector<std::pair<std::string, torch::Tensor>> out = {{weight_name, w.packed}, {weight_name + ".absmax", w.absmax},
                                                             {weight_name + ".quant_map", w.quant_map}};
   // json.dumps of as_dict's non-tensor items: their order, ", " and ": " between them

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "models/fused_linear.h"
+#include "models/int8_weight.h"
 #include "util/autocast.h"
 #include "util/error.h"
 
@@ -158,6 +159,7 @@ torch::Tensor QuantizedWeight::block_absmax() const {
 
 torch::Tensor QuantizedWeight::dequantize_rows(int64_t row0, int64_t row1, torch::ScalarType dtype,
                                                const torch::Tensor& block_scales) const {
+  if (eight_bit()) return dequantize_int8_rows(*this, row0, row1, dtype);
   const int64_t begin = row0 * in, end = row1 * in;
   if (!packed.device().is_cpu()) return dequantize_with_ops(*this, begin, end, block_scales).to(dtype).view({row1 - row0, in});
   const torch::Tensor codes = packed.contiguous(), scales = block_scales.contiguous(), map = quant_map.contiguous();
@@ -184,7 +186,8 @@ int64_t QuantizedWeight::storage_bytes() const {
   return bytes;
 }
 
-QuantizedWeight quantize_weight(const torch::Tensor& weight_out_in, const Quant4Settings& settings) {
+QuantizedWeight quantize_weight(const torch::Tensor& weight_out_in, const QuantSettings& settings) {
+  if (settings.bits == 8) return quantize_int8_rows(weight_out_in, settings);
   if (weight_out_in.dim() != 2) throw RuntimeFailure("4-bit quantisation: expected a [out, in] weight");
   QuantizedWeight q;
   q.settings = settings;
@@ -226,6 +229,7 @@ QuantizedWeight quantize_weight(const torch::Tensor& weight_out_in, const Quant4
 
 torch::Tensor quantized_linear(const torch::Tensor& x, const std::shared_ptr<const QuantizedWeight>& weight,
                                const torch::Tensor& bias) {
+  if (weight->eight_bit()) return int8_linear(x, weight, bias);
   return QuantizedLinear::apply(x, bias.defined() ? bias : torch::empty({0}, x.options()), weight);
 }
 

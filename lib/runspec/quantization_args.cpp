@@ -1,6 +1,8 @@
 // model.quantization_config (see quantization_args.h).
 #include "runspec/quantization_args.h"
 
+#include <cmath>
+
 #include "runspec/quantized_checkpoint.h"
 #include "util/error.h"
 
@@ -19,8 +21,9 @@ void QuantizationArgs::declare(Schema<QuantizationArgs>& s) {
   s.add("load_in_4bit", &QuantizationArgs::load_in_4bit,
         "Quantise the base's linear layers to 4 bits at load (bitsandbytes' Linear4bit; QLoRA). Adapters (a peft "
         "section) are required to train.");
-  s.add("load_in_8bit", &QuantizationArgs::load_in_8bit, "LLM.int8() 8-bit loading: not built (use load_in_4bit).")
-      .check(only_false("LLM.int8() 8-bit loading is not built in hftrain; load_in_4bit (NF4 / FP4) is"));
+  s.add("load_in_8bit", &QuantizationArgs::load_in_8bit,
+        "Quantise the base's linear layers to 8 bits at load (bitsandbytes' Linear8bitLt; LLM.int8(): int8 rows with "
+        "one absmax each, outlier features multiplied in the compute dtype). Adapters (a peft section) are required to train.");
   s.add("bnb_4bit_quant_type", &QuantizationArgs::bnb_4bit_quant_type,
         "The 4-bit data type: nf4 (QLoRA's NormalFloat) or fp4 (bitsandbytes' default).").choices({"nf4", "fp4"});
   s.add("bnb_4bit_use_double_quant", &QuantizationArgs::bnb_4bit_use_double_quant,
@@ -39,10 +42,16 @@ void QuantizationArgs::declare(Schema<QuantizationArgs>& s) {
       });
   s.add("llm_int8_skip_modules", &QuantizationArgs::llm_int8_skip_modules,
         "Modules left unquantised (a module named so, ending with '.' + the name, or inside it); null = none but the head.");
-  s.add("llm_int8_threshold", &QuantizationArgs::llm_int8_threshold, "LLM.int8()'s outlier threshold: 6.0 only (8-bit is not built).")
-      .check([](const double& v) { return v == 6.0 ? std::string() : std::string("an 8-bit setting; only its default 6.0 is accepted"); });
-  s.add("llm_int8_has_fp16_weight", &QuantizationArgs::llm_int8_has_fp16_weight, "LLM.int8() setting: false only.")
-      .check(only_false("an 8-bit setting; only its default false is accepted"));
+  s.add("llm_int8_threshold", &QuantizationArgs::llm_int8_threshold,
+        "LLM.int8()'s outlier threshold: input features with any |x| at or above it are multiplied in the compute dtype, "
+        "the rest in int8; 0 = every feature in int8 (8-bit only).")
+      .check([](const double& v) {
+        return std::isfinite(v) && v >= 0 ? std::string() : std::string("expected a finite number >= 0 (0: no outlier decomposition)");
+      });
+  s.add("llm_int8_has_fp16_weight", &QuantizationArgs::llm_int8_has_fp16_weight,
+        "Keep a trainable 16-bit copy of the 8-bit weights: false only.")
+      .check(only_false("a trainable 8-bit base (Linear8bitLt with has_fp16_weights) is not built: the quantised base is "
+                        "frozen and adapters train over it (QLoRA); leave it false"));
   s.add("llm_int8_enable_fp32_cpu_offload", &QuantizationArgs::llm_int8_enable_fp32_cpu_offload,
         "Offloading unquantised modules to the CPU under a device map: false only.")
       .check(only_false("device maps are not built; only false is accepted"));
@@ -60,6 +69,8 @@ void take_quantization_config(YAML::Node& root, Issues& issues, std::optional<Qu
       for (const auto& kv : v) args.given_keys.insert(kv.first.Scalar());
     if (!args.load_in_4bit && !args.load_in_8bit)
       issues.add("model.quantization_config.load_in_4bit", v, "neither load_in_4bit nor load_in_8bit is true: nothing to quantise");
+    if (args.load_in_4bit && args.load_in_8bit)
+      issues.add("model.quantization_config.load_in_8bit", v, "load_in_4bit and load_in_8bit are both true; choose one");
     out = args;
   }
   while (lookup(model, "quantization_config").IsDefined()) model.remove("quantization_config");
@@ -73,7 +84,7 @@ std::optional<QuantizationArgs> checkpoint_quantization(const nlohmann::json& co
   if (!q.is_object()) throw ConfigError(where + ": expected an object (BitsAndBytesConfig.to_dict())");
   const nlohmann::json method = q.value("quant_method", nlohmann::json());
   if (method != "bitsandbytes")
-    throw ConfigError(where + ".quant_method: " + method.dump() + ": only bitsandbytes 4-bit checkpoints load (the "
+    throw ConfigError(where + ".quant_method: " + method.dump() + ": only bitsandbytes 4-bit and 8-bit checkpoints load (the "
                       "weights of other methods are not built); point model.from_pretrained at the unquantised model "
                       "and set model.quantization_config to quantise it at load");
   for (const std::string key : {"load_in_4bit", "load_in_8bit"}) {  // to_dict() writes both spellings
@@ -92,8 +103,9 @@ std::optional<QuantizationArgs> checkpoint_quantization(const nlohmann::json& co
   issues.mark_origin("quantization_config", config_path);
   QuantizationArgs args;
   schema_of<QuantizationArgs>().parse(YAML::Load(q.dump()), "quantization_config", args, issues);
-  if (!args.load_in_4bit)
-    issues.add("quantization_config.load_in_4bit", "not a 4-bit checkpoint: only bitsandbytes' 4-bit (NF4 / FP4) weights load");
+  if (args.load_in_4bit == args.load_in_8bit)
+    issues.add("quantization_config.load_in_4bit", std::string(args.load_in_4bit ? "and load_in_8bit both true" : "and load_in_8bit both false") +
+                                                       ": a bitsandbytes checkpoint is quantised to 4 bits or to 8 bits");
   issues.throw_if_any();
   return args;
 }

@@ -1,12 +1,13 @@
 # The safetensors format written and read by the reference scripts themselves (no safetensors package):
 # 8-byte little-endian header length, JSON header {name: {dtype, shape, data_offsets}} with optional
-# "__metadata__", then the raw little-endian tensor bytes. F32, F64, I64 and U8 tensors.
+# "__metadata__", then the raw little-endian tensor bytes. F32, F64, I64, U8 and I8 tensors.
 import json
 import struct
 
 import torch
 
-DTYPES = {torch.float32: ("F32", "f", 4), torch.float64: ("F64", "d", 8), torch.int64: ("I64", "q", 8), torch.uint8: ("U8", "B", 1)}
+DTYPES = {torch.float32: ("F32", "f", 4), torch.float64: ("F64", "d", 8), torch.int64: ("I64", "q", 8), torch.uint8: ("U8", "B", 1),
+          torch.int8: ("I8", "b", 1)}
 BY_CODE = {code: (dtype, fmt, size) for dtype, (code, fmt, size) in DTYPES.items()}
 
 
@@ -17,7 +18,7 @@ def write_safetensors(path, named, metadata=None):
     for name, t in named:
         t = t.detach().contiguous()
         if t.dtype not in DTYPES:
-            raise RuntimeError("%s: tensor %s has dtype %s (F32, F64, I64 or U8 only)" % (path, name, t.dtype))
+            raise RuntimeError("%s: tensor %s has dtype %s (F32, F64, I64, U8 or I8 only)" % (path, name, t.dtype))
         code, fmt, _ = DTYPES[t.dtype]
         blob = struct.pack("<%d%s" % (t.numel(), fmt), *t.flatten().tolist())
         header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}

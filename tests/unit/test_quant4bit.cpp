@@ -17,8 +17,8 @@ using namespace hftrain_test;
 
 namespace {
 
-Quant4Settings settings_of(const nlohmann::json& c) {
-  Quant4Settings s;
+QuantSettings settings_of(const nlohmann::json& c) {
+  QuantSettings s;
   s.type = c["type"].get<std::string>() == "nf4" ? kernels::Quant4Type::kNf4 : kernels::Quant4Type::kFp4;
   s.blocksize = c["blocksize"].get<int64_t>();
   s.double_quant = c["double_quant"].get<bool>();
@@ -30,7 +30,7 @@ struct LayerPair {
   AdaptableLinear quantised{nullptr}, plain{nullptr};
 };
 
-LayerPair layer_pair(int64_t in, int64_t out, const Quant4Settings& s, bool bias) {
+LayerPair layer_pair(int64_t in, int64_t out, const QuantSettings& s, bool bias) {
   torch::manual_seed(7);
   const torch::Tensor w = torch::randn({out, in}), b = bias ? torch::randn({out}) : torch::Tensor();
   LayerPair p;
@@ -98,7 +98,7 @@ TEST_CASE("a quantised linear layer equals the float64 layer over its dequantise
     for (const bool double_quant : {false, true})
       for (const int64_t tile : {0, 40, 1}) {  // one tile; several; one row a tile
         TileGuard tiles(tile);
-        Quant4Settings s;
+        QuantSettings s;
         s.type = nf4 ? kernels::Quant4Type::kNf4 : kernels::Quant4Type::kFp4;
         s.double_quant = double_quant;
         s.compute_dtype = torch::kDouble;
@@ -124,7 +124,7 @@ TEST_CASE("a quantised linear layer equals the float64 layer over its dequantise
 TEST_CASE("LoRA and DoRA on a quantised layer train against the float64 layer over the dequantised weight", "[unit][qlora]") {
   TileGuard tiles(30);
   for (const bool dora : {false, true}) {
-    Quant4Settings s;
+    QuantSettings s;
     s.compute_dtype = torch::kDouble;
     s.double_quant = true;
     LayerPair p = layer_pair(16, 12, s, false);
@@ -162,7 +162,7 @@ TEST_CASE("LoRA and DoRA on a quantised layer train against the float64 layer ov
 }
 
 TEST_CASE("bf16 products over a quantised weight dequantise into bf16, under autocast and as the compute dtype", "[unit][qlora]") {
-  Quant4Settings s;
+  QuantSettings s;
   s.compute_dtype = torch::kBFloat16;
   LayerPair p = layer_pair(24, 8, s, true);
   const torch::Tensor x = torch::randn({4, 24});
@@ -171,7 +171,7 @@ TEST_CASE("bf16 products over a quantised weight dequantise into bf16, under aut
   REQUIRE(y.scalar_type() == torch::kFloat);
   CHECK(torch::allclose(y.to(torch::kDouble), want, 2e-2, 2e-2));
   {
-    Quant4Settings f32;
+    QuantSettings f32;
     LayerPair q = layer_pair(24, 8, f32, true);
     AutocastScope autocast(torch::kBFloat16);
     const torch::Tensor z = q.quantised->forward(x);
@@ -217,8 +217,11 @@ TEST_CASE("model.quantization_config refuses what is not built, naming the key",
     return load_run_spec_text("model: {type: llama, quantization_config: " + q + "}\ndata: {type: digit_reversal}\n"
                               "training: {output_dir: out}\n", "spec", c.catalog());
   };
-  CHECK_THROWS_WITH(load("{load_in_8bit: true}"), Catch::Contains("model.quantization_config.load_in_8bit") &&
-                                                       Catch::Contains("LLM.int8()"));
+  CHECK_THROWS_WITH(load("{load_in_8bit: true, load_in_4bit: true}"), Catch::Contains("model.quantization_config.load_in_8bit") &&
+                                                                          Catch::Contains("both true"));
+  CHECK_THROWS_WITH(load("{load_in_8bit: true, llm_int8_has_fp16_weight: true}"),
+                    Catch::Contains("model.quantization_config.llm_int8_has_fp16_weight") && Catch::Contains("frozen"));
+  CHECK_THROWS_WITH(load("{load_in_8bit: true, llm_int8_threshold: -1}"), Catch::Contains("llm_int8_threshold"));
   CHECK_THROWS_WITH(load("{load_in_4bit: true, bnb_4bit_quant_storage: bfloat16}"),
                     Catch::Contains("bnb_4bit_quant_storage") && Catch::Contains("uint8"));
   CHECK_THROWS_WITH(load("{load_in_4bit: true, bnb_4bit_quant_type: int4}"), Catch::Contains("bnb_4bit_quant_type"));
@@ -257,8 +260,12 @@ TEST_CASE("a config.json quantization_config is read under BitsAndBytesConfig's 
                       Catch::Contains("m/config.json") && Catch::Contains(key) && Catch::Contains(why));
   };
   refused(nlohmann::json{{"quant_method", "gptq"}, {"bits", 4}}, "quant_method", "only bitsandbytes 4-bit");
-  refused(with({{"load_in_4bit", false}, {"_load_in_4bit", false}, {"load_in_8bit", true}, {"_load_in_8bit", true}}),
-          "load_in_8bit", "LLM.int8()");
+  refused(with({{"load_in_8bit", true}, {"_load_in_8bit", true}}), "load_in_4bit", "both true");
+  const auto eight = checkpoint_quantization(
+      config(with({{"load_in_4bit", false}, {"_load_in_4bit", false}, {"load_in_8bit", true}, {"_load_in_8bit", true}})), "m/config.json");
+  REQUIRE(eight);
+  CHECK(eight->load_in_8bit);
+  CHECK_FALSE(eight->load_in_4bit);
   refused(with({{"_load_in_4bit", false}}), "_load_in_4bit", "disagrees");
   refused(with({{"bnb_4bit_compute_dtype", "float16"}}), "bnb_4bit_compute_dtype", "model.quantization_config");
   refused(with({{"bnb_4bit_quant_storage", "bfloat16"}}), "bnb_4bit_quant_storage", "uint8");

@@ -104,7 +104,7 @@ TEST_CASE("4-bit dequantisation of a quantised weight with nested absmax is bitw
   const torch::Tensor w = torch::randn({7, 10001});
   for (const auto type : {k::Quant4Type::kNf4, k::Quant4Type::kFp4}) {
     for (const int64_t block : {64, 4096}) {
-      hftrain::Quant4Settings s;
+      hftrain::QuantSettings s;
       s.type = type;
       s.blocksize = block;
       s.double_quant = true;

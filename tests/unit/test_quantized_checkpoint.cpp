@@ -183,7 +183,7 @@ TEST_CASE("the parameter count of a 4-bit model is its logical count, as before 
 
 TEST_CASE("a quantised checkpoint's malformed tensors are refused, each named", "[unit][qlora]") {
   torch::manual_seed(3);
-  Quant4Settings s;
+  QuantSettings s;
   s.double_quant = true;
   const QuantizedWeight w = quantize_weight(torch::randn({8, 40}), s);  // 320 weights: 5 blocks of 64
   const std::string name = "m.q_proj.weight", state = "quant_state.bitsandbytes__nf4";
@@ -212,7 +212,7 @@ TEST_CASE("a quantised checkpoint's malformed tensors are refused, each named", 
     c.update(changes);
     return with(state, text(c.dump()));
   };
-  auto refused = [&](const QuantStateParts& p, const std::string& suffix, const std::string& why, const Quant4Settings& expected,
+  auto refused = [&](const QuantStateParts& p, const std::string& suffix, const std::string& why, const QuantSettings& expected,
                      int64_t out = 8) {
     const std::string tensor = suffix.empty() ? name : name + "." + suffix;
     CHECK_THROWS_WITH(quantized_weight_from_state(name, p, expected, out, 40, "dir"),
@@ -236,10 +236,10 @@ TEST_CASE("a quantised checkpoint's malformed tensors are refused, each named", 
   refused(state_with({{"bits", 4}}), state, "the key 'bits'", s);
   refused(with("offsets", torch::zeros({1})), "offsets", "is not part of bitsandbytes' 4-bit quant state", s);
   refused(parts, state, "has shape [8,40], but the layer is [10, 40]", s, 10);
-  Quant4Settings fp4 = s;
+  QuantSettings fp4 = s;
   fp4.type = kernels::Quant4Type::kFp4;
   refused(parts, state, "is an nf4 quant state, but config.json's quantization_config has bnb_4bit_quant_type fp4", fp4);
-  Quant4Settings single = s;
+  QuantSettings single = s;
   single.double_quant = false;
   refused(parts, state, "is double-quantised (nested_*), but config.json's quantization_config has bnb_4bit_use_double_quant false", single);
 }
@@ -258,7 +258,7 @@ TEST_CASE("a quantised checkpoint's directory: a missing or extra 4-bit tensor a
   };
   auto missing = tensors;
   missing.erase(v);
-  CHECK_THROWS_WITH(load_dir(rewrite("missing", missing)), Catch::Contains("missing tensors: " + v + " (4-bit)"));
+  CHECK_THROWS_WITH(load_dir(rewrite("missing", missing)), Catch::Contains("missing tensors: " + v + " (quantised)"));
   auto extra = tensors;
   extra[v + ".quant_state.bitsandbytes__fp4"] = extra.at(v + ".quant_state.bitsandbytes__nf4");
   CHECK_THROWS_WITH(load_dir(rewrite("extra", extra)),
