@@ -3,6 +3,7 @@
 // merge-adapter's output (the adapter merged into the dequantised base, saved in the compute dtype), bf16 DoRA
 // over an FP4 base runs, estimate counts the 4-bit bytes, and what is not built is refused by name. A base saved
 // 4-bit in bitsandbytes' layout trains exactly as quantising it at load does, and merge-adapter merges over it.
+// An 8-bit (LLM.int8()) base trains, merges and is estimated at a byte a weight.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -110,9 +111,9 @@ TEST_CASE("QLoRA: bf16 DoRA over an FP4 base trains, and what is not built is re
   CliResult stage3 = run_hftrain("train dora.yaml --set zero.stage=3 --set training.output_dir=dora3", dir);
   CHECK(stage3.exit_code == 2);
   CHECK_THAT(stage3.output, Catch::Contains("ZeRO stage 3"));
-  CliResult eight = run_hftrain("train dora.yaml --set model.quantization_config.load_in_8bit=true --set training.output_dir=dora8", dir);
-  CHECK(eight.exit_code == 2);
-  CHECK_THAT(eight.output, Catch::Contains("model.quantization_config.load_in_8bit"));
+  CliResult both = run_hftrain("train dora.yaml --set model.quantization_config.load_in_8bit=true --set training.output_dir=dora8", dir);
+  CHECK(both.exit_code == 2);
+  CHECK_THAT(both.output, Catch::Contains("model.quantization_config.load_in_8bit") && Catch::Contains("both true"));
 }
 
 TEST_CASE("QLoRA: a base saved 4-bit in bitsandbytes' layout trains as quantising it at load does, and merges",
@@ -160,4 +161,35 @@ TEST_CASE("QLoRA: a base saved 4-bit in bitsandbytes' layout trains as quantisin
   run_ok("eval merged.yaml", dir);
   const double run = eval_loss(dir + "/pre/eval_results.json");
   CHECK(std::abs(eval_loss(dir + "/merged_eval/eval_results.json") - run) <= 1e-5 * std::max(1.0, std::abs(run)));
+}
+
+TEST_CASE("QLoRA 8-bit: adapters train over an LLM.int8() llama, merge into the dequantised base, estimate counts a byte a weight",
+          "[integration][peft][qlora][int8]") {
+  const std::string dir = with_llama_base("qlora8_cli");
+  write_text(dir + "/spec.yaml", std::string("model: {from_pretrained: base, quantization_config: {load_in_8bit: true}}\n") + kQloraData +
+                                     "peft: {r: 8, lora_alpha: 16, target_modules: all-linear}\n"
+                                     "training: {output_dir: out, max_steps: 40, learning_rate: 0.02, save_strategy: \"no\", seed: 5}\n");
+  CHECK_THAT(run_ok("train spec.yaml", dir), Catch::Contains("quantization: 14 linear layers quantised to 8 bits"));
+  CHECK(fs::exists(dir + "/out/adapter_model.safetensors"));
+  CHECK_FALSE(fs::exists(dir + "/out/model.safetensors"));
+  write_text(dir + "/quantised.yaml", "model: {from_pretrained: base, quantization_config: {load_in_8bit: true}}\n" +
+                                          std::string(kQloraData) + "training: {output_dir: quantised_eval}\n");
+  run_ok("eval quantised.yaml", dir);
+  const double run = eval_loss(dir + "/out/eval_results.json");
+  CHECK(run < eval_loss(dir + "/quantised_eval/eval_results.json"));
+
+  // merged into the dequantised base: the products then skip the activations' int8 rounding, so the loss is close
+  // to the run's, not equal
+  CHECK_THAT(run_ok("merge-adapter base out merged", dir), Catch::Contains("merged dequantised"));
+  write_text(dir + "/merged.yaml", std::string("model: {from_pretrained: merged}\n") + kQloraData + "training: {output_dir: merged_eval}\n");
+  run_ok("eval merged.yaml", dir);
+  CHECK(std::abs(eval_loss(dir + "/merged_eval/eval_results.json") - run) <= 0.02 * std::max(1.0, std::abs(run)));
+
+  CliResult est = run_hftrain("estimate spec.yaml --json 2>/dev/null", dir);
+  INFO(est.output);
+  REQUIRE(est.exit_code == 0);
+  const json e = json::parse(est.output.substr(est.output.find('{')));
+  const int64_t quantised = e["quantized_parameters"].get<int64_t>();
+  CHECK(quantised == 2 * (2 * 32 * 32 + 2 * 16 * 32 + 3 * 64 * 32));
+  CHECK(e["quantized_bytes"].get<int64_t>() == quantised + 4 * 2 * (32 + 16 + 16 + 32 + 64 + 64 + 32));  // codes, a float a row
 }
