@@ -4,7 +4,9 @@
 // group resumes bit for bit on the group and continues on 1 worker as the 1-worker run does; a layout the world
 // cannot hold is refused by name before anything is written. A LoRA adapter (q_proj / v_proj) trains the same way
 // at ZeRO-2. Two groups on 4 workers are two data-parallel replicas,
-// with the label tokens counted over the world or over each group.
+// with the label tokens counted over the world or over each group. One group of 4 workers on sequences of up to
+// 1024 tokens, with checkpointing offloaded and the MLP tiled, follows 1 worker; through the binary a run with
+// activation-checkpoint offload follows the run without it.
 #include <catch2/catch.hpp>
 
 #include "test_dist_helpers.h"
@@ -140,5 +142,62 @@ TEST_CASE("sequence_parallel_size that does not divide the world is refused nami
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("distributed.sequence_parallel_size: 2 must divide the world size 1"));
   CHECK_FALSE(fs::exists(dir + "/out/trainer_state.json"));
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// Rows of 300 to 1000 bytes: with max_length 1024, sequences 4x longer than the rows above.
+std::string long_sequence_rows(int n) {
+  const char* words[] = {"the", "king", "shall", "not", "speak", "of", "this", "night", "my", "lord"};
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    std::string text;
+    for (int w = 0; w < 60 + (i * 53) % 140; ++w) text += std::string(words[(i * 7 + w * 3) % 10]) + " ";
+    out += "{\"text\": \"" + text + "\"}\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a llama on one sequence-parallel group of 4 workers, with checkpointing offloaded and the MLP tiled, "
+          "follows 1 worker on sequences of up to 1024 tokens",
+          "[integration][sequence_parallel][checkpoint_offload]") {
+  const std::string dir = dist_dir("sequence_parallel_four");
+  write_text(dir + "/train.jsonl", long_sequence_rows(16));
+  write_text(dir + "/spec.yaml", kSequenceSpec);
+  // 8 query heads over 4 key / value heads: 2 of each per rank
+  const std::string shape = "--set model.num_attention_heads=8 --set model.num_key_value_heads=4 "
+                            "--set model.max_position_embeddings=1024 --set data.max_length=1024 ";
+  train_ok(dir, shape + "--set training.output_dir=one");
+  train_ok(dir, shape + "--nproc-per-node 4 --set distributed.sequence_parallel_size=4 --set zero.stage=2 "
+                        "--set training.gradient_checkpointing=true --set training.tiled_mlp=true "
+                        "--set 'training.gradient_checkpointing_kwargs={offload: true}' --set training.output_dir=group");
+  check_follows(dir + "/group/trainer_state.json", dir + "/one/trainer_state.json");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("activation-checkpoint offload through the binary: a run with gradient_checkpointing_kwargs {offload: true} "
+          "follows the run without it, and says that a CPU worker's inputs already live in host memory",
+          "[integration][checkpoint_offload]") {
+  const std::string dir = dist_dir("checkpoint_offload");
+  write_text(dir + "/train.jsonl", variable_rows(32));
+  write_text(dir + "/spec.yaml", kSequenceSpec);
+  const std::string checkpointed = "--set training.gradient_checkpointing=true --set model.attention_dropout=0.1 ";
+  train_ok(dir, checkpointed + "--set training.output_dir=kept");
+  const std::string out = run_ok("train spec.yaml " + checkpointed +
+                                     "--set 'training.gradient_checkpointing_kwargs={offload: true}' --set training.output_dir=offloaded",
+                                 dir);
+  CHECK_THAT(out, Catch::Contains("gradient_checkpointing_offload") && Catch::Contains("already live in host memory"));
+  const std::vector<json> kept = train_logs(dir + "/kept/trainer_state.json"),
+                          offloaded = train_logs(dir + "/offloaded/trainer_state.json");
+  REQUIRE(kept.size() == 4);
+  REQUIRE(offloaded.size() == kept.size());
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(offloaded[i]["loss"].get<double>() == kept[i]["loss"].get<double>());
+    CHECK(offloaded[i]["grad_norm"].get<double>() == kept[i]["grad_norm"].get<double>());
+  }
   fs::remove_all(dir);
 }

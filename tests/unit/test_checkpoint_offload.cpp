@@ -1,10 +1,13 @@
-// Long-context settings: activation-checkpoint offload (models/checkpointing ActivationOffloadScope) gives a
+// Long-context settings: the tiled MLP hands each parameter its gradient in one accumulation per backward (what a
+// data-parallel gradient sync's hooks count on); activation-checkpoint offload (models/checkpointing ActivationOffloadScope) gives a
 // llama's loss and every gradient bit for bit as checkpointing without it, with and without the tiled MLP, and
 // the recomputation really reads the kept copy; the names users write for it (HF gradient_checkpointing_kwargs'
 // offload, DeepSpeed's activation_checkpointing.cpu_checkpointing, ALST's activation_checkpoint_cpu_offload) and
 // HF TrainingArguments' parallelism_config (Accelerate's ParallelismConfig fields) land in the spec or are refused
 // by name.
 #include <catch2/catch.hpp>
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include <map>
 
@@ -23,7 +26,7 @@ struct OffloadRun {
 
 // One training forward and backward of a small GQA llama with checkpointing (attention dropout on, so that the
 // recomputation must replay the forward's random state), its inputs kept in host memory when `offload`.
-OffloadRun offload_llama_run(bool offload, bool tiled) {
+OffloadRun offload_llama_run(bool offload, bool tiled, bool count_accumulations = false) {
   const auto& c = hftrain::builtin_components();
   hftrain::Issues issues("test");
   const auto opts = c.models.parse("llama",
@@ -42,6 +45,18 @@ OffloadRun offload_llama_run(bool offload, bool tiled) {
   batch.attention_mask = torch::ones({2, 12}, torch::kLong);
   batch.attention_mask.index_put_({1, torch::indexing::Slice(9)}, 0);
   batch.labels = batch.input_ids.masked_fill(batch.attention_mask.eq(0), -100);
+  std::map<std::string, int> accumulations;
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks;
+  for (auto& np : model->named_parameters()) {
+    if (!count_accumulations) break;
+    auto acc = torch::autograd::impl::grad_accumulator(np.value());
+    const std::string name = np.key();
+    hooks.emplace_back(acc, acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+                                [&accumulations, name](const torch::autograd::variable_list& out, const torch::autograd::variable_list&) {
+                                  ++accumulations[name];
+                                  return out;
+                                })));
+  }
   torch::manual_seed(3);  // the dropout masks' stream
   torch::Tensor loss;
   {
@@ -51,6 +66,12 @@ OffloadRun offload_llama_run(bool offload, bool tiled) {
   loss.backward();  // outside the scope, as the trainer's backward is
   OffloadRun run{loss.item<double>(), {}};
   for (auto& np : model->named_parameters()) run.grads[np.key()] = np.value().grad().clone();
+  for (auto& [acc, key] : hooks) acc->del_post_hook(key);
+  for (auto& np : model->named_parameters()) {
+    if (!count_accumulations) break;
+    INFO(np.key());
+    CHECK(accumulations[np.key()] == 1);
+  }
   return run;
 }
 
@@ -69,6 +90,12 @@ TEST_CASE("activation-checkpoint offload: a llama's loss and every gradient equa
     }
   }
   CHECK_FALSE(hftrain::activation_offload_active());  // the scope put the mode back
+}
+
+TEST_CASE("tiled MLP: each parameter's gradient accumulates once per backward, as a data-parallel sync expects",
+          "[unit][checkpoint_offload]") {
+  offload_llama_run(false, true, /*count_accumulations=*/true);
+  offload_llama_run(true, true, /*count_accumulations=*/true);
 }
 
 TEST_CASE("activation-checkpoint offload: the recomputation reads the copy kept in host memory, one input or two",
