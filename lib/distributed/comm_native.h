@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,14 +20,20 @@
 
 namespace hftrain {
 
+// Builds the communicator of the group of world ranks `ranks` (Comm::subgroup), this rank being member `index`: a
+// process group of the backend's own over the job's store under the group's name (NCCL: comm_nccl.cpp).
+using SubgroupMaker = std::function<std::unique_ptr<Comm>(const std::vector<int>& ranks, int index, const std::string& name)>;
+
 template <class ProcessGroup>
 class NativeCollectivesComm : public Comm {
  public:
-  // `keep_alive` holds what the group needs for as long as it lives (the rendezvous store and its server).
+  // `keep_alive` holds what the group needs for as long as it lives (the rendezvous store and its server);
+  // `make_subgroup` builds groups of its ranks (null: subgroup() is refused by name).
   NativeCollectivesComm(c10::intrusive_ptr<ProcessGroup> group, int rank, int size, torch::Device device,
-                        std::chrono::milliseconds timeout, std::string backend, std::shared_ptr<void> keep_alive = nullptr)
+                        std::chrono::milliseconds timeout, std::string backend, std::shared_ptr<void> keep_alive = nullptr,
+                        SubgroupMaker make_subgroup = nullptr)
       : keep_alive_(std::move(keep_alive)), group_(std::move(group)), rank_(rank), size_(size), device_(device),
-        timeout_(timeout), backend_(std::move(backend)) {}
+        timeout_(timeout), backend_(std::move(backend)), make_subgroup_(std::move(make_subgroup)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
@@ -147,12 +154,18 @@ class NativeCollectivesComm : public Comm {
                   input.nbytes(), nullptr);
   }
 
-  // Groups of ranks need a process group of their own over the rendezvous store, which this communicator does
-  // not hold: refused by name (the gloo backend has them).
   std::unique_ptr<Comm> subgroup(const std::vector<int>& ranks, const std::string& name) override {
-    rank_in_group(ranks, rank_, size_, name);
-    throw RuntimeFailure("group " + name + ": groups of ranks (sequence / expert parallelism) are built on the gloo "
-                         "backend only so far; this job runs " + backend_);
+    const int index = rank_in_group(ranks, rank_, size_, name);
+    if (!make_subgroup_)
+      throw RuntimeFailure("group " + name + ": this " + backend_ + " communicator cannot build groups of its ranks");
+    try {
+      return make_subgroup_(ranks, index, name);
+    } catch (const RuntimeFailure&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw RuntimeFailure("group " + name + ": rank " + std::to_string(index) + " of " + std::to_string(ranks.size()) +
+                           " could not form its " + backend_ + " group: " + short_error(e));
+    }
   }
 
   // A tiny all-reduce: it honours the timeout and names the operation. Its result is read on the host, since
@@ -195,6 +208,7 @@ class NativeCollectivesComm : public Comm {
   torch::Device device_;
   std::chrono::milliseconds timeout_;
   std::string backend_;
+  SubgroupMaker make_subgroup_;
 };
 
 }  // namespace hftrain

@@ -25,8 +25,8 @@ namespace {
 class NcclComm final : public NativeCollectivesComm<c10d::ProcessGroupNCCL> {
  public:
   NcclComm(c10::intrusive_ptr<c10d::ProcessGroupNCCL> group, int rank, int size, torch::Device device,
-           std::chrono::milliseconds timeout, std::shared_ptr<void> keep_alive)
-      : NativeCollectivesComm(group, rank, size, device, timeout, "nccl", std::move(keep_alive)),
+           std::chrono::milliseconds timeout, std::shared_ptr<void> keep_alive, SubgroupMaker make_subgroup = nullptr)
+      : NativeCollectivesComm(group, rank, size, device, timeout, "nccl", std::move(keep_alive), std::move(make_subgroup)),
         nccl_(std::move(group)) {}
   ~NcclComm() override {
 #if HFTRAIN_TORCH_AT_LEAST(2, 11)
@@ -63,9 +63,18 @@ std::unique_ptr<Comm> make_nccl_comm(const DistEnv& env, const RendezvousOptions
                          std::to_string(env.world_size) + " workers on cuda:" + std::to_string(cuda_index) + ": " +
                          short_error(e));
   }
-  return std::make_unique<NcclComm>(group, env.rank, env.world_size,
-                                    torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_index)),
-                                    options.store_timeout, met);
+  const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(cuda_index));
+  const std::chrono::milliseconds timeout = options.store_timeout;
+  // A group of ranks (sequence / expert parallelism): its own NCCL communicator, whose unique id the members trade
+  // through the job's store under the group's name, as torch.distributed.new_group does.
+  SubgroupMaker make_subgroup = [met, nccl_options, device, timeout](const std::vector<int>& ranks, int index,
+                                                                      const std::string& name) -> std::unique_ptr<Comm> {
+    const int size = static_cast<int>(ranks.size());
+    auto members = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        c10::make_intrusive<c10d::PrefixStore>("hftrain/group/" + name, met->store), index, size, nccl_options);
+    return std::make_unique<NcclComm>(members, index, size, device, timeout, met);
+  };
+  return std::make_unique<NcclComm>(group, env.rank, env.world_size, device, timeout, met, std::move(make_subgroup));
 #else
   (void)env;
   (void)options;

@@ -101,22 +101,6 @@ void nccl_needs_cuda(const SpecRuleInput& in) {
 
 // --- sequence parallelism (Ulysses) against what cannot run over a slice of each sequence -----------------
 
-void sequence_parallel_needs_gloo(const SpecRuleInput& in) {
-  const DistributedArgs& d = in.spec.distributed;
-  if (d.sequence_parallel_size > 1 && d.backend == "nccl")
-    in.issues.add("distributed.sequence_parallel_size", at(in, "distributed", "sequence_parallel_size"),
-                  std::to_string(d.sequence_parallel_size) + " needs groups of ranks, which are built over gloo only "
-                  "(distributed.backend nccl); use backend gloo or auto, or sequence_parallel_size 1");
-}
-
-void expert_parallel_needs_gloo(const SpecRuleInput& in) {
-  const DistributedArgs& d = in.spec.distributed;
-  if (d.expert_parallel_size > 1 && d.backend == "nccl")
-    in.issues.add("distributed.expert_parallel_size", at(in, "distributed", "expert_parallel_size"),
-                  std::to_string(d.expert_parallel_size) + " needs groups of ranks, which are built over gloo only "
-                  "(distributed.backend nccl); use backend gloo or auto, or expert_parallel_size 1");
-}
-
 // NEFTune scales its noise by the sequence length, which a rank holding a slice does not see.
 void sequence_parallel_excludes_neftune(const SpecRuleInput& in) {
   if (in.spec.distributed.sequence_parallel_size > 1 && in.spec.training.neftune_noise_alpha > 0)
@@ -212,8 +196,6 @@ const std::vector<SpecRule>& spec_rules() {
       {"nvme_block_size_aligned", nvme_block_size_aligned},
       {"settings_without_effect_noted", settings_without_effect_noted},
       {"nccl_needs_cuda", nccl_needs_cuda},
-      {"sequence_parallel_needs_gloo", sequence_parallel_needs_gloo},
-      {"expert_parallel_needs_gloo", expert_parallel_needs_gloo},
       {"sequence_parallel_excludes_neftune", sequence_parallel_excludes_neftune},
       {"sequence_parallel_scope_noted", sequence_parallel_scope_noted},
       {"checkpoint_offload_needs_checkpointing", checkpoint_offload_needs_checkpointing},

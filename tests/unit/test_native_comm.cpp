@@ -94,10 +94,17 @@ class FakeGroup : public c10::intrusive_ptr_target {
   }
   std::shared_ptr<FakeWork> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
                                           std::vector<int64_t>& in_splits, const c10d::AllToAllOptions&) {
-    if (!out_splits.empty() || !in_splits.empty()) throw std::logic_error("alltoall_base: only equal segments are used");
-    auto all = world_.exchange(rank_, in);
-    const int64_t n = in.numel() / world_.size();
-    for (int r = 0; r < world_.size(); ++r) out.narrow(0, r * n, n).copy_(all[static_cast<std::size_t>(r)].narrow(0, rank_ * n, n));
+    const auto all = world_.exchange(rank_, in);
+    const auto splits = world_.exchange(rank_, torch::tensor(in_splits.empty() ? std::vector<int64_t>(world_.size(), in.numel() / world_.size())
+                                                                               : in_splits, torch::kLong));
+    int64_t at = 0;
+    for (int r = 0; r < world_.size(); ++r) {  // rank r's segment for this rank starts after its segments for ranks below
+      const torch::Tensor theirs = splits[static_cast<std::size_t>(r)];
+      const int64_t begin = theirs.narrow(0, 0, rank_).sum().item<int64_t>(), n = theirs[rank_].item<int64_t>();
+      if (!out_splits.empty() && out_splits[static_cast<std::size_t>(r)] != n) throw std::logic_error("alltoall_base: splits disagree");
+      out.narrow(0, at, n).copy_(all[static_cast<std::size_t>(r)].narrow(0, begin, n));
+      at += n;
+    }
     return done();
   }
   std::shared_ptr<FakeWork> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& o) {
@@ -194,6 +201,57 @@ TEST_CASE("native collectives: uneven reduce-scatter segments are padded, all-to
     check(comm.stats().bytes_sent.at("all_to_all") == 2 * 2 * 4, "all_to_all bytes");  // (N-1)/N of 24 bytes
     comm.barrier("end");
   });
+}
+
+TEST_CASE("native collectives: uneven all-to-all segments, and groups of ranks built by the backend's maker",
+          "[unit][dist][expert_parallel]") {
+  // 4 ranks; the groups {0, 1} and {2, 3} each over a world of their own, as a backend's new group would be.
+  ThreadWorld world(4), low(2), high(2);
+  std::mutex check_mu;
+  std::vector<std::string> errors;
+  auto check = [&](bool ok, const std::string& what) {
+    std::lock_guard<std::mutex> lock(check_mu);
+    if (!ok) errors.push_back(what);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        SubgroupMaker maker = [&](const std::vector<int>& ranks, int index, const std::string& name) -> std::unique_ptr<Comm> {
+          check(name == (ranks.front() == 0 ? "low" : "high"), "group name " + name);
+          auto members = c10::make_intrusive<FakeGroup>(ranks.front() == 0 ? low : high, index);
+          return std::make_unique<FakeComm>(members, index, 2, torch::kCPU, std::chrono::milliseconds(5000), "fake");
+        };
+        FakeComm comm(c10::make_intrusive<FakeGroup>(world, r), r, 4, torch::kCPU, std::chrono::milliseconds(5000), "fake",
+                      nullptr, maker);
+        // rank r sends j + r elements (values 100 r + j) to rank j
+        std::vector<int64_t> in_counts, out_counts;
+        std::vector<float> values;
+        for (int j = 0; j < 4; ++j) {
+          in_counts.push_back(j + r), out_counts.push_back(r + j);
+          for (int k = 0; k < j + r; ++k) values.push_back(100.0f * r + j);
+        }
+        auto out = torch::empty({4 * r + 6});
+        comm.all_to_all_v(torch::tensor(values), in_counts, out, out_counts, "expert rows");
+        std::vector<float> expected;
+        for (int from = 0; from < 4; ++from)
+          for (int k = 0; k < from + r; ++k) expected.push_back(100.0f * from + r);
+        check(torch::equal(out, torch::tensor(expected)), "all_to_all_v on rank " + std::to_string(r));
+        auto group = comm.subgroup(r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, r < 2 ? "low" : "high");
+        check(group->rank() == r % 2 && group->world_size() == 2, "member index");
+        auto summed = torch::full({1}, static_cast<float>(r));
+        group->all_reduce(summed, ReduceOp::kSum, "within the group");
+        check(summed.item<float>() == (r < 2 ? 1.0f : 5.0f), "group sum on rank " + std::to_string(r));
+      } catch (const std::exception& e) {
+        check(false, "rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) FAIL(e);
+  // without a maker the communicator refuses groups by name
+  ThreadWorld alone(1);
+  FakeComm single(c10::make_intrusive<FakeGroup>(alone, 0), 0, 1, torch::kCPU, std::chrono::milliseconds(5000), "fake");
+  CHECK_THROWS_WITH(single.subgroup({0}, "solo"), Catch::Contains("group solo: this fake communicator cannot build groups"));
 }
 
 TEST_CASE("native collectives: tensors on another device travel through copies on the communicator's device",
