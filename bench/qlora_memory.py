@@ -2,12 +2,13 @@
 # QLoRA against bf16 LoRA and full fine-tuning of the same llama shape, side by side (issue 63): peak RSS of
 # `hftrain train` over the whole run and over its training steps alone (VmRSS sampled every 20 ms; the steps
 # from the first step's log line on), the parameter bytes `hftrain estimate --json` counts, and
-# train_tokens_per_second; the runs alternate. All three train with precision.bf16; QLoRA is NF4 with double
-# quantisation, bf16 compute. MALLOC_MMAP_THRESHOLD_ is set so that memory a run frees leaves the process.
+# train_tokens_per_second; the runs alternate. All train with precision.bf16; QLoRA is NF4 with double
+# quantisation, bf16 compute (qlora), or LLM.int8() 8-bit (qlora8; products in bf16 under autocast). MALLOC_MMAP_THRESHOLD_ is set so that memory a run frees leaves the process.
 # The peak is sampled rather than taken from wait4: hftrain's memory tracker resets the kernel's high-water mark
 # (clear_refs) when training starts, so wait4's ru_maxrss reports the peak since then and misses construction.
 #
 #   bench/qlora_memory.py --hftrain build/hftrain [--repeats 2] [--hidden 1024] [--layers 8] [--batch 2]
+#                         [--runs full,lora,qlora,qlora8]
 import argparse
 import json
 import os
@@ -27,6 +28,7 @@ training: {output_dir: out, max_steps: %(steps)d, per_device_train_batch_size: %
 """
 QUANT = (",\n        quantization_config: {load_in_4bit: true, bnb_4bit_quant_type: nf4, bnb_4bit_use_double_quant: true,"
          " bnb_4bit_compute_dtype: bfloat16}")
+QUANT8 = ",\n        quantization_config: {load_in_8bit: true}"
 PEFT = "peft: {r: 8, lora_alpha: 16, target_modules: [q_proj, v_proj]}\n"
 
 
@@ -86,17 +88,19 @@ def main():
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--runs", default="full,lora,qlora,qlora8", help="which of full, lora, qlora, qlora8, comma-separated")
     args = ap.parse_args()
     hftrain = os.path.abspath(args.hftrain)
     work = tempfile.mkdtemp(prefix="hftrain_qlora_memory_")
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="1048576")
-    names = ("full", "lora", "qlora")
+    names = tuple(args.runs.split(","))
+    quant = {"qlora": QUANT, "qlora8": QUANT8}
     try:
         values = {"hidden": args.hidden, "inter": args.hidden * 8 // 3 // 64 * 64, "layers": args.layers,
                   "heads": max(1, args.hidden // 64), "steps": args.steps, "batch": args.batch, "quant": ""}
         for name in names:
             with open(os.path.join(work, name + ".yaml"), "w") as f:
-                f.write(SPEC % dict(values, quant=QUANT if name == "qlora" else "") + ("" if name == "full" else PEFT))
+                f.write(SPEC % dict(values, quant=quant.get(name, "")) + ("" if name == "full" else PEFT))
         params = {name: base_bytes(hftrain, work, name) for name in names}
         results = {name: [] for name in names}
         for rep in range(args.repeats):
@@ -106,20 +110,24 @@ def main():
                 with open(os.path.join(work, "out", "train_results.json")) as f:
                     tokens = json.load(f)["train_tokens_per_second"]
                 results[name].append((peak, steps_peak, tokens))
-        e = params["full"][1]
-        print("llama hidden %d, %d layers, intermediate %d (%d parameters), batch %d x 121 tokens, bf16, %d steps" %
-              (values["hidden"], values["layers"], values["inter"], e["parameters"], args.batch, args.steps))
+        whole = " (%d parameters)" % params["full"][1]["parameters"] if "full" in params else ""
+        print("llama hidden %d, %d layers, intermediate %d%s, batch %d x 121 tokens, bf16, %d steps" %
+              (values["hidden"], values["layers"], values["inter"], whole, args.batch, args.steps))
         print("| run | peak RSS (MiB) | peak RSS in the steps (MiB) | parameter bytes (estimate) | tokens/s |")
         print("|---|---|---|---|---|")
         for name in names:
             for peak, steps_peak, tokens in results[name]:
                 print("| %s | %.0f | %.0f | %d | %.1f |" % (name, peak, steps_peak, params[name][0], tokens))
-        q = params["qlora"][1]
-        print("4-bit base: %d weights in %d bytes (%.3f bytes a weight; bf16: 2)" %
-              (q["quantized_parameters"], q["quantized_bytes"], q["quantized_bytes"] / q["quantized_parameters"]))
         best = {n: min(r[1] for r in results[n]) for n in names}
-        print("peak RSS in the steps, qlora / lora: %.3f, qlora / full: %.3f" %
-              (best["qlora"] / best["lora"], best["qlora"] / best["full"]))
+        for name in names:
+            if name not in quant:
+                continue
+            q = params[name][1]
+            print("%s base: %d weights in %d bytes (%.3f bytes a weight; bf16: 2)" %
+                  (name, q["quantized_parameters"], q["quantized_bytes"], q["quantized_bytes"] / q["quantized_parameters"]))
+            for other in ("lora", "full"):
+                if other in best:
+                    print("peak RSS in the steps, %s / %s: %.3f" % (name, other, best[name] / best[other]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
