@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "checkpoint/model_io.h"
+#include "checkpoint/quantizing_load.h"
 #include "data/sample_limits.h"
 #include "engine/construction_plan.h"
 #include "engine/precision.h"
@@ -80,13 +81,14 @@ void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShap
   log_warning(problem + ". Training goes on: nothing generates in this run, but eval / predict would refuse it");
 }
 
-// model.quantization_config: the loaded base's linear layers to 4 bits (QLoRA).
+// model.quantization_config: the loaded base's linear layers to 4 or 8 bits (QLoRA).
 void quantize_base(ModelAndData& p, const RunSpec& spec, bool for_training) {
   if (!spec.model.quantization) return;
   check_quantization_plan(spec, for_training);
   if (p.model->initialisation_deferred())
-    throw ConfigError("model.quantization_config: zero.zero3_init_flag builds the model sharded, which the 4-bit base "
-                      "is not; set zero.zero3_init_flag: false");
+    throw ConfigError("model.quantization_config: zero.zero3_init_flag builds the model sharded, but the base is "
+                      "quantised from its whole loaded weights; set zero.zero3_init_flag: false (ZeRO-3 still partitions "
+                      "the quantised storage when the engine is built)");
   log_info("quantization: " + quantize_linear_layers(*p.model, *spec.model.quantization).line());
 }
 
@@ -164,8 +166,13 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   const ConstructionPlan construction = plan_construction(spec, for_training);  // the engine's (zero.Init)
   const bool hf_dir = !spec.model.from_pretrained.empty() &&
                       std::filesystem::exists(spec.model.from_pretrained + "/config.json");
+  // QLoRA from an HF directory (or from the model's own initialisation): built with the parameters released, then
+  // read (or drawn) a parameter at a time and quantised as it arrives (checkpoint/quantizing_load), so the float base
+  // is never whole in memory.
+  const bool quantize_while_loading =
+      spec.model.quantization && (hf_dir || spec.model.from_pretrained.empty()) && !construction.deferred;
   {
-    DeferredInit deferred(construction.deferred);
+    DeferredInit deferred(construction.deferred || quantize_while_loading);
     // Straight to the worker's device, a tensor at a time (the host never holds the whole model); under zero.Init
     // the engine places each rank's partition instead.
     std::unique_ptr<DeviceConstruction> on_device;
@@ -173,6 +180,15 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
     p.model = components.models.build(spec.model.type, spec.model.options, context);
   }
   if (hf_dir) keep_loaded_config(*p.model, spec.model.from_pretrained);
+  bool loaded = false;
+  if (quantize_while_loading && p.model->initialisation_deferred()) {
+    check_quantization_plan(spec, for_training);  // before anything is read
+    const int64_t layers = load_pretrained_quantizing(spec.model.from_pretrained, *p.model, *spec.model.quantization);
+    log_info("quantization: " + std::to_string(layers) + " linear layers quantised as their weights were " +
+             (hf_dir ? "read from " + spec.model.from_pretrained : std::string("initialised")) +
+             " (the float base is never whole in memory)");
+    loaded = true;
+  }
   if (p.data->task() == TaskKind::kSeq2Seq && !p.model->is_encoder_decoder())
     throw ConfigError("model.type: data '" + spec.data.type + "' is a sequence-to-sequence task (source and target of "
                       "their own lengths) and needs an encoder-decoder model such as t5, not '" + spec.model.type + "'");
@@ -194,7 +210,8 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
     throw ConfigError("training.tiled_mlp_tiles: " + std::to_string(spec.training.tiled_mlp_tiles) + " slices, but tiled_mlp is false");
   if (spec.training.neftune_noise_alpha > 0) p.model->set_neftune_noise_alpha(spec.training.neftune_noise_alpha);
   p.deferred_weights = deferred_weights(construction, spec, *p.model);  // zero.Init: each rank's partition, later
-  if (!p.model->initialisation_deferred() && !spec.model.from_pretrained.empty()) load_pretrained(spec.model.from_pretrained, *p.model);
+  if (!loaded && !p.model->initialisation_deferred() && !spec.model.from_pretrained.empty())
+    load_pretrained(spec.model.from_pretrained, *p.model);
   quantize_base(p, spec, for_training);
   attach_adapters(p, spec, for_training, construction);
   p.label_smoothing_factor = spec.training.label_smoothing_factor;
