@@ -98,6 +98,7 @@ ModelSize measure_model(const Components& c, const RunSpec& spec, const ModelCon
     const QuantizationSummary q = quantize_linear_layers(*built, *spec.model.quantization);
     model.quantized_elements = q.weight_elements;
     model.quantized_bytes = q.storage_bytes;
+    model.quantized_storage = q.storage_tensors;
     log_info("quantization: " + q.line());
   }
   const AdapterSummary summary = attach_lora(*built, spec.model.type, args, "peft");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "checkpoint/model_io.h"
+#include "models/quantize_model.h"
 
 namespace hftrain {
 namespace {
@@ -28,12 +29,16 @@ void optimizer_capabilities(const EngineRequest& r, EngineSettings& c) {
   c.optimizer_traits = r.optimizer_traits;
 }
 
+// A quantised base (QLoRA): the codes are frozen parameters, their scales frozen storage beside them.
+void frozen_storage(const EngineRequest& r, EngineSettings& c) { c.frozen_storage = quantized_storage(*r.model); }
+
 // ZeRO-3: parameters are gathered per module, so the model names its gather units; the frozen ones (an
 // adapter's base) are partitioned and gathered too.
 void gather_units(const EngineRequest& r, EngineSettings& c) {
   if (c.stage != 3) return;
   std::vector<std::string> trainable, frozen;
   for (const auto& np : r.model->named_parameters()) (np.value().requires_grad() ? trainable : frozen).push_back(np.key());
+  for (const auto& named : c.frozen_storage) frozen.push_back(named.first);  // gathered with the unit that reads it
   c.gather_units = resolve_gather_units(*r.model, trainable);
   if (!frozen.empty()) c.frozen_gather_units = resolve_gather_units(*r.model, frozen);
   c.persistence_threshold = r.spec.zero.stage3_param_persistence_threshold;
@@ -80,6 +85,7 @@ const std::vector<std::pair<const char*, BuildStep>>& build_steps() {
       {"place on device", place_on_device},
       {"precision and clipping", precision_and_clipping},
       {"optimizer capabilities", optimizer_capabilities},
+      {"frozen storage", frozen_storage},
       {"zero-3 gather units", gather_units},
       {"sharded construction", sharded_construction},
       {"nvme offload", nvme_offload},

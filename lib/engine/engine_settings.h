@@ -45,6 +45,10 @@ struct EngineSettings {
   // stages 0-2 leave them whole in the model.
   NamedTensorList frozen;
   std::vector<std::vector<std::string>> frozen_gather_units;
+  // Frozen tensors the model reads that are not parameters: a quantised base's block or row scales
+  // (models/quantize_model.h quantized_storage; its codes are parameters). make_engine adds them to `frozen`, so
+  // stage 3 partitions them per gather unit and dtype with the parameters and the memory report counts them.
+  NamedTensorList frozen_storage;
   // zero.offload_optimizer device nvme (stages 1-3): the optimizer state -- with mixed precision the fp32
   // master weights too -- in swap files under nvme_offload->swap_dir (the engine adds this rank's
   // subdirectory). With nvme_offload->parameter_shards (zero.offload_param nvme, stage 3) the parameter

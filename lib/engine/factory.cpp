@@ -24,9 +24,10 @@ std::vector<std::string> trainable_names(const EngineInputs& in) {
   return names;
 }
 
-// The settings with the model's frozen parameters (an adapter's base) added.
+// The settings with the model's frozen parameters (an adapter's base) and frozen storage added.
 EngineSettings zero_options(const EngineInputs& in) {
   EngineSettings o = in.config;
+  o.frozen = in.config.frozen_storage;
   for (const auto& [name, p] : in.named_params)
     if (!p.requires_grad()) o.frozen.emplace_back(name, p);
   return o;

@@ -57,6 +57,21 @@ int64_t ModelSize::active_elements(int64_t experts_per_token) const {
   return all;
 }
 
+namespace {
+
+// One rank's bytes of a quantised base: stage 3 keeps 1/world of each storage tensor at or above the persistence
+// threshold (its elements, as a parameter's), whole below it and at stages 0-2.
+int64_t quantized_held(const ModelSize& model, const StateLayout& layout) {
+  if (layout.stage != 3 || model.quantized_storage.empty()) return model.quantized_bytes;
+  const int64_t n = std::max<int64_t>(1, layout.world_size);
+  int64_t bytes = 0;
+  for (const auto& [numel, size] : model.quantized_storage)
+    bytes += numel < layout.persistence_threshold ? size : (size + n - 1) / n;
+  return bytes;
+}
+
+}  // namespace
+
 StateBytes estimate_state_bytes(const ModelSize& model, const StateLayout& layout) {
   const int64_t n = std::max<int64_t>(1, layout.world_size);
   const int64_t psi = model.parameters();
@@ -73,7 +88,7 @@ StateBytes estimate_state_bytes(const ModelSize& model, const StateLayout& layou
     }
     return layout.stage == 3 ? share(all - whole) + whole : all;
   };
-  b.params = (held(model.tensors) + held(model.frozen_tensors)) * p + model.quantized_bytes;
+  b.params = (held(model.tensors) + held(model.frozen_tensors)) * p + quantized_held(model, layout);
   b.grads = (layout.stage >= 2 ? share(psi) : psi) * p;
   // fp32 runs update the parameters (or their partition) in place: no separate master copy.
   const int64_t owned = layout.stage >= 1 ? share(psi) : psi;

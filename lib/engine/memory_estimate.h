@@ -15,10 +15,12 @@ struct ModelSize {
   // Frozen parameters (a PEFT adapter's base), name -> elements: whole on every rank at stages 0-2, partitioned
   // like the trainable ones at stage 3; no gradient, master copy or optimizer state.
   std::vector<std::pair<std::string, int64_t>> frozen_tensors;
-  // A 4-bit base (model.quantization_config): its quantised weights' elements and the bytes of their packed
-  // codes and quant state, held whole on every rank whatever the precision (not in frozen_tensors).
+  // A 4-bit or 8-bit base (model.quantization_config): its quantised weights' elements and the bytes of their
+  // packed codes and scales, whatever the precision (not in frozen_tensors); each storage tensor's elements and
+  // bytes: whole on every rank at stages 0-2, at stage 3 partitioned as the frozen tensors are.
   int64_t quantized_elements = 0;
   int64_t quantized_bytes = 0;
+  std::vector<std::pair<int64_t, int64_t>> quantized_storage;
   int64_t parameters() const;
   int64_t frozen_elements() const;  // quantized_elements included
   // DeepSpeed's largest_layer_params: the most elements one module holds directly (its own parameters,

@@ -56,9 +56,14 @@ void AdaptableLinearImpl::quantize_base(const QuantSettings& settings) {
     return;
   }
   quantized_ = std::make_shared<QuantizedWeight>(quantize_weight(weight_out_in(), settings));
+  hold_codes_as_weight();
+}
+
+void AdaptableLinearImpl::hold_codes_as_weight() {
   torch::NoGradGuard no_grad;
   weight.set_requires_grad(false);
   weight.set_data(quantized_->packed);
+  quantized_->packed = weight;  // one tensor: what moves or partitions the parameter moves the codes the product reads
 }
 
 void AdaptableLinearImpl::quantize_base(QuantizedWeight quantized) {
@@ -70,9 +75,7 @@ void AdaptableLinearImpl::quantize_base(QuantizedWeight quantized) {
   for (torch::Tensor* t : {&quantized.packed, &quantized.absmax, &quantized.quant_map, &quantized.nested_absmax, &quantized.nested_quant_map})
     if (t->defined()) *t = t->to(device);
   quantized_ = std::make_shared<QuantizedWeight>(std::move(quantized));
-  torch::NoGradGuard no_grad;
-  weight.set_requires_grad(false);
-  weight.set_data(quantized_->packed);
+  hold_codes_as_weight();
 }
 
 void AdaptableLinearImpl::dequantize_base() {
@@ -102,7 +105,7 @@ void AdaptableLinearImpl::to(torch::Device device, bool non_blocking) {
   QuantizedWeight& q = *quantized_;
   for (torch::Tensor* t : {&q.absmax, &q.quant_map, &q.nested_absmax, &q.nested_quant_map})
     if (t->defined()) *t = t->to(device, non_blocking);
-  q.packed = weight.data();  // moved with the parameter
+  q.packed = weight;  // moved with the parameter
 }
 
 torch::Tensor AdaptableLinearImpl::forward(const torch::Tensor& x) {

@@ -77,6 +77,8 @@ class AdaptableLinearImpl : public torch::nn::Module {
   // ||W + s B A||_row of DoRA, float32 for a quantised base.
   torch::Tensor adapted_row_norms(const LowRankAdapter& a) const;
   Layout layout_;
+  // The parameter "weight" takes the quantised codes and becomes the very tensor quantized_->packed is.
+  void hold_codes_as_weight();
   std::optional<LowRankAdapter> adapter_;
   std::shared_ptr<QuantizedWeight> quantized_;
 };

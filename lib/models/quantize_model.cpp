@@ -43,9 +43,6 @@ void check_quantization_plan(const RunSpec& spec, bool for_training) {
   if (for_training && !spec.peft && spec.model.peft_adapter.empty())
     throw ConfigError("model.quantization_config: a quantised model cannot be fine-tuned whole (its weights are frozen "
                       "codes); add a peft section: LoRA / DoRA adapters train over the quantised base, as PEFT requires");
-  if (spec.zero.stage == 3)
-    throw ConfigError("model.quantization_config: ZeRO stage 3 does not partition the quantised storage (not built); use "
-                      "zero.stage 0, 1 or 2");
 }
 
 std::vector<std::pair<std::string, AdaptableLinearImpl*>> quantizable_layers(Model& model, const QuantizationArgs& args) {
@@ -67,7 +64,10 @@ QuantizationSummary quantize_linear_layers(Model& model, const QuantizationArgs&
     linear->quantize_base(settings);  // a layer loaded quantised already stays as it is
     summary.quantized.push_back(name);
     summary.weight_elements += linear->quantized()->numel();
-    summary.storage_bytes += linear->quantized()->storage_bytes();
+    const QuantizedWeight& q = *linear->quantized();
+    summary.storage_bytes += q.storage_bytes();
+    for (const torch::Tensor* t : {&q.packed, &q.absmax, &q.nested_absmax})
+      if (t->defined()) summary.storage_tensors.emplace_back(t->numel(), t->numel() * static_cast<int64_t>(t->element_size()));
   }
   return summary;
 }
@@ -92,6 +92,20 @@ std::map<std::string, const QuantizedWeight*> quantized_weights(const Model& mod
   for (const auto& item : model.named_modules("", /*include_self=*/false))
     if (const auto* linear = dynamic_cast<const AdaptableLinearImpl*>(item.value().get()); linear && linear->quantized())
       out.emplace(item.key() + ".weight", linear->quantized());
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> quantized_storage(const Model& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& [weight, q] : quantized_weights(model)) {
+    const std::string module = weight.substr(0, weight.size() - std::string(".weight").size());
+    if (q->eight_bit()) {
+      out.emplace_back(module + ".SCB", q->absmax);
+      continue;
+    }
+    out.emplace_back(weight + ".absmax", q->absmax);
+    if (q->nested()) out.emplace_back(weight + ".nested_absmax", q->nested_absmax);
+  }
   return out;
 }
 

@@ -21,6 +21,7 @@ struct QuantizationSummary {
   std::vector<std::string> quantized;  // module names, in module order
   int64_t weight_elements = 0;         // elements of the quantised weights
   int64_t storage_bytes = 0;           // their packed codes and quant state
+  std::vector<std::pair<int64_t, int64_t>> storage_tensors;  // (elements, bytes) of each of those tensors
   int bits = 4;                        // 4 or 8
   std::string line() const;            // for the log
 };
@@ -30,8 +31,7 @@ struct QuantizationSummary {
 QuantSettings quant_settings(const QuantizationArgs& args);
 
 // What a run with model.quantization_config needs, as transformers and PEFT require it: adapters to train (a
-// quantised model is not fine-tuned whole), and ZeRO stage 0-2 (stage 3 does not partition the quantised storage).
-// ConfigError naming the key otherwise; nothing without the key.
+// quantised model is not fine-tuned whole). ConfigError naming the key otherwise; nothing without the key.
 void check_quantization_plan(const RunSpec& spec, bool for_training);
 
 // Quantises the model's linear layers. The head is skipped: modules named lm_head, score or classifier (a
@@ -56,6 +56,14 @@ void dequantize_linear_layers(Model& model);
 
 // The model's quantised (4-bit and 8-bit) weights by parameter name ("<module>.weight").
 std::map<std::string, const QuantizedWeight*> quantized_weights(const Model& model);
+
+// The storage of the quantised weights that is not a parameter, by bitsandbytes' names: each 4-bit weight's block
+// scales "<module>.weight.absmax" (float32, or uint8 codes with double quantisation) and "<module>.weight.nested_absmax"
+// (float32), each 8-bit weight's row scales "<module>.SCB" (float32). Handles on the tensors the products read (the
+// codes are the parameter "<module>.weight" itself), so that ZeRO-3 partitions them with the frozen parameters of
+// their gather unit (engine/frozen_partition.h). The code tables (quant_map, nested_quant_map: 16 and 256 values
+// shared by every weight) are not listed: they stay whole.
+std::vector<std::pair<std::string, torch::Tensor>> quantized_storage(const Model& model);
 
 // config.json's quantization_config for a save of `model`: where it has quantised layers, the loaded one kept, else
 // BitsAndBytesConfig.to_dict() of their settings with the linear layers left unquantised as

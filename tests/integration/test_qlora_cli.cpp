@@ -3,7 +3,8 @@
 // merge-adapter's output (the adapter merged into the dequantised base, saved in the compute dtype), bf16 DoRA
 // over an FP4 base runs, estimate counts the 4-bit bytes, and what is not built is refused by name. A base saved
 // 4-bit in bitsandbytes' layout trains exactly as quantising it at load does, and merge-adapter merges over it.
-// An 8-bit (LLM.int8()) base trains, merges and is estimated at a byte a weight.
+// An 8-bit (LLM.int8()) base trains, merges and is estimated at a byte a weight. At ZeRO-3 on 2 workers the
+// quantised storage is partitioned with the frozen base and a 4-bit or 8-bit run follows 1 worker at stage 0.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include "checkpoint/model_io.h"
 #include "checkpoint/safetensors.h"
 #include "cli_runner.h"
+#include "test_dist_helpers.h"
 #include "models/quantize_model.h"
 #include "train/model_and_data.h"
 
@@ -92,7 +94,7 @@ TEST_CASE("QLoRA: adapters train over a 4-bit llama, save in PEFT's layout and m
   CHECK(e["quantized_bytes"].get<int64_t>() == quantised / 2 + quantised / 64 + 14 * 4);
 }
 
-TEST_CASE("QLoRA: bf16 DoRA over an FP4 base trains, and what is not built is refused naming the key",
+TEST_CASE("QLoRA: bf16 DoRA over an FP4 base trains (at ZeRO-3 too), and what is not built is refused naming the key",
           "[integration][peft][qlora]") {
   const std::string dir = with_llama_base("qlora_refusals");
   write_text(dir + "/dora.yaml", std::string("model: {from_pretrained: base, quantization_config: {load_in_4bit: true, "
@@ -108,9 +110,12 @@ TEST_CASE("QLoRA: bf16 DoRA over an FP4 base trains, and what is not built is re
   CliResult full = run_hftrain("train full.yaml", dir);
   CHECK(full.exit_code == 2);
   CHECK_THAT(full.output, Catch::Contains("model.quantization_config") && Catch::Contains("peft section"));
-  CliResult stage3 = run_hftrain("train dora.yaml --set zero.stage=3 --set training.output_dir=dora3", dir);
-  CHECK(stage3.exit_code == 2);
-  CHECK_THAT(stage3.output, Catch::Contains("ZeRO stage 3"));
+  // ZeRO-3 with zero3_init_flag: an adapter run does not build its base sharded (logged); the engine then partitions
+  // the codes and scales with the rest of the frozen base
+  const std::string sharded = run_ok("train dora.yaml --set zero.stage=3 --set zero.zero3_init_flag=true --set training.output_dir=dora3", dir);
+  CHECK_THAT(sharded, Catch::Contains("the base model is built whole on each rank"));
+  CHECK_THAT(sharded, Catch::Contains("parameters gathered per module"));
+  CHECK(fs::exists(dir + "/dora3/adapter_model.safetensors"));
   CliResult both = run_hftrain("train dora.yaml --set model.quantization_config.load_in_8bit=true --set training.output_dir=dora8", dir);
   CHECK(both.exit_code == 2);
   CHECK_THAT(both.output, Catch::Contains("model.quantization_config.load_in_8bit") && Catch::Contains("both true"));
@@ -192,4 +197,103 @@ TEST_CASE("QLoRA 8-bit: adapters train over an LLM.int8() llama, merge into the 
   const int64_t quantised = e["quantized_parameters"].get<int64_t>();
   CHECK(quantised == 2 * (2 * 32 * 32 + 2 * 16 * 32 + 3 * 64 * 32));
   CHECK(e["quantized_bytes"].get<int64_t>() == quantised + 4 * 2 * (32 + 16 + 16 + 32 + 64 + 64 + 32));  // codes, a float a row
+}
+
+namespace {
+
+// A QLoRA run at ZeRO-3 on 2 workers against 1 worker at stage 0 over the same global batch (one row a micro-batch,
+// so that LLM.int8()'s outlier columns, chosen per batch, are the same): loss and grad_norm per step, the adapter.
+// `two_workers` adds settings to the 2-worker run. Returns its output.
+std::string qlora_zero3_follows_one_worker(const std::string& dir, const std::string& quantization, const std::string& two_workers = "") {
+  write_text(dir + "/z3.yaml", "model: {from_pretrained: base, quantization_config: " + quantization + "}\n" + kQloraData +
+                                   "peft: {r: 4, lora_alpha: 8, target_modules: all-linear, init_lora_weights: gaussian}\n"
+                                   "training: {output_dir: one, max_steps: 4, learning_rate: 0.02, per_device_train_batch_size: 1, "
+                                   "gradient_accumulation_steps: 4, logging_steps: 1, max_grad_norm: 1.0, save_strategy: \"no\", "
+                                   "seed: 5}\n"
+                                   "distributed: {ddp_timeout: 60}\nzero: {stage3_param_persistence_threshold: 0}\n");
+  run_ok("train z3.yaml", dir);
+  CliResult two = run_hftrain("train z3.yaml --nproc-per-node 2 --set zero.stage=3 --set training.gradient_accumulation_steps=2 "
+                              "--set training.output_dir=two " + two_workers, dir);
+  INFO(two.output);
+  REQUIRE(two.exit_code == 0);
+  CHECK_THAT(two.output, Catch::Contains("parameters gathered per module"));
+  const std::vector<json> expected = train_logs(dir + "/one/trainer_state.json"), got = train_logs(dir + "/two/trainer_state.json");
+  REQUIRE(got.size() == 4);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("step " << got[i]["step"]);
+    CHECK(got[i]["loss"].get<double>() == Approx(expected[i]["loss"].get<double>()).epsilon(1e-4));
+    CHECK(got[i]["grad_norm"].get<double>() == Approx(expected[i]["grad_norm"].get<double>()).epsilon(1e-4));
+  }
+  const auto a = hftrain::load_safetensors(dir + "/one/adapter_model.safetensors").tensors;
+  const auto b = hftrain::load_safetensors(dir + "/two/adapter_model.safetensors").tensors;
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, t] : a) {
+    INFO(name);
+    REQUIRE(b.count(name));
+    CHECK((b.at(name) - t).abs().max().item<double>() <= 1e-4 * std::max(1.0, t.abs().max().item<double>()));
+  }
+  return two.output;
+}
+
+// Each rank's frozen bytes in the engine's memory report: with the threshold at 0 every frozen tensor (the fp32 norms,
+// embeddings and head, the codes and scales) is partitioned, so the two halves hold the whole base once, plus at
+// most 3 elements of padding per flat group (a group per gather unit and dtype).
+void check_frozen_halves(const std::string& output, int64_t whole_bytes) {
+  const json report = engine_memory_report(output);
+  REQUIRE(report.is_object());
+  REQUIRE(report["ranks"].size() == 2);
+  for (const json& rank : report["ranks"]) {
+    const int64_t frozen = rank["frozen_param_bytes"].get<int64_t>();
+    INFO("rank " << rank["rank"] << " frozen bytes " << frozen << " of " << whole_bytes);
+    CHECK(2 * frozen >= whole_bytes);
+    CHECK(2 * frozen <= whole_bytes + 4 * 3 * 4 * 3);  // 4 units, 3 dtypes, 3 float32 elements of padding
+  }
+}
+
+int64_t fp32_frozen_bytes(const std::string& base_dir, int64_t quantised_elements) {
+  int64_t elements = 0;
+  for (const auto& [name, t] : hftrain::load_safetensors(base_dir + "/model.safetensors").tensors) elements += t.numel();
+  return 4 * (elements - quantised_elements);
+}
+
+}  // namespace
+
+TEST_CASE("QLoRA at ZeRO-3 on 2 workers partitions the 4-bit storage and follows 1 worker at stage 0",
+          "[integration][peft][qlora][zero3]") {
+  const std::string dir = with_llama_base("qlora_zero3_nf4");
+  // with gradient checkpointing: the recomputation gathers the codes and scales again in backward
+  const std::string output = qlora_zero3_follows_one_worker(
+      dir, "{load_in_4bit: true, bnb_4bit_quant_type: nf4, bnb_4bit_use_double_quant: true}", "--set training.gradient_checkpointing=true");
+  // evaluation after training runs through the gathered base too (4 bits: rows are independent, so the loss is the
+  // same whatever the ranks' batches)
+  const double eval_one = eval_loss(dir + "/one/eval_results.json");
+  CHECK(std::abs(eval_loss(dir + "/two/eval_results.json") - eval_one) <= 1e-5 * std::abs(eval_one));
+  const int64_t quantised = 2 * (2 * 32 * 32 + 2 * 16 * 32 + 3 * 64 * 32);
+  const int64_t storage = quantised / 2 + quantised / 64 + 14 * 4;  // codes, 8-bit absmax, a float per 256 of those
+  check_frozen_halves(output, fp32_frozen_bytes(dir + "/base", quantised) + storage);
+
+  // estimate: one rank's parameters at stage 3 on 2 workers are half of stage 0's, the 4-bit bytes included
+  CliResult est = run_hftrain("estimate z3.yaml --nproc-per-node 2 --json 2>/dev/null", dir);
+  INFO(est.output);
+  REQUIRE(est.exit_code == 0);
+  const json e = json::parse(est.output.substr(est.output.find('{')));
+  CHECK(e["quantized_bytes"].get<int64_t>() == storage);
+  std::map<int, int64_t> params;
+  for (const json& row : e["rows"])
+    if (row["precision"] == "fp32" && row["offload"] == "none") params[row["stage"].get<int>()] = row["params"].get<int64_t>();
+  REQUIRE(params.count(0));
+  REQUIRE(params.count(3));
+  CHECK(2 * params[3] == params[0]);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("QLoRA at ZeRO-3 on 2 workers partitions the 8-bit storage and follows 1 worker at stage 0",
+          "[integration][peft][qlora][int8][zero3]") {
+  const std::string dir = with_llama_base("qlora_zero3_int8");
+  const std::string output = qlora_zero3_follows_one_worker(dir, "{load_in_8bit: true}");
+  const int64_t quantised = 2 * (2 * 32 * 32 + 2 * 16 * 32 + 3 * 64 * 32);
+  const int64_t storage = quantised + 4 * 2 * (32 + 16 + 16 + 32 + 64 + 64 + 32);  // int8 codes, a float a row
+  check_frozen_halves(output, fp32_frozen_bytes(dir + "/base", quantised) + storage);
+  fs::remove_all(dir);
 }
