@@ -25,5 +25,12 @@ std::string gemm_description();
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// Exact int8 products through oneDNN's gemm_s8s8s32: C[m x n] (int32) = A[m x k] B[n x k]^T, A and B int8 and
+// row-major (LLM.int8()'s codes against the weight's codes). Available only where oneDNN computed a probe of the
+// extreme codes (+-127 over 256 columns) exactly: CPUs without VNNI may saturate oneDNN's 16-bit intermediate sums,
+// and there the callers keep their exact float32 path.
+bool int8_gemm_available();
+void gemm_s8s8s32_nt(int64_t m, int64_t n, int64_t k, const int8_t* a, const int8_t* b, int32_t* c);
+
 }  // namespace kernels
 }  // namespace hftrain

@@ -5,6 +5,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "kernels/gemm.h"
 #include "util/autocast.h"
 #include "util/error.h"
 
@@ -31,6 +32,15 @@ torch::Tensor exact_int8_product(const torch::Tensor& a, const torch::Tensor& b)
   return sum;
 }
 
+// a [m, k] b [n, k]^T of int8 codes (int8, contiguous rows) through oneDNN's int8 GEMM, as int32 [m, n].
+torch::Tensor int8_gemm_product(const torch::Tensor& a, const torch::Tensor& weight_rows) {
+  const torch::Tensor b = weight_rows.contiguous();
+  torch::Tensor sum = torch::empty({a.size(0), b.size(0)}, a.options().dtype(torch::kInt));
+  if (a.size(0) > 0 && b.size(0) > 0)
+    kernels::gemm_s8s8s32_nt(a.size(0), b.size(0), a.size(1), a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), sum.data_ptr<int32_t>());
+  return sum;
+}
+
 // Weight rows a forward pass converts at a time (about quant_tile_elements() of them).
 int64_t int8_tile_rows(const QuantizedWeight& w) {
   return std::clamp<int64_t>(quant_tile_elements() / std::max<int64_t>(w.in, 1), 1, std::max<int64_t>(w.out, 1));
@@ -40,10 +50,14 @@ int64_t int8_tile_rows(const QuantizedWeight& w) {
 torch::Tensor decomposed_product(const QuantizedWeight& w, const torch::Tensor& x2, const torch::Tensor& bias, torch::ScalarType dtype) {
   const Int8Activations a = quantize_int8_activations(x2, w.settings.threshold);
   torch::Tensor y = torch::empty({x2.size(0), w.out}, x2.options().dtype(torch::kFloat));
-  const int64_t step = int8_tile_rows(w);
+  // oneDNN's int8 GEMM takes the weight's codes as they are, in one product; else float32 tiles of rows
+  const bool int8_gemm = x2.device().is_cpu() && kernels::int8_gemm_available();
+  const torch::Tensor codes8 = int8_gemm ? a.codes.to(torch::kChar).contiguous() : torch::Tensor();
+  const int64_t step = int8_gemm ? std::max<int64_t>(w.out, 1) : int8_tile_rows(w);
   for (int64_t r0 = 0; r0 < w.out; r0 += step) {
     const int64_t n = std::min(w.out - r0, step);
-    const torch::Tensor sum = exact_int8_product(a.codes, w.packed.narrow(0, r0, n).to(torch::kFloat));
+    const torch::Tensor sum = int8_gemm ? int8_gemm_product(codes8, w.packed.narrow(0, r0, n))
+                                        : exact_int8_product(a.codes, w.packed.narrow(0, r0, n).to(torch::kFloat));
     const torch::Tensor scale = a.row_absmax.unsqueeze(1) * w.absmax.narrow(0, r0, n).unsqueeze(0);
     y.narrow(1, r0, n).copy_(sum.to(torch::kFloat).mul_(scale).div_(kInt8Max * kInt8Max));
   }
