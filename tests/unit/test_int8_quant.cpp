@@ -7,6 +7,7 @@
 // and activations on the int8 grid (exact codes), LoRA / DoRA over it, the storage, the round trip and refusals.
 #include "reference_case.h"
 
+#include "kernels/gemm.h"
 #include "models/adaptable_linear.h"
 #include "models/int8_weight.h"
 #include "models/lora.h"
@@ -259,4 +260,20 @@ TEST_CASE("an 8-bit model saves in bitsandbytes' layout, loads back as it was, a
   CHECK_THROWS_WITH(quantized_weight_from_state("l.weight", parts, s, 3, 4, "f"), Catch::Contains("'l.SCB'") && Catch::Contains("missing"));
   parts = {{"", torch::zeros({3, 4}, torch::kByte)}, {"SCB", torch::ones({3})}};
   CHECK_THROWS_WITH(quantized_weight_from_state("l.weight", parts, s, 3, 4, "f"), Catch::Contains("'l.weight'") && Catch::Contains("I8"));
+}
+
+TEST_CASE("oneDNN's int8 GEMM, where the probe admits it, equals the int64 sum of the code products", "[unit][int8][kernels]") {
+  if (!kernels::int8_gemm_available()) {
+    WARN("oneDNN's int8 GEMM is not used on this machine (no oneDNN, or its probe of extreme codes was inexact)");
+    return;
+  }
+  torch::manual_seed(17);
+  const int64_t m = 37, n = 29, k = 1500;  // over the float path's 1024 exact columns
+  const torch::Tensor a = torch::randint(-127, 128, {m, k}, torch::kLong), b = torch::randint(-127, 128, {n, k}, torch::kLong);
+  a.select(0, 0).fill_(127), b.select(0, 0).fill_(127);  // a row of the largest products
+  const torch::Tensor a8 = a.to(torch::kChar).contiguous(), b8 = b.to(torch::kChar).contiguous();
+  torch::Tensor c = torch::empty({m, n}, torch::kInt);
+  kernels::gemm_s8s8s32_nt(m, n, k, a8.data_ptr<int8_t>(), b8.data_ptr<int8_t>(), c.data_ptr<int32_t>());
+  CHECK(torch::equal(c.to(torch::kLong), a.matmul(b.t())));
+  CHECK(c[0][0].item<int64_t>() == 127 * 127 * k);
 }
