@@ -334,11 +334,29 @@ class Mover {
   std::vector<std::string>& notes_;
 };
 
+// Long-context training (hf_long_context); ALST's (ArcticTraining's) names for the same settings.
+std::vector<HfName> long_context_names() {
+  return {
+      {"gradient_checkpointing_kwargs", "training",
+       "HF checkpointing options: offload = training.gradient_checkpointing_offload; use_reentrant, preserve_rng_state "
+       "true, determinism_check, debug false ask for nothing; others are refused.",
+       &Mover::delegated, "", "", "", &move_gradient_checkpointing_kwargs},
+      {"parallelism_config", "distributed",
+       "Accelerate's ParallelismConfig: sp_size = distributed.sequence_parallel_size (sp_backend deepspeed); "
+       "dp_replicate_size, tp_size, cp_size other than 1 are refused.",
+       &Mover::delegated, "", "", "", &move_parallelism_config},
+      {"activation_checkpoint_cpu_offload", "training",
+       "ALST's name (ArcticTraining) of training.gradient_checkpointing_offload.", &Mover::renamed,
+       "gradient_checkpointing_offload"},
+      {"tiled_mlp_compute", "training", "ALST's name (ArcticTraining) of training.tiled_mlp.", &Mover::renamed, "tiled_mlp"},
+  };
+}
+
 const std::vector<HfName>& hf_names() {
   static const std::vector<HfName> names = [] {
     std::string optims;
     for (const auto& o : kHfOptimizers) optims += (optims.empty() ? "" : ", ") + o.hf_name + " -> " + o.type;
-    return std::vector<HfName>{
+    std::vector<HfName> all{
         {"optim", "optimizer", "HF optimizer name, the same setting as optimizer.type: " + optims + ".", &Mover::optim},
         {"optim_args", "optimizer", "HF optimizer arguments 'k1=v1,k2=v2' (or a mapping): the same settings as optimizer.<k>.",
          &Mover::optim_args},
@@ -402,20 +420,10 @@ const std::vector<HfName>& hf_names() {
          "transformer_layer_cls_to_wrap, forward_prefetch, limit_all_gathers, sync_module_states, use_orig_params are "
          "what hftrain does; others are refused.",
          &Mover::fsdp_config},
-        // Long-context training (hf_long_context); ALST's (ArcticTraining's) names for the same settings.
-        {"gradient_checkpointing_kwargs", "training",
-         "HF checkpointing options: offload = training.gradient_checkpointing_offload; use_reentrant, preserve_rng_state "
-         "true, determinism_check, debug false ask for nothing; others are refused.",
-         &Mover::delegated, "", "", "", &move_gradient_checkpointing_kwargs},
-        {"parallelism_config", "distributed",
-         "Accelerate's ParallelismConfig: sp_size = distributed.sequence_parallel_size (sp_backend deepspeed); "
-         "dp_replicate_size, tp_size, cp_size other than 1 are refused.",
-         &Mover::delegated, "", "", "", &move_parallelism_config},
-        {"activation_checkpoint_cpu_offload", "training",
-         "ALST's name (ArcticTraining) of training.gradient_checkpointing_offload.", &Mover::renamed,
-         "gradient_checkpointing_offload"},
-        {"tiled_mlp_compute", "training", "ALST's name (ArcticTraining) of training.tiled_mlp.", &Mover::renamed, "tiled_mlp"},
     };
+    const std::vector<HfName> long_context = long_context_names();
+    all.insert(all.end(), long_context.begin(), long_context.end());
+    return all;
   }();
   return names;
 }
