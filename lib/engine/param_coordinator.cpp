@@ -40,11 +40,17 @@ ParamCoordinator::ParamCoordinator(Comm& comm, std::vector<torch::Tensor> full, 
     group.shard = shard[g];
     group.persistent = persistent[g];
     group.state = State::kLive;  // the engine hands over whole buffers
-    live_elements_ += group.full.numel();
+    count_live(group.full, +1);
   }
   release_all();
   refresh_persistent();
   live_peak_ = live_elements_;  // from here on: what training gathers (the model was built whole)
+  live_peak_bytes_ = live_bytes_;
+}
+
+void ParamCoordinator::count_live(const torch::Tensor& full, int sign) {
+  live_elements_ += sign * full.numel();
+  live_bytes_ += sign * static_cast<int64_t>(full.numel() * full.element_size());
 }
 
 void ParamCoordinator::add_frozen(const std::vector<torch::Tensor>& full, const std::vector<torch::Tensor>& shard,
@@ -56,7 +62,7 @@ void ParamCoordinator::add_frozen(const std::vector<torch::Tensor>& full, const 
     group.shard = shard[i];
     group.frozen = true;
     group.state = State::kLive;
-    live_elements_ += group.full.numel();
+    count_live(group.full, +1);
     groups_.push_back(std::move(group));
   }
   for (std::size_t u = 0; u < unit_groups.size() && u < units_.size(); ++u)
@@ -80,8 +86,9 @@ void ParamCoordinator::start_gather(std::size_t g) {
   Group& group = groups_[g];
   if (group.state != State::kReleased) return;
   allocate_storage(group.full);
-  live_elements_ += group.full.numel();
+  count_live(group.full, +1);
   live_peak_ = std::max(live_peak_, live_elements_);
+  live_peak_bytes_ = std::max(live_peak_bytes_, live_bytes_);
   gather_into_full(g);
 }
 
@@ -112,7 +119,7 @@ void ParamCoordinator::release(std::size_t g) {
   if (group.state == State::kReleased || group.persistent || keep_all_) return;
   if (group.state == State::kInFlight) finish_gather(group);  // a collective: every rank completes it before freeing
   release_storage(group.full);
-  live_elements_ -= group.full.numel();
+  count_live(group.full, -1);
   group.state = State::kReleased;
 }
 

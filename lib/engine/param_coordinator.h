@@ -70,6 +70,8 @@ class ParamCoordinator : public GatherHooks, public ShardedParameters {
 
   int64_t live_elements() const { return live_elements_; }
   int64_t live_peak_elements() const { return live_peak_; }
+  // The same in bytes (groups of several dtypes: a quantised base's uint8 / int8 codes beside float tensors).
+  int64_t live_peak_bytes() const { return live_peak_bytes_; }
   std::size_t unit_count() const { return units_.size(); }
   bool persistent(std::size_t group) const { return groups_[group].persistent; }
   std::size_t persistent_count() const;
@@ -107,6 +109,8 @@ class ParamCoordinator : public GatherHooks, public ShardedParameters {
   static constexpr std::size_t kNoUnit = static_cast<std::size_t>(-1);
   std::size_t backward_unit_ = kNoUnit;  // the unit backward is inside (its node ran, or it was recomputed)
   int64_t live_elements_ = 0, live_peak_ = 0;
+  int64_t live_bytes_ = 0, live_peak_bytes_ = 0;
+  void count_live(const torch::Tensor& full, int sign);  // a group's buffer gathered (+1) or released (-1)
 };
 
 }  // namespace hftrain

@@ -18,7 +18,7 @@ EngineMemory ZeroEngine::memory() const {
       else if (swapped_shards_ && map_.groups[g].numel > 0) m.param_offloaded_bytes += shard;
       else m.param_bytes += shard;
     }
-    m.param_gathered_peak = coordinator_->live_peak_elements() * dtype_bytes(dtype_);
+    m.param_gathered_peak = coordinator_->live_peak_bytes();
   } else {
     for (const auto& f : flat_.flat) m.param_bytes += tensor_bytes(f);
   }

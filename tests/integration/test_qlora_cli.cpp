@@ -248,6 +248,10 @@ void check_frozen_halves(const std::string& output, int64_t whole_bytes) {
     INFO("rank " << rank["rank"] << " frozen bytes " << frozen << " of " << whole_bytes);
     CHECK(2 * frozen >= whole_bytes);
     CHECK(2 * frozen <= whole_bytes + 4 * 3 * 4 * 3);  // 4 units, 3 dtypes, 3 float32 elements of padding
+    // gathered at once: never more than the whole model, codes counted at their own bytes (not as float32)
+    const int64_t peak = rank["param_gathered_peak_bytes"].get<int64_t>();
+    CHECK(peak > 0);
+    CHECK(peak <= whole_bytes + 4 * 3 * 4 * 3 + 4 * report["padded_numel"].get<int64_t>());
   }
 }
 
