@@ -5,6 +5,7 @@
 // a checkpoint saved 8-bit in bitsandbytes' layout, loaded as it is and saved again). The visible cases check the
 // layer where LLM.int8() has an exact answer: every feature an outlier (the product over the dequantised weight)
 // and activations on the int8 grid (exact codes), LoRA / DoRA over it, the storage, the round trip and refusals.
+#include "adapter_pairs.h"
 #include "reference_case.h"
 
 #include "kernels/gemm.h"
@@ -185,18 +186,7 @@ TEST_CASE("an 8-bit layer over activations on the int8 grid multiplies exactly",
 TEST_CASE("LoRA and DoRA on an 8-bit layer train against the float64 layer over the dequantised weight", "[unit][int8]") {
   for (const bool dora : {false, true}) {
     Int8Pair p = int8_pair(16, 12, 1e-30, false);
-    p.quantised->attach_adapter(4, 2.0, 0.0, dora, "gaussian");
-    p.plain->attach_adapter(4, 2.0, 0.0, dora, "gaussian");
-    {
-      torch::NoGradGuard no_grad;
-      const auto* a = p.quantised->adapter();
-      const auto* b = p.plain->adapter();
-      torch::manual_seed(3);
-      a->lora_B.normal_();
-      b->lora_A.copy_(a->lora_A);
-      b->lora_B.copy_(a->lora_B);
-      if (dora) b->magnitude.copy_(a->magnitude);
-    }
+    hftrain_test::attach_equal_adapters(p.quantised, p.plain, dora);
     p.plain->to(torch::kDouble);  // its adapter in float64
     const torch::Tensor x = torch::randn({4, 16}, torch::kDouble);
     const torch::Tensor y = p.quantised->forward(x.to(torch::kFloat)).to(torch::kDouble), want = p.plain->forward(x);

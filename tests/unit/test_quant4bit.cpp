@@ -3,6 +3,7 @@
 // the tables of inputs.safetensors as tables.json says and writes the storage and dequantised values;
 // "[qlora_ref]" loads each llama case quantised, attaches its PEFT adapter and writes logits, loss and the
 // adapter's gradients. The visible cases check the layer against float64 products over the dequantised weight.
+#include "adapter_pairs.h"
 #include "reference_case.h"
 
 #include "models/adaptable_linear.h"
@@ -128,21 +129,7 @@ TEST_CASE("LoRA and DoRA on a quantised layer train against the float64 layer ov
     s.compute_dtype = torch::kDouble;
     s.double_quant = true;
     LayerPair p = layer_pair(16, 12, s, false);
-    p.quantised->attach_adapter(4, 2.0, 0.0, dora, "gaussian");
-    p.plain->attach_adapter(4, 2.0, 0.0, dora, "gaussian");
-    {
-      torch::NoGradGuard no_grad;
-      const auto* a = p.quantised->adapter();
-      const auto* b = p.plain->adapter();
-      torch::manual_seed(3);
-      a->lora_B.normal_();
-      b->lora_A.copy_(a->lora_A);
-      b->lora_B.copy_(a->lora_B);
-      if (dora) {  // both from the same dequantised weight: equal to rounding
-        CHECK(torch::allclose(a->magnitude.to(torch::kDouble), b->magnitude.to(torch::kDouble), 1e-5, 1e-6));
-        b->magnitude.copy_(a->magnitude);
-      }
-    }
+    hftrain_test::attach_equal_adapters(p.quantised, p.plain, dora, /*check_magnitude=*/true);
     p.quantised->to(torch::kDouble);  // the adapters in float64 (the codes stay)
     p.plain->to(torch::kDouble);
     const torch::Tensor x = torch::randn({5, 16}, torch::kDouble);

@@ -292,3 +292,44 @@ TEST_CASE("the llama-like decoder's loss and every gradient with Ulysses over 2 
           "[unit][dist][sequence_parallel]") {
   CHECK(run_workers("dist worker: sequence-parallel decoder", 2) == 0);
 }
+
+// Issue 62's proof at length: a grouped-query llama over 4096 positions, padded (two rows) and padding-free (three
+// examples in one row, checkpointed), its loss and every parameter gradient on a group of the whole world (2 or 4
+// ranks) against one process over the whole batch.
+TEST_CASE("dist worker: sequence-parallel llama over 4k tokens", "[.dist_worker]") {
+  auto comm = worker_comm(120000);
+  const int64_t P = comm->world_size();
+  const ParallelLayout layout = make_parallel_layout(*comm, P);
+  auto sp = std::make_shared<SequenceParallel>(layout.sequence_group);
+  const std::string llama = "{vocab_size: 32, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, "
+                            "num_attention_heads: 8, num_key_value_heads: 4, max_position_embeddings: 4096}";
+  const std::vector<std::pair<Batch, bool>> cases = {
+      {collate(examples({4096, 3001}), TaskKind::kCausalLm, {}), false},
+      {flatten_examples(examples({1700, 1400, 996})), true},
+  };
+  for (const auto& [batch, checkpointing] : cases) {
+    INFO((checkpointing ? "padding-free, checkpointed" : "padded") << ", sequence_parallel_size " << P);
+    REQUIRE(batch.input_ids.size(1) == 4096);
+    const auto scored = static_cast<double>(batch.labels.slice(1, 1).ne(-100).sum().item<int64_t>());
+    const auto whole = loss_and_gradients("llama", llama, batch, scored, checkpointing, nullptr, nullptr);
+    const Batch mine = slice_sequences(batch, P, layout.sequence_rank, 0);
+    CHECK(mine.input_ids.size(1) == 4096 / P);
+    const auto split = loss_and_gradients("llama", llama, mine, scored, checkpointing, sp, layout.sequence_group.get());
+    REQUIRE(split.size() == whole.size());
+    for (const auto& [name, expected] : whole) {
+      INFO(name);
+      const double scale = expected.abs().max().item<double>();
+      CHECK(scale > 0);
+      CHECK((split.at(name) - expected).abs().max().item<double>() <= 1e-5 * scale);
+    }
+  }
+}
+
+TEST_CASE("a grouped-query llama over 4096 positions, padded and padding-free, on sequence-parallel groups of 2 and 4 "
+          "processes: loss and every gradient as one process",
+          "[unit][dist][sequence_parallel]") {
+  for (int n : {2, 4}) {
+    INFO("world size " << n);
+    CHECK(run_workers("dist worker: sequence-parallel llama over 4k tokens", n) == 0);
+  }
+}
