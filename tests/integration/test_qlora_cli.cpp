@@ -292,12 +292,23 @@ TEST_CASE("QLoRA at ZeRO-3 on 2 workers partitions the 4-bit storage and follows
   fs::remove_all(dir);
 }
 
-TEST_CASE("QLoRA at ZeRO-3 on 2 workers partitions the 8-bit storage and follows 1 worker at stage 0",
+TEST_CASE("QLoRA at ZeRO-3 on 2 workers partitions the 8-bit storage, follows 1 worker at stage 0 and resumes",
           "[integration][peft][qlora][int8][zero3]") {
   const std::string dir = with_llama_base("qlora_zero3_int8");
-  const std::string output = qlora_zero3_follows_one_worker(dir, "{load_in_8bit: true}");
+  const std::string output =
+      qlora_zero3_follows_one_worker(dir, "{load_in_8bit: true}", "--set training.save_strategy=steps --set training.save_steps=2");
   const int64_t quantised = 2 * (2 * 32 * 32 + 2 * 16 * 32 + 3 * 64 * 32);
   const int64_t storage = quantised + 4 * 2 * (32 + 16 + 16 + 32 + 64 + 64 + 32);  // int8 codes, a float a row
   check_frozen_halves(output, fp32_frozen_bytes(dir + "/base", quantised) + storage);
+
+  // its checkpoint (the adapters' shards; the base is not saved) resumes at stage 3 to the same steps
+  run_ok("train z3.yaml --nproc-per-node 2 --set zero.stage=3 --set training.gradient_accumulation_steps=2 "
+         "--set training.output_dir=resumed --set training.resume_from_checkpoint=two/checkpoint-2", dir);
+  const std::vector<json> whole = train_logs(dir + "/two/trainer_state.json"), resumed = train_logs(dir + "/resumed/trainer_state.json");
+  REQUIRE(resumed.size() == whole.size());
+  for (std::size_t i = 2; i < resumed.size(); ++i) {
+    INFO("step " << resumed[i]["step"]);
+    CHECK(resumed[i]["loss"].get<double>() == Approx(whole[i]["loss"].get<double>()).epsilon(1e-6));
+  }
   fs::remove_all(dir);
 }
