@@ -181,6 +181,22 @@ TEST_CASE("the per-rank state follows the engine's layout stage by stage", "[uni
   CHECK(model.largest_layer() == 2000);
 }
 
+TEST_CASE("a quantised base's codes and scales are whole at stages 0-2 and partitioned at stage 3 above the threshold",
+          "[unit][estimate][qlora]") {
+  ModelSize model;
+  model.tensors = {{"lora_A", 64}};
+  // one 4-bit layer of 1024 weights: 512 code bytes, 16 uint8 absmax codes, a float32 nested absmax
+  model.quantized_elements = 1024;
+  model.quantized_storage = {{512, 512}, {16, 16}, {1, 4}};
+  model.quantized_bytes = 532;
+  StateLayout layout{2, 4, false, "none", false, 0, 0};
+  CHECK(estimate_state_bytes(model, layout).params == 4 * 64 + 532);
+  layout.stage = 3;
+  CHECK(estimate_state_bytes(model, layout).params == 4 * 64 / 4 + 512 / 4 + 16 / 4 + 1);  // each tensor's bytes / 4, rounded up
+  layout.persistence_threshold = 20;  // the absmax codes and the nested absmax stay whole
+  CHECK(estimate_state_bytes(model, layout).params == 4 * 64 / 4 + 512 / 4 + 16 + 4);
+}
+
 TEST_CASE("DeepSpeed's estimator figures for Llama-2-7B on 8 GPUs, recomputed from its formulas", "[unit][estimate]") {
   const int64_t psi = 6738415616, largest = 32000LL * 4096;  // embed_tokens / lm_head
   // stage_1_and_2.py: no offload gpu = 2 psi + 18 psi / gpus, cpu = psi * 4 * gpus_per_node * 1.5;
