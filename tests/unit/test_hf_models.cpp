@@ -8,9 +8,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-
-#include <unistd.h>
 
 #include "builtins/register_builtins.h"
 #include "checkpoint/model_io.h"
@@ -22,23 +19,14 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "scratch_files.h"
+#include "seq2seq_model_helpers.h"
 
 using hftrain_test::scratch;
-
 using namespace hftrain;
 namespace fs = std::filesystem;
+namespace fx = hftrain_test;  // the shared model and file fixtures
 
 namespace {
-
-std::shared_ptr<Model> make_model(const std::string& type, const std::string& options, uint64_t seed = 0,
-                                  ModelContext context = {}) {
-  const auto& c = builtin_components();
-  Issues issues("test");
-  auto opts = c.models.parse(type, YAML::Load(options), "model", issues, {});
-  REQUIRE(issues.empty());
-  torch::manual_seed(seed);
-  return c.models.build(type, opts, context);
-}
 
 const char* kGpt2 = "{vocab_size: 29, n_positions: 16, n_embd: 32, n_layer: 2, n_head: 4, resid_pdrop: 0, embd_pdrop: 0, attn_pdrop: 0}";
 const char* kBert = "{vocab_size: 31, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 48, "
@@ -48,21 +36,13 @@ const char* kBertMlm = "{vocab_size: 31, hidden_size: 32, num_hidden_layers: 2, 
 const char* kLlama = "{vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
                      "num_key_value_heads: 2, max_position_embeddings: 16, rope_theta: 500000.0}";
 
-std::map<std::string, torch::Tensor> named(Model& m) {
-  std::map<std::string, torch::Tensor> out;
-  for (auto& np : m.named_parameters()) out[np.key()] = np.value();
-  return out;
-}
-
 double std_of(const torch::Tensor& t) { return t.std().item<double>(); }
-
-void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 }  // namespace
 
 TEST_CASE("gpt2 has HF GPT-2 names, Conv1D layout and HF init", "[unit][hfmodels]") {
-  auto m = make_model("gpt2", "{vocab_size: 64, n_positions: 32, n_embd: 64, n_layer: 4, n_head: 4}");
-  auto p = named(*m);
+  auto m = fx::build_model("gpt2", "{vocab_size: 64, n_positions: 32, n_embd: 64, n_layer: 4, n_head: 4}");
+  auto p = fx::parameters_by_name(*m);
   CHECK(p.at("transformer.h.0.attn.c_attn.weight").sizes() == torch::IntArrayRef({64, 192}));  // [in, out]
   CHECK(p.at("transformer.h.3.mlp.c_fc.weight").sizes() == torch::IntArrayRef({64, 256}));
   CHECK(p.at("transformer.h.3.mlp.c_proj.weight").sizes() == torch::IntArrayRef({256, 64}));
@@ -84,8 +64,8 @@ TEST_CASE("gpt2 has HF GPT-2 names, Conv1D layout and HF init", "[unit][hfmodels
 }
 
 TEST_CASE("bert heads have HF names, pad row zero and no stored decoder copy", "[unit][hfmodels]") {
-  auto cls = make_model("bert", kBert);
-  auto p = named(*cls);
+  auto cls = fx::build_model("bert", kBert);
+  auto p = fx::parameters_by_name(*cls);
   CHECK(p.count("bert.pooler.dense.weight") == 1);
   CHECK(p.at("classifier.weight").sizes() == torch::IntArrayRef({3, 32}));
   CHECK(p.at("bert.encoder.layer.1.attention.self.query.weight").sizes() == torch::IntArrayRef({32, 32}));
@@ -95,21 +75,21 @@ TEST_CASE("bert heads have HF names, pad row zero and no stored decoder copy", "
   CHECK(cls->config_json()["id2label"].size() == 3);
   CHECK(cls->config_json()["problem_type"] == "single_label_classification");
 
-  auto mlm = make_model("bert_mlm", kBertMlm);
-  auto q = named(*mlm);
+  auto mlm = fx::build_model("bert_mlm", kBertMlm);
+  auto q = fx::parameters_by_name(*mlm);
   CHECK(q.count("bert.pooler.dense.weight") == 0);  // BertForMaskedLM has no pooler
   CHECK(q.count("cls.predictions.decoder.weight") == 0);
   CHECK(q.count("cls.predictions.transform.LayerNorm.weight") == 1);
   CHECK(torch::equal(q.at("cls.predictions.bias"), torch::zeros({31})));
 
-  auto reg = make_model("bert", "{vocab_size: 31, hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 4, "
+  auto reg = fx::build_model("bert", "{vocab_size: 31, hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 4, "
                                 "intermediate_size: 48, max_position_embeddings: 16, num_labels: 1}");
   CHECK(reg->config_json()["problem_type"] == "regression");
 }
 
 TEST_CASE("llama has HF names, grouped-query shapes and optional tied head", "[unit][hfmodels]") {
-  auto m = make_model("llama", kLlama);
-  auto p = named(*m);
+  auto m = fx::build_model("llama", kLlama);
+  auto p = fx::parameters_by_name(*m);
   CHECK(p.at("model.layers.0.self_attn.q_proj.weight").sizes() == torch::IntArrayRef({32, 32}));
   CHECK(p.at("model.layers.0.self_attn.k_proj.weight").sizes() == torch::IntArrayRef({16, 32}));  // 2 kv heads x 8
   CHECK(p.at("model.layers.1.mlp.gate_proj.weight").sizes() == torch::IntArrayRef({48, 32}));
@@ -118,10 +98,10 @@ TEST_CASE("llama has HF names, grouped-query shapes and optional tied head", "[u
   CHECK(torch::equal(p.at("model.norm.weight"), torch::ones({32})));
   CHECK(m->config_json()["num_key_value_heads"] == 2);
   CHECK(m->config_json()["rope_theta"] == 500000.0);
-  auto tied = make_model("llama", "{vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 1, "
+  auto tied = fx::build_model("llama", "{vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 1, "
                                   "num_attention_heads: 4, max_position_embeddings: 16, tie_word_embeddings: true}");
-  CHECK(named(*tied).count("lm_head.weight") == 0);
-  CHECK_THROWS_WITH(make_model("llama", "{vocab_size: 5, hidden_size: 32, num_attention_heads: 4, num_key_value_heads: 3, "
+  CHECK(fx::parameters_by_name(*tied).count("lm_head.weight") == 0);
+  CHECK_THROWS_WITH(fx::build_model("llama", "{vocab_size: 5, hidden_size: 32, num_attention_heads: 4, num_key_value_heads: 3, "
                                         "max_position_embeddings: 8}"),
                     Catch::Contains("num_key_value_heads (3) must divide num_attention_heads (4)"));
 }
@@ -129,7 +109,7 @@ TEST_CASE("llama has HF names, grouped-query shapes and optional tied head", "[u
 TEST_CASE("causal LMs ignore the future, attention_mask padding changes nothing for real tokens", "[unit][hfmodels]") {
   torch::NoGradGuard no_grad;
   SECTION("gpt2: later tokens do not change earlier logits") {
-    auto m = make_model("gpt2", kGpt2);
+    auto m = fx::build_model("gpt2", kGpt2);
     m->eval();
     Batch a, b;
     a.input_ids = torch::tensor({{3, 5, 7, 9, 11}}, torch::kLong);
@@ -139,7 +119,7 @@ TEST_CASE("causal LMs ignore the future, attention_mask padding changes nothing 
     CHECK_FALSE(torch::allclose(la.slice(1, 3), lb.slice(1, 3)));
   }
   SECTION("llama: left padding with the mask gives the unpadded logits (rotary is relative)") {
-    auto m = make_model("llama", kLlama);
+    auto m = fx::build_model("llama", kLlama);
     m->eval();
     Batch plain, padded;
     plain.input_ids = torch::tensor({{4, 8, 15, 16, 23}}, torch::kLong);
@@ -152,7 +132,7 @@ TEST_CASE("causal LMs ignore the future, attention_mask padding changes nothing 
     CHECK_FALSE(torch::allclose(lp, m->forward(unmasked).logits.slice(1, 2), 1e-3, 1e-3));
   }
   SECTION("bert: right padding with the mask gives the unpadded logits; token types matter") {
-    auto m = make_model("bert", kBert);
+    auto m = fx::build_model("bert", kBert);
     m->eval();
     Batch plain, padded;
     plain.input_ids = torch::tensor({{2, 9, 4, 3}}, torch::kLong);
@@ -172,7 +152,7 @@ TEST_CASE("HF directories: save then load is bitwise, sharded with an index, tie
   for (auto [type, options] : std::vector<std::pair<std::string, std::string>>{
            {"gpt2", kGpt2}, {"bert", kBert}, {"bert_mlm", kBertMlm}, {"llama", kLlama}}) {
     INFO(type);
-    auto saved = make_model(type, options, 1);
+    auto saved = fx::build_model(type, options, 1);
     const std::string one = scratch(type + "_single"), sharded = scratch(type + "_sharded");
     save_model_dir(one, *saved);
     CHECK(fs::exists(one + "/model.safetensors"));
@@ -205,21 +185,21 @@ TEST_CASE("HF directories: save then load is bitwise, sharded with an index, tie
     }
 
     for (const std::string& dir : {one, sharded}) {
-      auto loaded = make_model(type, options, 2);
-      auto before = named(*loaded);
+      auto loaded = fx::build_model(type, options, 2);
+      auto before = fx::parameters_by_name(*loaded);
       bool differed = false;
-      for (auto& kv : named(*saved)) differed = differed || !torch::equal(kv.second, before.at(kv.first).clone());
+      for (auto& kv : fx::parameters_by_name(*saved)) differed = differed || !torch::equal(kv.second, before.at(kv.first).clone());
       CHECK(differed);  // the second seed starts elsewhere
       load_pretrained_dir(dir, *loaded);
-      auto after = named(*loaded);
-      for (auto& kv : named(*saved)) CHECK(torch::equal(kv.second, after.at(kv.first)));
+      auto after = fx::parameters_by_name(*loaded);
+      for (auto& kv : fx::parameters_by_name(*saved)) CHECK(torch::equal(kv.second, after.at(kv.first)));
     }
   }
 }
 
 TEST_CASE("HF loading rules: base-model names, ignored buffers, fresh classifier, errors name tensor, file, shapes",
           "[unit][hfmodels]") {
-  auto gpt2 = make_model("gpt2", kGpt2, 1);
+  auto gpt2 = fx::build_model("gpt2", kGpt2, 1);
   const std::string dir = scratch("rules");
   save_model_dir(dir, *gpt2);
   auto tensors = load_safetensors(dir + "/model.safetensors").tensors;
@@ -230,16 +210,16 @@ TEST_CASE("HF loading rules: base-model names, ignored buffers, fresh classifier
     base.emplace_back("h.0.attn.bias", torch::ones({1, 1, 16, 16}));
     base.emplace_back("lm_head.weight", tensors.at("transformer.wte.weight"));
     save_safetensors(dir + "/model.safetensors", base);
-    auto loaded = make_model("gpt2", kGpt2, 2);
+    auto loaded = fx::build_model("gpt2", kGpt2, 2);
     load_pretrained_dir(dir, *loaded);
-    for (auto& kv : named(*gpt2)) CHECK(torch::equal(kv.second, named(*loaded).at(kv.first)));
+    for (auto& kv : fx::parameters_by_name(*gpt2)) CHECK(torch::equal(kv.second, fx::parameters_by_name(*loaded).at(kv.first)));
   }
   SECTION("a wrongly shaped tensor") {
     NamedTensors bad;
     for (auto& kv : tensors)
       bad.emplace_back(kv.first, kv.first == "transformer.wpe.weight" ? torch::zeros({8, 32}) : kv.second);
     save_safetensors(dir + "/model.safetensors", bad);
-    auto loaded = make_model("gpt2", kGpt2, 2);
+    auto loaded = fx::build_model("gpt2", kGpt2, 2);
     CHECK_THROWS_AS(load_pretrained_dir(dir, *loaded), ConfigError);
     CHECK_THROWS_WITH(load_pretrained_dir(dir, *loaded),
                       Catch::Contains("transformer.wpe.weight") && Catch::Contains("[8, 32]") &&
@@ -250,7 +230,7 @@ TEST_CASE("HF loading rules: base-model names, ignored buffers, fresh classifier
     for (auto& kv : tensors)
       if (kv.first != "transformer.h.1.ln_2.bias") bad.emplace_back(kv.first, kv.second);
     save_safetensors(dir + "/model.safetensors", bad);
-    auto loaded = make_model("gpt2", kGpt2, 2);
+    auto loaded = fx::build_model("gpt2", kGpt2, 2);
     CHECK_THROWS_WITH(load_pretrained_dir(dir, *loaded),
                       Catch::Contains("missing") && Catch::Contains("transformer.h.1.ln_2.bias"));
   }
@@ -258,41 +238,41 @@ TEST_CASE("HF loading rules: base-model names, ignored buffers, fresh classifier
     NamedTensors bad(tensors.begin(), tensors.end());
     bad.emplace_back("transformer.h.7.attn.c_attn.weight", torch::zeros({2}));
     save_safetensors(dir + "/model.safetensors", bad);
-    auto loaded = make_model("gpt2", kGpt2, 2);
+    auto loaded = fx::build_model("gpt2", kGpt2, 2);
     CHECK_THROWS_AS(load_pretrained_dir(dir, *loaded), ConfigError);
     CHECK_THROWS_WITH(load_pretrained_dir(dir, *loaded), Catch::Contains("transformer.h.7.attn.c_attn.weight"));
   }
   SECTION("a sharded index naming a shard that does not exist") {
     fs::remove(dir + "/model.safetensors");
-    write_file(dir + "/model.safetensors.index.json",
+    fx::write(dir + "/model.safetensors.index.json",
                R"({"metadata": {"total_size": 4}, "weight_map": {"transformer.wte.weight": "model-00001-of-00002.safetensors"}})");
-    auto loaded = make_model("gpt2", kGpt2, 2);
+    auto loaded = fx::build_model("gpt2", kGpt2, 2);
     CHECK_THROWS_WITH(load_pretrained_dir(dir, *loaded), Catch::Contains("model-00001-of-00002.safetensors"));
   }
   SECTION("a bert_mlm checkpoint fine-tuned as bert: classifier fresh, MLM head skipped, encoder loaded") {
-    auto mlm = make_model("bert_mlm", kBertMlm, 3);
-    auto mlm_with_pooler = make_model("bert", kBert, 5);
+    auto mlm = fx::build_model("bert_mlm", kBertMlm, 3);
+    auto mlm_with_pooler = fx::build_model("bert", kBert, 5);
     const std::string d = scratch("mlm_to_cls");
     NamedTensors t = model_tensors(*mlm);
-    t.emplace_back("bert.pooler.dense.weight", named(*mlm_with_pooler).at("bert.pooler.dense.weight"));
-    t.emplace_back("bert.pooler.dense.bias", named(*mlm_with_pooler).at("bert.pooler.dense.bias"));
+    t.emplace_back("bert.pooler.dense.weight", fx::parameters_by_name(*mlm_with_pooler).at("bert.pooler.dense.weight"));
+    t.emplace_back("bert.pooler.dense.bias", fx::parameters_by_name(*mlm_with_pooler).at("bert.pooler.dense.bias"));
     save_safetensors(d + "/model.safetensors", t);
-    auto cls = make_model("bert", kBert, 4);
-    auto classifier_before = named(*cls).at("classifier.weight").clone();
+    auto cls = fx::build_model("bert", kBert, 4);
+    auto classifier_before = fx::parameters_by_name(*cls).at("classifier.weight").clone();
     load_pretrained_dir(d, *cls);
-    CHECK(torch::equal(named(*cls).at("bert.encoder.layer.1.output.dense.weight"),
-                       named(*mlm).at("bert.encoder.layer.1.output.dense.weight")));
-    CHECK(torch::equal(named(*cls).at("classifier.weight"), classifier_before));
+    CHECK(torch::equal(fx::parameters_by_name(*cls).at("bert.encoder.layer.1.output.dense.weight"),
+                       fx::parameters_by_name(*mlm).at("bert.encoder.layer.1.output.dense.weight")));
+    CHECK(torch::equal(fx::parameters_by_name(*cls).at("classifier.weight"), classifier_before));
   }
 }
 
 TEST_CASE("model.from_pretrained takes the type and options from config.json", "[unit][hfmodels]") {
   const Components& c = builtin_components();
-  auto llama = make_model("llama", kLlama, 1);
+  auto llama = fx::build_model("llama", kLlama, 1);
   const std::string dir = scratch("from_pretrained");
   save_model_dir(dir + "/m", *llama);
   auto spec_with = [&](const std::string& model_yaml) {
-    write_file(dir + "/spec.yaml", "model: " + model_yaml + "\ndata: {type: digit_reversal}\ntraining: {output_dir: " + dir + "/out}\n");
+    fx::write(dir + "/spec.yaml", "model: " + model_yaml + "\ndata: {type: digit_reversal}\ntraining: {output_dir: " + dir + "/out}\n");
     return load_run_spec(dir + "/spec.yaml", {}, c.catalog());
   };
   SECTION("type omitted: llama from config.json, its keys as options, spec keys override") {
@@ -305,7 +285,7 @@ TEST_CASE("model.from_pretrained takes the type and options from config.json", "
     CHECK(config["vocab_size"] == 37);
     CHECK(config["attention_dropout"] == 0.25);
     load_pretrained(spec.model.from_pretrained, *built);
-    for (auto& kv : named(*llama)) CHECK(torch::equal(kv.second, named(*built).at(kv.first)));
+    for (auto& kv : fx::parameters_by_name(*llama)) CHECK(torch::equal(kv.second, fx::parameters_by_name(*built).at(kv.first)));
   }
   SECTION("a type that disagrees with config.json is refused naming both") {
     CHECK_THROWS_AS(spec_with("{type: gpt2, from_pretrained: " + dir + "/m}"), ConfigError);
@@ -316,10 +296,10 @@ TEST_CASE("model.from_pretrained takes the type and options from config.json", "
     auto config = nlohmann::json::parse(read_text_file(dir + "/m/config.json"));
     config.erase("rope_parameters");  // hftrain writes both spellings; this edits the 4.x one alone
     config["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", {1, 1, 2}}};
-    write_file(dir + "/m/config.json", config.dump());
+    fx::write(dir + "/m/config.json", config.dump());
     CHECK_THROWS_WITH(spec_with("{from_pretrained: " + dir + "/m}"), Catch::Contains("rope_scaling") && Catch::Contains("'mrope'"));
     config["model_type"] = "xlnet";
-    write_file(dir + "/m/config.json", config.dump());
+    fx::write(dir + "/m/config.json", config.dump());
     CHECK_THROWS_WITH(spec_with("{from_pretrained: " + dir + "/m}"), Catch::Contains("'xlnet'"));
   }
   SECTION("llama keeps keys no family builds, refuses what only other families build, switched off or not") {
@@ -328,7 +308,7 @@ TEST_CASE("model.from_pretrained takes the type and options from config.json", "
     config["my_own_key"] = {{"nested", 1}};  // no family's: kept for the saved config.json
     config["sliding_window"] = nullptr;       // other families' keys left off: nothing to build
     config["use_sliding_window"] = false;
-    write_file(dir + "/m/config.json", config.dump());
+    fx::write(dir + "/m/config.json", config.dump());
     CHECK(spec_with("{from_pretrained: " + dir + "/m}").model.type == "llama");
     // a window, sliding switched on, gemma's activation key, phi3's partial rotary: other families' settings
     for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
@@ -337,18 +317,18 @@ TEST_CASE("model.from_pretrained takes the type and options from config.json", "
       INFO(key);
       auto edited = original;
       edited[key] = value;
-      write_file(dir + "/m/config.json", edited.dump());
+      fx::write(dir + "/m/config.json", edited.dump());
       CHECK_THROWS_WITH(spec_with("{from_pretrained: " + dir + "/m}"),
                         Catch::Contains("\"" + key + "\"") && Catch::Contains("m/config.json") && Catch::Contains("llama"));
     }
-    write_file(dir + "/m/config.json", original.dump());
+    fx::write(dir + "/m/config.json", original.dump());
   }
   SECTION("bert num_labels comes from id2label") {
-    auto bert = make_model("bert", kBert, 1);
+    auto bert = fx::build_model("bert", kBert, 1);
     save_model_dir(dir + "/b", *bert);
     auto config = nlohmann::json::parse(read_text_file(dir + "/b/config.json"));
     config.erase("num_labels");
-    write_file(dir + "/b/config.json", config.dump());
+    fx::write(dir + "/b/config.json", config.dump());
     RunSpec spec = spec_with("{from_pretrained: " + dir + "/b}");
     CHECK(spec.model.type == "bert");
     CHECK(c.models.build(spec.model.type, spec.model.options, ModelContext{})->config_json()["id2label"].size() == 3);
@@ -378,7 +358,7 @@ TEST_CASE("HF logits warpers: temperature, top-k, top-p by hand", "[unit][hfmode
 }
 
 TEST_CASE("generation: top-k 1 equals greedy, seeded sampling repeats, eos stops", "[unit][hfmodels]") {
-  auto m = make_model("gpt2", "{vocab_size: 29, n_positions: 32, n_embd: 32, n_layer: 2, n_head: 4, initializer_range: 0.5}", 7);
+  auto m = fx::build_model("gpt2", "{vocab_size: 29, n_positions: 32, n_embd: 32, n_layer: 2, n_head: 4, initializer_range: 0.5}", 7);
   m->eval();
   const std::vector<int64_t> prompt = {3, 1, 4, 1, 5};
   GenerationConfig greedy;
@@ -425,7 +405,7 @@ TEST_CASE("gradient checkpointing with a padding mask gives the same gradients",
     batch.attention_mask = torch::tensor({{1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}}, torch::kLong);
     batch.labels = torch::tensor({{5, 6, 7, 8, 9, 10}, {11, 12, 13, -100, -100, -100}}, torch::kLong);
     auto grads = [&](bool checkpointing) {
-      auto m = make_model(type, options, 3);
+      auto m = fx::build_model(type, options, 3);
       if (checkpointing) m->enable_gradient_checkpointing();
       m->train();
       m->forward(batch).loss.backward();
@@ -447,7 +427,7 @@ TEST_CASE("tiled MLP: a llama's loss and gradients as with the whole MLP, with a
   batch.attention_mask = torch::tensor({{1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0}}, torch::kLong);
   batch.labels = batch.input_ids.masked_fill(batch.attention_mask.eq(0), -100);
   auto run = [&](int64_t tiles, bool checkpointing) {
-    auto m = make_model("llama", kLlama, 3);
+    auto m = fx::build_model("llama", kLlama, 3);
     if (tiles > 0) m->enable_tiled_mlp(tiles);
     if (checkpointing) m->enable_gradient_checkpointing();
     m->train();
@@ -470,7 +450,7 @@ TEST_CASE("tiled MLP: a llama's loss and gradients as with the whole MLP, with a
   // DeepSpeed's automatic count: ceil(tokens / hidden size); families without a gated MLP refuse by name
   CHECK(auto_token_tiles(7, 16) == 1);
   CHECK(auto_token_tiles(33, 16) == 3);
-  CHECK_THROWS_WITH(make_model("gpt2", kGpt2, 1)->enable_tiled_mlp(0), Catch::Contains("training.tiled_mlp") && Catch::Contains("gpt2"));
+  CHECK_THROWS_WITH(fx::build_model("gpt2", kGpt2, 1)->enable_tiled_mlp(0), Catch::Contains("training.tiled_mlp") && Catch::Contains("gpt2"));
 }
 
 TEST_CASE("KV cache: cached logits equal full-context logits, generation is the same with and without it", "[unit][hfmodels]") {
@@ -480,7 +460,7 @@ TEST_CASE("KV cache: cached logits equal full-context logits, generation is the 
            {"llama", "{vocab_size: 29, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
                      "num_key_value_heads: 2, max_position_embeddings: 12, rope_theta: 500000, tie_word_embeddings: false}"}}) {
     INFO(type);
-    auto m = make_model(type, options, 5);
+    auto m = fx::build_model(type, options, 5);
     m->eval();
     REQUIRE(m->supports_kv_cache());
     torch::NoGradGuard no_grad;
