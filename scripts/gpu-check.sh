@@ -110,6 +110,19 @@ if [ $short = 1 ]; then
     --set zero.offload_optimizer=cpu || failed=1
   run gpu_zero3_offload_bf16 90 train "${quick[@]}" --set training.output_dir=/tmp/q_off3 --set zero.stage=3 \
     --set zero.offload_optimizer=cpu --set precision.bf16=true || failed=1
+  # QLoRA on the device: the base quantised as it is initialised (each weight allocated on the GPU as it arrives),
+  # NF4 with double quantisation, then LLM.int8(); LoRA on every linear layer, bf16
+  cat > /tmp/qlora_gpu.yaml <<'SPEC'
+model: {type: llama, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2,
+        quantization_config: {load_in_4bit: true, bnb_4bit_quant_type: nf4, bnb_4bit_use_double_quant: true, bnb_4bit_compute_dtype: bfloat16}}
+peft: {r: 8, lora_alpha: 16, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}
+data: {type: digit_reversal, num_digits: 6}
+training: {output_dir: /tmp/q_qlora, max_steps: 100, logging_steps: 25, eval_steps: 100, learning_rate: 0.003}
+precision: {bf16: true}
+SPEC
+  run gpu_qlora4 90 train /tmp/qlora_gpu.yaml || failed=1
+  run gpu_qlora8 90 train /tmp/qlora_gpu.yaml --set model.quantization_config.load_in_4bit=false \
+    --set model.quantization_config.load_in_8bit=true --set training.output_dir=/tmp/q_qlora8 || failed=1
   # Resume on the GPU with dropout: steps 21-40 of the resumed run should log what the straight run logged
   # (optimizer state back on the GPU, the CUDA generator restored); a failed resume fails the run itself.
   resume=(configs/quickstart.yaml --set model.dropout=0.1 --set training.max_steps=40 --set training.logging_steps=10
