@@ -82,13 +82,12 @@ void check_vocabulary(const ModelAndData& p, const RunSpec& spec, const DataShap
 }
 
 // model.quantization_config: the loaded base's linear layers to 4 or 8 bits (QLoRA).
-void quantize_base(ModelAndData& p, const RunSpec& spec, bool for_training) {
+void quantize_base(ModelAndData& p, const RunSpec& spec) {
   if (!spec.model.quantization) return;
-  check_quantization_plan(spec, for_training);
   if (p.model->initialisation_deferred())
-    throw ConfigError("model.quantization_config: zero.zero3_init_flag builds the model sharded, but the base is "
-                      "quantised from its whole loaded weights; set zero.zero3_init_flag: false (ZeRO-3 still partitions "
-                      "the quantised storage when the engine is built)");
+    throw ConfigError("model.quantization_config: zero.zero3_init_flag built the model sharded, and a quantised base is "
+                      "built by quantising each weight as it is read instead; set zero.zero3_init_flag: false (ZeRO-3 still "
+                      "partitions the quantised storage when the engine is built)");
   log_info("quantization: " + quantize_linear_layers(*p.model, *spec.model.quantization).line());
 }
 
@@ -163,6 +162,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   DataShape shape = p.data->shape();
   ModelContext context{shape.vocab_size, shape.max_length, shape.num_labels, shape.num_features, shape.label_names};
   torch::manual_seed(static_cast<uint64_t>(spec.training.seed));
+  if (spec.model.quantization) check_quantization_plan(spec, for_training);  // before the model is built or read
   const ConstructionPlan construction = plan_construction(spec, for_training);  // the engine's (zero.Init)
   const bool hf_dir = !spec.model.from_pretrained.empty() &&
                       std::filesystem::exists(spec.model.from_pretrained + "/config.json");
@@ -182,7 +182,6 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   if (hf_dir) keep_loaded_config(*p.model, spec.model.from_pretrained);
   bool loaded = false;
   if (quantize_while_loading && p.model->initialisation_deferred()) {
-    check_quantization_plan(spec, for_training);  // before anything is read
     const int64_t layers = load_pretrained_quantizing(spec.model.from_pretrained, *p.model, *spec.model.quantization);
     log_info("quantization: " + std::to_string(layers) + " linear layers quantised as their weights were " +
              (hf_dir ? "read from " + spec.model.from_pretrained : std::string("initialised")) +
@@ -212,7 +211,7 @@ ModelAndData build_model_and_data(const RunSpec& spec, const Components& compone
   p.deferred_weights = deferred_weights(construction, spec, *p.model);  // zero.Init: each rank's partition, later
   if (!loaded && !p.model->initialisation_deferred() && !spec.model.from_pretrained.empty())
     load_pretrained(spec.model.from_pretrained, *p.model);
-  quantize_base(p, spec, for_training);
+  quantize_base(p, spec);
   attach_adapters(p, spec, for_training, construction);
   p.label_smoothing_factor = spec.training.label_smoothing_factor;
   p.prediction_loss_only = spec.training.prediction_loss_only;

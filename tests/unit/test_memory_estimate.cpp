@@ -4,7 +4,6 @@
 // from its formulas.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <map>
 
 #include "builtins/register_builtins.h"
@@ -122,12 +121,10 @@ TEST_CASE("parameter counts from shapes match the published GPT-2 small and Llam
                                  "11008, vocab_size: 32000, max_position_embeddings: 4096, tie_word_embeddings: false}")) ==
         6738415616);
   // Llama-2-70B: 68,976,648,192 parameters (meta-llama/Llama-2-70b-hf config: 80 layers, 8192 wide, 64 heads, 8
-  // key/value heads, 28672 MLP, 32000 vocab). Built on meta: no storage, so this stays quick.
-  const auto start = std::chrono::steady_clock::now();
+  // key/value heads, 28672 MLP, 32000 vocab). Built on meta: no storage.
   CHECK(count(shapes_of("llama", "{num_hidden_layers: 80, hidden_size: 8192, num_attention_heads: 64, num_key_value_heads: 8, "
                                  "intermediate_size: 28672, vocab_size: 32000, max_position_embeddings: 4096}")) ==
         68976648192);
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
 
 TEST_CASE("each family declares its HF config dimensions from its own options", "[unit][estimate]") {
