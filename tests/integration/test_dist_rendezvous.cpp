@@ -106,7 +106,7 @@ TEST_CASE("a second node that never comes up: waiting lines, then exit 1 naming 
   CHECK(r.output.find("node_rank 1 (rank 1) never joined at " + where +
                       " within distributed.rendezvous_timeout (3 s)") != std::string::npos);
   CHECK(took >= 3.0);
-  CHECK(took < 30.0);  // the rendezvous timeout plus start-up on a loaded machine, not ddp_timeout (1800 s)
+  CHECK(took < 300.0);  // the rendezvous timeout (3 s) ended it, not the default one (600 s) nor ddp_timeout (1800 s)
   fs::remove_all(dir);
 }
 
