@@ -2,6 +2,7 @@
 // describe the layout; the manifest check reads every byte once.
 #include "commands/checkpoint_inspect.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -47,9 +48,14 @@ std::string describe_layout(const fs::path& dir, const Manifest& manifest) {
     std::string text = "ZeRO stage " + meta("zero_stage") + ", " + meta("world_size") + " workers (" + tag + "/)";
     if (auto it = header.metadata.find("partition"); it != header.metadata.end()) {
       const PartitionMap map = PartitionMap::from_json(nlohmann::json::parse(it->second), shard.string());
+      int64_t least = map.partition_numel(0), most = least;  // groups held by some ranks only make them differ
+      for (int r = 1; r < map.world_size; ++r) {
+        least = std::min(least, map.partition_numel(r));
+        most = std::max(most, map.partition_numel(r));
+      }
       std::ostringstream o;
       o << "; " << map.groups.size() << " flat groups, " << map.total_numel() << " trainable elements (padded to "
-        << map.total_padded() << "), " << map.partition_numel() << " per worker";
+        << map.total_padded() << "), " << (least == most ? "" : std::to_string(least) + " to ") << most << " per worker";
       text += o.str();
     }
     return text;

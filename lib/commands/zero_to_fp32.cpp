@@ -312,7 +312,9 @@ void check_shard(const ZeroCheckpoint& z, int r) {
     throw RuntimeFailure("'" + s.path + "': global_step " + s.meta("global_step") + " disagrees with '" + first.path +
                          "' (" + first.meta("global_step") + ")");
   for (std::size_t g = 0; g < z.map.groups.size(); ++g) {
-    const TensorEntry& e = s.tensor("fp32_flat_group_" + std::to_string(g));
+    const std::string key = "fp32_flat_group_" + std::to_string(g);
+    if (!z.map.groups[g].held_by(r) && !s.tensors.count(key)) continue;  // a group this rank does not hold
+    const TensorEntry& e = s.tensor(key);
     const int64_t real = z.map.groups[g].partition_real(r);
     if (e.dtype != "F32" || e.end - e.begin != static_cast<uint64_t>(real) * 4)
       throw RuntimeFailure("'" + s.path + "': tensor 'fp32_flat_group_" + std::to_string(g) + "' holds " +
@@ -321,7 +323,8 @@ void check_shard(const ZeroCheckpoint& z, int r) {
   }
 }
 
-// A partitioned parameter: its bytes from each rank's partition of its group that holds some of them.
+// A partitioned parameter: its bytes from each partition of its group (its holders', in member order) that
+// holds some of them.
 OutTensor plan_partitioned(const ZeroCheckpoint& z, std::size_t g, const FlatParamInfo& p) {
   const FlatGroupInfo& info = z.map.groups[g];
   OutTensor t;
@@ -329,7 +332,7 @@ OutTensor plan_partitioned(const ZeroCheckpoint& z, std::size_t g, const FlatPar
   t.dtype = "F32";
   t.shape = p.shape;
   t.bytes = static_cast<uint64_t>(p.numel) * 4;
-  for (int r = 0; r < z.world; ++r) {
+  for (const int r : info.ranks) {
     const int64_t part_begin = info.partition_begin(r);
     const int64_t n = overlap(p.offset, p.offset + p.numel, part_begin, part_begin + info.partition_real(r));
     if (n == 0) continue;

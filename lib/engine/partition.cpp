@@ -1,11 +1,45 @@
 // Flat layout and partitioning of parameter groups (see partition.h).
 #include "engine/partition.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include "util/error.h"
 
 namespace hftrain {
+namespace {
+
+std::vector<int> every_rank_below(int world_size) {
+  std::vector<int> ranks(static_cast<std::size_t>(std::max(world_size, 0)));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return ranks;
+}
+
+// "" when `ranks` are ascending, unique and in [0, world_size) (and not empty), else what is wrong.
+std::string holder_ranks_problem(const std::vector<int>& ranks, int world_size) {
+  if (ranks.empty()) return "lists no rank";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= world_size)
+      return "lists rank " + std::to_string(ranks[i]) + ", outside [0, " + std::to_string(world_size) + ")";
+    if (i > 0 && ranks[i] <= ranks[i - 1]) return "lists its ranks out of ascending order or twice";
+  }
+  return "";
+}
+
+}  // namespace
+
+int FlatGroupInfo::member(int rank) const {
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank);
+  return it != ranks.end() && *it == rank ? static_cast<int>(it - ranks.begin()) : -1;
+}
+
+int64_t FlatGroupInfo::partition_begin(int rank) const {
+  const int m = member(rank);
+  return m < 0 ? 0 : static_cast<int64_t>(m) * partition_size;
+}
 
 int64_t FlatGroupInfo::partition_real(int rank) const {
+  if (!held_by(rank)) return 0;
   return overlap(partition_begin(rank), partition_begin(rank) + partition_size, 0, numel);
 }
 
@@ -17,6 +51,10 @@ PartitionMap PartitionMap::build(const std::vector<GroupInput>& inputs, int worl
   for (const auto& in : inputs) {
     FlatGroupInfo g;
     g.weight_decay = in.weight_decay;
+    g.ranks = in.ranks.empty() ? every_rank_below(world_size) : in.ranks;
+    const std::string problem = holder_ranks_problem(g.ranks, world_size);
+    if (!problem.empty())
+      throw RuntimeFailure("partition: group " + std::to_string(map.groups.size()) + "'s holder ranks " + problem);
     for (std::size_t i = 0; i < in.names.size(); ++i) {
       FlatParamInfo p;
       p.name = in.names[i];
@@ -28,9 +66,9 @@ PartitionMap PartitionMap::build(const std::vector<GroupInput>& inputs, int worl
       g.numel += p.numel;
       g.params.push_back(p);
     }
-    const int64_t unit = alignment * world_size;
+    const int64_t unit = alignment * g.holders();
     g.padded_numel = (g.numel + unit - 1) / unit * unit;
-    g.partition_size = g.padded_numel / world_size;
+    g.partition_size = g.padded_numel / g.holders();
     map.groups.push_back(std::move(g));
   }
   return map;
@@ -48,9 +86,9 @@ int64_t PartitionMap::total_padded() const {
   return n;
 }
 
-int64_t PartitionMap::partition_numel() const {
+int64_t PartitionMap::partition_numel(int rank) const {
   int64_t n = 0;
-  for (const auto& g : groups) n += g.partition_size;
+  for (const auto& g : groups) n += g.partition_numel(rank);
   return n;
 }
 
@@ -65,6 +103,7 @@ nlohmann::json PartitionMap::to_json() const {
     gj["numel"] = g.numel;
     gj["padded_numel"] = g.padded_numel;
     gj["partition_size"] = g.partition_size;
+    if (g.ranks != every_rank_below(world_size)) gj["ranks"] = g.ranks;
     gj["params"] = nlohmann::json::array();
     for (const auto& p : g.params)
       gj["params"].push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel},
@@ -82,7 +121,11 @@ PartitionMap PartitionMap::from_json(const nlohmann::json& j, const std::string&
     map.alignment = j.at("alignment").get<int64_t>();
     if (map.world_size < 1 || map.alignment < 1) throw fail("has a non-positive world_size or alignment");
     for (const auto& gj : j.at("groups")) {
+      const std::string group = "group " + std::to_string(map.groups.size());
       FlatGroupInfo g;
+      g.ranks = gj.contains("ranks") ? gj.at("ranks").get<std::vector<int>>() : every_rank_below(map.world_size);
+      const std::string problem = holder_ranks_problem(g.ranks, map.world_size);
+      if (!problem.empty()) throw fail(group + "'s \"ranks\" " + problem);
       g.weight_decay = gj.at("weight_decay").get<double>();
       g.numel = gj.at("numel").get<int64_t>();
       g.padded_numel = gj.at("padded_numel").get<int64_t>();
@@ -106,9 +149,10 @@ PartitionMap PartitionMap::from_json(const nlohmann::json& j, const std::string&
         g.params.push_back(p);
       }
       if (cursor != g.numel) throw fail("group numel " + std::to_string(g.numel) + " does not match its parameters (" + std::to_string(cursor) + ")");
-      if (g.padded_numel < g.numel || g.padded_numel % (map.alignment * map.world_size) != 0 ||
-          g.partition_size * map.world_size != g.padded_numel)
-        throw fail("has inconsistent padded_numel / partition_size");
+      if (g.padded_numel < g.numel || g.padded_numel % (map.alignment * g.holders()) != 0 ||
+          g.partition_size * g.holders() != g.padded_numel)
+        throw fail("has inconsistent padded_numel / partition_size in " + group + " (held by " +
+                   std::to_string(g.holders()) + " of " + std::to_string(map.world_size) + " ranks)");
       map.groups.push_back(std::move(g));
     }
   } catch (const nlohmann::json::exception& e) {

@@ -88,7 +88,8 @@ std::vector<std::string> in_model_order(const PartitionMap& map) {
   return names;
 }
 
-// The slabs of one rank's partition of `map`: group g's real elements from partition_begin(rank).
+// The slabs of one rank's partition of `map`: group g's real elements from partition_begin(rank) (none of a
+// group the rank does not hold).
 std::vector<StateSlab> partition_slabs(const PartitionMap& map, int rank) {
   std::vector<StateSlab> slabs;
   for (std::size_t g = 0; g < map.groups.size(); ++g) {
@@ -96,10 +97,11 @@ std::vector<StateSlab> partition_slabs(const PartitionMap& map, int rank) {
     StateSlab slab;
     slab.master_key = "fp32_flat_group_" + std::to_string(g);
     slab.state_prefix = "optimizer_state.flat_group_" + std::to_string(g) + ".";
+    slab.held = info.held_by(rank);
     slab.master_numel = info.partition_real(rank);
-    slab.state_numel = info.partition_size;
-    slab.stepped = info.numel > 0;
-    const int64_t begin = info.partition_begin(rank), end = begin + info.partition_size;
+    slab.state_numel = info.partition_numel(rank);
+    slab.stepped = slab.held && info.numel > 0;
+    const int64_t begin = info.partition_begin(rank), end = begin + info.partition_numel(rank);
     for (const auto& p : info.params) {
       const int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
       if (e > b) slab.pieces.push_back({p.name, b - p.offset, e - b, b - begin});
@@ -341,13 +343,13 @@ class StateCutter {
   }
 
   // A partition of only padding has state all the same (zeros, the common step counter), as the engine
-  // would have created it.
+  // would have created it; a group the rank does not hold gets empty slots and the step counter.
   void fill_padding_slabs() {
     std::map<std::string, torch::Tensor> any_slot;
     for (const auto& m : slots_)
       for (const auto& [slot, t] : m) any_slot.emplace(slot, t);
     for (std::size_t s = 0; s < target_.slabs.size(); ++s)
-      if (target_.slabs[s].stepped)
+      if (target_.slabs[s].stepped || !target_.slabs[s].held)
         for (const auto& [slot, t] : any_slot)
           if (!slots_[s].count(slot))
             slots_[s][slot] = slot == kStepSlot ? t.clone() : torch::zeros({target_.slabs[s].state_numel}, t.options());

@@ -36,6 +36,7 @@ struct StateSlab {
   int64_t master_numel = 0;  // elements of the master tensor (ZeRO shards strip the padding)
   int64_t state_numel = 0;   // elements of each slot tensor (ZeRO shards keep it)
   bool stepped = false;  // ZeRO targets: the optimizer steps this slab even when it holds only padding
+  bool held = true;  // false: the rank does not hold this flat group (no pieces, empty tensors, step counter only)
   bool whole_parameter = false;  // stage 0: the slab is one parameter, its tensors are saved in its shape
   std::vector<int64_t> shape;
   std::vector<Piece> pieces;
@@ -59,6 +60,8 @@ SlabLayout saved_state_layout(const std::string& checkpoint_dir);
 
 // Target layouts: rank `rank`'s partition of a ZeRO engine's map (keys as its shard: fp32_flat_group_<g>,
 // optimizer_state.flat_group_<g>.<slot>), and stage 0's per-parameter state (keys <name>, <name>.<slot>).
+// A group the rank does not hold (held by a subset of ranks) is a slab of no elements: in a saved layout it has
+// no pieces (its tensors, empty, need not be in the file); a target gets empty tensors under its keys.
 SlabLayout shard_state_layout(const PartitionMap& map, int rank, int zero_stage);
 SlabLayout per_parameter_state_layout(const std::vector<std::pair<std::string, std::vector<int64_t>>>& params);
 

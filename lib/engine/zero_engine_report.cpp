@@ -77,7 +77,7 @@ std::string ZeroEngine::describe() const {
                   comm_.backend() + "), " + std::to_string(map_.total_numel()) + " trainable elements in " +
                   std::to_string(map_.groups.size()) + " flat groups (padded to " + std::to_string(map_.total_padded()) +
                   "), " + std::to_string(grads_->bucket_count()) + " gradient buckets";
-  if (shards_optimizer_) s += ", partition of " + std::to_string(map_.partition_numel()) + " elements per rank";
+  if (shards_optimizer_) s += ", partition of " + std::to_string(map_.partition_numel(rank_)) + " elements per rank";
   if (const auto* swapped = dynamic_cast<const SwappedOptimizer*>(optimizer_.get()))
     s += std::string(swapped_shards_ ? "; parameter shards, " : "; ") +
          (masters_.swapped() && mixed_ ? "fp32 master weights and optimizer state" : "optimizer state") +

@@ -1,6 +1,7 @@
 // Distributed building blocks without processes: worker environment parsing (torchrun and SLURM
 // variables), the DistributedSampler shard rule (hand-computed from torch 1.13's
-// DistributedSampler), the ZeRO partition layout (DeepSpeed stage 1/2 padding rule) and size parsing.
+// DistributedSampler), the ZeRO partition layout (DeepSpeed stage 1/2 padding rule, groups held by a subset of
+// the ranks) and size parsing.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -136,7 +137,7 @@ TEST_CASE("partition layout pads each group to alignment * world size and splits
   CHECK(g1.padded_numel == 6);
   CHECK(g1.partition_size == 2);
   CHECK(g1.partition_real(2) == 1);
-  CHECK(map.partition_numel() == 10);
+  CHECK(map.partition_numel(0) == 10);
   // The JSON form round-trips and is validated.
   PartitionMap back = PartitionMap::from_json(map.to_json(), "test");
   CHECK(back.to_json() == map.to_json());
@@ -145,6 +146,63 @@ TEST_CASE("partition layout pads each group to alignment * world size and splits
   CHECK_THROWS_WITH(PartitionMap::from_json(broken, "shard.safetensors"), Catch::Contains("shard.safetensors"));
   CHECK(overlap(0, 10, 8, 16) == 2);
   CHECK(overlap(0, 8, 8, 16) == 0);
+}
+
+TEST_CASE("partition groups held by a subset of ranks are split among their holders only", "[unit][dist][partition]") {
+  PartitionMap::GroupInput dense{{"a.weight"}, {{3, 5}}, {0}, 0.1, {}};
+  PartitionMap::GroupInput expert0{{"e0.w", "e0.b"}, {{4, 3}, {3}}, {1, 2}, 0.1, {0, 2}};
+  PartitionMap::GroupInput expert1{{"e1.w", "e1.b"}, {{4, 3}, {3}}, {3, 4}, 0.1, {1, 3}};
+  const PartitionMap map = PartitionMap::build({dense, expert0, expert1}, 4);
+  const FlatGroupInfo& d = map.groups[0];
+  CHECK(d.ranks == std::vector<int>{0, 1, 2, 3});  // an ordinary group lists every rank in memory
+  CHECK(d.padded_numel == 16);
+  CHECK(d.partition_size == 4);
+  const FlatGroupInfo& e = map.groups[1];
+  CHECK(e.holders() == 2);
+  CHECK(e.numel == 15);
+  CHECK(e.padded_numel == 16);  // a multiple of 2 * 2 holders
+  CHECK(e.partition_size == 8);
+  CHECK(e.member(2) == 1);
+  CHECK(e.member(1) == -1);
+  CHECK_FALSE(e.held_by(3));
+  CHECK(e.partition_begin(2) == 8);
+  CHECK(e.partition_real(0) == 8);
+  CHECK(e.partition_real(2) == 7);  // the padding sits on the last holder
+  CHECK(e.partition_begin(1) == 0);
+  CHECK(e.partition_numel(1) == 0);
+  CHECK(e.partition_real(1) == 0);
+  CHECK(map.groups[2].partition_begin(3) == 8);
+  for (int r = 0; r < 4; ++r) CHECK(map.partition_numel(r) == 4 + 8);
+
+  const nlohmann::json j = map.to_json();
+  CHECK_FALSE(j["groups"][0].contains("ranks"));
+  CHECK(j["groups"][1]["ranks"] == nlohmann::json::array({0, 2}));
+  const PartitionMap back = PartitionMap::from_json(j, "test");
+  CHECK(back.to_json() == j);
+  CHECK(back.groups[0].ranks == std::vector<int>{0, 1, 2, 3});
+  CHECK(back.groups[2].ranks == std::vector<int>{1, 3});
+  // A map without such groups is written exactly as before they existed.
+  CHECK(PartitionMap::build({{{"x"}, {{3}}, {0}, 0.0, {}}}, 2).to_json().dump() ==
+        R"({"alignment":2,"groups":[{"numel":3,"padded_numel":4,"params":[{"model_index":0,"name":"x","numel":3,)"
+        R"("offset":0,"shape":[3]}],"partition_size":2,"weight_decay":0.0}],"world_size":2})");
+
+  for (const std::vector<int>& bad : std::vector<std::vector<int>>{{2, 0}, {0, 0}, {0, 4}, {-1, 1}}) {
+    PartitionMap::GroupInput in = expert0;
+    in.ranks = bad;
+    CHECK_THROWS_AS(PartitionMap::build({dense, in}, 4), RuntimeFailure);
+    CHECK_THROWS_WITH(PartitionMap::build({dense, in}, 4), Catch::Contains("group 1"));
+    nlohmann::json broken = j;
+    broken["groups"][1]["ranks"] = bad;
+    CHECK_THROWS_WITH(PartitionMap::from_json(broken, "shard.safetensors"),
+                      Catch::Contains("'shard.safetensors'") && Catch::Contains("group 1's \"ranks\""));
+  }
+  nlohmann::json nobody = j;
+  nobody["groups"][2]["ranks"] = nlohmann::json::array();
+  CHECK_THROWS_WITH(PartitionMap::from_json(nobody, "shard.safetensors"), Catch::Contains("group 2's \"ranks\" lists no rank"));
+  nlohmann::json three = j;  // 16 elements cannot be split evenly into aligned partitions of 3 holders
+  three["groups"][1]["ranks"] = {0, 1, 2};
+  CHECK_THROWS_WITH(PartitionMap::from_json(three, "shard.safetensors"),
+                    Catch::Contains("'shard.safetensors'") && Catch::Contains("padded_numel / partition_size in group 1"));
 }
 
 TEST_CASE("max shard sizes use HF's units", "[unit][dist]") {
