@@ -319,7 +319,9 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
       throw ConfigError("'" + path + "': tensor '" + file_tensor_name(model, name) + "' has shape " +
                         c10::str(src.sizes()) + " but the model expects " + c10::str(target.sizes()) +
                         " (do model.type and its options describe these weights?)");
-    target.copy_(src);
+    // A parameter whose memory this rank does not hold (expert data parallelism: another member's expert) is
+    // loaded by the engine on the ranks that hold it.
+    if (target.numel() == 0 || target.storage().nbytes() > 0) target.copy_(src);
     file.tensors.erase(it);
   };
   for (auto& np : model.named_parameters()) assign(np.key(), np.value());

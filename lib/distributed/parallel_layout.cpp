@@ -36,6 +36,10 @@ void add_expert_groups(ParallelLayout& layout, Comm& world, int64_t expert_paral
   std::vector<int> members;
   for (int64_t r = group * ep; r < (group + 1) * ep; ++r) members.push_back(static_cast<int>(r));
   layout.expert_group = world.subgroup(members, "expert_parallel_" + std::to_string(group));
+  const int64_t member = world.rank() % ep;
+  std::vector<int> holders;
+  for (int64_t r = member; r < n; r += ep) holders.push_back(static_cast<int>(r));
+  layout.expert_data_group = world.subgroup(holders, "expert_data_parallel_" + std::to_string(member));
 }
 
 }  // namespace hftrain

@@ -20,6 +20,9 @@ struct ParallelLayout {
   // stays parallel over every rank.
   int64_t expert_parallel_size = 1;
   std::shared_ptr<Comm> expert_group;  // null when expert_parallel_size is 1
+  // The expert-data-parallel group: the ranks with this rank's member index (r % ep), which hold the same experts
+  // when the engine shards them (DeepSpeed-MoE's expert data parallelism); null when expert_parallel_size is 1.
+  std::shared_ptr<Comm> expert_data_group;
 };
 
 // The layout of `world` for groups of `sequence_parallel_size` ranks; the members of each group build its
@@ -28,7 +31,8 @@ struct ParallelLayout {
 ParallelLayout make_parallel_layout(Comm& world, int64_t sequence_parallel_size);
 
 // `layout` with the expert-parallel groups of `expert_parallel_size` consecutive ranks (Comm::subgroup, named
-// expert_parallel_<group>). ConfigError naming both numbers when the world size is not a multiple of the size.
+// expert_parallel_<group>) and the expert-data-parallel groups of the ranks with the same member index
+// (expert_data_parallel_<member>, every ep-th rank). ConfigError naming both numbers when the world size is not a multiple of the size.
 void add_expert_groups(ParallelLayout& layout, Comm& world, int64_t expert_parallel_size);
 
 }  // namespace hftrain

@@ -19,7 +19,7 @@ bool hf_directory(const RunSpec& spec) {
 ConstructionPlan plan_construction(const RunSpec& spec, bool for_training) {
   ConstructionPlan plan;
   const bool stage3 = spec.zero.stage == 3;
-  plan.parameters_sharded = stage3;
+  plan.parameters_sharded = stage3 || (for_training && holds_experts_apart(spec));
   plan.partitions_adapters = for_training && stage3;
   // zero.Init: an HF model directory is read rank by rank later (bare weights are loaded whole).
   // (An adapter run builds its base whole: the adapters are attached to the built model.)
@@ -30,6 +30,11 @@ ConstructionPlan plan_construction(const RunSpec& spec, bool for_training) {
   plan.sharded_init = asked && !peft;
   plan.deferred = plan.sharded_init && (spec.model.from_pretrained.empty() || hf_directory(spec));
   return plan;
+}
+
+bool holds_experts_apart(const RunSpec& spec) {
+  const bool peft = spec.peft || !spec.model.peft_adapter.empty();
+  return spec.distributed.expert_parallel_size > 1 && (spec.zero.stage == 1 || spec.zero.stage == 2) && !peft;
 }
 
 std::shared_ptr<const PretrainedPlan> deferred_weights(const ConstructionPlan& plan, const RunSpec& spec, Model& model) {

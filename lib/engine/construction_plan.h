@@ -20,7 +20,8 @@ struct ConstructionPlan {
   bool deferred = false;
   // zero.Init was asked for; a model family that cannot defer is built whole and partitioned after.
   bool sharded_init = false;
-  // The engine partitions the parameters (stage 3): the ranks must run the same forwards.
+  // The engine partitions the parameters (stage 3) or holds the experts on their members' ranks only (expert data
+  // parallelism): the ranks must run the same forwards.
   bool parameters_sharded = false;
   // Training at stage 3: adapters and their frozen base are partitioned too (said once adapters attach).
   bool partitions_adapters = false;
@@ -28,6 +29,11 @@ struct ConstructionPlan {
 
 // Logs what it decided against the spec's wish (an adapter run builds its base whole).
 ConstructionPlan plan_construction(const RunSpec& spec, bool for_training);
+
+// Whether training holds each member's routed experts on its expert-data-parallel ranks only (DeepSpeed-MoE's
+// expert data parallelism): distributed.expert_parallel_size above 1 at zero.stage 1 or 2, the experts trained
+// (not an adapter run, whose frozen base stays whole). Stage 3 already partitions them over every rank.
+bool holds_experts_apart(const RunSpec& spec);
 
 // After the model is built under `plan`: a model built without its parameters gets its buffers from the
 // pretrained files and returns the plan the engine reads each rank's partition from (null for a model

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "checkpoint/model_io.h"
+#include "engine/construction_plan.h"
+#include "models/expert_parallel.h"
 #include "models/quantize_model.h"
 
 namespace hftrain {
@@ -80,6 +82,15 @@ void host_offload(const EngineRequest& r, EngineSettings& c) {
   c.offload_to_host = r.spec.zero.offload_optimizer.device == "cpu" && !r.device.is_cpu();
 }
 
+// Expert parallelism at stages 1-2: each member's experts in flat groups held by its expert-data-parallel ranks.
+void expert_data_parallelism(const EngineRequest& r, EngineSettings& c) {
+  ExpertParallel* experts = r.model->expert_parallel();
+  if (!holds_experts_apart(r.spec) || !experts || !r.expert_data_group) return;
+  c.expert_data_group = r.expert_data_group;
+  c.expert_parallel_size = experts->size();
+  c.member_of = [experts](const std::string& name) { return experts->member_of_parameter(name); };
+}
+
 const std::vector<std::pair<const char*, BuildStep>>& build_steps() {
   static const std::vector<std::pair<const char*, BuildStep>> steps = {
       {"place on device", place_on_device},
@@ -90,6 +101,7 @@ const std::vector<std::pair<const char*, BuildStep>>& build_steps() {
       {"sharded construction", sharded_construction},
       {"nvme offload", nvme_offload},
       {"host offload", host_offload},
+      {"expert data parallelism", expert_data_parallelism},
   };
   return steps;
 }
@@ -109,6 +121,7 @@ std::unique_ptr<Engine> build_engine(const EngineRequest& request) {
   auto engine = make_engine(config, named, make_param_groups(named, request.spec.training.weight_decay),
                             request.build_optimizer, request.comm);
   request.model->set_gather_hooks(engine->gather_hooks());
+  if (config.expert_data_group) request.model->expert_parallel()->set_sharded(true);  // other members' experts hold nothing here
   return engine;
 }
 

@@ -27,6 +27,8 @@ struct EngineRequest {
   OptimizerFactory build_optimizer;
   Comm& comm;
   torch::Device device = torch::kCPU;  // where the model was placed (train/model_and_data.h place_on_device)
+  // This rank's expert-data-parallel group (distributed/parallel_layout.h); null without expert parallelism.
+  std::shared_ptr<Comm> expert_data_group = nullptr;
 };
 
 // The EngineSettings of the run, each step of engine_builder.cpp applied in order (no tensor is touched).

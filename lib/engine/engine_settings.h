@@ -64,6 +64,14 @@ struct EngineSettings {
   // the engine each parameter's initial value in turn (Model::materialise_parameters, or the pretrained
   // files) and the engine reads only this rank's partition of each, so no rank holds the whole model.
   InitialValues initial_values;
+  // Expert data parallelism (distributed.expert_parallel_size at stages 1-2; docs/distributed.md "Expert
+  // parallelism"): the routed experts member j runs live in flat groups of their own, held only by the ranks with
+  // member index j (every expert_parallel_size-th rank from j), partitioned over them and reduced over
+  // `expert_data_group` (this rank's); `member_of` names the member of a parameter (-1: every rank holds it). Null
+  // group: every flat group is held by every rank.
+  std::shared_ptr<Comm> expert_data_group;
+  int64_t expert_parallel_size = 1;
+  std::function<int64_t(const std::string&)> member_of;
 };
 
 }  // namespace hftrain

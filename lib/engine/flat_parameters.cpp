@@ -74,14 +74,16 @@ bool released_on_host(const torch::Tensor& p) { return p.is_cpu() && p.numel() >
 }  // namespace
 
 PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector<std::string>& model_order, int world,
-                        torch::Device device) {
+                        torch::Device device, const std::vector<std::vector<int>>& holders) {
   std::map<std::string, int64_t> index_of;
   for (std::size_t i = 0; i < model_order.size(); ++i) index_of[model_order[i]] = static_cast<int64_t>(i);
   std::unordered_set<const void*> seen;
   std::vector<PartitionMap::GroupInput> inputs;
-  for (const auto& g : groups) {
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    const ParamGroup& g = groups[k];
     PartitionMap::GroupInput in;
     in.weight_decay = g.weight_decay;
+    if (k < holders.size()) in.ranks = holders[k];
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       const auto& p = g.params[i];
       if (p.scalar_type() != torch::kFloat32 || (p.device() != device && !released_on_host(p)))
@@ -115,11 +117,24 @@ std::vector<torch::Tensor> view_parameters(ParamGroup& group, const FlatGroupInf
 }  // namespace
 
 FlatParameters adopt_parameters(std::vector<ParamGroup>& groups, const PartitionMap& map, torch::ScalarType dtype,
-                                Comm& comm, const GroupValuesSink& take_values, torch::Device device) {
+                                const std::vector<Comm*>& comms, const GroupValuesSink& take_values, torch::Device device) {
   torch::NoGradGuard no_grad;
   FlatParameters out;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const FlatGroupInfo& info = map.groups[g];
+    if (!comms[g]) {  // held by other ranks only
+      for (auto& p : groups[g].params)
+        if (p.storage().use_count() == 1) release_storage(p);
+      // (views are made of an allocated buffer, then its storage goes: LibTorch checks a view's bounds)
+      auto released = torch::empty({info.padded_numel}, torch::TensorOptions().dtype(dtype).device(device));
+      view_parameters(groups[g], info, released);
+      release_storage(released);
+      const torch::Tensor none = torch::empty({0}, torch::TensorOptions().dtype(dtype).device(device));
+      out.params.emplace_back();
+      out.flat.push_back(none);
+      take_values(g, dtype == torch::kFloat32 ? none : torch::empty({0}, torch::TensorOptions().device(device)), none);
+      continue;
+    }
     auto values = torch::zeros({info.padded_numel}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
     for (std::size_t i = 0; i < info.params.size(); ++i) {
       const torch::Tensor& p = groups[g].params[i];
@@ -128,8 +143,8 @@ FlatParameters adopt_parameters(std::vector<ParamGroup>& groups, const Partition
       // becomes a view below, so that construction never holds the model twice over (unless shared).
       if (p.storage().use_count() == 1) release_storage(p);
     }
-    if (comm.world_size() > 1 && info.padded_numel > 0)
-      comm.broadcast(values, 0, "initial parameters of group " + std::to_string(g));
+    if (comms[g]->world_size() > 1 && info.padded_numel > 0)
+      comms[g]->broadcast(values, 0, "initial parameters of group " + std::to_string(g));
     auto flat = dtype == torch::kFloat32 ? values : values.to(dtype);
     out.params.push_back(view_parameters(groups[g], info, flat));
     out.flat.push_back(flat);

@@ -37,21 +37,23 @@ UnitLayout unit_layout(const std::vector<ParamGroup>& groups, const std::vector<
 // The partition map of `groups` over `world` ranks; `model_order` (trainable names in the model's order)
 // fixes each parameter's readiness order in backward. Every parameter must be fp32 on `device`, or released on
 // the host by sharded construction (zero.Init: only its partitions reach `device`).
+// `holders[g]` (when given) names the ranks that hold group g (empty: every rank; engine/expert_data_groups.h).
 PartitionMap map_groups(const std::vector<ParamGroup>& groups, const std::vector<std::string>& model_order, int world,
-                        torch::Device device);
+                        torch::Device device, const std::vector<std::vector<int>>& holders = {});
 
 struct FlatParameters {
   std::vector<std::vector<torch::Tensor>> params;  // per group, the model's parameters (views of flat)
   std::vector<torch::Tensor> flat;                 // per group, padded, in the parameter dtype
 };
 
-// Moves the parameters' values into flat buffers of `dtype` on `device` (rank 0's values win, broadcast as DDP does)
-// and makes the parameters views of them. `take_values(g, values32, flat)` sees each group's fp32 values
-// (the flat buffer itself when dtype is fp32) before the next group is built, so at most one group is
-// held twice.
+// Moves the parameters' values into flat buffers of `dtype` on `device` (the first holder's values win, broadcast
+// over `comms[g]` as DDP does) and makes the parameters views of them. `take_values(g, values32, flat)` sees each
+// group's fp32 values (the flat buffer itself when dtype is fp32) before the next group is built, so at most one
+// group is held twice. A group this rank does not hold (`comms[g]` null) keeps no memory: its parameters become
+// views of a released buffer (their shapes intact, not to be read), its flat buffer and params entry are empty.
 using GroupValuesSink = std::function<void(std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat)>;
 FlatParameters adopt_parameters(std::vector<ParamGroup>& groups, const PartitionMap& map, torch::ScalarType dtype,
-                                Comm& comm, const GroupValuesSink& take_values, torch::Device device);
+                                const std::vector<Comm*>& comms, const GroupValuesSink& take_values, torch::Device device);
 
 // Sharded construction (zero.Init): the parameters hold no memory; `initial_values` hands each one's value
 // in turn and only this rank's partition of it is kept, in the returned fp32 partitions (one per group,

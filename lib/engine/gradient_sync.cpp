@@ -16,12 +16,21 @@ namespace hftrain {
 
 GradientSync::GradientSync(Comm& comm, const PartitionMap& map, std::vector<std::vector<torch::Tensor>> params,
                            GradientReduction mode, torch::Device device, torch::ScalarType dtype,
-                           torch::ScalarType reduce_dtype, double bucket_cap_mb)
+                           torch::ScalarType reduce_dtype, double bucket_cap_mb, std::vector<Comm*> group_comms)
     : comm_(comm), map_(map), params_(std::move(params)), mode_(mode), device_(device), dtype_(dtype), reduce_dtype_(reduce_dtype),
-      rank_(comm.rank()), world_(comm.world_size()) {
+      rank_(comm.rank()), world_(comm.world_size()), group_comms_(std::move(group_comms)) {
   torch::NoGradGuard no_grad;
+  if (group_comms_.empty()) group_comms_.assign(map_.groups.size(), &comm_);
   for (std::size_t g = 0; g < map_.groups.size(); ++g) {
     const FlatGroupInfo& info = map_.groups[g];
+    if (!comm_of(g)) {  // held by other ranks only
+      const torch::Tensor none = torch::zeros({0}, on_device(dtype_));
+      if (keeps_full_grads()) flat_grads_.push_back(none);
+      if (mode_ != GradientReduction::kAllReduce) partition_grads_.push_back(none);
+      step_grads_.push_back(none);
+      group_pending_.push_back(0);
+      continue;
+    }
     if (keeps_full_grads()) {
       auto grads = torch::zeros({info.padded_numel}, on_device(dtype_));
       for (std::size_t i = 0; i < info.params.size(); ++i)
@@ -67,7 +76,7 @@ void GradientSync::build_buckets(int64_t cap_bytes) {
   for (std::size_t g = 0; g < map_.groups.size(); ++g) {
     const FlatGroupInfo& info = map_.groups[g];
     bucket_of_[g].assign(info.params.size(), 0);
-    if (info.params.empty()) continue;
+    if (info.params.empty() || !comm_of(g)) continue;
     int64_t end = info.padded_numel;
     Bucket cur;
     for (int i = static_cast<int>(info.params.size()) - 1; i >= 0; --i) {
@@ -120,7 +129,7 @@ std::string GradientSync::bucket_name(std::size_t k) const {
 void GradientSync::backward(const torch::Tensor& loss, bool is_last_micro_step) {
   sync_ = !keeps_full_grads() || is_last_micro_step;
   for (auto& b : buckets_) b.pending = static_cast<int>(b.members.size());
-  for (std::size_t g = 0; g < group_pending_.size(); ++g) group_pending_[g] = static_cast<int>(map_.groups[g].params.size());
+  for (std::size_t g = 0; g < group_pending_.size(); ++g) group_pending_[g] = static_cast<int>(params_[g].size());
   next_launch_ = 0;
   loss.backward();
   if (sync_) finish_pass();
@@ -172,15 +181,16 @@ void GradientSync::launch(std::size_t k) {
     transient_bytes_ += tensor_bytes(b.wire);
     input = b.wire;
   }
+  Comm& comm = *comm_of(static_cast<std::size_t>(b.group));
   if (mode_ == GradientReduction::kAllReduce) {
-    b.op = comm_.all_reduce_async(input, ReduceOp::kSum, bucket_name(k));
+    b.op = comm.all_reduce_async(input, ReduceOp::kSum, bucket_name(k));
   } else {
-    std::vector<int64_t> counts;
-    for (int r = 0; r < world_; ++r)
-      counts.push_back(overlap(b.begin, b.end, info.partition_begin(r), info.partition_begin(r) + info.partition_size));
-    b.received = torch::empty({counts[static_cast<std::size_t>(rank_)]}, on_device(reduce_dtype_));
+    std::vector<int64_t> counts;  // per member of the group's communicator (its holders, in rank order)
+    for (int holder : info.ranks)
+      counts.push_back(overlap(b.begin, b.end, info.partition_begin(holder), info.partition_begin(holder) + info.partition_size));
+    b.received = torch::empty({counts[static_cast<std::size_t>(comm.rank())]}, on_device(reduce_dtype_));
     transient_bytes_ += tensor_bytes(b.received);
-    b.op = comm_.reduce_scatter_async(input, counts, b.received, bucket_name(k));
+    b.op = comm.reduce_scatter_async(input, counts, b.received, bucket_name(k));
   }
   transient_peak_ = std::max(transient_peak_, transient_bytes_);
   in_flight_.push_back(k);

@@ -34,9 +34,13 @@ class GradientSync {
  public:
   // `params[g][i]`: the model's parameters of flat group g (views of the flat parameter buffer); their
   // .grad become views of the gradient buffer where the mode keeps full-size gradients. Every buffer is
-  // on `device` (the parameters').
+  // on `device` (the parameters'). Group g is reduced over `group_comms[g]` (its holders': the world's, or an
+  // expert-data-parallel group's) and divided by the world size of `comm` (each holder's gradient already sums
+  // the rows of its expert group); a null entry is a group this rank does not hold (no buffers, no collectives).
+  // Empty `group_comms`: every group over `comm`.
   GradientSync(Comm& comm, const PartitionMap& map, std::vector<std::vector<torch::Tensor>> params, GradientReduction mode,
-               torch::Device device, torch::ScalarType dtype, torch::ScalarType reduce_dtype, double bucket_cap_mb);
+               torch::Device device, torch::ScalarType dtype, torch::ScalarType reduce_dtype, double bucket_cap_mb,
+               std::vector<Comm*> group_comms = {});
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -83,6 +87,7 @@ class GradientSync {
   void finish_pass();
   std::string bucket_name(std::size_t k) const;
   bool keeps_full_grads() const { return mode_ != GradientReduction::kReduceScatterEveryMicroStep; }
+  Comm* comm_of(std::size_t g) const { return group_comms_[g]; }
 
   Comm& comm_;
   const PartitionMap& map_;
@@ -92,6 +97,7 @@ class GradientSync {
   torch::ScalarType dtype_, reduce_dtype_;
   torch::TensorOptions on_device(torch::ScalarType dtype) const { return torch::TensorOptions().dtype(dtype).device(device_); }
   int rank_, world_;
+  std::vector<Comm*> group_comms_;              // per group; null: not held here
   std::vector<torch::Tensor> flat_grads_;       // full-size modes: per group, padded (param.grad are views)
   std::vector<torch::Tensor> partition_grads_;  // reduce-scatter modes: the averaged gradients of the partition
   std::vector<torch::Tensor> step_grads_;

@@ -20,6 +20,13 @@ torch::Tensor MasterStore::gathered(std::size_t g) {
   if (whole_groups_ || comm_.world_size() == 1) return values(g);
   const FlatGroupInfo& info = map_.groups[g];
   const torch::Tensor mine = values(g);
+  if (info.holders() < comm_.world_size()) {
+    // Held by some ranks only (expert data parallelism): each holder's partition sits once in the world's sum.
+    auto full = torch::zeros({info.padded_numel}, mine.options());
+    if (info.held_by(comm_.rank())) full.narrow(0, info.partition_begin(comm_.rank()), mine.numel()).copy_(mine);
+    if (info.padded_numel > 0) comm_.all_reduce(full, ReduceOp::kSum, "fp32 master weights of group " + std::to_string(g));
+    return full;
+  }
   auto full = torch::empty({info.padded_numel}, mine.options());
   if (info.padded_numel > 0) comm_.all_gather(mine, full, "fp32 master weights of group " + std::to_string(g));
   return full;

@@ -44,8 +44,8 @@ class MasterStore {
 
   // This rank's values of group g (read from the swap file when they live there).
   torch::Tensor values(std::size_t g) const;
-  // The values of the whole group g gathered from every rank (collective); the live masters when this
-  // rank holds the whole group.
+  // The values of the whole group g gathered from every rank (collective over the world, also for a group only
+  // some ranks hold); the live masters when this rank holds the whole group.
   torch::Tensor gathered(std::size_t g);
   // Sets the first values.numel() elements of group g (the rest: as they were, or 0 when swapped).
   void store(std::size_t g, const torch::Tensor& values);

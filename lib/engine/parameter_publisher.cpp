@@ -13,15 +13,15 @@ class NothingToPublish : public ParameterPublisher {
 
 class AllGatherPartitions : public ParameterPublisher {
  public:
-  AllGatherPartitions(Comm& comm, std::vector<torch::Tensor> own, std::vector<torch::Tensor> full)
-      : comm_(comm), own_(std::move(own)), full_(std::move(full)) {}
+  AllGatherPartitions(std::vector<Comm*> comms, std::vector<torch::Tensor> own, std::vector<torch::Tensor> full)
+      : comms_(std::move(comms)), own_(std::move(own)), full_(std::move(full)) {}
   void publish() override {
     for (std::size_t g = 0; g < full_.size(); ++g)
-      if (full_[g].numel() > 0) comm_.all_gather(own_[g], full_[g], "parameters of group " + std::to_string(g));
+      if (full_[g].numel() > 0) comms_[g]->all_gather(own_[g], full_[g], "parameters of group " + std::to_string(g));
   }
 
  private:
-  Comm& comm_;
+  std::vector<Comm*> comms_;
   std::vector<torch::Tensor> own_, full_;
 };
 
@@ -38,9 +38,9 @@ class RefreshPersistent : public ParameterPublisher {
 
 std::unique_ptr<ParameterPublisher> publish_nothing() { return std::make_unique<NothingToPublish>(); }
 
-std::unique_ptr<ParameterPublisher> all_gather_partitions(Comm& comm, std::vector<torch::Tensor> own,
+std::unique_ptr<ParameterPublisher> all_gather_partitions(std::vector<Comm*> comms, std::vector<torch::Tensor> own,
                                                           std::vector<torch::Tensor> full) {
-  return std::make_unique<AllGatherPartitions>(comm, std::move(own), std::move(full));
+  return std::make_unique<AllGatherPartitions>(std::move(comms), std::move(own), std::move(full));
 }
 
 std::unique_ptr<ParameterPublisher> refresh_persistent(ParamCoordinator& coordinator) {

@@ -20,8 +20,9 @@ class ParameterPublisher {
 
 // Stage 0.
 std::unique_ptr<ParameterPublisher> publish_nothing();
-// Stages 1-2: `own[g]` (this rank's range of `full[g]`, the values it updated) all-gathered into `full[g]`.
-std::unique_ptr<ParameterPublisher> all_gather_partitions(Comm& comm, std::vector<torch::Tensor> own,
+// Stages 1-2: `own[g]` (this rank's range of `full[g]`, the values it updated) all-gathered into `full[g]` over
+// `comms[g]` (the group's holders; an empty `full[g]`: not held here, nothing to gather).
+std::unique_ptr<ParameterPublisher> all_gather_partitions(std::vector<Comm*> comms, std::vector<torch::Tensor> own,
                                                           std::vector<torch::Tensor> full);
 // Stage 3: the coordinator gathers the persistent groups again; the others are gathered when next used.
 std::unique_ptr<ParameterPublisher> refresh_persistent(ParamCoordinator& coordinator);

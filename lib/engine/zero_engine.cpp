@@ -3,6 +3,7 @@
 // the parameters are partitioned; everything after asks those parts.
 #include "engine/zero_engine.h"
 
+#include "engine/expert_data_groups.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -43,7 +44,9 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
     layout = unit_layout(groups, options.gather_units, options.persistence_threshold);
     groups = layout.groups;
   }
-  map_ = map_groups(groups, model_order, world_, options_.device);
+  const std::vector<std::vector<int>> holders = hold_experts_apart(groups);
+  map_ = map_groups(groups, model_order, world_, options_.device, holders);
+  choose_group_comms();
   adopt_flat_parameters(groups, layout.persistent);
   if (params_copy_masters())  // a stored master refreshes the copy the model (or the stage-3 gather) reads
     masters_.on_store([this](std::size_t g, const torch::Tensor& values) {
@@ -51,7 +54,7 @@ ZeroEngine::ZeroEngine(std::vector<ParamGroup> groups, const std::vector<std::st
       else if (flat_.flat[g].numel() > 0) own_flat_params(g).copy_(values);
     });
   grads_ = std::make_unique<GradientSync>(comm_, map_, flat_.params, reduction_for_stage(stage_), options_.device, dtype_, reduce_dtype_,
-                                          options_.bucket_cap_mb);
+                                          options_.bucket_cap_mb, group_comms_);
   for (std::size_t g = 0; g < masters_.size() && host_masters_; ++g)
     host_grads_.push_back(host_buffer(masters_.tensor(g).numel(), options_.device));
   this->build_optimizer(groups, build_optimizer);
@@ -80,6 +83,31 @@ void ZeroEngine::choose_master_home() {
                                                 : MasterHome::kParameters;
 }
 
+std::vector<std::vector<int>> ZeroEngine::hold_experts_apart(std::vector<ParamGroup>& groups) {
+  if (!options_.expert_data_group) return {};
+  if (stage_ != 1 && stage_ != 2)
+    throw ConfigError("distributed.expert_parallel_size: the experts are held by their members' ranks at zero.stage 1 "
+                      "and 2 only (got stage " + std::to_string(stage_) + ")");
+  HeldGroups held = split_expert_groups(groups, options_.member_of, options_.expert_parallel_size, world_);
+  groups = std::move(held.groups);
+  return held.holders;
+}
+
+void ZeroEngine::choose_group_comms() {
+  for (const FlatGroupInfo& info : map_.groups) {
+    if (info.holders() == world_) {
+      group_comms_.push_back(&comm_);
+      continue;
+    }
+    Comm* holders = info.held_by(rank_) ? options_.expert_data_group.get() : nullptr;
+    if (holders && (holders->world_size() != info.holders() || holders->rank() != info.member(rank_)))
+      throw RuntimeFailure("expert data parallelism: rank " + std::to_string(rank_) + "'s expert-data-parallel group has " +
+                           std::to_string(holders->world_size()) + " ranks but its experts' flat group is held by " +
+                           std::to_string(info.holders()));
+    group_comms_.push_back(holders);
+  }
+}
+
 void ZeroEngine::adopt_flat_parameters(std::vector<ParamGroup>& groups, const std::vector<bool>& persistent) {
   // Flat parameter buffers; the model's parameters become views of them. Rank 0's fp32 values win (DDP);
   // with mixed precision they become the masters and the 16-bit buffer holds them rounded.
@@ -94,7 +122,7 @@ void ZeroEngine::adopt_flat_parameters(std::vector<ParamGroup>& groups, const st
       shard16_.push_back(masters_.tensor(g).to(torch::TensorOptions().device(options_.device).dtype(dtype_), false, /*copy=*/true));
     flat_ = adopt_released_parameters(groups, map_, dtype_, persistent, options_.device);
   } else {
-    flat_ = adopt_parameters(groups, map_, dtype_, comm_,
+    flat_ = adopt_parameters(groups, map_, dtype_, group_comms_,
                              [this](std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat) {
                                adopt_masters(g, values32, flat);
                              },
@@ -103,14 +131,14 @@ void ZeroEngine::adopt_flat_parameters(std::vector<ParamGroup>& groups, const st
   for (std::size_t g = 0; g < flat_.flat.size(); ++g) {
     const FlatGroupInfo& info = map_.groups[g];
     own_params_.push_back(partitions_params_ ? (g < shard16_.size() ? shard16_[g] : torch::Tensor())
-                          : shards_optimizer_ ? flat_.flat[g].narrow(0, info.partition_begin(rank_), info.partition_size)
+                          : shards_optimizer_ ? flat_.flat[g].narrow(0, info.partition_begin(rank_), info.partition_numel(rank_))
                                               : flat_.flat[g]);
   }
 }
 
 void ZeroEngine::adopt_masters(std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat) {
   const FlatGroupInfo& info = map_.groups[g];
-  auto partition_of = [&](const torch::Tensor& t) { return t.narrow(0, info.partition_begin(rank_), info.partition_size); };
+  auto partition_of = [&](const torch::Tensor& t) { return t.narrow(0, info.partition_begin(rank_), info.partition_numel(rank_)); };
   // (fp32: values32 is the flat buffer of the parameters itself)
   if (torch::Tensor masters = masters_from(values32, flat, partition_of(values32)); masters.defined()) masters_.add(masters);
   if (device_shards_separate()) shard16_.push_back(partition_of(flat).clone());
@@ -157,7 +185,7 @@ std::vector<ParamGroup> ZeroEngine::optimizer_groups(const std::vector<ParamGrou
       const torch::Tensor& grad = grads_->step_grads()[g];
       // mixed precision and host offload attach an fp32 copy at the step
       if (!params_copy_masters()) masters_.tensor(g).mutable_grad() = grad;
-      if (info.numel > 0) {
+      if (info.numel > 0 && holds(g)) {
         ParamGroup pg;
         pg.names = {flat_group_key(g)};
         pg.params = {masters_.tensor(g)};

@@ -92,6 +92,11 @@ class ZeroEngine : public Engine {
   // Construction (zero_engine.cpp): the settings checked and the masters' home chosen, the flat buffers and
   // the masters, the optimizer over them, the stage-3 coordinator.
   void choose_master_home();
+  // Expert data parallelism (stages 1-2, options_.expert_data_group): the groups split by member, and each flat
+  // group's communicator chosen (group_comms_).
+  std::vector<std::vector<int>> hold_experts_apart(std::vector<ParamGroup>& groups);
+  void choose_group_comms();
+  bool holds(std::size_t g) const { return group_comms_[g] != nullptr; }
   void adopt_flat_parameters(std::vector<ParamGroup>& groups, const std::vector<bool>& persistent);
   void adopt_masters(std::size_t g, const torch::Tensor& values32, const torch::Tensor& flat);
   torch::Tensor masters_from(const torch::Tensor& values32, const torch::Tensor& flat, const torch::Tensor& partition) const;
@@ -151,6 +156,7 @@ class ZeroEngine : public Engine {
   torch::ScalarType dtype_ = torch::kFloat;         // parameters and gradients
   torch::ScalarType reduce_dtype_ = torch::kFloat;  // what gradient reductions send
   PartitionMap map_;
+  std::vector<Comm*> group_comms_;  // per flat group, its holders' communicator; null where this rank does not hold it
   FlatParameters flat_;
   std::unique_ptr<GradientSync> grads_;
   MasterStore masters_;

@@ -78,6 +78,16 @@ std::string ZeroEngine::describe() const {
                   std::to_string(map_.groups.size()) + " flat groups (padded to " + std::to_string(map_.total_padded()) +
                   "), " + std::to_string(grads_->bucket_count()) + " gradient buckets";
   if (shards_optimizer_) s += ", partition of " + std::to_string(map_.partition_numel(rank_)) + " elements per rank";
+  if (options_.expert_data_group) {
+    int64_t held = 0, experts = 0;
+    for (std::size_t g = 0; g < map_.groups.size(); ++g)
+      if (map_.groups[g].holders() < world_) {
+        experts += map_.groups[g].numel;
+        held += holds(g) ? map_.groups[g].numel : 0;
+      }
+    s += "; routed experts held by their members' " + std::to_string(options_.expert_data_group->world_size()) +
+         " expert-data-parallel rank(s): " + std::to_string(held) + " of " + std::to_string(experts) + " expert elements here";
+  }
   if (const auto* swapped = dynamic_cast<const SwappedOptimizer*>(optimizer_.get()))
     s += std::string(swapped_shards_ ? "; parameter shards, " : "; ") +
          (masters_.swapped() && mixed_ ? "fp32 master weights and optimizer state" : "optimizer state") +

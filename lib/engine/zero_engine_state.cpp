@@ -24,7 +24,8 @@ std::map<std::string, torch::Tensor> ZeroEngine::master_weights() {
 
 StreamedWeights ZeroEngine::stream_master_weights() {
   StreamedWeights out;
-  if (!partitions_params_ && !masters_.swapped()) return out;  // masters resident in memory: master_weights() serves
+  // Masters resident in memory and every trained parameter whole on every rank: master_weights() serves.
+  if (!partitions_params_ && !masters_.swapped() && !options_.expert_data_group) return out;
   for (const auto& info : map_.groups)
     for (const auto& p : info.params) out.names.push_back(p.name);
   out.produce = [this](const TensorSink& sink) {
@@ -55,7 +56,7 @@ void ZeroEngine::load_master_weights(const std::map<std::string, torch::Tensor>&
         throw RuntimeFailure("'" + source + "': tensor '" + p.name + "' is missing or has the wrong size");
       full.narrow(0, p.offset, p.numel).copy_(it->second.reshape({-1}));
     }
-    masters_.store(g, shards_optimizer_ ? full.narrow(0, info.partition_begin(rank_), info.partition_size) : full);
+    masters_.store(g, shards_optimizer_ ? full.narrow(0, info.partition_begin(rank_), info.partition_numel(rank_)) : full);
   }
   share_updated_parameters();
 }
@@ -94,6 +95,11 @@ void ZeroEngine::import_shard(const std::map<std::string, torch::Tensor>& tensor
   std::map<std::string, torch::Tensor> optim;
   for (const auto& [k, v] : tensors)
     if (k.rfind("optimizer_state.", 0) == 0) optim[k.substr(16)] = v;
+  for (std::size_t g = 0; g < map_.groups.size(); ++g)  // a group held elsewhere has no optimizer state here
+    if (!holds(g)) {
+      const std::string prefix = flat_group_key(g) + ".";
+      for (auto it = optim.lower_bound(prefix); it != optim.end() && it->first.rfind(prefix, 0) == 0;) it = optim.erase(it);
+    }
   for (std::size_t g = 0; g < masters_.size(); ++g) {
     const std::string key = "fp32_flat_group_" + std::to_string(g);
     auto it = tensors.find(key);

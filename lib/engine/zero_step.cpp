@@ -106,7 +106,7 @@ void ZeroEngine::choose_step_parts() {
       r.skipped = options_.skip_nonfinite_steps && !std::isfinite(n.value);
     };
   publisher_ = partitions_params_ ? refresh_persistent(*coordinator_)
-               : shards_optimizer_ ? all_gather_partitions(comm_, own_params_, flat_.flat)
+               : shards_optimizer_ ? all_gather_partitions(group_comms_, own_params_, flat_.flat)
                                    : publish_nothing();
 }
 

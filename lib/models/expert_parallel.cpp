@@ -15,6 +15,17 @@ std::string ExpertParallel::experts_problem(int64_t experts) const {
          " experts of each routed layer (each member of a group runs an equal share of them)";
 }
 
+int64_t ExpertParallel::member_of_parameter(const std::string& name) const {
+  static const std::string marker = ".experts.";
+  const std::size_t at = name.find(marker);
+  if (at == std::string::npos || experts_ <= 0) return -1;
+  const std::size_t begin = at + marker.size(), end = name.find('.', begin);
+  const std::string index = name.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int64_t expert = std::stoll(index);
+  return expert < experts_ ? expert / (experts_ / size()) : -1;
+}
+
 torch::Tensor ExpertParallel::run(const torch::Tensor& rows, const torch::Tensor& counts, const LocalExperts& run_local,
                                   const std::string& what) const {
   const int64_t P = size(), E = counts.numel(), L = E / P, first = rank() * L;

@@ -26,6 +26,16 @@ class ExpertParallel {
   int64_t rank() const { return group_->rank(); }
   // "" when `experts` divide over the group, else why not (naming both numbers).
   std::string experts_problem(int64_t experts) const;
+  // The routed experts of each routed layer (the model sets it when it takes the group).
+  void set_experts(int64_t experts) { experts_ = experts; }
+  // The member that runs the routed expert a parameter belongs to (a name with ".experts.<e>." in it, the HF layout
+  // of every MoE family), -1 for any other parameter (the router, a shared expert, the dense layers).
+  int64_t member_of_parameter(const std::string& name) const;
+  // Expert data parallelism (the engine's choice, engine/engine_builder): a member's experts live only on the ranks
+  // with its member index, so a rank never calls the experts it does not run, and evaluation and generation send
+  // the rows to their members too (every rank of the group evaluates the same batches).
+  void set_sharded(bool sharded) { sharded_ = sharded; }
+  bool sharded() const { return sharded_; }
   // rows [slots, D] sorted by expert, `counts` [experts] (int64, CPU) the rows of each -> every row's expert output,
   // in the rows' order: the rows travel to the members that run their experts, `run_local` computes this rank's
   // share of everybody's rows, and the outputs travel back. Every member calls it for the same layer in turn.
@@ -34,6 +44,8 @@ class ExpertParallel {
 
  private:
   std::shared_ptr<Comm> group_;
+  int64_t experts_ = 0;
+  bool sharded_ = false;
 };
 
 }  // namespace hftrain

@@ -265,6 +265,8 @@ class Model : public torch::nn::Module {
   // its share of them for the whole group's tokens in training. Models without routed experts (the default) refuse
   // with a ConfigError naming their family.
   virtual void set_expert_parallel(std::shared_ptr<ExpertParallel> group);
+  // The group set_expert_parallel gave the model (null when none).
+  virtual ExpertParallel* expert_parallel() const { return nullptr; }
   // HF neftune_noise_alpha: uniform noise on the input embeddings while training (NEFTune,
   // arXiv:2310.05914: scale alpha / sqrt(seq_len * hidden)). Models without token embeddings refuse.
   virtual void set_neftune_noise_alpha(double alpha);

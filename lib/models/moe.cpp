@@ -88,13 +88,14 @@ torch::Tensor SparseMoe::routed(const torch::Tensor& x, const torch::Tensor& log
   if (spec_.record && spec_.record->counting) count_slots(chosen, counts);
   const torch::Tensor rows = x.index_select(0, token);
   torch::Tensor outputs;
-  ExpertParallel* parallel = spec_.record && is_training() ? spec_.record->expert_parallel.get() : nullptr;
-  if (parallel) {
+  ExpertParallel* parallel = spec_.record ? spec_.record->expert_parallel.get() : nullptr;
+  if (parallel && (is_training() || parallel->sharded())) {
     const int64_t local = spec_.experts / parallel->size(), first = parallel->rank() * local;
     outputs = parallel->run(rows, counts,
                             [this](const torch::Tensor& r, int64_t f, const std::vector<int64_t>& n) { return run_experts(r, f, n); },
                             "expert-parallel rows");
-    outputs = torch::cat({outputs, idle_experts(x, 0, first), idle_experts(x, first + local, spec_.experts - first - local)}, 0);
+    if (!parallel->sharded())  // sharded: the other members' experts hold no memory here and take no gradient
+      outputs = torch::cat({outputs, idle_experts(x, 0, first), idle_experts(x, first + local, spec_.experts - first - local)}, 0);
   } else {
     const int64_t* count = counts.data_ptr<int64_t>();
     outputs = run_experts(rows, 0, std::vector<int64_t>(count, count + spec_.experts));

@@ -36,7 +36,8 @@ struct RouterRecord {
   std::vector<torch::Tensor> leaves;
   // Expert parallelism (distributed.expert_parallel_size): set, training forwards run each block's experts on the
   // members of this group (models/expert_parallel.h); null = every expert runs here. Evaluation and generation
-  // always run here: every rank holds every expert.
+  // run every expert here while every rank holds every expert, and on the members too when the engine shards them
+  // (ExpertParallel::sharded).
   std::shared_ptr<ExpertParallel> expert_parallel;
 };
 

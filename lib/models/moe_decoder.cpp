@@ -65,6 +65,7 @@ std::vector<std::pair<std::string, double>> MoeDecoder::reported_scalars() const
 void MoeDecoder::set_expert_parallel(std::shared_ptr<ExpertParallel> group) {
   if (const std::string problem = group->experts_problem(routing_.experts); !problem.empty())
     throw ConfigError(problem + " (model type " + family()->model_type + ")");
+  group->set_experts(routing_.experts);
   record_->expert_parallel = std::move(group);
 }
 

@@ -28,6 +28,7 @@ class MoeDecoder : public RotaryDecoder {
   // Every routed block runs its share of the experts for the group's tokens in training; ConfigError when the
   // experts do not divide over the group.
   void set_expert_parallel(std::shared_ptr<ExpertParallel> group) override;
+  ExpertParallel* expert_parallel() const override { return record_->expert_parallel.get(); }
 
  protected:
   struct Routing {

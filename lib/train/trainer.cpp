@@ -73,7 +73,7 @@ Trainer::Trainer(const RunSpec& spec, const Components& components, ModelAndData
     : spec_(spec), components_(components), pipeline_(pipeline), comm_(comm), best_(best_metric_context(spec.training)),
       tracks_best_metric_(tracks_best_metric(spec)) {}
 
-void Trainer::setup(const TrainingPlan& plan) {
+void Trainer::setup(const TrainingPlan& plan, const ParallelLayout& layout) {
   const TrainingArgs& args = spec_.training;
   if (spec_.deepspeed.present())  // HF's trainer_config_finalize: the step counts are known now
     deepspeed_resolved_ = resolve_deepspeed_config(spec_, comm_.world_size(), plan.max_steps, plan.warmup_steps);
@@ -101,7 +101,7 @@ void Trainer::setup(const TrainingPlan& plan) {
     return optimizer;
   };
   engine_ = build_engine({spec_, pipeline_.precision, pipeline_.model, pipeline_.deferred_weights, traits, build_optimizer,
-                          comm_, pipeline_.device});
+                          comm_, pipeline_.device, layout.expert_data_group});
   if (const std::string engine = engine_->describe(); !engine.empty()) log_info("engine: " + engine);
   log_info("optimizer: " + spec_.optimizer.type + ", " + optimizer_kernel);
   schedule_ = components_.schedulers.build(spec_.scheduler.type, spec_.scheduler.options,
@@ -194,7 +194,7 @@ std::unique_ptr<Trainer::TrainingRun> Trainer::start_run() {
                                     args.per_device_train_batch_size, args.gradient_accumulation_steps,
                                     plan.global_batch_size, plan.batches_per_epoch, plan.updates_per_epoch,
                                     plan.max_steps, plan.warmup_steps, parameters, describe_compute()}));
-  setup(plan);
+  setup(plan, run->layout);
   prepare_checkpointing(plan);
   set_aside_previous_run();  // everything is accepted: the output_dir is this run's now
   run->first_step = state_.global_step;

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint_manager.h"
 #include "checkpoint/model_io.h"
 #include "distributed/comm.h"
+#include "distributed/parallel_layout.h"
 #include "engine/engine.h"
 #include "train/callbacks.h"
 #include "train/checkpoint_parts.h"
@@ -64,7 +65,7 @@ class Trainer {
   void record_data_position(const TrainingRun& run, int64_t epoch, const EpochSpan& span, int64_t micro_step,
                             int64_t seen_before);
   nlohmann::json finish_run(const TrainingRun& run, double runtime);
-  void setup(const TrainingPlan& plan);
+  void setup(const TrainingPlan& plan, const ParallelLayout& layout);
   void maybe_log_save_evaluate(double& tr_loss, const StepResult& step);
   // The schedule's step: optimizer steps actually applied (skipped ones do not advance it, as in HF).
   int64_t schedule_step() const { return state_.global_step - loop_.skipped_steps; }

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "test_dist_helpers.h"
+#include "test_tensor_files.h"
 
 using namespace hftrain_test;
 namespace fs = std::filesystem;
@@ -94,6 +95,73 @@ TEST_CASE("a mixtral whose experts run over a group of 2 workers follows 1 worke
   check_follows(dir + "/two_resumed/trainer_state.json", dir + "/two/trainer_state.json", 2, 1e-6);
   train_ep(dir, "--set training.output_dir=one_resumed --resume ep_z1/checkpoint-2");
   check_follows(dir + "/one_resumed/trainer_state.json", dir + "/one/trainer_state.json", 2, 1e-6);
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// log_history entries of an evaluation, in order.
+std::vector<json> ep_eval_logs(const std::string& trainer_state_path) {
+  std::vector<json> out;
+  const json state = read_json(trainer_state_path);
+  for (const auto& e : state.at("log_history"))
+    if (e.contains("eval_loss")) out.push_back(e);
+  return out;
+}
+
+// The largest difference between same-named tensors of two safetensors files (which must hold the same names).
+double ep_max_difference(const std::string& a, const std::string& b) {
+  const auto x = hftrain::load_safetensors(a).tensors, y = hftrain::load_safetensors(b).tensors;
+  REQUIRE(x.size() == y.size());
+  double worst = 0;
+  for (const auto& [name, t] : x) {
+    INFO(name);
+    REQUIRE(y.count(name) == 1);
+    worst = std::max(worst, (t.to(torch::kDouble) - y.at(name).to(torch::kDouble)).abs().max().item<double>());
+  }
+  return worst;
+}
+
+}  // namespace
+
+// At stages 1-2 the experts live only on their members' expert-data-parallel ranks (DeepSpeed-MoE's layout): the
+// engine's flat groups of a member's experts are held by those ranks alone, so a rank of a group of 2 holds half the
+// 6144 expert elements (2 layers x 4 experts x 3 projections of 16 x 16).
+TEST_CASE("at ZeRO stages 1 and 2 each rank holds only its member's experts: training, evaluation and generation "
+          "follow 1 worker, the saved model equals 1 worker's, and checkpoints cut into and out of that layout",
+          "[integration][moe][expert_parallel]") {
+  const std::string dir = dist_dir("expert_data_parallel");
+  write_text(dir + "/spec.yaml", kExpertSpec);
+  const std::string with_eval = "--set training.do_eval=true --set training.eval_strategy=steps --set training.eval_steps=2 "
+                                "--set training.predict_with_generate=true --set training.save_strategy=steps "
+                                "--set training.save_steps=2 ";
+  train_ep(dir, with_eval + "--set training.output_dir=one");
+  const std::string ep = train_ep(dir, kGroupOfTwo + with_eval + "--set zero.stage=2 --set training.output_dir=ep");
+  INFO(ep);
+  CHECK_THAT(ep, Catch::Contains("routed experts held by their members' 1 expert-data-parallel rank(s): 3072 of 6144 "
+                                 "expert elements here"));
+  const json memory = engine_memory_report(ep);
+  REQUIRE(memory.contains("ranks"));
+  for (const auto& rank : memory.at("ranks"))  // fp32: every dense element and half the experts' (the other half: none)
+    CHECK(rank.at("param_bytes").get<int64_t>() == 4 * (memory.at("numel").get<int64_t>() - 3072));
+  check_follows(dir + "/ep/trainer_state.json", dir + "/one/trainer_state.json", 0, 1e-5);
+  const std::vector<json> evals = ep_eval_logs(dir + "/ep/trainer_state.json"),
+                          evals_one = ep_eval_logs(dir + "/one/trainer_state.json");
+  REQUIRE(evals.size() == 2);
+  REQUIRE(evals_one.size() == evals.size());
+  for (std::size_t i = 0; i < evals.size(); ++i) {
+    CHECK(evals[i]["eval_loss"].get<double>() == Approx(evals_one[i]["eval_loss"].get<double>()).epsilon(1e-5));
+    CHECK(evals[i]["eval_gen_len"] == evals_one[i]["eval_gen_len"]);  // generation ran over the group, in lockstep
+  }
+  CHECK(ep_max_difference(dir + "/ep/model.safetensors", dir + "/one/model.safetensors") < 1e-5);
+  // zero-to-fp32 assembles each expert from the ranks that held it: the checkpoint's own fp32 weights, bit for bit.
+  run_ok("zero-to-fp32 ep/checkpoint-2 ep_fp32", dir);
+  CHECK(same_tensors(dir + "/ep_fp32/model.safetensors", dir + "/ep/checkpoint-2/model.safetensors"));
+  // The checkpoint resumes in its own layout, and 1 worker's is cut into it (stage 1 this time).
+  train_ep(dir, kGroupOfTwo + "--set zero.stage=2 --set training.output_dir=ep_resumed --resume ep/checkpoint-2");
+  check_follows(dir + "/ep_resumed/trainer_state.json", dir + "/ep/trainer_state.json", 2, 1e-6);
+  train_ep(dir, kGroupOfTwo + "--set zero.stage=1 --set training.output_dir=ep_from_one --resume one/checkpoint-2");
+  check_follows(dir + "/ep_from_one/trainer_state.json", dir + "/one/trainer_state.json", 2, 1e-6);
   fs::remove_all(dir);
 }
 
