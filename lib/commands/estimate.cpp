@@ -15,6 +15,7 @@
 #include "distributed/devices.h"
 #include "log/logger.h"
 #include "log/run_summary.h"
+#include "engine/construction_plan.h"
 #include "engine/memory_estimate.h"
 #include "engine/precision.h"
 #include "models/construction.h"
@@ -131,7 +132,8 @@ std::vector<Row> state_rows(const ModelSize& model, const RunSpec& spec, int64_t
       for (const char* offload : {"none", "cpu", "nvme"}) {
         if (stage == 0 && std::string(offload) != "none") continue;  // DeepSpeed offloads from stage 1
         StateLayout layout{stage, local * nodes, mixed, offload, stage == 3 && std::string(offload) != "none",
-                           spec.zero.stage3_param_persistence_threshold, state_elements};
+                           spec.zero.stage3_param_persistence_threshold, state_elements,
+                           holds_experts_apart(spec, stage) ? spec.distributed.expert_parallel_size : 1};
         Row row{stage, mixed, offload, estimate_state_bytes(model, layout), {}, false};
         if (mixed && stage == 2 && std::string(offload) != "nvme") {
           row.deepspeed = deepspeed_zero2_estimate(model.parameters(), local, nodes, std::string(offload) == "cpu");

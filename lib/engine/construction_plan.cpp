@@ -32,9 +32,9 @@ ConstructionPlan plan_construction(const RunSpec& spec, bool for_training) {
   return plan;
 }
 
-bool holds_experts_apart(const RunSpec& spec) {
+bool holds_experts_apart(const RunSpec& spec, int64_t stage) {
   const bool peft = spec.peft || !spec.model.peft_adapter.empty();
-  return spec.distributed.expert_parallel_size > 1 && (spec.zero.stage == 1 || spec.zero.stage == 2) && !peft;
+  return spec.distributed.expert_parallel_size > 1 && (stage == 1 || stage == 2) && !peft;
 }
 
 std::shared_ptr<const PretrainedPlan> deferred_weights(const ConstructionPlan& plan, const RunSpec& spec, Model& model) {

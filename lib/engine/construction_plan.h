@@ -33,7 +33,8 @@ ConstructionPlan plan_construction(const RunSpec& spec, bool for_training);
 // Whether training holds each member's routed experts on its expert-data-parallel ranks only (DeepSpeed-MoE's
 // expert data parallelism): distributed.expert_parallel_size above 1 at zero.stage 1 or 2, the experts trained
 // (not an adapter run, whose frozen base stays whole). Stage 3 already partitions them over every rank.
-bool holds_experts_apart(const RunSpec& spec);
+bool holds_experts_apart(const RunSpec& spec, int64_t stage);
+inline bool holds_experts_apart(const RunSpec& spec) { return holds_experts_apart(spec, spec.zero.stage); }
 
 // After the model is built under `plan`: a model built without its parameters gets its buffers from the
 // pretrained files and returns the plan the engine reads each rank's partition from (null for a model

@@ -31,6 +31,24 @@ int64_t ModelSize::largest_layer() const {
   return largest;
 }
 
+namespace {
+
+// Whether `name` is a routed expert's tensor, <block>.experts.<n>.<...>; `at` gets where ".experts." starts.
+bool routed_expert_tensor(const std::string& name, std::size_t& at) {
+  at = name.find(".experts.");
+  const auto id_end = at == std::string::npos ? at : name.find('.', at + 9);
+  return id_end != std::string::npos && id_end != at + 9 && name.find_first_not_of("0123456789", at + 9) == id_end;
+}
+
+}  // namespace
+
+int64_t ModelSize::routed_expert_elements() const {
+  int64_t n = 0;
+  std::size_t at = 0;
+  for (const auto& [name, numel] : tensors) n += routed_expert_tensor(name, at) ? numel : 0;
+  return n;
+}
+
 int64_t ModelSize::active_elements(int64_t experts_per_token) const {
   struct Block {
     std::set<std::string> experts;
@@ -41,13 +59,10 @@ int64_t ModelSize::active_elements(int64_t experts_per_token) const {
   for (const auto* list : {&tensors, &frozen_tensors})
     for (const auto& [name, numel] : *list) {
       all += numel;
-      const auto at = name.find(".experts.");
-      const auto id_end = at == std::string::npos ? at : name.find('.', at + 9);
-      if (id_end == std::string::npos || id_end == at + 9 ||
-          name.find_first_not_of("0123456789", at + 9) != id_end)
-        continue;
+      std::size_t at = 0;
+      if (!routed_expert_tensor(name, at)) continue;
       Block& b = blocks[name.substr(0, at)];
-      b.experts.insert(name.substr(at + 9, id_end - at - 9));
+      b.experts.insert(name.substr(at + 9, name.find('.', at + 9) - at - 9));
       b.elements += numel;
     }
   for (const auto& [block, b] : blocks) {
@@ -88,8 +103,13 @@ StateBytes estimate_state_bytes(const ModelSize& model, const StateLayout& layou
     }
     return layout.stage == 3 ? share(all - whole) + whole : all;
   };
-  b.params = (held(model.tensors) + held(model.frozen_tensors)) * p + quantized_held(model, layout);
-  b.grads = (layout.stage >= 2 ? share(psi) : psi) * p;
+  // Expert data parallelism (stages 1-2): a rank holds its member's 1/ep of the routed experts' parameters (and at
+  // stage 1 their full-size gradients); partitions are as before, each group's over its holders.
+  const int64_t elsewhere = layout.expert_parallel_size > 1 && (layout.stage == 1 || layout.stage == 2)
+                                ? model.routed_expert_elements() - model.routed_expert_elements() / layout.expert_parallel_size
+                                : 0;
+  b.params = (held(model.tensors) - elsewhere + held(model.frozen_tensors)) * p + quantized_held(model, layout);
+  b.grads = (layout.stage >= 2 ? share(psi) : psi - elsewhere) * p;
   // fp32 runs update the parameters (or their partition) in place: no separate master copy.
   const int64_t owned = layout.stage >= 1 ? share(psi) : psi;
   b.master = layout.mixed_precision ? owned * 4 : 0;

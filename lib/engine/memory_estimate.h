@@ -29,6 +29,7 @@ struct ModelSize {
   // What one token runs through (trained and frozen): routed experts are the tensors named
   // <block>.experts.<n>.<...>; of each block's experts, `experts_per_token` count (MoE's active parameters).
   int64_t active_elements(int64_t experts_per_token) const;
+  int64_t routed_expert_elements() const;  // the trained tensors of routed experts (as active_elements names them)
 };
 
 // How the run lays out its state.
@@ -40,6 +41,9 @@ struct StateLayout {
   bool offload_param = false;            // stage 3: the parameter shards live there too
   int64_t persistence_threshold = 0;     // stage 3: tensors below this many elements stay whole
   int64_t optimizer_state_elements = 0;  // the optimizer's state for the whole model (elements, fp32)
+  // distributed.expert_parallel_size where the engine holds the experts on their members' ranks (stages 1-2 of a
+  // run that trains them: engine/construction_plan.h holds_experts_apart), else 1.
+  int64_t expert_parallel_size = 1;
 };
 
 // Bytes one rank holds, by kind and by place.

@@ -144,6 +144,16 @@ TEST_CASE("at ZeRO stages 1 and 2 each rank holds only its member's experts: tra
   REQUIRE(memory.contains("ranks"));
   for (const auto& rank : memory.at("ranks"))  // fp32: every dense element and half the experts' (the other half: none)
     CHECK(rank.at("param_bytes").get<int64_t>() == 4 * (memory.at("numel").get<int64_t>() - 3072));
+  // hftrain estimate sizes the same layout as the engine holds it.
+  const json estimate = json::parse(run_ok("estimate spec.yaml --nproc-per-node 2 --set distributed.expert_parallel_size=2 --json", dir));
+  bool estimated = false;
+  for (const auto& row : estimate.at("rows"))
+    if (row.at("stage") == 2 && row.at("precision") == "fp32" && row.at("offload") == "none") {
+      estimated = true;
+      CHECK(row.at("params") == memory.at("ranks")[0].at("param_bytes"));
+      CHECK(row.at("grads") == memory.at("ranks")[0].at("grad_bytes"));
+    }
+  CHECK(estimated);
   check_follows(dir + "/ep/trainer_state.json", dir + "/one/trainer_state.json", 0, 1e-5);
   const std::vector<json> evals = ep_eval_logs(dir + "/ep/trainer_state.json"),
                           evals_one = ep_eval_logs(dir + "/one/trainer_state.json");
