@@ -344,7 +344,9 @@ void DistributedArgs::declare(Schema<DistributedArgs>& s) {
   s.add("expert_parallel_size", &DistributedArgs::expert_parallel_size,
         "Expert parallelism for MoE models (DeepSpeed-MoE's ep_size): groups of this many consecutive ranks share the "
         "routed experts, each running experts/size of every routed layer for the whole group's tokens, exchanged by "
-        "all-to-all; the world size and every layer's expert count must be multiples of it. 1 = off.")
+        "all-to-all; at zero.stage 1-2 (experts trained, not an adapter run) each member's experts live only on the "
+        "ranks with its member index (expert data parallelism). The world size and every layer's expert count must be "
+        "multiples of it. 1 = off.")
       .min(1);
 }
 
