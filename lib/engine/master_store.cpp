@@ -10,8 +10,12 @@ std::string flat_group_key(std::size_t g) { return "flat_group_" + std::to_strin
 MasterStore::MasterStore(Comm& comm, const PartitionMap& map, bool whole_groups)
     : comm_(comm), map_(map), whole_groups_(whole_groups) {}
 
+bool MasterStore::in_swap_file(std::size_t g) const {
+  return swapped_ && map_.groups[g].numel > 0 && map_.groups[g].held_by(comm_.rank());  // the optimizer's groups
+}
+
 torch::Tensor MasterStore::values(std::size_t g) const {
-  if (!swapped_ || map_.groups[g].numel == 0) return masters_[g];
+  if (!in_swap_file(g)) return masters_[g];
   return swapped_->read_params(flat_group_key(g));
 }
 
@@ -34,7 +38,7 @@ torch::Tensor MasterStore::gathered(std::size_t g) {
 
 void MasterStore::store(std::size_t g, const torch::Tensor& values) {
   const int64_t n = values.numel();
-  if (swapped_ && map_.groups[g].numel > 0) {
+  if (in_swap_file(g)) {
     auto partition = torch::zeros({masters_[g].numel()}, torch::kFloat32);
     partition.narrow(0, 0, n).copy_(values.reshape({-1}));
     swapped_->write_params(flat_group_key(g), partition);

@@ -52,6 +52,8 @@ class MasterStore {
   int64_t bytes() const;  // resident or offloaded, as swapped() says
 
  private:
+  // Whether group g's values live in the swap file (a group this rank holds, with elements).
+  bool in_swap_file(std::size_t g) const;
   Comm& comm_;
   const PartitionMap& map_;
   bool whole_groups_;

@@ -172,6 +172,13 @@ TEST_CASE("at ZeRO stages 1 and 2 each rank holds only its member's experts: tra
   check_follows(dir + "/ep_resumed/trainer_state.json", dir + "/ep/trainer_state.json", 2, 1e-6);
   train_ep(dir, kGroupOfTwo + "--set zero.stage=1 --set training.output_dir=ep_from_one --resume one/checkpoint-2");
   check_follows(dir + "/ep_from_one/trainer_state.json", dir + "/one/trainer_state.json", 2, 1e-6);
+  // bf16 masters in the swap file: a rank swaps only the expert groups it holds, and trains as with them in memory.
+  fs::create_directories(dir + "/swap");
+  const std::string bf16 = kGroupOfTwo + "--set zero.stage=2 --set precision.bf16=true ";
+  train_ep(dir, bf16 + "--set training.output_dir=ep_bf16");
+  train_ep(dir, bf16 + "--set zero.offload_optimizer.device=nvme --set zero.offload_optimizer.nvme_path=swap "
+                       "--set training.output_dir=ep_nvme");
+  check_follows(dir + "/ep_nvme/trainer_state.json", dir + "/ep_bf16/trainer_state.json", 0, 1e-7);
   fs::remove_all(dir);
 }
 
