@@ -3,7 +3,8 @@
 // the seeded sampler deals the lowercase rows to rank 0 and the uppercase rows to rank 1. Each rank's debug log
 // shows its own per-expert counts (so the test sees that the routing was disjoint at every step); the run finishes
 // under a short ddp_timeout (a collective the ranks disagreed on would fail it) and its loss and grad_norm follow 1
-// worker over the same global batch; so does the run with expert parallelism 2, whose exchanges then carry no row.
+// worker over the same global batch; so does the run with expert parallelism 2, whose exchanges then carry no row,
+// and, at ZeRO-2 with each member's experts held by its own ranks only, on 2 workers and on 4 (two groups).
 #include <catch2/catch.hpp>
 
 #include <regex>
@@ -55,11 +56,12 @@ hftrain::NamedTensors disjoint_routing_weights() {
 }
 
 // 64 rows of 12 letters: the rows the sampler's first epoch deals to rank 0 of 2 lowercase, to rank 1 uppercase.
-std::string disjoint_rows(int64_t seed) {
+std::string disjoint_rows(int64_t seed, int64_t world = 2) {
   const int64_t n = 64;
   const std::vector<int64_t> order = hftrain::epoch_order(n, /*shuffle=*/true, seed, /*epoch=*/0);
   std::vector<char> first(static_cast<std::size_t>(n), 'a');
-  for (int64_t i : hftrain::distributed_shard(order, 2, 1, /*drop_last=*/false)) first[static_cast<std::size_t>(i)] = 'A';
+  for (int64_t rank = 1; rank < world; rank += 2)  // the odd ranks' rows
+    for (int64_t i : hftrain::distributed_shard(order, world, rank, /*drop_last=*/false)) first[static_cast<std::size_t>(i)] = 'A';
   std::string text;
   for (int64_t i = 0; i < n; ++i) {
     std::string row;
@@ -87,7 +89,8 @@ std::map<int, std::vector<std::vector<double>>> rank_counts(const std::string& o
 
 }  // namespace
 
-TEST_CASE("mixtral at ZeRO-3 on 2 workers whose tokens route to disjoint experts finishes and follows 1 worker",
+TEST_CASE("mixtral at ZeRO-3 on 2 workers whose tokens route to disjoint experts finishes and follows 1 worker, with "
+          "expert parallelism too, and with the experts apart at ZeRO-2 on 2 and 4 workers",
           "[integration][moe][zero3]") {
   const std::string dir = dist_dir("moe_disjoint");
   fs::create_directories(dir + "/disjoint");
@@ -153,5 +156,28 @@ TEST_CASE("mixtral at ZeRO-3 on 2 workers whose tokens route to disjoint experts
     CHECK(parallel[i]["loss"].get<double>() == Approx(expected[i]["loss"].get<double>()).epsilon(1e-4));
     CHECK(parallel[i]["grad_norm"].get<double>() == Approx(expected[i]["grad_norm"].get<double>()).epsilon(1e-4));
   }
+  // At ZeRO-2 each member's experts live on its own ranks only (expert data parallelism): rank 0 holds and runs
+  // experts 0-2, rank 1 experts 3-5, and each trains only its own. On 4 workers (groups {0, 1} and {2, 3}) the even
+  // ranks' rows choose experts 0-2 and the odd ranks' 3-5, against 1 worker over the same 4 rows a step.
+  auto follows = [&](const std::string& run, const std::string& reference) {
+    const std::vector<json> want = train_logs(dir + "/" + reference + "/trainer_state.json"),
+                            have = train_logs(dir + "/" + run + "/trainer_state.json");
+    REQUIRE(have.size() == 20u);
+    REQUIRE(want.size() == have.size());
+    for (std::size_t i = 0; i < have.size(); ++i) {
+      INFO(run << ", step " << have[i]["step"]);
+      CHECK(have[i]["loss"].get<double>() == Approx(want[i]["loss"].get<double>()).epsilon(1e-4));
+      CHECK(have[i]["grad_norm"].get<double>() == Approx(want[i]["grad_norm"].get<double>()).epsilon(1e-4));
+    }
+  };
+  const std::string apart = run_ok("train spec.yaml --nproc-per-node 2 --set zero.stage=2 --set distributed.expert_parallel_size=2 "
+                                   "--set training.gradient_accumulation_steps=1 --set training.output_dir=ep_apart", dir);
+  CHECK_THAT(apart, Catch::Contains("expert elements here"));
+  follows("ep_apart", "ref");
+  write_text(dir + "/train.jsonl", disjoint_rows(42, 4));
+  run_ok("train spec.yaml --set training.gradient_accumulation_steps=4 --set training.output_dir=ref4", dir);
+  run_ok("train spec.yaml --nproc-per-node 4 --set zero.stage=2 --set distributed.expert_parallel_size=2 "
+         "--set training.gradient_accumulation_steps=1 --set training.output_dir=ep_four", dir);
+  follows("ep_four", "ref4");
   fs::remove_all(dir);
 }
