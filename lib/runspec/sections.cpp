@@ -342,12 +342,9 @@ void DistributedArgs::declare(Schema<DistributedArgs>& s) {
       .min(1)
       .deepspeed({"sequence_parallel_size"});
   s.add("expert_parallel_size", &DistributedArgs::expert_parallel_size,
-        "Expert parallelism for MoE models (DeepSpeed-MoE's ep_size): groups of this many consecutive ranks share the "
-        "routed experts, each running experts/size of every routed layer for the whole group's tokens, exchanged by "
-        "all-to-all; at zero.stage 1-2 (experts trained, not an adapter run) each member's experts live only on the "
-        "ranks with its member index (expert data parallelism). The world size and every layer's expert count must be "
-        "multiples of it. 1 = off.")
-      .min(1);
+        "Expert parallelism for MoE models (DeepSpeed-MoE's ep_size): groups of this many consecutive ranks each run "
+        "experts/size of every routed layer for the group's tokens (all-to-all); at zero.stage 1-2, unless an adapter "
+        "run, a member's experts live only on its ranks. World size and expert counts: multiples of it. 1 = off.").min(1);
 }
 
 void OffloadOptimizerArgs::declare(Schema<OffloadOptimizerArgs>& s) {
