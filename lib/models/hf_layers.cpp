@@ -38,7 +38,7 @@ torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x) 
 }
 
 torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarType dtype) {
-  if (!attention_mask.defined()) return {};
+  if (!attention_mask.defined() || attention_mask.all().item<bool>()) return {};
   auto keep = attention_mask.to(dtype).unsqueeze(1).unsqueeze(2);  // [B, 1, 1, T]
   // HF: torch.finfo(dtype).min, the dtype's own lowest finite value (float's lowest is -inf in bf16/fp16,
   // and 0 * -inf would turn every kept position into nan).
@@ -103,6 +103,10 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
   if (rule.softcap <= 0 && fused_attention_applies(q, k, v, bias, dropout_p))
     return fused_attention(q, k, v, bias, scale, causal);
   const auto Tq = q.size(2), Tk = k.size(2);
+#if HFTRAIN_HAS_SDPA
+  if (causal && !bias.defined() && Tq == Tk && rule.scale <= 0 && rule.softcap <= 0)  // no mask tensor: flash may run
+    return at::scaled_dot_product_attention(q, k, v, c10::nullopt, dropout_p, /*is_causal=*/true);
+#endif
   torch::Tensor full_bias = bias;
   if (causal) {
     auto allowed = torch::ones({Tq, Tk}, q.options().dtype(torch::kBool)).tril(Tk - Tq);

@@ -21,7 +21,9 @@ void check_activation(const std::string& name, const std::string& option);
 torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x);
 
 // Additive attention bias [B, 1, 1, T] from an attention_mask [B, T] (1 = token): 0 where attended,
-// the float minimum where padding (HF's extended attention mask). Undefined in, undefined out.
+// the float minimum where padding (HF's extended attention mask). Undefined in, undefined out, and undefined for a
+// mask without padding (as HF's SDPA path drops such a mask): a zero bias adds nothing, and without one attention
+// runs maskless (the fused kernel without a bias; on 2.x SDPA's causal flash / memory-efficient kernels).
 torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarType dtype);
 
 // The dtype's lowest finite value as a float (HF's torch.finfo(dtype).min for float32, bf16, fp16;
