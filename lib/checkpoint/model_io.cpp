@@ -301,7 +301,7 @@ void load_model_weights(const std::string& path, Model& model) {
   load_model_weights(load_safetensors(path), path, model);
 }
 
-void load_model_weights(SafetensorsFile file, const std::string& path, Model& model) {
+void load_model_weights(SafetensorsFile file, const std::string& path, Model& model, bool skip_released) {
   torch::NoGradGuard no_grad;
   // An adapter model loads the adapter's tensors only, named as PEFT names them or as the model does.
   const AdapterDescription* adapter = model.adapter();
@@ -320,8 +320,13 @@ void load_model_weights(SafetensorsFile file, const std::string& path, Model& mo
                         c10::str(src.sizes()) + " but the model expects " + c10::str(target.sizes()) +
                         " (do model.type and its options describe these weights?)");
     // A parameter whose memory this rank does not hold (expert data parallelism: another member's expert) is
-    // loaded by the engine on the ranks that hold it.
-    if (target.numel() == 0 || target.storage().nbytes() > 0) target.copy_(src);
+    // loaded on the ranks that hold it.
+    if (target.numel() > 0 && target.storage().nbytes() == 0) {
+      if (!skip_released)
+        throw RuntimeFailure("'" + path + "': parameter '" + name + "' holds no memory in this process, so its weights cannot be loaded here");
+    } else {
+      target.copy_(src);
+    }
     file.tensors.erase(it);
   };
   for (auto& np : model.named_parameters()) assign(np.key(), np.value());

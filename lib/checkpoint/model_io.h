@@ -63,8 +63,9 @@ SafetensorsFile in_model_names(const Model& model, SafetensorsFile file);
 // directory holds model.safetensors.index.json, the shards are loaded. Missing, unexpected or wrongly
 // shaped tensors raise RuntimeFailure naming the file and tensor.
 void load_model_weights(const std::string& path, Model& model);
-// Same, from an already parsed file; `path` names it in error messages.
-void load_model_weights(SafetensorsFile file, const std::string& path, Model& model);
+// Same, from an already parsed file; `path` names it in error messages. A parameter whose memory is released
+// (another rank holds it: expert data parallelism) is skipped when `skip_released`, else refused naming it.
+void load_model_weights(SafetensorsFile file, const std::string& path, Model& model, bool skip_released = false);
 
 // Loads an HF model directory (model.safetensors or the sharded index) with HF's loading rules for
 // the model's family (see spec/model_families.h): base-model prefix added, LayerNorm gamma/beta

@@ -100,6 +100,9 @@ class EngineCheckpointState {
   // The trained model stays in its shards at the end (stage 3 with zero.stage3_gather_16bit_weights_on_model_save
   // false): the final save writes a checkpoint of them instead of gathering model.safetensors.
   virtual bool keeps_model_in_shards() const { return false; }
+  // False when some of the model's parameters hold no memory on this rank at stages 0-2 (expert data parallelism:
+  // other members' experts); loading weights skips those.
+  virtual bool holds_every_parameter() const { return true; }
   // What a checkpoint's manifest records of the state's layout: zero_stage, dtypes, where the optimizer state
   // is, and the partition map of sharded engines.
   virtual nlohmann::json layout() const { return layout_of(0, "fp32"); }

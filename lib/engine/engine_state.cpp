@@ -12,7 +12,8 @@
 namespace hftrain {
 
 void load_trained_weights(Engine& engine, Model& model, const SafetensorsFile& weights, const std::string& path) {
-  if (!engine.partitions_parameters()) load_model_weights(weights, path, model);  // stage 3: its shards are the parameters
+  // (stage 3: its shards are the parameters; another member's experts: the ranks that hold them load them)
+  if (!engine.partitions_parameters()) load_model_weights(weights, path, model, !engine.holds_every_parameter());
   engine.load_master_weights(weights.tensors, path);
 }
 
@@ -28,7 +29,8 @@ void EngineState::load(const CheckpointReader& ckpt) {
   const std::string weights_name = weights_file_name(model_);
   const SafetensorsFile model_file = in_model_names(model_, ckpt.safetensors(weights_name));
   // Stage 3's parameters are its shards; without optimizer state they come from the consolidated weights.
-  if (!engine_.partitions_parameters()) load_model_weights(model_file, ckpt.path(weights_name), model_);
+  if (!engine_.partitions_parameters())
+    load_model_weights(model_file, ckpt.path(weights_name), model_, !engine_.holds_every_parameter());
   if (!with_optimizer_) {
     std::cerr << "warning: training.ignore_optimizer_state: the weights, schedule and data position of '" + dir +
                      "' are restored, its optimizer state is not: the optimizer starts from zero moments"

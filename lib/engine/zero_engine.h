@@ -63,6 +63,7 @@ class ZeroEngine : public Engine {
 
   bool sharded() const override { return shards_optimizer_; }
   ShardedParameters* sharded_parameters() const override { return coordinator_.get(); }
+  bool holds_every_parameter() const override { return !options_.expert_data_group; }
   bool keeps_model_in_shards() const override { return partitions_params_ && !options_.gather_16bit_weights_on_model_save; }
   EngineShard export_shard() const override;
   const PartitionMap* partition_map() const override { return shards_optimizer_ ? &map_ : nullptr; }

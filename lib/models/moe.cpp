@@ -108,7 +108,11 @@ torch::Tensor SparseMoe::run_experts(const torch::Tensor& rows, int64_t first, c
   // split, not narrow: split's backward is one concatenation, narrow's a zero-filled copy of all rows per expert
   const std::vector<torch::Tensor> inputs = rows.split_with_sizes(per_expert);
   std::vector<torch::Tensor> outputs;
-  for (std::size_t i = 0; i < inputs.size(); ++i)  // an expert without rows still runs: a zero gradient
+  // An expert without rows still runs: a zero gradient. The engine relies on it: every parameter a rank holds gets
+  // a gradient in every pass, so each rank fills and reduces all its buckets in the same order (with the experts
+  // apart, its member's buckets over their own communicator beside the world's); skipping an idle expert here could
+  // leave one rank waiting in a bucket's collective while another waits in the next expert exchange.
+  for (std::size_t i = 0; i < inputs.size(); ++i)
     outputs.push_back(experts_[static_cast<std::size_t>(first) + i]->forward(inputs[i]));
   return torch::cat(outputs, 0);
 }
