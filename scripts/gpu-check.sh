@@ -8,6 +8,8 @@
 # /tmp/hftrain-deps and used from there (nothing is installed into /). HFTRAIN_GPU_TESTS=1 also builds and
 # runs the unit tests. HFTRAIN_GPU_TESTS=quick is the short check for a small time budget: the CLI and the
 # GPU tests alone (hftrain_gpu_tests: device placement, every ZeRO stage on the GPU, NCCL), then a few runs.
+# HFTRAIN_GPU_PEER=1 runs only bench/gpu_peer.py after the CLI's build (issue 60: hftrain beside HF Trainer and
+# a plain PyTorch loop, GPT-2 124M and a Llama-3.2-1B shape in bf16; OUT_DIR/peer.txt and OUT_DIR/peer/).
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [build-dir]}
 build=${2:-build-cuda}
@@ -61,6 +63,27 @@ summarise_errors() {
 summarise_errors "$out/build.log"
 stamp "build rc=$rc, $(wc -l < "$out/build_errors.txt") distinct error lines (build_errors.txt)"
 [ -x "$build/hftrain" ] || exit 1
+if [ "${HFTRAIN_GPU_PEER:-0}" = 1 ]; then
+  # The peer benchmark alone (docs/gpu.md "The peer benchmark"): per shape one model directory of random weights
+  # (transformers' from_config, about 5 GB for the Llama shape, in /tmp/hftrain-peer, not in OUT_DIR), then
+  # hftrain, HF Trainer and the plain loop, HFTRAIN_PEER_STEPS (40) steps each, each side in its own process.
+  # Expected on one H100: about 1.5 minutes for GPT-2 124M and 3 for the Llama shape (model loads and imports
+  # included; an estimate, not yet measured), so build + benchmark fit one 10-minute command. HFTRAIN_PEER_TIMEOUT
+  # (360 s) bounds it: the script's own --time-budget, 20 s less, cuts a side short and still writes the table.
+  # HFTRAIN_PEER_SHAPES / HFTRAIN_PEER_SIDES narrow it (e.g. llama-1b, or hftrain,hf).
+  rm -rf /tmp/hftrain-peer
+  peer_timeout=${HFTRAIN_PEER_TIMEOUT:-360}
+  PYTHONUNBUFFERED=1 timeout "$peer_timeout" python3 bench/gpu_peer.py --hftrain "$build/hftrain" \
+    --out "$out/peer" --work /tmp/hftrain-peer --steps "${HFTRAIN_PEER_STEPS:-40}" \
+    --time-budget $((peer_timeout - 20)) \
+    --shapes "${HFTRAIN_PEER_SHAPES:-gpt2-124m,llama-1b}" --sides "${HFTRAIN_PEER_SIDES:-hftrain,hf,loop}" \
+    > "$out/peer.txt" 2>&1
+  rc=$?
+  rm -rf /tmp/hftrain-peer
+  stamp "peer benchmark rc=$rc (peer.txt; logs and results.md in peer/)"
+  cat "$out/peer/results.md" >> "$out/summary.txt" 2> /dev/null
+  exit $rc
+fi
 test_build_pid=""
 if [ "$tests" = ON ] && [ $short = 0 ]; then
   timeout "${HFTRAIN_BUILD_TIMEOUT:-480}" cmake --build "$build" --parallel "$(( $(nproc) - 4 ))" -- -k 0 \
