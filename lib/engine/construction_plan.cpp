@@ -10,6 +10,9 @@
 namespace hftrain {
 namespace {
 
+// Adapters attach to a built base (peft, or model.peft_adapter): its frozen weights stay whole.
+bool adapter_run(const RunSpec& spec) { return spec.peft || !spec.model.peft_adapter.empty(); }
+
 bool hf_directory(const RunSpec& spec) {
   return !spec.model.from_pretrained.empty() && std::filesystem::exists(spec.model.from_pretrained + "/config.json");
 }
@@ -23,7 +26,7 @@ ConstructionPlan plan_construction(const RunSpec& spec, bool for_training) {
   plan.partitions_adapters = for_training && stage3;
   // zero.Init: an HF model directory is read rank by rank later (bare weights are loaded whole).
   // (An adapter run builds its base whole: the adapters are attached to the built model.)
-  const bool peft = spec.peft || !spec.model.peft_adapter.empty();
+  const bool peft = adapter_run(spec);
   const bool asked = for_training && stage3 && spec.zero.zero3_init_flag;
   if (asked && peft)
     log_info("zero.zero3_init_flag: the base model is built whole on each rank (adapters attach to the built model)");
@@ -33,8 +36,7 @@ ConstructionPlan plan_construction(const RunSpec& spec, bool for_training) {
 }
 
 bool holds_experts_apart(const RunSpec& spec, int64_t stage) {
-  const bool peft = spec.peft || !spec.model.peft_adapter.empty();
-  return spec.distributed.expert_parallel_size > 1 && (stage == 1 || stage == 2) && !peft;
+  return spec.distributed.expert_parallel_size > 1 && (stage == 1 || stage == 2) && !adapter_run(spec);
 }
 
 std::shared_ptr<const PretrainedPlan> deferred_weights(const ConstructionPlan& plan, const RunSpec& spec, Model& model) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "models/expert_names.h"
 #include "util/error.h"
 
 namespace hftrain {
@@ -31,27 +32,15 @@ int64_t ModelSize::largest_layer() const {
   return largest;
 }
 
-namespace {
-
-// Whether `name` is a routed expert's tensor, <block>.experts.<n>.<...>; `at` gets where ".experts." starts.
-bool routed_expert_tensor(const std::string& name, std::size_t& at) {
-  at = name.find(".experts.");
-  const auto id_end = at == std::string::npos ? at : name.find('.', at + 9);
-  return id_end != std::string::npos && id_end != at + 9 && name.find_first_not_of("0123456789", at + 9) == id_end;
-}
-
-}  // namespace
-
 int64_t ModelSize::routed_expert_elements() const {
   int64_t n = 0;
-  std::size_t at = 0;
-  for (const auto& [name, numel] : tensors) n += routed_expert_tensor(name, at) ? numel : 0;
+  for (const auto& [name, numel] : tensors) n += routed_expert_name(name).expert >= 0 ? numel : 0;
   return n;
 }
 
 int64_t ModelSize::active_elements(int64_t experts_per_token) const {
   struct Block {
-    std::set<std::string> experts;
+    std::set<int64_t> experts;
     int64_t elements = 0;
   };
   std::map<std::string, Block> blocks;  // by the name before ".experts."
@@ -59,10 +48,10 @@ int64_t ModelSize::active_elements(int64_t experts_per_token) const {
   for (const auto* list : {&tensors, &frozen_tensors})
     for (const auto& [name, numel] : *list) {
       all += numel;
-      std::size_t at = 0;
-      if (!routed_expert_tensor(name, at)) continue;
-      Block& b = blocks[name.substr(0, at)];
-      b.experts.insert(name.substr(at + 9, name.find('.', at + 9) - at - 9));
+      const RoutedExpertName routed = routed_expert_name(name);
+      if (routed.expert < 0) continue;
+      Block& b = blocks[routed.block];
+      b.experts.insert(routed.expert);
       b.elements += numel;
     }
   for (const auto& [block, b] : blocks) {

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "distributed/expert_exchange.h"
+#include "models/expert_names.h"
 
 namespace hftrain {
 
@@ -16,14 +17,8 @@ std::string ExpertParallel::experts_problem(int64_t experts) const {
 }
 
 int64_t ExpertParallel::member_of_parameter(const std::string& name) const {
-  static const std::string marker = ".experts.";
-  const std::size_t at = name.find(marker);
-  if (at == std::string::npos || experts_ <= 0) return -1;
-  const std::size_t begin = at + marker.size(), end = name.find('.', begin);
-  const std::string index = name.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-  if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos) return -1;
-  const int64_t expert = std::stoll(index);
-  return expert < experts_ ? expert / (experts_ / size()) : -1;
+  const int64_t expert = routed_expert_name(name).expert;
+  return expert >= 0 && expert < experts_ ? expert / (experts_ / size()) : -1;
 }
 
 torch::Tensor ExpertParallel::run(const torch::Tensor& rows, const torch::Tensor& counts, const LocalExperts& run_local,
