@@ -4,8 +4,9 @@
 // that are gated MLPs down(act(gate(x)) * up(x)) under the family's names, and, for Qwen2-MoE, a shared
 // expert scaled by sigmoid(shared_expert_gate(x)). Dropless. The experts run grouped: the token slots are
 // sorted by expert and each expert takes its slots in one GEMM per projection (a loop over experts, never over
-// tokens), the weighted results scattered back with one index_add. Every expert runs, on its slots or on none,
-// so an expert no token chose still gets a (zero) gradient and every rank reduces the same tensors.
+// tokens), the weighted results scattered back with one index_add. Every expert a rank holds runs, on its slots or
+// on none, so an expert no token chose still gets a (zero) gradient and every rank reduces the same tensors (with
+// expert data parallelism a rank holds, and runs, only its member's experts).
 // Also HF's load_balancing_loss_func over the router logits the blocks recorded.
 #pragma once
 
