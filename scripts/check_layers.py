@@ -32,7 +32,7 @@ def main():
             problems.append(f"lib/{folder}/ is not a layer of lib/layers.txt")
     edges = {}
     for path in sorted(LIB.rglob("*")):
-        if path.suffix not in (".h", ".cpp") or not path.is_file():
+        if path.suffix not in (".h", ".cpp", ".cu", ".cuh") or not path.is_file():
             continue
         source = path.relative_to(LIB).parts[0]
         for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):

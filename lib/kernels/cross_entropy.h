@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace hftrain {
 namespace kernels {
@@ -24,6 +25,9 @@ struct CrossEntropyRows {
 // row_loss[r] = the loss of row r. Throws std::out_of_range naming the row when a label is neither
 // ignore_index nor in [0, vocab) (before anything is written).
 void cross_entropy_rows(const CrossEntropyRows& problem, float* row_loss);
+
+// The message of that std::out_of_range (the host and the CUDA kernels say the same).
+std::string label_outside_vocabulary(int64_t row, int64_t label, int64_t vocab);
 
 }  // namespace kernels
 }  // namespace hftrain

@@ -10,12 +10,16 @@
 namespace hftrain {
 namespace kernels {
 
+std::string label_outside_vocabulary(int64_t row, int64_t label, int64_t vocab) {
+  return "cross-entropy: the label of row " + std::to_string(row) + " is " + std::to_string(label) +
+         ", outside the vocabulary [0, " + std::to_string(vocab) + ")";
+}
+
 void cross_entropy_rows(const CrossEntropyRows& p, float* row_loss) {
   for (int64_t r = 0; r < p.rows; ++r) {
     const int64_t y = p.labels[r];
     if (y != p.ignore_index && (y < 0 || y >= p.vocab))
-      throw std::out_of_range("cross-entropy: the label of row " + std::to_string(r) + " is " + std::to_string(y) +
-                              ", outside the vocabulary [0, " + std::to_string(p.vocab) + ")");
+      throw std::out_of_range(label_outside_vocabulary(r, y, p.vocab));
   }
   const ModelKernelTable* t = model_kernels();
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p.vocab));

@@ -1,10 +1,11 @@
-// Activations through the fused CPU kernels (kernels/activation.h), each as one autograd operation: GELU in
-// the exact form ("gelu") and the tanh form ("tanh": HF gelu_new / gelu_pytorch_tanh), and SwiGLU's
-// silu(gate) * up. Used for contiguous fp32 or bf16 host tensors while the fused kernels are on (bf16 computed in
-// fp32 and rounded where bf16 ops round their outputs); anything else (another device, HFTRAIN_KERNELS=torch) takes
-// LibTorch's ops. fp32 GELU keeps its output for
-// backward (the gate is read back from it): the next linear layer keeps the same tensor, so it costs no memory
-// there, but an in-place op on the output would fail at backward (none of the families does one).
+// Activations through the fused row kernels (kernels/activation.h on the host, kernels/cuda/ on a CUDA device:
+// kernels/row_kernels.h), each as one autograd operation: GELU in the exact form ("gelu") and the tanh form ("tanh":
+// HF gelu_new / gelu_pytorch_tanh), and SwiGLU's silu(gate) * up. Used for contiguous fp32 or bf16 tensors in a
+// memory that has the kernels while the fused kernels are on (bf16 computed in fp32 and rounded where bf16 ops round
+// their outputs); anything else (a device without kernels, HFTRAIN_KERNELS=torch) takes LibTorch's ops. fp32 GELU
+// keeps its output for backward (the host kernel reads the gate back from it): the next linear layer keeps the same
+// tensor, so it costs no memory there, but an in-place op on the output would fail at backward (none of the families
+// does one).
 #pragma once
 
 #include <string>

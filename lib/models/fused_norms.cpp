@@ -5,12 +5,17 @@
 
 #include "kernels/kernel_choice.h"
 #include "kernels/normalization.h"
+#include "kernels/row_kernels.h"
 #include "models/kernel_arguments.h"
 
 namespace hftrain {
 namespace {
 
 float* data_or_null(const torch::Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr<float>() : nullptr; }
+
+
+// Per-row statistics, fp32, beside the rows.
+torch::Tensor row_stats(const torch::Tensor& x, int64_t rows) { return torch::empty({rows}, x.options().dtype(torch::kFloat)); }
 
 // With a residual (not empty), the input is x + residual: outputs {y, x + residual}, and the gradient of the sum
 // (the residual stream's, from later layers) is added to dx, which is then the gradient of x and of residual both.
@@ -40,11 +45,12 @@ class FusedLayerNorm : public torch::autograd::Function<FusedLayerNorm> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                                 const torch::Tensor& residual, const torch::Tensor& w, const torch::Tensor& b,
                                                 double eps) {
+    const kernels::RowKernels& row = kernels::row_kernels_at(x.device());
     const int64_t cols = w.numel(), rows = x.numel() / cols;
     torch::Tensor sum;
     const torch::Tensor input = norm_input(ctx, x, residual, sum);
-    torch::Tensor y = torch::empty_like(x), mean = torch::empty({rows}), rstd = torch::empty({rows});
-    kernels::layer_norm_forward(x.data_ptr<float>(), data_or_null(residual), data_or_null(sum), w.data_ptr<float>(),
+    torch::Tensor y = torch::empty_like(x), mean = row_stats(x, rows), rstd = row_stats(x, rows);
+    row.layer_norm_forward(x.data_ptr<float>(), data_or_null(residual), data_or_null(sum), w.data_ptr<float>(),
                                 data_or_null(b), y.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(), rows,
                                 cols, static_cast<float>(eps));
     ctx->save_for_backward({input, w, mean, rstd});
@@ -54,6 +60,7 @@ class FusedLayerNorm : public torch::autograd::Function<FusedLayerNorm> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
+    const kernels::RowKernels& row = kernels::row_kernels_at(x.device());
     torch::Tensor d_sum;
     const auto [dy, d_sum_data] = norm_output_grads(grads, x, d_sum);
     const int64_t cols = w.numel(), rows = x.numel() / cols;
@@ -61,7 +68,7 @@ class FusedLayerNorm : public torch::autograd::Function<FusedLayerNorm> {
     torch::Tensor dx = torch::empty_like(x);
     torch::Tensor dw = ctx->needs_input_grad(2) ? torch::empty_like(w) : torch::Tensor();
     torch::Tensor db = bias && ctx->needs_input_grad(3) ? torch::empty_like(w) : torch::Tensor();
-    kernels::layer_norm_backward(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(), d_sum_data,
+    row.layer_norm_backward(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(), d_sum_data,
                                  mean.data_ptr<float>(), rstd.data_ptr<float>(), dx.data_ptr<float>(), data_or_null(dw),
                                  data_or_null(db), rows, cols);
     return {dx, ctx->saved_data["fused_add"].toBool() ? dx : torch::Tensor(), dw, db, torch::Tensor()};
@@ -74,15 +81,16 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                                 const torch::Tensor& residual, const torch::Tensor& w, double eps) {
+    const kernels::RowKernels& row = kernels::row_kernels_at(x.device());
     const int64_t cols = w.numel(), rows = x.numel() / cols;
     torch::Tensor sum;
     const torch::Tensor input = norm_input(ctx, x, residual, sum);
-    torch::Tensor y = torch::empty_like(x), rstd = torch::empty({rows});
+    torch::Tensor y = torch::empty_like(x), rstd = row_stats(x, rows);
     if (x.scalar_type() == torch::kBFloat16)
-      kernels::rms_norm_forward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(y), rstd.data_ptr<float>(), rows, cols,
+      row.rms_norm_forward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(y), rstd.data_ptr<float>(), rows, cols,
                                      static_cast<float>(eps));
     else
-      kernels::rms_norm_forward(x.data_ptr<float>(), data_or_null(residual), data_or_null(sum), w.data_ptr<float>(),
+      row.rms_norm_forward(x.data_ptr<float>(), data_or_null(residual), data_or_null(sum), w.data_ptr<float>(),
                                 y.data_ptr<float>(), rstd.data_ptr<float>(), rows, cols, static_cast<float>(eps));
     ctx->save_for_backward({input, w, rstd});
     return norm_outputs(y, sum);
@@ -90,44 +98,50 @@ class FusedRmsNorm : public torch::autograd::Function<FusedRmsNorm> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &w = saved[1], &rstd = saved[2];
+    const kernels::RowKernels& row = kernels::row_kernels_at(x.device());
     torch::Tensor d_sum;
     const auto [dy, d_sum_data] = norm_output_grads(grads, x, d_sum);
     const int64_t cols = w.numel(), rows = x.numel() / cols;
     torch::Tensor dx = torch::empty_like(x);
     torch::Tensor dw = ctx->needs_input_grad(2) ? torch::empty_like(w) : torch::Tensor();
     if (x.scalar_type() == torch::kBFloat16)
-      kernels::rms_norm_backward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(dy), rstd.data_ptr<float>(), bf16_bits(dx),
+      row.rms_norm_backward_bf16(bf16_bits(x), bf16_bits(w), bf16_bits(dy), rstd.data_ptr<float>(), bf16_bits(dx),
                                       dw.defined() ? bf16_bits(dw) : nullptr, rows, cols);
     else
-      kernels::rms_norm_backward(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(), d_sum_data,
+      row.rms_norm_backward(x.data_ptr<float>(), w.data_ptr<float>(), dy.data_ptr<float>(), d_sum_data,
                                  rstd.data_ptr<float>(), dx.data_ptr<float>(), data_or_null(dw), rows, cols);
     return {dx, ctx->saved_data["fused_add"].toBool() ? dx : torch::Tensor(), dw, torch::Tensor()};
   }
 };
 
-bool fp32_host_contiguous(const torch::Tensor& t) {
-  return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+// t in x's memory, of `dtype`, contiguous: as the kernels take it.
+bool kernel_ready(const torch::Tensor& t, const torch::Tensor& x, torch::ScalarType dtype) {
+  return t.device() == x.device() && t.scalar_type() == dtype && t.is_contiguous();
 }
 
 }  // namespace
 
 namespace {
 
-// Whether `norm` runs on the fused kernel for input x: fp32 host tensors, or (bf16 = true) bf16 ones.
+// Whether `norm` runs on the fused kernel for input x: fp32 tensors, or (bf16 = true) bf16 ones, in a memory that has
+// the kernels (the host, or a CUDA device where they are built).
 bool layer_norm_fusable(const torch::nn::LayerNorm& norm, const torch::Tensor& x, bool bf16) {
   const auto& options = norm->options;
   const torch::Tensor& w = norm->weight;
   const torch::Tensor& b = norm->bias;
-  const auto same_device_contiguous = [](const torch::Tensor& t) { return t.device().is_cpu() && t.is_contiguous(); };
-  return kernels::fused_kernels_enabled() && options.elementwise_affine() && options.normalized_shape().size() == 1 &&
-         x.dim() >= 1 && w.defined() && x.size(-1) == w.numel() && x.numel() > 0 &&
-         (bf16 ? same_device_contiguous(x) && same_device_contiguous(w) && (!b.defined() || same_device_contiguous(b))
-               : fp32_host_contiguous(x) && fp32_host_contiguous(w) && (!b.defined() || fp32_host_contiguous(b)));
+  const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
+  return kernels::row_kernels_on(x.device()) != nullptr && options.elementwise_affine() &&
+         options.normalized_shape().size() == 1 && x.dim() >= 1 && w.defined() && x.size(-1) == w.numel() &&
+         x.numel() > 0 && kernel_ready(x, x, dtype) && kernel_ready(w, x, dtype) &&
+         (!b.defined() || kernel_ready(b, x, dtype));
 }
 
+// fp32 or bf16 rows and weight of one dtype.
 bool rms_norm_fusable(const torch::Tensor& x, const torch::Tensor& weight) {
-  return kernels::fused_kernels_enabled() && x.dim() >= 1 && x.numel() > 0 && fp32_host_contiguous(x) && weight.defined() &&
-         fp32_host_contiguous(weight) && weight.dim() == 1 && x.size(-1) == weight.numel();
+  const auto dtype = x.scalar_type();
+  return kernels::row_kernels_on(x.device()) != nullptr && (dtype == torch::kFloat || dtype == torch::kBFloat16) &&
+         x.dim() >= 1 && x.numel() > 0 && kernel_ready(x, x, dtype) && weight.defined() &&
+         kernel_ready(weight, x, dtype) && weight.dim() == 1 && x.size(-1) == weight.numel();
 }
 
 torch::Tensor bias_or_empty(const torch::Tensor& b) { return b.defined() ? b : torch::empty({0}); }
@@ -152,7 +166,7 @@ torch::Tensor apply_layer_norm(torch::nn::LayerNorm norm, const torch::Tensor& x
 
 std::pair<torch::Tensor, torch::Tensor> add_layer_norm(torch::nn::LayerNorm norm, const torch::Tensor& x,
                                                        const torch::Tensor& update) {
-  if (update.sizes() == x.sizes() && fp32_host_contiguous(update) && layer_norm_fusable(norm, x, /*bf16=*/false)) {
+  if (update.sizes() == x.sizes() && kernel_ready(update, x, torch::kFloat) && layer_norm_fusable(norm, x, /*bf16=*/false)) {
     kernels::count_fused_call(kernels::FusedKernel::kLayerNorm);
     kernels::count_fused_call(kernels::FusedKernel::kResidualAdd);
     const auto out = FusedLayerNorm::apply(x, update, norm->weight, bias_or_empty(norm->bias), norm->options.eps());
@@ -167,14 +181,6 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
     kernels::count_fused_call(kernels::FusedKernel::kRmsNorm);
     return FusedRmsNorm::apply(x, torch::empty({0}), weight, eps)[0];
   }
-  const auto host_bf16 = [](const torch::Tensor& t) {
-    return t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && t.is_contiguous();
-  };
-  if (kernels::fused_kernels_enabled() && x.dim() >= 1 && x.numel() > 0 && host_bf16(x) && weight.defined() &&
-      host_bf16(weight) && weight.dim() == 1 && x.size(-1) == weight.numel()) {
-    kernels::count_fused_call(kernels::FusedKernel::kRmsNorm);
-    return FusedRmsNorm::apply(x, torch::empty({0}), weight, eps)[0];
-  }
   auto h = x.to(torch::kFloat);
   auto variance = h.pow(2).mean(-1, /*keepdim=*/true);
   h = h * torch::rsqrt(variance + eps);
@@ -183,7 +189,8 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& update,
                                                      const torch::Tensor& weight, double eps) {
-  if (update.sizes() == x.sizes() && fp32_host_contiguous(update) && rms_norm_fusable(x, weight)) {
+  if (update.sizes() == x.sizes() && x.scalar_type() == torch::kFloat && kernel_ready(update, x, torch::kFloat) &&
+      rms_norm_fusable(x, weight)) {
     kernels::count_fused_call(kernels::FusedKernel::kRmsNorm);
     kernels::count_fused_call(kernels::FusedKernel::kResidualAdd);
     const auto out = FusedRmsNorm::apply(x, update, weight, eps);

@@ -1,10 +1,11 @@
-// LayerNorm and RMSNorm through the fused CPU kernels (kernels/normalization.h), each as one autograd
-// operation: LayerNorm called with the families' torch::nn::LayerNorm modules (their parameters, names and
-// construction unchanged), RMSNorm (T5, Llama) with its weight. Used for contiguous fp32 host input and
-// parameters while the fused kernels are on, and for bf16 ones too (computed in fp32; LayerNorm rounded to bf16
-// as LibTorch's bf16 layer_norm rounds, RMSNorm where HF's rounds: the normalised x, then times the weight);
-// anything else (another device, HFTRAIN_KERNELS=torch) runs the module itself, or RMSNorm's LibTorch ops (HF's:
-// in fp32, weight times the normalised input rounded to the input's dtype).
+// LayerNorm and RMSNorm through the fused row kernels (kernels/normalization.h on the host, kernels/cuda/ on a CUDA
+// device: kernels/row_kernels.h), each as one autograd operation: LayerNorm called with the families'
+// torch::nn::LayerNorm modules (their parameters, names and construction unchanged), RMSNorm (T5, Llama) with its
+// weight. Used for contiguous fp32 input and parameters in a memory that has the kernels while the fused kernels are
+// on, and for bf16 ones too (computed in fp32; LayerNorm rounded to bf16 as LibTorch's bf16 layer_norm rounds,
+// RMSNorm where HF's rounds: the normalised x, then times the weight); anything else (a device without kernels,
+// HFTRAIN_KERNELS=torch) runs the module itself, or RMSNorm's LibTorch ops (HF's: in fp32, weight times the
+// normalised input rounded to the input's dtype).
 #pragma once
 
 #include <utility>

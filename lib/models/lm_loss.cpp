@@ -9,6 +9,7 @@
 
 #include "kernels/cross_entropy.h"
 #include "kernels/kernel_choice.h"
+#include "kernels/row_kernels.h"
 #include "models/fused_linear.h"
 #include "util/autocast.h"
 #include "util/error.h"
@@ -17,12 +18,14 @@ namespace hftrain {
 namespace {
 
 // Adds the cross-entropy of the rows of fp32 logits `z` [n, V] against labels `yc` [n, 1] to `total`; with
-// `gradient`, returns d (scale * loss) / d z, formed in place over z. The fused kernel (kernels/cross_entropy.h)
-// on the host, LibTorch's ops otherwise (HFTRAIN_KERNELS=torch, another device).
+// `gradient`, returns d (scale * loss) / d z, formed in place over z. The fused row kernel of z's memory
+// (kernels/row_kernels.h: the host's, or a CUDA device's), LibTorch's ops otherwise (HFTRAIN_KERNELS=torch, a
+// device without kernels).
 torch::Tensor scored_rows(torch::Tensor z, const torch::Tensor& yc, double epsilon, double scale, bool gradient,
                           torch::Tensor& total) {
   const int64_t vocab = z.size(1);
-  if (kernels::fused_kernels_enabled() && z.device().is_cpu() && z.is_contiguous()) {
+  const kernels::RowKernels* row_kernels = kernels::row_kernels_on(z.device());
+  if (row_kernels != nullptr && z.scalar_type() == torch::kFloat && z.is_contiguous()) {
     const torch::Tensor labels = yc.to(torch::kLong).contiguous();
     torch::Tensor row_loss = torch::empty({z.size(0)}, z.options());
     kernels::count_fused_call(kernels::FusedKernel::kCrossEntropy);
@@ -35,7 +38,7 @@ torch::Tensor scored_rows(torch::Tensor z, const torch::Tensor& yc, double epsil
     p.scale = static_cast<float>(scale);
     p.gradient = gradient;
     try {
-      kernels::cross_entropy_rows(p, row_loss.data_ptr<float>());
+      row_kernels->cross_entropy_rows(p, row_loss.data_ptr<float>());
     } catch (const std::out_of_range& e) {
       throw RuntimeFailure(std::string("the language-model loss: ") + e.what());
     }

@@ -1,0 +1,156 @@
+// The CUDA set of fused row kernels (see row_kernels.h): kernels/cuda/'s launchers given the current CUDA stream,
+// the backward passes' workspace (from LibTorch's caching allocator, ordered on that stream) and errors as
+// RuntimeFailure naming the kernel. Compiled with the launchers only where lib/CMakeLists.txt built kernels/cuda/
+// (HFTRAIN_WITH_CUDA_KERNELS); elsewhere there is no CUDA set.
+#include "kernels/row_kernels.h"
+
+#ifndef HFTRAIN_WITH_CUDA_KERNELS
+#define HFTRAIN_WITH_CUDA_KERNELS 0
+#endif
+
+#if HFTRAIN_WITH_CUDA_KERNELS
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/torch.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/launch.h"
+#include "util/error.h"
+#endif
+
+namespace hftrain {
+namespace kernels {
+
+#if HFTRAIN_WITH_CUDA_KERNELS
+namespace {
+
+cuda::Stream current_stream() { return static_cast<cuda::Stream>(c10::cuda::getCurrentCUDAStream().stream()); }
+
+torch::TensorOptions on_current_device(torch::ScalarType dtype) {
+  return torch::TensorOptions().dtype(dtype).device(torch::kCUDA, c10::cuda::current_device());
+}
+
+void check(int code, const char* kernel) {
+  if (code != 0) throw RuntimeFailure(std::string("CUDA kernel ") + kernel + ": " + cuda::error_text(code));
+}
+
+// Partial sums of a norm's backward: `per_block` rows of cols floats per block (0 when no dw is wanted).
+torch::Tensor norm_workspace(int64_t rows, int64_t cols, int64_t per_block) {
+  return torch::empty({std::max<int64_t>(1, cuda::norm_backward_blocks(rows) * cols * per_block)},
+                      on_current_device(torch::kFloat));
+}
+
+void layer_norm_forward_cuda(const float* x, const float* residual, float* sum, const float* w, const float* b, float* y,
+                             float* mean, float* rstd, int64_t rows, int64_t cols, float eps) {
+  check(cuda::layer_norm_forward(x, residual, sum, w, b, y, mean, rstd, rows, cols, eps, current_stream()),
+        "layer_norm_forward");
+}
+
+void layer_norm_backward_cuda(const float* x, const float* w, const float* dy, const float* d_sum, const float* mean,
+                              const float* rstd, float* dx, float* dw, float* db, int64_t rows, int64_t cols) {
+  torch::Tensor ws = norm_workspace(rows, cols, 2);
+  check(cuda::layer_norm_backward(x, w, dy, d_sum, mean, rstd, dx, dw, db, ws.data_ptr<float>(), rows, cols,
+                                  current_stream()),
+        "layer_norm_backward");
+}
+
+void rms_norm_forward_cuda(const float* x, const float* residual, float* sum, const float* w, float* y, float* rstd,
+                           int64_t rows, int64_t cols, float eps) {
+  check(cuda::rms_norm_forward(x, residual, sum, w, y, rstd, rows, cols, eps, current_stream()), "rms_norm_forward");
+}
+
+void rms_norm_backward_cuda(const float* x, const float* w, const float* dy, const float* d_sum, const float* rstd,
+                            float* dx, float* dw, int64_t rows, int64_t cols) {
+  torch::Tensor ws = norm_workspace(rows, cols, dw != nullptr ? 1 : 0);
+  check(cuda::rms_norm_backward(x, w, dy, d_sum, rstd, dx, dw, ws.data_ptr<float>(), rows, cols, current_stream()),
+        "rms_norm_backward");
+}
+
+void rms_norm_forward_bf16_cuda(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t rows,
+                                int64_t cols, float eps) {
+  check(cuda::rms_norm_forward_bf16(x, w, y, rstd, rows, cols, eps, current_stream()), "rms_norm_forward_bf16");
+}
+
+void rms_norm_backward_bf16_cuda(const uint16_t* x, const uint16_t* w, const uint16_t* dy, const float* rstd,
+                                 uint16_t* dx, uint16_t* dw, int64_t rows, int64_t cols) {
+  torch::Tensor ws = norm_workspace(rows, cols, dw != nullptr ? 1 : 0);
+  check(cuda::rms_norm_backward_bf16(x, w, dy, rstd, dx, dw, ws.data_ptr<float>(), rows, cols, current_stream()),
+        "rms_norm_backward_bf16");
+}
+
+void gelu_forward_cuda(const float* x, float* y, int64_t n, GeluForm form) {
+  check(cuda::gelu_forward(x, y, n, form, current_stream()), "gelu_forward");
+}
+
+// The host kernel reads the gate back from y; the CUDA one evaluates it again from x.
+void gelu_backward_cuda(const float* x, const float* /*y*/, const float* dy, float* dx, int64_t n, GeluForm form) {
+  check(cuda::gelu_backward(x, dy, dx, n, form, current_stream()), "gelu_backward");
+}
+
+void gelu_forward_bf16_cuda(const uint16_t* x, uint16_t* y, int64_t n, GeluForm form) {
+  check(cuda::gelu_forward_bf16(x, y, n, form, current_stream()), "gelu_forward_bf16");
+}
+
+void gelu_backward_bf16_cuda(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, GeluForm form) {
+  check(cuda::gelu_backward_bf16(x, dy, dx, n, form, current_stream()), "gelu_backward_bf16");
+}
+
+void swiglu_forward_cuda(const float* g, const float* u, float* y, int64_t n) {
+  check(cuda::swiglu_forward(g, u, y, n, current_stream()), "swiglu_forward");
+}
+
+void swiglu_backward_cuda(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n) {
+  check(cuda::swiglu_backward(g, u, dy, dg, du, n, current_stream()), "swiglu_backward");
+}
+
+void swiglu_forward_bf16_cuda(const uint16_t* g, const uint16_t* u, uint16_t* y, int64_t n) {
+  check(cuda::swiglu_forward_bf16(g, u, y, n, current_stream()), "swiglu_forward_bf16");
+}
+
+void swiglu_backward_bf16_cuda(const uint16_t* g, const uint16_t* u, const uint16_t* dy, uint16_t* dg, uint16_t* du,
+                               int64_t n) {
+  check(cuda::swiglu_backward_bf16(g, u, dy, dg, du, n, current_stream()), "swiglu_backward_bf16");
+}
+
+// A label outside the vocabulary is named as the host kernel names it. Reading the kernel's verdict back waits for
+// the kernel: one wait per call of the chunked loss.
+void cross_entropy_rows_cuda(const CrossEntropyRows& p, float* row_loss) {
+  torch::Tensor bad_row = torch::full({1}, -1, on_current_device(torch::kLong));  // all bits set: no bad row
+  check(cuda::cross_entropy_rows(p, row_loss, reinterpret_cast<unsigned long long*>(bad_row.data_ptr<int64_t>()),
+                                 current_stream()),
+        "cross_entropy_rows");
+  const int64_t row = bad_row.item<int64_t>();
+  if (row < 0) return;
+  const torch::Tensor labels = torch::from_blob(const_cast<int64_t*>(p.labels), {p.rows}, on_current_device(torch::kLong));
+  throw std::out_of_range(label_outside_vocabulary(row, labels[row].item<int64_t>(), p.vocab));
+}
+
+}  // namespace
+
+const RowKernels* cuda_row_kernels() {
+  static const RowKernels cuda_set{"cuda",
+                                   &layer_norm_forward_cuda,
+                                   &layer_norm_backward_cuda,
+                                   &rms_norm_forward_cuda,
+                                   &rms_norm_backward_cuda,
+                                   &rms_norm_forward_bf16_cuda,
+                                   &rms_norm_backward_bf16_cuda,
+                                   &gelu_forward_cuda,
+                                   &gelu_backward_cuda,
+                                   &gelu_forward_bf16_cuda,
+                                   &gelu_backward_bf16_cuda,
+                                   &swiglu_forward_cuda,
+                                   &swiglu_backward_cuda,
+                                   &swiglu_forward_bf16_cuda,
+                                   &swiglu_backward_bf16_cuda,
+                                   &cross_entropy_rows_cuda};
+  return &cuda_set;
+}
+#else
+const RowKernels* cuda_row_kernels() { return nullptr; }
+#endif
+
+}  // namespace kernels
+}  // namespace hftrain
