@@ -2,7 +2,8 @@
 """hftrain beside HF Trainer and a plain PyTorch loop, in one call (issue 60; docs/gpu.md "The peer benchmark").
 
   python3 bench/gpu_peer.py --hftrain build-cuda/hftrain --out peer-out [--shapes gpt2-124m,llama-1b] [--steps 40]
-          [--batch B] [--device cuda|cpu] [--peak-tflops 989] [--tiny] [--sides hftrain,hf,loop] [--work DIR]
+          [--batch B] [--device cuda|cpu] [--peak-tflops 989] [--tiny] [--sides hftrain,hf,loop,hftrain-ops]
+          [--work DIR]
 
 For each shape it writes a model directory with random weights that every side starts from (transformers'
 AutoModelForCausalLM.from_config under the seed and save_pretrained, else bench/hf_trainer_peer.py's own HF-named
@@ -11,6 +12,8 @@ process with its log in OUT/<shape>/<side>.log:
   hftrain  `hftrain train` of a spec: model.from_pretrained the directory, data token_files (uint32) on the rows
   hf       HF Trainer (bf16, adamw_torch_fused, attn_implementation sdpa), bench/hf_trainer_peer.py hf
   loop     a plain PyTorch loop (torch.autocast bf16, fused AdamW), bench/hf_trainer_peer.py loop
+  hftrain-ops  hftrain again with HFTRAIN_KERNELS=torch: LibTorch's ops where the fused row kernels (CUDA on a GPU:
+           norms, activations, the loss's cross-entropy) would run, so the table shows what those kernels give
 with the same rows in the same order (hftrain's first epoch: torch.randperm seeded with the seed), batch, steps,
 seed, linear schedule with warmup, max_grad_norm 1.0, weight_decay 0, logging every 10 steps, no eval, no saving
 (hftrain still writes its final model, after train_runtime; it is deleted at once).
@@ -61,7 +64,7 @@ TINY = {  # --tiny: the same families, small enough for a CPU smoke test
     "llama-1b": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
                  "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 64},
 }
-SIDES = ("hftrain", "hf", "loop")
+SIDES = ("hftrain", "hf", "loop", "hftrain-ops")  # in run order: a spent --time-budget cuts the last first
 PHRASE = 16  # the data: rows of phrases of 16 tokens, each drawn from 256 fixed random phrases
 
 
@@ -190,14 +193,16 @@ def hftrain_result(run_dir, log_path):
     return out
 
 
-def run_hftrain(a, s, model_dir, data, wdir, sdir):
-    run_dir = os.path.join(wdir, "hftrain-run")
+def run_hftrain(a, s, model_dir, data, wdir, sdir, side="hftrain"):
+    """side "hftrain-ops": the same run with HFTRAIN_KERNELS=torch (LibTorch's ops instead of the fused row kernels)."""
+    run_dir = os.path.join(wdir, side + "-run")
     shutil.rmtree(run_dir, ignore_errors=True)
-    spec = os.path.join(sdir, "hftrain_spec.json")
+    spec = os.path.join(sdir, side + "_spec.json")
     with open(spec, "w") as f:
         json.dump(hftrain_spec(a, s, model_dir, data, run_dir), f, indent=1)
-    log = os.path.join(sdir, "hftrain.log")
-    status, wall, rss = run_logged([a.hftrain, "train", spec], log, a.side_timeout)
+    log = os.path.join(sdir, side + ".log")
+    env = dict(os.environ, HFTRAIN_KERNELS="torch") if side == "hftrain-ops" else None
+    status, wall, rss = run_logged([a.hftrain, "train", spec], log, a.side_timeout, env)
     raw = read_result(lambda: hftrain_result(run_dir, log)) if status == "ok" else None
     if status == "ok" and "error" in raw:
         status, raw = "ran, but " + raw["error"], None
@@ -272,8 +277,8 @@ def run_shape(name, a, pys, work):
     n, fpt = model_flops(s)
     res = {"shape": name, "settings": s, "weights": weights, "N": n, "flops_per_token": fpt, "sides": {}}
     for side in a.sides:
-        if side == "hftrain":
-            got = run_hftrain(a, s, model_dir, data, wdir, sdir)
+        if side in ("hftrain", "hftrain-ops"):
+            got = run_hftrain(a, s, model_dir, data, wdir, sdir, side)
         elif side == "hf" and not pys["transformers"]:
             got = ("skipped: transformers not importable (%s)" % ", ".join(pys["tried"]), 0.0, 0, None)
         elif not model_dir:

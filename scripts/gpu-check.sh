@@ -37,8 +37,12 @@ if [ -n "${HFTRAIN_DEPS_DEBS:-}" ]; then
   pkgconf=(-DPKG_CONFIG_EXECUTABLE="$deps/root/usr/bin/pkgconf")
 fi
 
+# nvcc for the CUDA kernels (lib/kernels/cuda/, lib/optim/kernels/cuda/): from PATH, else CUDA's usual folder; without
+# one the build keeps LibTorch's ops on the GPU (configure.log says "CUDA kernels OFF").
+nvcc_path=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+cuda_flags=(); [ -n "$nvcc_path" ] && cuda_flags=(-DCMAKE_CUDA_COMPILER="$nvcc_path")
 {
-  nvidia-smi; g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -2
+  nvidia-smi; g++ --version | head -1; cmake --version | head -1; "${nvcc_path:-nvcc}" --version | tail -2
   python3 -c 'import torch,os;print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available());print(sorted(os.listdir(os.path.join(os.path.dirname(torch.__file__),"include"))))'
 } > "$out/env.txt" 2>&1
 stamp "environment in env.txt"
@@ -46,7 +50,7 @@ stamp "environment in env.txt"
 tests=OFF; short=0
 case "${HFTRAIN_GPU_TESTS:-0}" in 1) tests=ON ;; quick) tests=ON short=1 ;; esac
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHFTRAIN_BUILD_TESTS=$tests -DHFTRAIN_BUILD_BENCH=OFF \
-      -DCMAKE_PREFIX_PATH="$torch_prefix$extra_prefix" -DCMAKE_CXX_FLAGS="$cxxflags" "${pkgconf[@]}" \
+      -DCMAKE_PREFIX_PATH="$torch_prefix$extra_prefix" -DCMAKE_CXX_FLAGS="$cxxflags" "${pkgconf[@]}" "${cuda_flags[@]}" \
       > "$out/configure.log" 2>&1 || { stamp "configure FAILED (configure.log)"; exit 1; }
 stamp "configured: $(grep 'hftrain: LibTorch' "$out/configure.log")"
 # The CLI first; with the tests on, their binary builds in the background while the GPU runs go (the
@@ -76,7 +80,7 @@ if [ "${HFTRAIN_GPU_PEER:-0}" = 1 ]; then
   PYTHONUNBUFFERED=1 timeout "$peer_timeout" python3 bench/gpu_peer.py --hftrain "$build/hftrain" \
     --out "$out/peer" --work /tmp/hftrain-peer --steps "${HFTRAIN_PEER_STEPS:-40}" \
     --time-budget $((peer_timeout - 20)) \
-    --shapes "${HFTRAIN_PEER_SHAPES:-gpt2-124m,llama-1b}" --sides "${HFTRAIN_PEER_SIDES:-hftrain,hf,loop}" \
+    --shapes "${HFTRAIN_PEER_SHAPES:-gpt2-124m,llama-1b}" --sides "${HFTRAIN_PEER_SIDES:-hftrain,hf,loop,hftrain-ops}" \
     > "$out/peer.txt" 2>&1
   rc=$?
   rm -rf /tmp/hftrain-peer

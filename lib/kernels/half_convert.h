@@ -1,34 +1,36 @@
 // Scalar fp32 <-> bf16 / fp16 conversions with torch's rounding (round to nearest even; NaN stays NaN),
-// used by the scalar kernels and for the tails of the vector ones.
+// used by the scalar kernels and for the tails of the vector ones, and by the CUDA kernels (HFTRAIN_HD).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/host_device.h"
+
 namespace hftrain {
 namespace simd {
 
-inline uint32_t float_bits(float f) {
+HFTRAIN_HD uint32_t float_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
 }
 
-inline float bits_float(uint32_t u) {
+HFTRAIN_HD float bits_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
 
-inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+HFTRAIN_HD float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
-inline uint16_t float_to_bf16(float f) {
+HFTRAIN_HD uint16_t float_to_bf16(float f) {
   if (f != f) return 0x7FC0;  // canonical quiet NaN, as c10::BFloat16 does
   const uint32_t u = float_bits(f);
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-inline float fp16_to_float(uint16_t h) {
+HFTRAIN_HD float fp16_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
   if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in float
@@ -39,7 +41,7 @@ inline float fp16_to_float(uint16_t h) {
   return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
-inline uint16_t float_to_fp16(float f) {
+HFTRAIN_HD uint16_t float_to_fp16(float f) {
   const uint32_t u = float_bits(f);
   const uint32_t sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
   if (magnitude > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN

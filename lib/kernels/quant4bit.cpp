@@ -146,10 +146,7 @@ void quantize_8bit_blockwise(const float* x, int64_t n, int64_t block, const flo
 void dequantize_8bit_blockwise(const uint8_t* codes, int64_t n, int64_t block, const float* map, const float* absmax,
                                float offset, float* out) {
   parallel_range(0, n, kGrainElements, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float scaled = map[codes[i]] * absmax[i / block];
-      out[i] = scaled + offset;
-    }
+    for (int64_t i = i0; i < i1; ++i) out[i] = dequantized_8bit(codes, map, absmax, block, offset, i);
   });
 }
 

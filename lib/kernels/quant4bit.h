@@ -24,6 +24,8 @@
 
 #include <cstdint>
 
+#include "kernels/host_device.h"
+
 namespace hftrain {
 namespace kernels {
 
@@ -35,6 +37,20 @@ const float* quant4_code_values(Quant4Type type);
 const float* dynamic_map_signed();
 
 int64_t quant_blocks(int64_t n, int64_t block);
+
+// The 4-bit code of element i of a packed tensor (the even element in the high nibble). Host and CUDA kernels.
+HFTRAIN_HD uint8_t quant4_nibble_at(const uint8_t* packed, int64_t i) {
+  const uint8_t byte = packed[i >> 1];
+  return (i & 1) ? static_cast<uint8_t>(byte & 0x0F) : static_cast<uint8_t>(byte >> 4);
+}
+
+// Element i of an 8-bit block-wise tensor: map[codes[i]] * absmax[i / block] + offset, in float32 (the product
+// rounded before the offset is added). Host and CUDA kernels.
+HFTRAIN_HD float dequantized_8bit(const uint8_t* codes, const float* map, const float* absmax, int64_t block,
+                                  float offset, int64_t i) {
+  const float scaled = map[codes[i]] * absmax[i / block];
+  return scaled + offset;
+}
 
 // x[n] -> packed[(n + 1) / 2], absmax[quant_blocks(n, block)]. `code` is quant4_code_values(type).
 void quantize_4bit(const float* x, int64_t n, int64_t block, Quant4Type type, uint8_t* packed, float* absmax);

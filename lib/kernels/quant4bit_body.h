@@ -11,16 +11,12 @@
 
 #include "kernels/half_convert.h"
 #include "kernels/kernel_table.h"
+#include "kernels/quant4bit.h"
 #include "kernels/quant4bit_lanes.h"
 
 namespace hftrain {
 namespace kernels {
 namespace {
-
-inline uint8_t quant4_nibble_at(const uint8_t* packed, int64_t i) {
-  const uint8_t byte = packed[i >> 1];
-  return (i & 1) ? static_cast<uint8_t>(byte & 0x0F) : static_cast<uint8_t>(byte >> 4);
-}
 
 inline void quant4_put(float* out, float value) { *out = value; }
 inline void quant4_put(uint16_t* out, float value) { *out = simd::float_to_bf16(value); }

@@ -25,7 +25,10 @@ const RowKernels& host_row_kernels() {
                                &swiglu_backward,
                                &swiglu_forward_bf16,
                                &swiglu_backward_bf16,
-                               &cross_entropy_rows};
+                               &cross_entropy_rows,
+                               &dequantize_4bit,
+                               &dequantize_4bit_bf16,
+                               &dequantize_8bit_blockwise};
   return host;
 }
 

@@ -4,9 +4,7 @@
 // (HFTRAIN_WITH_CUDA_KERNELS); elsewhere there is no CUDA set.
 #include "kernels/row_kernels.h"
 
-#ifndef HFTRAIN_WITH_CUDA_KERNELS
-#define HFTRAIN_WITH_CUDA_KERNELS 0
-#endif
+#include "kernels/cuda_launch.h"
 
 #if HFTRAIN_WITH_CUDA_KERNELS
 #include <c10/cuda/CUDAFunctions.h>
@@ -24,17 +22,21 @@ namespace hftrain {
 namespace kernels {
 
 #if HFTRAIN_WITH_CUDA_KERNELS
+void* current_cuda_stream() { return static_cast<void*>(c10::cuda::getCurrentCUDAStream().stream()); }
+
+void check_cuda_launch(int code, const char* error_text, const std::string& what) {
+  if (code != 0) throw RuntimeFailure("CUDA kernel " + what + ": " + error_text);
+}
+
 namespace {
 
-cuda::Stream current_stream() { return static_cast<cuda::Stream>(c10::cuda::getCurrentCUDAStream().stream()); }
+cuda::Stream current_stream() { return current_cuda_stream(); }
 
 torch::TensorOptions on_current_device(torch::ScalarType dtype) {
   return torch::TensorOptions().dtype(dtype).device(torch::kCUDA, c10::cuda::current_device());
 }
 
-void check(int code, const char* kernel) {
-  if (code != 0) throw RuntimeFailure(std::string("CUDA kernel ") + kernel + ": " + cuda::error_text(code));
-}
+void check(int code, const char* kernel) { check_cuda_launch(code, code != 0 ? cuda::error_text(code) : "", kernel); }
 
 // Partial sums of a norm's backward: `per_block` rows of cols floats per block (0 when no dw is wanted).
 torch::Tensor norm_workspace(int64_t rows, int64_t cols, int64_t per_block) {
@@ -127,6 +129,23 @@ void cross_entropy_rows_cuda(const CrossEntropyRows& p, float* row_loss) {
   throw std::out_of_range(label_outside_vocabulary(row, labels[row].item<int64_t>(), p.vocab));
 }
 
+void dequantize_4bit_cuda(const uint8_t* packed, const float* absmax, const float* code, int64_t block, int64_t begin,
+                          int64_t end, float* out) {
+  check(cuda::dequantize_4bit(packed, absmax, code, block, begin, end, out, current_stream()), "dequantize_4bit");
+}
+
+void dequantize_4bit_bf16_cuda(const uint8_t* packed, const float* absmax, const float* code, int64_t block,
+                               int64_t begin, int64_t end, uint16_t* out) {
+  check(cuda::dequantize_4bit_bf16(packed, absmax, code, block, begin, end, out, current_stream()),
+        "dequantize_4bit_bf16");
+}
+
+void dequantize_8bit_blockwise_cuda(const uint8_t* codes, int64_t n, int64_t block, const float* map,
+                                    const float* absmax, float offset, float* out) {
+  check(cuda::dequantize_8bit_blockwise(codes, n, block, map, absmax, offset, out, current_stream()),
+        "dequantize_8bit_blockwise");
+}
+
 }  // namespace
 
 const RowKernels* cuda_row_kernels() {
@@ -145,7 +164,10 @@ const RowKernels* cuda_row_kernels() {
                                    &swiglu_backward_cuda,
                                    &swiglu_forward_bf16_cuda,
                                    &swiglu_backward_bf16_cuda,
-                                   &cross_entropy_rows_cuda};
+                                   &cross_entropy_rows_cuda,
+                                   &dequantize_4bit_cuda,
+                                   &dequantize_4bit_bf16_cuda,
+                                   &dequantize_8bit_blockwise_cuda};
   return &cuda_set;
 }
 #else

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "kernels/row_kernels.h"
 #include "models/fused_linear.h"
 #include "models/int8_weight.h"
 #include "util/autocast.h"
@@ -34,6 +35,12 @@ torch::Tensor code_table(kernels::Quant4Type type) {
 torch::Tensor dynamic_map_table() {
   static const torch::Tensor map = float_table(kernels::dynamic_map_signed(), 256);
   return map;
+}
+
+// The dequantisation kernels of a memory: the host's always (whatever HFTRAIN_KERNELS says, as before the CUDA
+// kernels existed), a CUDA device's where built and the fused kernels are on; null: LibTorch's ops.
+const kernels::RowKernels* dequantizing_kernels(const torch::Device& device) {
+  return device.is_cpu() ? &kernels::host_row_kernels() : kernels::row_kernels_on(device);
 }
 
 // Elements [begin, end) through LibTorch's ops: any device.
@@ -145,15 +152,16 @@ void set_quant_tile_elements(int64_t elements) { tile_setting() = elements > 0 ?
 torch::Tensor QuantizedWeight::block_absmax() const {
   if (!nested()) return absmax;
   const int64_t n = absmax.numel();
-  if (!absmax.device().is_cpu()) {
+  const kernels::RowKernels* k = dequantizing_kernels(absmax.device());
+  if (k == nullptr) {
     const torch::Tensor index = torch::arange(n, torch::TensorOptions().dtype(torch::kLong).device(absmax.device()));
     const torch::Tensor scale = nested_absmax.index_select(0, torch::div(index, settings.nested_blocksize, "floor"));
     return nested_quant_map.index_select(0, absmax.to(torch::kLong)) * scale + offset;
   }
-  torch::Tensor out = torch::empty({n}, torch::kFloat);
+  torch::Tensor out = torch::empty({n}, absmax.options().dtype(torch::kFloat));
   const torch::Tensor codes = absmax.contiguous(), scales = nested_absmax.contiguous(), map = nested_quant_map.contiguous();
-  kernels::dequantize_8bit_blockwise(codes.data_ptr<uint8_t>(), n, settings.nested_blocksize, map.data_ptr<float>(),
-                                     scales.data_ptr<float>(), offset, out.data_ptr<float>());
+  k->dequantize_8bit_blockwise(codes.data_ptr<uint8_t>(), n, settings.nested_blocksize, map.data_ptr<float>(),
+                               scales.data_ptr<float>(), offset, out.data_ptr<float>());
   return out;
 }
 
@@ -161,16 +169,18 @@ torch::Tensor QuantizedWeight::dequantize_rows(int64_t row0, int64_t row1, torch
                                                const torch::Tensor& block_scales) const {
   if (eight_bit()) return dequantize_int8_rows(*this, row0, row1, dtype);
   const int64_t begin = row0 * in, end = row1 * in;
-  if (!packed.device().is_cpu()) return dequantize_with_ops(*this, begin, end, block_scales).to(dtype).view({row1 - row0, in});
-  const torch::Tensor codes = packed.contiguous(), scales = block_scales.contiguous(), map = quant_map.contiguous();
+  const kernels::RowKernels* k = dequantizing_kernels(packed.device());
+  if (k == nullptr) return dequantize_with_ops(*this, begin, end, block_scales).to(dtype).view({row1 - row0, in});
+  const torch::Tensor codes = packed.contiguous(), scales = block_scales.to(packed.device()).contiguous(),
+                      map = quant_map.to(packed.device()).contiguous();
   const bool bf16 = dtype == torch::kBFloat16;
-  torch::Tensor out = torch::empty({row1 - row0, in}, bf16 ? torch::kBFloat16 : torch::kFloat);
+  torch::Tensor out = torch::empty({row1 - row0, in}, packed.options().dtype(bf16 ? torch::kBFloat16 : torch::kFloat));
   if (bf16)
-    kernels::dequantize_4bit_bf16(codes.data_ptr<uint8_t>(), scales.data_ptr<float>(), map.data_ptr<float>(), settings.blocksize,
-                                  begin, end, reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
+    k->dequantize_4bit_bf16(codes.data_ptr<uint8_t>(), scales.data_ptr<float>(), map.data_ptr<float>(), settings.blocksize,
+                            begin, end, reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>()));
   else
-    kernels::dequantize_4bit(codes.data_ptr<uint8_t>(), scales.data_ptr<float>(), map.data_ptr<float>(), settings.blocksize,
-                             begin, end, out.data_ptr<float>());
+    k->dequantize_4bit(codes.data_ptr<uint8_t>(), scales.data_ptr<float>(), map.data_ptr<float>(), settings.blocksize,
+                       begin, end, out.data_ptr<float>());
   return out.scalar_type() == dtype ? out : out.to(dtype);
 }
 

@@ -31,7 +31,7 @@ void Adagrad::step(double lr, const StepScaling& scaling) {
       s.step += 1;
       const double clr = lr / (1 + static_cast<double>(s.step - 1) * options_.lr_decay);
       optim_kernels::Stream stream;
-      if (kernel_stream(param, in, scaling.grad_scale, &stream) && kernel_state(s.sum)) {
+      if (kernel_stream(param, in, scaling.grad_scale, &stream) && kernel_state(s.sum, stream)) {
         optim_kernels::AdagradCoef c;
         c.clr = static_cast<float>(clr);
         c.weight_decay = static_cast<float>(wd);

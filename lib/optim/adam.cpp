@@ -39,7 +39,8 @@ void AdamBase::step(double lr, const StepScaling& scaling) {
       const double step_size = lr / bias_correction1;
       const double bias_correction2_sqrt = std::sqrt(bias_correction2);
       optim_kernels::Stream stream;
-      if (kernel_stream(param, in, scaling.grad_scale, &stream) && kernel_state(s.exp_avg) && kernel_state(s.exp_avg_sq)) {
+      if (kernel_stream(param, in, scaling.grad_scale, &stream) && kernel_state(s.exp_avg, stream) &&
+          kernel_state(s.exp_avg_sq, stream)) {
         optim_kernels::AdamCoef c;
         c.decay = static_cast<float>(decoupled_ ? 1 - lr * wd : 1.0);
         c.l2 = static_cast<float>(decoupled_ ? 0.0 : wd);

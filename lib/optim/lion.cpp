@@ -34,7 +34,7 @@ void Lion::step(double lr, const StepScaling& scaling) {
       torch::Tensor& m = exp_avg_[group.names[i]];
       if (!m.defined()) m = torch::zeros_like(param);
       optim_kernels::Stream stream;
-      if (kernel_stream(param, in, scaling.grad_scale, &stream) && kernel_state(m)) {
+      if (kernel_stream(param, in, scaling.grad_scale, &stream) && kernel_state(m, stream)) {
         optim_kernels::LionCoef c;
         c.lr = static_cast<float>(lr);
         c.decay = static_cast<float>(1 - lr * group.weight_decay);

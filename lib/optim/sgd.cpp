@@ -34,7 +34,7 @@ void Sgd::step(double lr, const StepScaling& scaling) {
         torch::Tensor* buf = momentum != 0 ? &momentum_buffer_[group.names[i]] : nullptr;
         const bool first = buf != nullptr && !buf->defined();
         if (first) *buf = torch::empty_like(param, torch::MemoryFormat::Contiguous);
-        if (buf == nullptr || kernel_state(*buf)) {
+        if (buf == nullptr || kernel_state(*buf, stream)) {
           optim_kernels::SgdCoef c;
           c.lr = static_cast<float>(lr);
           c.weight_decay = static_cast<float>(group.weight_decay);

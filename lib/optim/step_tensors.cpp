@@ -4,7 +4,11 @@
 namespace hftrain {
 namespace {
 
-bool cpu_contiguous(const torch::Tensor& t) { return t.device().is_cpu() && t.is_contiguous(); }
+// Contiguous, in the memory `like` is in (a stream's: host, or a CUDA device where the CUDA updates are built).
+bool kernel_memory(const torch::Tensor& t, const torch::Tensor& like) {
+  const auto& d = like.device();
+  return t.device() == d && t.is_contiguous() && (d.is_cpu() || (d.is_cuda() && optim_kernels::cuda_updates_built()));
+}
 
 bool element_type(torch::ScalarType type, optim_kernels::ElementType* out) {
   switch (type) {
@@ -13,6 +17,10 @@ bool element_type(torch::ScalarType type, optim_kernels::ElementType* out) {
     case torch::kHalf: *out = optim_kernels::ElementType::kF16; return true;
     default: return false;
   }
+}
+
+bool same_cuda_device(const torch::Tensor& t, const optim_kernels::Stream& stream) {
+  return t.device().index() == stream.cuda_device;
 }
 
 }  // namespace
@@ -25,18 +33,20 @@ StepTensors step_tensors(const ParamGroup& group, std::size_t i) {
   return t;
 }
 
-bool kernel_state(const torch::Tensor& state) {
-  return state.defined() && cpu_contiguous(state) && state.scalar_type() == torch::kFloat;
+bool kernel_state(const torch::Tensor& state, const optim_kernels::Stream& stream) {
+  return state.defined() && state.is_contiguous() && state.scalar_type() == torch::kFloat &&
+         (stream.on_cuda ? state.device().is_cuda() && same_cuda_device(state, stream)
+                         : state.device().is_cpu());
 }
 
 bool kernel_stream(const torch::Tensor& param, const StepTensors& t, double grad_scale, optim_kernels::Stream* stream) {
   optim_kernels::Stream s;
-  if (!kernel_state(param) || !cpu_contiguous(t.grad) || t.grad.numel() != param.numel() ||
-      !element_type(t.grad.scalar_type(), &s.grad_type))
+  if (!param.defined() || param.scalar_type() != torch::kFloat || !kernel_memory(param, param) ||
+      !kernel_memory(t.grad, param) || t.grad.numel() != param.numel() || !element_type(t.grad.scalar_type(), &s.grad_type))
     return false;
   if (t.out16.defined()) {
-    if (!cpu_contiguous(t.out16) || t.out16.numel() != param.numel() || !element_type(t.out16.scalar_type(), &s.out_type) ||
-        s.out_type == optim_kernels::ElementType::kF32)
+    if (!kernel_memory(t.out16, param) || t.out16.numel() != param.numel() ||
+        !element_type(t.out16.scalar_type(), &s.out_type) || s.out_type == optim_kernels::ElementType::kF32)
       return false;
     s.out16 = static_cast<uint16_t*>(t.out16.data_ptr());
   }
@@ -44,6 +54,8 @@ bool kernel_stream(const torch::Tensor& param, const StepTensors& t, double grad
   s.grad = t.grad.data_ptr();
   s.grad_scale = static_cast<float>(grad_scale);
   s.n = param.numel();
+  s.on_cuda = param.device().is_cuda();
+  s.cuda_device = s.on_cuda ? param.device().index() : -1;
   *stream = s;
   return true;
 }

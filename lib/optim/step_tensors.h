@@ -15,11 +15,12 @@ struct StepTensors {
 
 StepTensors step_tensors(const ParamGroup& group, std::size_t i);
 
-// Fills `stream` for a kernel update of `param` and returns true when every tensor is a contiguous CPU tensor of a
-// type the kernels take (fp32 parameter; fp32 / bf16 / fp16 gradient and 16-bit output of the same size).
+// Fills `stream` for a kernel update of `param` and returns true when every tensor is contiguous, of a type the
+// kernels take (fp32 parameter; fp32 / bf16 / fp16 gradient and 16-bit output of the same size) and in one memory that
+// has the kernels: the host's, or a CUDA device where this build has the CUDA updates (Stream::on_cuda).
 bool kernel_stream(const torch::Tensor& param, const StepTensors& t, double grad_scale, optim_kernels::Stream* stream);
-// A contiguous fp32 CPU tensor (optimizer state a kernel can update in place).
-bool kernel_state(const torch::Tensor& state);
+// Optimizer state a kernel can update in place beside `stream`'s parameter: a contiguous fp32 tensor in its memory.
+bool kernel_state(const torch::Tensor& state, const optim_kernels::Stream& stream);
 
 // Op-by-op path: a 16-bit gradient as fp32 (others as they are), multiplied by grad_scale (the stored
 // gradient is not changed).

@@ -1,7 +1,8 @@
 // The fused row operations (models/fused_norms, fused_activations, lm_loss) on one device against float64 on the
 // host: LayerNorm and RMSNorm with the residual add, RMSNorm on bf16, GELU in both forms and SwiGLU in fp32 and
 // bf16, and the chunked loss's cross-entropy with label smoothing, ignored rows and a refused label; values and
-// gradients, each with its fused call counted. With a GPU (`[gpu]`, in hftrain_gpu_tests) these are the CUDA
+// gradients, each with its fused call counted; and NF4 / FP4 dequantisation (with the double quantisation's
+// 8-bit absmax) against the layout written out with LibTorch's ops, bit for bit. With a GPU (`[gpu]`, in hftrain_gpu_tests) these are the CUDA
 // kernels (kernels/cuda/), and their bf16 results are also held to the host kernels' to one bf16 place; on the host
 // (`[unit]`) the same checks run the host kernels, so the checks themselves are proven on every machine.
 #include <catch2/catch.hpp>
@@ -16,6 +17,7 @@
 #include "models/fused_activations.h"
 #include "models/fused_norms.h"
 #include "models/lm_loss.h"
+#include "models/quantized_weight.h"
 #include "util/error.h"
 
 using namespace hftrain;
@@ -218,12 +220,55 @@ void check_cross_entropy(torch::Device device) {
                         Catch::Contains("outside the vocabulary [0, " + std::to_string(vocab) + ")"));
 }
 
-void check_all_on(torch::Device device) {
+// The float32 block absmaxes of a QuantizedWeight written out with LibTorch's ops from its (host) storage: as stored,
+// or with double quantisation map[code] * the nested absmax of the code's block, plus the offset.
+torch::Tensor absmax_by_formula(const QuantizedWeight& q) {
+  if (!q.nested()) return q.absmax.to(torch::kCPU);
+  const auto i = torch::arange(q.absmax.numel(), torch::kLong);
+  return q.nested_quant_map.to(torch::kCPU).index_select(0, q.absmax.to(torch::kCPU).to(torch::kLong)) *
+             q.nested_absmax.to(torch::kCPU).index_select(0, torch::div(i, q.settings.nested_blocksize, "floor")) +
+         q.offset;
+}
+
+// The weight a 4-bit QuantizedWeight stands for, the same way: nibble i (even i high) -> code value, times the
+// absmax of i's block.
+torch::Tensor dequantized_by_formula(const QuantizedWeight& q) {
+  const auto packed = q.packed.to(torch::kCPU).reshape({-1}).to(torch::kLong);
+  const auto codes = torch::stack({torch::bitwise_right_shift(packed, 4), torch::bitwise_and(packed, 15)}, 1)
+                         .reshape({-1}).narrow(0, 0, q.numel());
+  const auto block = torch::div(torch::arange(q.numel(), torch::kLong), q.settings.blocksize, "floor");
+  return (q.quant_map.to(torch::kCPU).index_select(0, codes) * absmax_by_formula(q).index_select(0, block))
+      .view({q.out, q.in});
+}
+
+void check_dequantization(torch::Device device) {
+  torch::manual_seed(8);
+  const auto weight = torch::randn({301, 129});  // an odd element count: the last byte half used
+  for (const auto type : {kernels::Quant4Type::kNf4, kernels::Quant4Type::kFp4}) {
+    for (const bool nested : {false, true}) {
+      INFO("fp4 " << (type == kernels::Quant4Type::kFp4) << " double quantisation " << nested);
+      QuantSettings settings;
+      settings.type = type;
+      settings.double_quant = nested;
+      const QuantizedWeight q = quantize_weight(weight.to(device), settings);
+      CHECK(q.packed.device() == device);
+      const auto want = dequantized_by_formula(q);
+      const auto got = q.dequantize(torch::kFloat);
+      CHECK(got.device() == device);
+      CHECK(torch::equal(got.to(torch::kCPU), want));
+      CHECK(torch::equal(q.dequantize(torch::kBFloat16).to(torch::kCPU), want.to(torch::kBFloat16)));
+      CHECK(torch::equal(q.block_absmax().to(torch::kCPU), absmax_by_formula(q)));
+    }
+  }
+}
+
+void check_all_row_ops_on(torch::Device device) {
   REQUIRE(kernels::row_kernels_on(device) != nullptr);
   SECTION("LayerNorm and RMSNorm with the residual add, fp32") { check_norms_fp32(device); }
   SECTION("GELU and SwiGLU, fp32") { check_activations_fp32(device); }
   SECTION("RMSNorm, SwiGLU and GELU on bf16") { check_bf16_ops(device); }
   SECTION("the chunked loss's cross-entropy") { check_cross_entropy(device); }
+  SECTION("4-bit and 8-bit block-wise dequantisation") { check_dequantization(device); }
 }
 
 }  // namespace
@@ -231,7 +276,7 @@ void check_all_on(torch::Device device) {
 TEST_CASE("device kernels: the fused row operations on the host equal float64, the checks the CUDA kernels take",
           "[unit][kernels]") {
   CHECK(std::string(kernels::row_kernels_on(torch::kCPU)->memory) == "host");
-  check_all_on(torch::kCPU);
+  check_all_row_ops_on(torch::kCPU);
 }
 
 #if HFTRAIN_WITH_CUDA
@@ -239,6 +284,6 @@ TEST_CASE("device kernels: the CUDA row kernels equal float64 and the host kerne
   REQUIRE(torch::cuda::is_available());
   REQUIRE(kernels::cuda_row_kernels() != nullptr);
   CHECK(std::string(kernels::row_kernels_on(torch::Device(torch::kCUDA, 0))->memory) == "cuda");
-  check_all_on(torch::Device(torch::kCUDA, 0));
+  check_all_row_ops_on(torch::Device(torch::kCUDA, 0));
 }
 #endif

@@ -1,5 +1,5 @@
-// The scalar math the CUDA kernels use (kernels/cuda/device_math.cuh), compiled here as plain C++: bf16 rounding
-// against c10::BFloat16, and SiLU, both GELU forms and their derivatives against float64 LibTorch and its autograd.
+// The scalar math the CUDA kernels use (kernels/cuda/device_math.cuh, kernels/half_convert.h), compiled here as plain
+// C++: bf16 rounding against c10::BFloat16, and SiLU, both GELU forms and their derivatives against float64 LibTorch and its autograd.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -25,8 +25,8 @@ TEST_CASE("device math: bf16 rounding equals c10::BFloat16's, ties to even, NaN 
   for (const float v : values) {
     INFO("value " << v);
     const uint16_t want = c10::BFloat16(v).x;
-    CHECK(dm::float_to_bf16(v) == want);
-    const float back = dm::bf16_to_float(want);
+    CHECK(hftrain::simd::float_to_bf16(v) == want);
+    const float back = hftrain::simd::bf16_to_float(want);
     if (std::isnan(v)) {
       CHECK(std::isnan(back));
     } else {

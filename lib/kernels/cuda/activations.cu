@@ -17,9 +17,9 @@ namespace {
 namespace dm = device_math;
 
 __device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load(const uint16_t* p, int64_t i) { return dm::bf16_to_float(p[i]); }
+__device__ __forceinline__ float load(const uint16_t* p, int64_t i) { return simd::bf16_to_float(p[i]); }
 __device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(uint16_t* p, int64_t i, float v) { p[i] = dm::float_to_bf16(v); }
+__device__ __forceinline__ void store(uint16_t* p, int64_t i, float v) { p[i] = simd::float_to_bf16(v); }
 // Where a bf16 op rounds its result: bf16 storage rounds, fp32 does not.
 __device__ __forceinline__ float rounded(const float*, float v) { return v; }
 __device__ __forceinline__ float rounded(const uint16_t*, float v) { return dm::round_bf16(v); }

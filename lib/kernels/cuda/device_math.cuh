@@ -1,54 +1,21 @@
-// Scalar math of the CUDA kernels (kernels/cuda/*.cu): bf16 bit patterns to and from float with torch's rounding,
-// SiLU, the two GELU forms and their derivatives, in the forms the host kernels use (kernels/activation.h). nvcc
+// Scalar math of the CUDA kernels (kernels/cuda/*.cu; bf16 conversions from kernels/half_convert.h): SiLU, the two
+// GELU forms and their derivatives, in the forms the host kernels use (kernels/activation.h). nvcc
 // compiles them as __host__ __device__ functions; the C++ compiler as plain inline ones, so a unit test
 // (tests/unit/test_device_math.cpp) checks them against LibTorch on a machine without a GPU.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
-#ifdef __CUDACC__
-#define HFTRAIN_HD __host__ __device__ __forceinline__
-#else
-#define HFTRAIN_HD inline
-#endif
+#include "kernels/half_convert.h"
+#include "kernels/host_device.h"
 
 namespace hftrain {
 namespace kernels {
 namespace device_math {
 
-HFTRAIN_HD float float_from_bits(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
-
-HFTRAIN_HD uint32_t bits_of_float(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
-}
-
-HFTRAIN_HD float bf16_to_float(uint16_t h) { return float_from_bits(static_cast<uint32_t>(h) << 16); }
-
-// Round to nearest even; NaN becomes the canonical quiet NaN, as c10::BFloat16 does.
-HFTRAIN_HD uint16_t float_to_bf16(float f) {
-  if (f != f) return 0x7FC0;
-  const uint32_t u = bits_of_float(f);
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-// f rounded to bf16 and back: where a bf16 op of LibTorch rounds its result.
-HFTRAIN_HD float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
+// f rounded to bf16 and back (kernels/half_convert.h's rounding): where a bf16 op of LibTorch rounds its result.
+HFTRAIN_HD float round_bf16(float f) { return simd::bf16_to_float(simd::float_to_bf16(f)); }
 
 HFTRAIN_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 

@@ -1,6 +1,6 @@
 // The CUDA kernels of the fused row operations, as host functions over device pointers (no LibTorch in them, so
 // nvcc compiles them without LibTorch's CUDA headers): the same operations and rounding as the host kernels
-// (kernels/normalization.h, activation.h, cross_entropy.h), each queued on `stream` (a cudaStream_t). Each returns
+// (kernels/normalization.h, activation.h, cross_entropy.h, quant4bit.h), each queued on `stream` (a cudaStream_t). Each returns
 // the CUDA error of its launch (0 = none); error_text names one. kernels/row_kernels.cpp wraps them with the host
 // kernels' signatures, giving them the caller's stream and the backward passes' workspace.
 #pragma once
@@ -9,6 +9,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/cross_entropy.h"
+#include "kernels/quant4bit.h"
 
 namespace hftrain {
 namespace kernels {
@@ -51,6 +52,14 @@ int swiglu_backward_bf16(const uint16_t* g, const uint16_t* u, const uint16_t* d
 // ignore_index nor in [0, vocab) gets a NaN loss and is left unwritten; the lowest such row is atomically kept in
 // *bad_row (set it to UINT64_MAX before), which the caller reads back to name it.
 int cross_entropy_rows(const CrossEntropyRows& p, float* row_loss, unsigned long long* bad_row, Stream stream);
+
+// Elements [begin, end) of a packed 4-bit tensor, and an 8-bit block-wise one (quant4bit.h), the pointers the device's.
+int dequantize_4bit(const uint8_t* packed, const float* absmax, const float* code, int64_t block, int64_t begin,
+                    int64_t end, float* out, Stream stream);
+int dequantize_4bit_bf16(const uint8_t* packed, const float* absmax, const float* code, int64_t block, int64_t begin,
+                         int64_t end, uint16_t* out, Stream stream);
+int dequantize_8bit_blockwise(const uint8_t* codes, int64_t n, int64_t block, const float* map, const float* absmax,
+                              float offset, float* out, Stream stream);
 
 }  // namespace cuda
 }  // namespace kernels

@@ -29,8 +29,8 @@ struct Elem<float> {
 };
 template <>
 struct Elem<uint16_t> {
-  __device__ static float load(const uint16_t* p, int64_t i) { return dm::bf16_to_float(p[i]); }
-  __device__ static void store(uint16_t* p, int64_t i, float v) { p[i] = dm::float_to_bf16(v); }
+  __device__ static float load(const uint16_t* p, int64_t i) { return simd::bf16_to_float(p[i]); }
+  __device__ static void store(uint16_t* p, int64_t i, float v) { p[i] = simd::float_to_bf16(v); }
   __device__ static float hf(float v) { return dm::round_bf16(v); }
 };
 
@@ -46,7 +46,7 @@ __device__ __forceinline__ float input_at(const float* x, const float* residual,
   return v;
 }
 __device__ __forceinline__ float input_at(const uint16_t* x, const float*, float*, int64_t i) {
-  return dm::bf16_to_float(x[i]);
+  return simd::bf16_to_float(x[i]);
 }
 
 template <class T>

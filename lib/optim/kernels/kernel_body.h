@@ -1,11 +1,13 @@
 // The optimizer updates written once over a SIMD lane type V (simd_*.h): V::kWidth elements per step, the
-// tail through the same vector code on a padded copy (so every element rounds alike). Included by one .cpp
+// tail through the same vector code on a padded copy (so every element rounds alike). The CUDA kernels
+// (optim/kernels/cuda/) apply the same bodies over the scalar lane, one element per thread (HFTRAIN_HD). Included by one .cpp
 // per instruction set, each compiled with its own target flags; everything here has internal linkage so
 // that no function compiled for one ISA can be picked by the linker for another.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/host_device.h"
 #include "optim/kernels/kernel_table.h"
 
 namespace hftrain {
@@ -23,14 +25,14 @@ struct Ptrs {
 };
 
 template <class V, ElementType G>
-typename V::R load_grad(const void* g, int64_t i, typename V::R scale) {
+HFTRAIN_HD typename V::R load_grad(const void* g, int64_t i, typename V::R scale) {
   if constexpr (G == ElementType::kF32) return V::mul(V::load(static_cast<const float*>(g) + i), scale);
   else if constexpr (G == ElementType::kBF16) return V::mul(V::load_bf16(static_cast<const uint16_t*>(g) + i), scale);
   else return V::mul(V::load_fp16(static_cast<const uint16_t*>(g) + i), scale);
 }
 
 template <class V, Out O>
-void store_param(const Ptrs& p, int64_t i, typename V::R w) {
+HFTRAIN_HD void store_param(const Ptrs& p, int64_t i, typename V::R w) {
   V::store(p.param + i, w);
   if constexpr (O == Out::kBF16) V::store_bf16(p.out16 + i, w);
   else if constexpr (O == Out::kF16) V::store_fp16(p.out16 + i, w);
@@ -39,7 +41,7 @@ void store_param(const Ptrs& p, int64_t i, typename V::R w) {
 struct AdamOp {
   using Coef = AdamCoef;
   template <class V, ElementType G, Out O>
-  static void apply(const Ptrs& p, int64_t i, float scale, const Coef& c) {
+  HFTRAIN_HD static void apply(const Ptrs& p, int64_t i, float scale, const Coef& c) {
     using R = typename V::R;
     R g = load_grad<V, G>(p.grad, i, V::set1(scale));
     const R w = V::load(p.param + i);
@@ -57,7 +59,7 @@ struct AdamOp {
 struct SgdOp {
   using Coef = SgdCoef;
   template <class V, ElementType G, Out O>
-  static void apply(const Ptrs& p, int64_t i, float scale, const Coef& c) {
+  HFTRAIN_HD static void apply(const Ptrs& p, int64_t i, float scale, const Coef& c) {
     using R = typename V::R;
     R d = load_grad<V, G>(p.grad, i, V::set1(scale));
     const R w = V::load(p.param + i);
@@ -75,7 +77,7 @@ struct SgdOp {
 struct LionOp {
   using Coef = LionCoef;
   template <class V, ElementType G, Out O>
-  static void apply(const Ptrs& p, int64_t i, float scale, const Coef& c) {
+  HFTRAIN_HD static void apply(const Ptrs& p, int64_t i, float scale, const Coef& c) {
     using R = typename V::R;
     const R g = load_grad<V, G>(p.grad, i, V::set1(scale));
     const R m = V::load(p.s0 + i);
@@ -89,7 +91,7 @@ struct LionOp {
 struct AdagradOp {
   using Coef = AdagradCoef;
   template <class V, ElementType G, Out O>
-  static void apply(const Ptrs& p, int64_t i, float scale, const Coef& c) {
+  HFTRAIN_HD static void apply(const Ptrs& p, int64_t i, float scale, const Coef& c) {
     using R = typename V::R;
     R g = load_grad<V, G>(p.grad, i, V::set1(scale));
     const R w = V::load(p.param + i);

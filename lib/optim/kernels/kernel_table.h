@@ -20,6 +20,9 @@ const KernelTable* scalar_table();
 const KernelTable* avx2_table();
 const KernelTable* avx512_table();
 const KernelTable* neon_table();
+// The CUDA updates over a whole stream on the current device's current stream (optim/kernels/cuda_table.cpp), or
+// nullptr on a build without them.
+const KernelTable* cuda_table();
 
 }  // namespace optim_kernels
 }  // namespace hftrain

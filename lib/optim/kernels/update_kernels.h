@@ -1,4 +1,5 @@
-// The CPU optimizer kernels: one streaming pass per parameter over plain float / 16-bit arrays (no torch types,
+// The optimizer kernels: one streaming pass per parameter over plain float / 16-bit arrays in host memory, or on a
+// CUDA device (Stream::on_cuda: optim/kernels/cuda/, where the build has them) (no torch types,
 // so this header is cheap to include). Each update reads the gradient (fp32, bf16 or fp16) multiplied by
 // `grad_scale` as it is loaded (clip coefficient / loss scale), updates the fp32 parameter and its fp32 state in
 // place and, when `out16` is set, writes the new parameter rounded to bf16 / fp16 (round to nearest even) in the
@@ -24,6 +25,8 @@ struct Stream {
   ElementType out_type = ElementType::kBF16;
   float grad_scale = 1.0f;     // multiplies every gradient element as it is loaded
   int64_t n = 0;
+  bool on_cuda = false;        // the pointers (state included) are a CUDA device's, the current one: the CUDA kernels run it
+  int cuda_device = -1;        // that device's index
 };
 
 // torch.optim.Adam / AdamW (1.13 single-tensor formula): p *= decay; g += l2*p; m = beta1*m + (1-beta1)*g;
@@ -69,6 +72,9 @@ std::vector<std::string> supported_isas();
 void set_isa(const std::string& name);
 // "avx2+fma, 2 threads": for the run-start block.
 std::string describe_kernels();
+
+// Whether this build has the CUDA updates (a CUDA LibTorch and nvcc when it was configured).
+bool cuda_updates_built();
 
 }  // namespace optim_kernels
 }  // namespace hftrain
