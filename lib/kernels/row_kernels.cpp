@@ -28,7 +28,8 @@ const RowKernels& host_row_kernels() {
                                &cross_entropy_rows,
                                &dequantize_4bit,
                                &dequantize_4bit_bf16,
-                               &dequantize_8bit_blockwise};
+                               &dequantize_8bit_blockwise,
+                               &rotary_rows};
   return host;
 }
 

@@ -1,5 +1,5 @@
-// The fused row kernels (norms, activations, token cross-entropy, the 4-bit and 8-bit dequantisation of a tile of
-// rows) of one kind of memory, as function pointers with
+// The fused row kernels (norms, activations, rotary embedding, token cross-entropy, the 4-bit and 8-bit
+// dequantisation of a tile of rows) of one kind of memory, as function pointers with
 // the host kernels' signatures: the host's SIMD kernels, or the CUDA kernels (kernels/cuda/) where this build
 // compiled them. The models' autograd operations (models/fused_*) take the set for the device their tensors are on,
 // so one operation serves both and nothing in them asks which device it is.
@@ -11,6 +11,7 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/normalization.h"
 #include "kernels/quant4bit.h"
+#include "kernels/rotary.h"
 
 namespace hftrain {
 namespace kernels {
@@ -35,6 +36,7 @@ struct RowKernels {
   decltype(&kernels::dequantize_4bit) dequantize_4bit;
   decltype(&kernels::dequantize_4bit_bf16) dequantize_4bit_bf16;
   decltype(&kernels::dequantize_8bit_blockwise) dequantize_8bit_blockwise;
+  decltype(&kernels::rotary_rows) rotary_rows;
 };
 
 const RowKernels& host_row_kernels();

@@ -146,6 +146,8 @@ void dequantize_8bit_blockwise_cuda(const uint8_t* codes, int64_t n, int64_t blo
         "dequantize_8bit_blockwise");
 }
 
+void rotary_rows_cuda(const RotaryRows& p) { check(cuda::rotary_rows(p, current_stream()), "rotary_rows"); }
+
 }  // namespace
 
 const RowKernels* cuda_row_kernels() {
@@ -167,7 +169,8 @@ const RowKernels* cuda_row_kernels() {
                                    &cross_entropy_rows_cuda,
                                    &dequantize_4bit_cuda,
                                    &dequantize_4bit_bf16_cuda,
-                                   &dequantize_8bit_blockwise_cuda};
+                                   &dequantize_8bit_blockwise_cuda,
+                                   &rotary_rows_cuda};
   return &cuda_set;
 }
 #else

@@ -14,6 +14,7 @@
 #include "models/fused_activations.h"
 #include "models/fused_embedding.h"
 #include "models/fused_norms.h"
+#include "models/fused_rotary.h"
 #include "models/hf_layers.h"
 #include "models/sequence_parallel.h"
 #include "util/error.h"
@@ -126,11 +127,6 @@ torch::Tensor GatedMlp::forward(const torch::Tensor& x) {
 
 namespace {
 
-torch::Tensor rotate_half(const torch::Tensor& x) {
-  const auto half = x.size(-1) / 2;
-  return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-}
-
 // The family's RMSNorm of x: weight * normalised x, or gemma's x normalised times (1 + weight), computed in float32
 // and then rounded to x's dtype, as HF's GemmaRMSNorm / Gemma2RMSNorm.
 torch::Tensor norm(const DecoderSpec& s, const torch::Tensor& x, const torch::Tensor& weight) {
@@ -218,8 +214,8 @@ struct RotaryDecoder::Layer : torch::nn::Module {
     } else {
       qp = q_proj(h), kp = k_proj(h), vp = v_proj(h);
     }
-    auto q = rotate(heads(qp, s.heads, q_norm), cos, sin);
-    auto k = rotate(heads(kp, s.kv_heads, k_norm), cos, sin);
+    auto q = apply_rotary(heads(qp, s.heads, q_norm), cos, sin);  // over the first cos.size(-1) dims of each head
+    auto k = apply_rotary(heads(kp, s.kv_heads, k_norm), cos, sin);
     auto v = heads(vp, s.kv_heads, {});
     torch::Tensor y;
     if (sp) {  // Ulysses: the whole sequence for this rank's share of the heads, rotated at the global positions
@@ -271,14 +267,6 @@ struct RotaryDecoder::Layer : torch::nn::Module {
   torch::Tensor feed_forward(const torch::Tensor& m) {
     if (mlp_tiles < 0) return mlp->forward(m);
     return tiled_over_tokens(mlp_fn, m, mlp_tiles > 0 ? mlp_tiles : auto_token_tiles(m.size(1), s.hidden_size));
-  }
-
-  // Rotary over the first cos.size(-1) dims of each head (all of them but for a partial rotary), the rest as is.
-  static torch::Tensor rotate(const torch::Tensor& t, const torch::Tensor& cos, const torch::Tensor& sin) {
-    const int64_t rd = cos.size(-1), d = t.size(-1);
-    if (rd == d) return t * cos + rotate_half(t) * sin;
-    const auto r = t.narrow(-1, 0, rd);
-    return torch::cat({r * cos + rotate_half(r) * sin, t.narrow(-1, rd, d - rd)}, -1);
   }
 
   DecoderSpec s;

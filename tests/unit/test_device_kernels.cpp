@@ -1,7 +1,7 @@
 // The fused row operations (models/fused_norms, fused_activations, lm_loss) on one device against float64 on the
 // host: LayerNorm and RMSNorm with the residual add, RMSNorm on bf16, GELU in both forms and SwiGLU in fp32 and
 // bf16, and the chunked loss's cross-entropy with label smoothing, ignored rows and a refused label; values and
-// gradients, each with its fused call counted; and NF4 / FP4 dequantisation (with the double quantisation's
+// gradients, each with its fused call counted; rotary embedding bit for bit LibTorch's ops; and NF4 / FP4 dequantisation (with the double quantisation's
 // 8-bit absmax) against the layout written out with LibTorch's ops, bit for bit. With a GPU (`[gpu]`, in hftrain_gpu_tests) these are the CUDA
 // kernels (kernels/cuda/), and their bf16 results are also held to the host kernels' to one bf16 place; on the host
 // (`[unit]`) the same checks run the host kernels, so the checks themselves are proven on every machine.
@@ -16,6 +16,7 @@
 #include "kernels/row_kernels.h"
 #include "models/fused_activations.h"
 #include "models/fused_norms.h"
+#include "models/fused_rotary.h"
 #include "models/lm_loss.h"
 #include "models/quantized_weight.h"
 #include "util/error.h"
@@ -262,6 +263,33 @@ void check_dequantization(torch::Device device) {
   }
 }
 
+// Rotary embedding of a transposed head view (as the decoder passes it) with bf16 heads and fp32 tables (autocast's
+// mix) and all-fp32: bit for bit LibTorch's ops on the same device, values and gradients (the kernel rounds where
+// they round and never fuses a multiply-add).
+void check_rotary(torch::Device device) {
+  torch::manual_seed(9);
+  for (const auto head_type : {torch::kFloat, torch::kBFloat16}) {
+    INFO("heads " << head_type);
+    const auto x0 = (torch::randn({2, 300, 4, 64}) * 2).to(head_type).to(device);
+    const auto angle = torch::rand({1, 1, 300, 32}) * 50;
+    const auto cos = torch::cat({angle.cos(), angle.cos()}, -1).to(device), sin = torch::cat({angle.sin(), angle.sin()}, -1).to(device);
+    const auto dy = torch::randn({2, 4, 300, 64}).to(device);
+    std::vector<torch::Tensor> got[2];
+    for (const bool fused : {true, false}) {
+      kernels::set_fused_kernels_enabled(fused);
+      auto x = x0.clone().requires_grad_(true);
+      const int64_t before = calls(kernels::FusedKernel::kRotary);
+      auto y = apply_rotary(x.transpose(1, 2), cos, sin);
+      CHECK(calls(kernels::FusedKernel::kRotary) == before + (fused ? 1 : 0));
+      y.backward(dy.to(y.scalar_type()));
+      got[fused ? 0 : 1] = {y.detach().to(torch::kCPU), x.grad().to(torch::kCPU)};
+      kernels::set_fused_kernels_enabled(true);
+    }
+    CHECK(torch::equal(got[0][0], got[1][0]));
+    CHECK(torch::equal(got[0][1], got[1][1]));
+  }
+}
+
 void check_all_row_ops_on(torch::Device device) {
   REQUIRE(kernels::row_kernels_on(device) != nullptr);
   SECTION("LayerNorm and RMSNorm with the residual add, fp32") { check_norms_fp32(device); }
@@ -269,6 +297,7 @@ void check_all_row_ops_on(torch::Device device) {
   SECTION("RMSNorm, SwiGLU and GELU on bf16") { check_bf16_ops(device); }
   SECTION("the chunked loss's cross-entropy") { check_cross_entropy(device); }
   SECTION("4-bit and 8-bit block-wise dequantisation") { check_dequantization(device); }
+  SECTION("rotary embedding") { check_rotary(device); }
 }
 
 }  // namespace

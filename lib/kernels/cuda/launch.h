@@ -1,6 +1,6 @@
 // The CUDA kernels of the fused row operations, as host functions over device pointers (no LibTorch in them, so
 // nvcc compiles them without LibTorch's CUDA headers): the same operations and rounding as the host kernels
-// (kernels/normalization.h, activation.h, cross_entropy.h, quant4bit.h), each queued on `stream` (a cudaStream_t). Each returns
+// (kernels/normalization.h, activation.h, cross_entropy.h, quant4bit.h, rotary.h), each queued on `stream` (a cudaStream_t). Each returns
 // the CUDA error of its launch (0 = none); error_text names one. kernels/row_kernels.cpp wraps them with the host
 // kernels' signatures, giving them the caller's stream and the backward passes' workspace.
 #pragma once
@@ -10,6 +10,7 @@
 #include "kernels/activation.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/quant4bit.h"
+#include "kernels/rotary.h"
 
 namespace hftrain {
 namespace kernels {
@@ -60,6 +61,9 @@ int dequantize_4bit_bf16(const uint8_t* packed, const float* absmax, const float
                          int64_t end, uint16_t* out, Stream stream);
 int dequantize_8bit_blockwise(const uint8_t* codes, int64_t n, int64_t block, const float* map, const float* absmax,
                               float offset, float* out, Stream stream);
+
+// Rotary embedding's forward or backward over device pointers (rotary.h).
+int rotary_rows(const RotaryRows& p, Stream stream);
 
 }  // namespace cuda
 }  // namespace kernels
