@@ -49,7 +49,7 @@ void Adagrad::step(double lr, const StepScaling& scaling) {
   }
 }
 
-std::string Adagrad::kernel_description() const { return optim_kernels::describe_kernels(); }
+std::string Adagrad::kernel_description() const { return hftrain::kernel_description(groups_); }
 
 std::map<std::string, torch::Tensor> Adagrad::state() const {
   std::map<std::string, torch::Tensor> out;

@@ -63,7 +63,7 @@ void AdamBase::step(double lr, const StepScaling& scaling) {
   }
 }
 
-std::string AdamBase::kernel_description() const { return optim_kernels::describe_kernels(); }
+std::string AdamBase::kernel_description() const { return hftrain::kernel_description(groups_); }
 
 std::map<std::string, torch::Tensor> AdamBase::state() const {
   std::map<std::string, torch::Tensor> out;

@@ -55,7 +55,7 @@ void Lion::step(double lr, const StepScaling& scaling) {
   }
 }
 
-std::string Lion::kernel_description() const { return optim_kernels::describe_kernels(); }
+std::string Lion::kernel_description() const { return hftrain::kernel_description(groups_); }
 
 std::map<std::string, torch::Tensor> Lion::state() const {
   std::map<std::string, torch::Tensor> out;

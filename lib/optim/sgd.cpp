@@ -63,7 +63,7 @@ void Sgd::step(double lr, const StepScaling& scaling) {
   }
 }
 
-std::string Sgd::kernel_description() const { return optim_kernels::describe_kernels(); }
+std::string Sgd::kernel_description() const { return hftrain::kernel_description(groups_); }
 
 std::map<std::string, torch::Tensor> Sgd::state() const {
   std::map<std::string, torch::Tensor> out;

@@ -60,6 +60,15 @@ bool kernel_stream(const torch::Tensor& param, const StepTensors& t, double grad
   return true;
 }
 
+std::string kernel_description(const std::vector<ParamGroup>& groups) {
+  for (const auto& group : groups)
+    for (const auto& param : group.params)
+      if (param.defined() && param.device().is_cuda())
+        return optim_kernels::cuda_updates_built() ? "CUDA kernels, one pass per parameter"
+                                                   : "LibTorch's ops on the GPU (no CUDA kernels in this build)";
+  return optim_kernels::describe_kernels();
+}
+
 torch::Tensor fp32_gradient(const torch::Tensor& grad, double grad_scale) {
   const bool half = grad.scalar_type() == torch::kBFloat16 || grad.scalar_type() == torch::kHalf;
   if (!half) return grad_scale == 1.0 ? grad : grad.mul(grad_scale);  // fp32 (or float64) as it is

@@ -22,6 +22,11 @@ bool kernel_stream(const torch::Tensor& param, const StepTensors& t, double grad
 // Optimizer state a kernel can update in place beside `stream`'s parameter: a contiguous fp32 tensor in its memory.
 bool kernel_state(const torch::Tensor& state, const optim_kernels::Stream& stream);
 
+// What the run-start line says of an optimizer over `groups` that updates through the kernels: the CPU kernels'
+// instruction set and threads, or, for parameters on a CUDA device, the CUDA updates (or LibTorch's ops on a build
+// without them).
+std::string kernel_description(const std::vector<ParamGroup>& groups);
+
 // Op-by-op path: a 16-bit gradient as fp32 (others as they are), multiplied by grad_scale (the stored
 // gradient is not changed).
 torch::Tensor fp32_gradient(const torch::Tensor& grad, double grad_scale);
