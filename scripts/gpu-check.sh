@@ -9,7 +9,8 @@
 # runs the unit tests. HFTRAIN_GPU_TESTS=quick is the short check for a small time budget: the CLI and the
 # GPU tests alone (hftrain_gpu_tests: device placement, every ZeRO stage on the GPU, NCCL), then a few runs.
 # HFTRAIN_GPU_PEER=1 runs only bench/gpu_peer.py after the CLI's build (issue 60: hftrain beside HF Trainer and
-# a plain PyTorch loop, GPT-2 124M and a Llama-3.2-1B shape in bf16; OUT_DIR/peer.txt and OUT_DIR/peer/).
+# a plain PyTorch loop, GPT-2 124M and a Llama-3.2-1B shape in bf16; OUT_DIR/peer.txt and OUT_DIR/peer/); with
+# HFTRAIN_GPU_TESTS=quick as well it builds hftrain_gpu_tests too and runs its [gpu] tests (the CUDA kernels') first.
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [build-dir]}
 build=${2:-build-cuda}
@@ -86,6 +87,10 @@ if [ "${HFTRAIN_GPU_PEER:-0}" = 1 ]; then
   # included; an estimate, not yet measured), so build + benchmark fit one 10-minute command. HFTRAIN_PEER_TIMEOUT
   # (360 s) bounds it: the script's own --time-budget, 20 s less, cuts a side short and still writes the table.
   # HFTRAIN_PEER_SHAPES / HFTRAIN_PEER_SIDES narrow it (e.g. llama-1b, or hftrain,hf).
+  if [ -x "$build/tests/hftrain_gpu_tests" ]; then  # with HFTRAIN_GPU_TESTS=quick too: the [gpu] tests first
+    HFTRAIN_REQUIRE_GPU=1 timeout 150 "$build/tests/hftrain_gpu_tests" "[gpu]" > "$out/unit_gpu.log" 2>&1
+    stamp "[gpu] tests rc=$? (unit_gpu.log): $(grep -E "test cases|assertions" "$out/unit_gpu.log" | tail -1)"
+  fi
   rm -rf /tmp/hftrain-peer
   peer_timeout=${HFTRAIN_PEER_TIMEOUT:-360}
   PYTHONUNBUFFERED=1 timeout "$peer_timeout" python3 bench/gpu_peer.py --hftrain "$build/hftrain" \
