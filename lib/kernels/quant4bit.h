@@ -48,8 +48,7 @@ HFTRAIN_HD uint8_t quant4_nibble_at(const uint8_t* packed, int64_t i) {
 // rounded before the offset is added). Host and CUDA kernels.
 HFTRAIN_HD float dequantized_8bit(const uint8_t* codes, const float* map, const float* absmax, int64_t block,
                                   float offset, int64_t i) {
-  const float scaled = map[codes[i]] * absmax[i / block];
-  return scaled + offset;
+  return mul_rounded(map[codes[i]], absmax[i / block]) + offset;
 }
 
 // x[n] -> packed[(n + 1) / 2], absmax[quant_blocks(n, block)]. `code` is quant4_code_values(type).

@@ -48,15 +48,6 @@ struct RowIo<RowType::kBF16> {
   HFTRAIN_HD static void store(void* p, int64_t i, float v) { static_cast<uint16_t*>(p)[i] = simd::float_to_bf16(v); }
 };
 
-// a * b rounded on its own (never contracted into a multiply-add), as LibTorch's separate mul and add kernels round.
-HFTRAIN_HD float rotary_product(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
 // Row r of the [batch * heads * tokens] rows: its first element in x, in the tables and in out.
 struct RotaryRowStart {
   int64_t x, table, out;
@@ -82,13 +73,13 @@ HFTRAIN_HD void rotary_pair(const RotaryRows& p, const RotaryRowStart& at, int64
   const float a = XIo::load(p.x, at.x + j), b = XIo::load(p.x, at.x + j + h);
   const float cos_lo = TIo::load(p.cos, at.table + j), cos_hi = TIo::load(p.cos, at.table + j + h);
   const float sin_lo = TIo::load(p.sin, at.table + j), sin_hi = TIo::load(p.sin, at.table + j + h);
-  const float a_cos = OIo::round(rotary_product(a, cos_lo)), b_cos = OIo::round(rotary_product(b, cos_hi));
+  const float a_cos = OIo::round(mul_rounded(a, cos_lo)), b_cos = OIo::round(mul_rounded(b, cos_hi));
   if (!p.backward) {  // (a, b) -> (a cos - b sin, b cos + a sin), each term rounded, then the sum
-    OIo::store(p.out, at.out + j, OIo::round(a_cos + OIo::round(rotary_product(-b, sin_lo))));
-    OIo::store(p.out, at.out + j + h, OIo::round(b_cos + OIo::round(rotary_product(a, sin_hi))));
+    OIo::store(p.out, at.out + j, OIo::round(a_cos + OIo::round(mul_rounded(-b, sin_lo))));
+    OIo::store(p.out, at.out + j + h, OIo::round(b_cos + OIo::round(mul_rounded(a, sin_hi))));
   } else {  // (dy_a, dy_b) -> (dy_a cos + dy_b sin_hi, dy_b cos - dy_a sin_lo)
-    OIo::store(p.out, at.out + j, OIo::round(a_cos + OIo::round(rotary_product(b, sin_hi))));
-    OIo::store(p.out, at.out + j + h, OIo::round(b_cos - OIo::round(rotary_product(a, sin_lo))));
+    OIo::store(p.out, at.out + j, OIo::round(a_cos + OIo::round(mul_rounded(b, sin_hi))));
+    OIo::store(p.out, at.out + j + h, OIo::round(b_cos - OIo::round(mul_rounded(a, sin_lo))));
   }
 }
 

@@ -159,7 +159,8 @@ torch::Tensor QuantizedWeight::block_absmax() const {
     return nested_quant_map.index_select(0, absmax.to(torch::kLong)) * scale + offset;
   }
   torch::Tensor out = torch::empty({n}, absmax.options().dtype(torch::kFloat));
-  const torch::Tensor codes = absmax.contiguous(), scales = nested_absmax.contiguous(), map = nested_quant_map.contiguous();
+  const torch::Tensor codes = absmax.contiguous(), scales = nested_absmax.to(absmax.device()).contiguous(),
+                      map = nested_quant_map.to(absmax.device()).contiguous();
   k->dequantize_8bit_blockwise(codes.data_ptr<uint8_t>(), n, settings.nested_blocksize, map.data_ptr<float>(),
                                scales.data_ptr<float>(), offset, out.data_ptr<float>());
   return out;

@@ -194,13 +194,14 @@ void check_cross_entropy(torch::Device device) {
   labels[0][3] = -100;
   labels[1][20] = -100;
   for (const double epsilon : {0.0, 0.1}) {
-    INFO("epsilon " << epsilon);
-    auto in = leaves_on(host, device);
+    for (const double logit_scale : {1.0, 40.0}) {  // 40: logits near 100, a confident row's loss near 0
+    INFO("epsilon " << epsilon << " logit scale " << logit_scale);
+    auto in = leaves_on({host[0] * logit_scale, host[1], host[2]}, device);
     const int64_t before = calls(kernels::FusedKernel::kCrossEntropy);
     auto loss = linear_cross_entropy(in[0], in[1], in[2], labels.to(device), epsilon, 0.0, 16);
     CHECK(calls(kernels::FusedKernel::kCrossEntropy) > before);
     loss.backward();
-    auto ref = leaves64(host);
+    auto ref = leaves64({host[0] * logit_scale, host[1], host[2]});
     auto z = torch::matmul(ref[0], ref[1].t()) + ref[2];
     auto logp = torch::log_softmax(z.reshape({-1, vocab}), 1);
     auto y = labels.reshape({-1});
@@ -211,6 +212,7 @@ void check_cross_entropy(torch::Device device) {
     loss64.backward();
     CHECK(max_rel(loss, loss64) < 2e-6);
     check_grads(in, ref, 2e-5);
+    }
   }
   auto bad = labels.clone();
   bad[1][5] = vocab + 7;

@@ -1,7 +1,8 @@
 // Token cross-entropy over rows of fp32 logits on a CUDA device (see launch.h; the host kernel is
-// kernels/cross_entropy.h): one block per row at a time, the row's max and sum of exponentials by block
-// reductions, the loss (1 - eps)(lse - z[label]) + eps (lse - mean z), and the gradient
-// scale (softmax(z) - (1 - eps) onehot(label) - eps / vocab) written over the logits.
+// kernels/cross_entropy.h, whose arithmetic this follows): one block per row at a time, the row's max and sum of
+// exponentials by block reductions, the loss (1 - eps)(lse - z[label]) + eps (lse - mean z) with lse - z taken as
+// (m - z) + log(total), and the gradient scale (softmax(z) - (1 - eps) onehot(label) - eps / vocab) written over the
+// logits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,20 +38,24 @@ __global__ void cross_entropy_kernel(CrossEntropyRows p, float* row_loss, unsign
     float m = -INFINITY;
     for (int64_t c = threadIdx.x; c < p.vocab; c += blockDim.x) m = fmaxf(m, z[c]);
     m = block_max(m, scratch);
-    float e = 0.0f, total = 0.0f;
+    float e = 0.0f, sum_z = 0.0f;
     for (int64_t c = threadIdx.x; c < p.vocab; c += blockDim.x) {
       e += expf(z[c] - m);
-      total += z[c];
+      sum_z += z[c];
     }
-    const float lse = m + logf(block_sum(e, scratch));
-    const float mean_z = p.epsilon != 0.0f ? block_sum(total, scratch) / vocab : 0.0f;
+    // lse - z = (m - z) + log(total), as the host kernel takes it: the difference of the two large numbers exactly
+    // first, so large logits keep the loss's digits (lse itself is never rounded to a float).
+    const float total = block_sum(e, scratch), log_total = logf(total);
+    const float mean_z = p.epsilon != 0.0f ? block_sum(sum_z, scratch) / vocab : 0.0f;
     if (threadIdx.x == 0)
-      row_loss[r] = (1.0f - p.epsilon) * (lse - z_label) + (p.epsilon != 0.0f ? p.epsilon * (lse - mean_z) : 0.0f);
+      row_loss[r] = (1.0f - p.epsilon) * ((m - z_label) + log_total) +
+                    (p.epsilon != 0.0f ? p.epsilon * ((m - mean_z) + log_total) : 0.0f);
     if (!p.gradient) continue;
-    const float smooth = p.epsilon / vocab;
+    // scale (e^(z - m) / total - eps / vocab), the label's less scale (1 - eps).
+    const float factor = p.scale / total, shift = p.scale * p.epsilon / vocab;
     for (int64_t c = threadIdx.x; c < p.vocab; c += blockDim.x) {
-      const float target = c == label ? 1.0f - p.epsilon : 0.0f;
-      z[c] = p.scale * (expf(z[c] - lse) - target - smooth);
+      const float g = expf(z[c] - m) * factor - shift;
+      z[c] = c == label ? g - p.scale * (1.0f - p.epsilon) : g;
     }
   }
 }

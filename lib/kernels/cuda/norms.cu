@@ -108,7 +108,7 @@ __global__ void column_sum_kernel(const float* workspace, int64_t blocks, int64_
 
 template <class T>
 void launch_column_sum(const float* workspace, int64_t blocks, int64_t cols, T* out, cudaStream_t stream) {
-  const int64_t grid = std::min<int64_t>((cols + kRowThreads - 1) / kRowThreads, 1024);
+  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>((cols + kRowThreads - 1) / kRowThreads, 1024));
   column_sum_kernel<T><<<grid, kRowThreads, 0, stream>>>(workspace, blocks, cols, out);
 }
 
