@@ -56,52 +56,51 @@ __global__ void swiglu_backward_kernel(const T* g, const T* u, const T* dy, T* d
 
 #undef HFTRAIN_GRID_STRIDE
 
-int64_t grid_for(int64_t n) { return std::max<int64_t>(1, std::min<int64_t>((n + kRowThreads - 1) / kRowThreads, 8192)); }
+int64_t grid_for(int64_t n) { return grid_for_items(n, 8192); }
 cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
-int launched() { return static_cast<int>(cudaGetLastError()); }
 
 }  // namespace
 
 int gelu_forward(const float* x, float* y, int64_t n, GeluForm form, Stream stream) {
   gelu_forward_kernel<float><<<grid_for(n), kRowThreads, 0, as_stream(stream)>>>(x, y, n, form == GeluForm::kTanh);
-  return launched();
+  return launch_error();
 }
 
 int gelu_backward(const float* x, const float* dy, float* dx, int64_t n, GeluForm form, Stream stream) {
   gelu_backward_kernel<float><<<grid_for(n), kRowThreads, 0, as_stream(stream)>>>(x, dy, dx, n, form == GeluForm::kTanh);
-  return launched();
+  return launch_error();
 }
 
 int gelu_forward_bf16(const uint16_t* x, uint16_t* y, int64_t n, GeluForm form, Stream stream) {
   gelu_forward_kernel<uint16_t><<<grid_for(n), kRowThreads, 0, as_stream(stream)>>>(x, y, n, form == GeluForm::kTanh);
-  return launched();
+  return launch_error();
 }
 
 int gelu_backward_bf16(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n, GeluForm form, Stream stream) {
   gelu_backward_kernel<uint16_t><<<grid_for(n), kRowThreads, 0, as_stream(stream)>>>(x, dy, dx, n,
                                                                                      form == GeluForm::kTanh);
-  return launched();
+  return launch_error();
 }
 
 int swiglu_forward(const float* g, const float* u, float* y, int64_t n, Stream stream) {
   swiglu_forward_kernel<float><<<grid_for(n), kRowThreads, 0, as_stream(stream)>>>(g, u, y, n);
-  return launched();
+  return launch_error();
 }
 
 int swiglu_backward(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n, Stream stream) {
   swiglu_backward_kernel<float><<<grid_for(n), kRowThreads, 0, as_stream(stream)>>>(g, u, dy, dg, du, n);
-  return launched();
+  return launch_error();
 }
 
 int swiglu_forward_bf16(const uint16_t* g, const uint16_t* u, uint16_t* y, int64_t n, Stream stream) {
   swiglu_forward_kernel<uint16_t><<<grid_for(n), kRowThreads, 0, as_stream(stream)>>>(g, u, y, n);
-  return launched();
+  return launch_error();
 }
 
 int swiglu_backward_bf16(const uint16_t* g, const uint16_t* u, const uint16_t* dy, uint16_t* dg, uint16_t* du, int64_t n,
                          Stream stream) {
   swiglu_backward_kernel<uint16_t><<<grid_for(n), kRowThreads, 0, as_stream(stream)>>>(g, u, dy, dg, du, n);
-  return launched();
+  return launch_error();
 }
 
 }  // namespace cuda

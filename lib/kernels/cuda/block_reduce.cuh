@@ -1,12 +1,27 @@
 // Sums and maxima over the threads of one block (a warp's shuffles, then the warps' results through shared
-// memory), for the row kernels of kernels/cuda/: every thread gets the result.
+// memory), for the row kernels of kernels/cuda/: every thread gets the result. And what every CUDA kernel of lib/
+// shares at launch: the block size, the grid sizes (never 0; grid-stride loops take the rest) and the launch's error.
 #pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
 
 namespace hftrain {
 namespace kernels {
 namespace cuda {
 
-constexpr int kRowThreads = 256;  // threads per block of the row kernels (one row per block at a time)
+constexpr int kRowThreads = 256;  // threads per block of every kernel (row kernels: one row per block at a time)
+
+// Blocks for `items` items at one per thread, at most `cap`.
+inline int64_t grid_for_items(int64_t items, int64_t cap) {
+  return std::max<int64_t>(1, std::min<int64_t>((items + kRowThreads - 1) / kRowThreads, cap));
+}
+// Blocks for `rows` rows at one block per row, at most `cap`.
+inline int64_t grid_for_rows(int64_t rows, int64_t cap) { return std::max<int64_t>(1, std::min<int64_t>(rows, cap)); }
+// The CUDA error of the launches just queued (0 = none), as launch.h's functions return it.
+inline int launch_error() { return static_cast<int>(cudaGetLastError()); }
 
 template <class Op>
 __device__ __forceinline__ float warp_reduce(float v, Op op) {

@@ -63,9 +63,9 @@ __global__ void cross_entropy_kernel(CrossEntropyRows p, float* row_loss, unsign
 }  // namespace
 
 int cross_entropy_rows(const CrossEntropyRows& p, float* row_loss, unsigned long long* bad_row, Stream stream) {
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(p.rows, 8192));
-  cross_entropy_kernel<<<grid, kRowThreads, 0, static_cast<cudaStream_t>(stream)>>>(p, row_loss, bad_row);
-  return static_cast<int>(cudaGetLastError());
+  cross_entropy_kernel<<<grid_for_rows(p.rows, 8192), kRowThreads, 0, static_cast<cudaStream_t>(stream)>>>(p, row_loss,
+                                                                                                           bad_row);
+  return launch_error();
 }
 
 }  // namespace cuda

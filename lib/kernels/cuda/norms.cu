@@ -34,9 +34,8 @@ struct Elem<uint16_t> {
   __device__ static float hf(float v) { return dm::round_bf16(v); }
 };
 
-int64_t grid_for_rows(int64_t rows) { return std::max<int64_t>(1, std::min<int64_t>(rows, 4096)); }
+int64_t grid_for_rows(int64_t rows) { return cuda::grid_for_rows(rows, 4096); }
 
-int launched() { return static_cast<int>(cudaGetLastError()); }
 
 // The norm's input element: x, or x + residual written to sum (fp32 rows only).
 __device__ __forceinline__ float input_at(const float* x, const float* residual, float* sum, int64_t i) {
@@ -108,7 +107,7 @@ __global__ void column_sum_kernel(const float* workspace, int64_t blocks, int64_
 
 template <class T>
 void launch_column_sum(const float* workspace, int64_t blocks, int64_t cols, T* out, cudaStream_t stream) {
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>((cols + kRowThreads - 1) / kRowThreads, 1024));
+  const int64_t grid = grid_for_items(cols, 1024);
   column_sum_kernel<T><<<grid, kRowThreads, 0, stream>>>(workspace, blocks, cols, out);
 }
 
@@ -178,27 +177,27 @@ int rms_backward(const T* x, const T* w, const T* dy, const float* d_sum, const 
   rms_backward_kernel<T><<<blocks, kRowThreads, 0, s>>>(x, w, dy, d_sum, rstd, dx, dw != nullptr ? workspace : nullptr,
                                                          rows, cols);
   if (dw != nullptr) launch_column_sum<T>(workspace, blocks, cols, dw, s);
-  return launched();
+  return launch_error();
 }
 
 }  // namespace
 
 const char* error_text(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
 
-int64_t norm_backward_blocks(int64_t rows) { return std::max<int64_t>(1, std::min<int64_t>(rows, 512)); }
+int64_t norm_backward_blocks(int64_t rows) { return cuda::grid_for_rows(rows, 512); }
 
 int rms_norm_forward(const float* x, const float* residual, float* sum, const float* w, float* y, float* rstd,
                      int64_t rows, int64_t cols, float eps, Stream stream) {
   rms_forward_kernel<float><<<grid_for_rows(rows), kRowThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, residual, sum, w, y, rstd, rows, cols, eps);
-  return launched();
+  return launch_error();
 }
 
 int rms_norm_forward_bf16(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t rows, int64_t cols,
                           float eps, Stream stream) {
   rms_forward_kernel<uint16_t><<<grid_for_rows(rows), kRowThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, nullptr, nullptr, w, y, rstd, rows, cols, eps);
-  return launched();
+  return launch_error();
 }
 
 int rms_norm_backward(const float* x, const float* w, const float* dy, const float* d_sum, const float* rstd, float* dx,
@@ -215,7 +214,7 @@ int layer_norm_forward(const float* x, const float* residual, float* sum, const 
                        float* mean, float* rstd, int64_t rows, int64_t cols, float eps, Stream stream) {
   layer_forward_kernel<<<grid_for_rows(rows), kRowThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, residual, sum, w, b, y, mean, rstd, rows, cols, eps);
-  return launched();
+  return launch_error();
 }
 
 int layer_norm_backward(const float* x, const float* w, const float* dy, const float* d_sum, const float* mean,
@@ -228,7 +227,7 @@ int layer_norm_backward(const float* x, const float* w, const float* dy, const f
   layer_backward_kernel<<<blocks, kRowThreads, 0, s>>>(x, w, dy, d_sum, mean, rstd, dx, dw_ws, db_ws, rows, cols);
   if (dw != nullptr) launch_column_sum<float>(dw_ws, blocks, cols, dw, s);
   if (db != nullptr) launch_column_sum<float>(db_ws, blocks, cols, db, s);
-  return launched();
+  return launch_error();
 }
 
 }  // namespace cuda

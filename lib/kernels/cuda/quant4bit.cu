@@ -34,7 +34,7 @@ __global__ void dequantize_8bit_kernel(const uint8_t* codes, int64_t n, int64_t 
     out[i] = dequantized_8bit(codes, map, absmax, block, offset, i);
 }
 
-int64_t grid_for(int64_t n) { return std::max<int64_t>(1, std::min<int64_t>((n + kRowThreads - 1) / kRowThreads, 8192)); }
+int64_t grid_for(int64_t n) { return grid_for_items(n, 8192); }
 
 }  // namespace
 
@@ -43,7 +43,7 @@ int dequantize_4bit(const uint8_t* packed, const float* absmax, const float* cod
   if (end > begin)
     dequantize_4bit_kernel<float><<<grid_for(end - begin), kRowThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         packed, absmax, code, block, begin, end, out);
-  return static_cast<int>(cudaGetLastError());
+  return launch_error();
 }
 
 int dequantize_4bit_bf16(const uint8_t* packed, const float* absmax, const float* code, int64_t block, int64_t begin,
@@ -51,7 +51,7 @@ int dequantize_4bit_bf16(const uint8_t* packed, const float* absmax, const float
   if (end > begin)
     dequantize_4bit_kernel<uint16_t><<<grid_for(end - begin), kRowThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         packed, absmax, code, block, begin, end, out);
-  return static_cast<int>(cudaGetLastError());
+  return launch_error();
 }
 
 int dequantize_8bit_blockwise(const uint8_t* codes, int64_t n, int64_t block, const float* map, const float* absmax,
@@ -59,7 +59,7 @@ int dequantize_8bit_blockwise(const uint8_t* codes, int64_t n, int64_t block, co
   if (n > 0)
     dequantize_8bit_kernel<<<grid_for(n), kRowThreads, 0, static_cast<cudaStream_t>(stream)>>>(codes, n, block, map,
                                                                                                 absmax, offset, out);
-  return static_cast<int>(cudaGetLastError());
+  return launch_error();
 }
 
 }  // namespace cuda

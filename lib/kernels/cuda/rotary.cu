@@ -27,8 +27,7 @@ struct DeviceRows {
   void run() const {
     const int64_t items = rotary_items_per_row(p), n = p.batch * p.heads * p.tokens * items;
     if (n == 0) return;
-    const int64_t grid = std::max<int64_t>(1, std::min<int64_t>((n + kRowThreads - 1) / kRowThreads, 16384));
-    rotary_kernel<X, Tab, Out><<<grid, kRowThreads, 0, stream>>>(p, items, n);
+    rotary_kernel<X, Tab, Out><<<grid_for_items(n, 16384), kRowThreads, 0, stream>>>(p, items, n);
   }
 };
 
@@ -37,7 +36,7 @@ struct DeviceRows {
 int rotary_rows(const RotaryRows& p, Stream stream) {
   DeviceRows rows{p, static_cast<cudaStream_t>(stream)};
   rotary_dispatch(p, rows);
-  return static_cast<int>(cudaGetLastError());
+  return launch_error();
 }
 
 }  // namespace cuda

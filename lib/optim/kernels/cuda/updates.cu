@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/simd_scalar.h"
 #include "optim/kernels/cuda/launch.h"
 #include "optim/kernels/kernel_body.h"
@@ -16,7 +17,8 @@ namespace cuda {
 namespace {
 
 using Lane = simd::ScalarIsa;
-constexpr int kThreads = 256;
+using kernels::cuda::grid_for_items;
+using kernels::cuda::kRowThreads;
 
 template <class Op, ElementType G, Out O>
 __global__ void update_kernel(Ptrs p, int64_t n, float scale, typename Op::Coef c) {
@@ -27,13 +29,13 @@ __global__ void update_kernel(Ptrs p, int64_t n, float scale, typename Op::Coef 
 
 template <class Op, ElementType G>
 void launch_typed(const Stream& s, const Ptrs& p, const typename Op::Coef& c, cudaStream_t stream) {
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>((s.n + kThreads - 1) / kThreads, 16384));
+  const int64_t grid = grid_for_items(s.n, 16384);
   if (s.out16 == nullptr)
-    update_kernel<Op, G, Out::kNone><<<grid, kThreads, 0, stream>>>(p, s.n, s.grad_scale, c);
+    update_kernel<Op, G, Out::kNone><<<grid, kRowThreads, 0, stream>>>(p, s.n, s.grad_scale, c);
   else if (s.out_type == ElementType::kF16)
-    update_kernel<Op, G, Out::kF16><<<grid, kThreads, 0, stream>>>(p, s.n, s.grad_scale, c);
+    update_kernel<Op, G, Out::kF16><<<grid, kRowThreads, 0, stream>>>(p, s.n, s.grad_scale, c);
   else
-    update_kernel<Op, G, Out::kBF16><<<grid, kThreads, 0, stream>>>(p, s.n, s.grad_scale, c);
+    update_kernel<Op, G, Out::kBF16><<<grid, kRowThreads, 0, stream>>>(p, s.n, s.grad_scale, c);
 }
 
 template <class Op>
@@ -46,7 +48,7 @@ int launch(const Stream& s, float* s0, float* s1, const typename Op::Coef& c, vo
     case ElementType::kBF16: launch_typed<Op, ElementType::kBF16>(s, p, c, st); break;
     case ElementType::kF16: launch_typed<Op, ElementType::kF16>(s, p, c, st); break;
   }
-  return static_cast<int>(cudaGetLastError());
+  return kernels::cuda::launch_error();
 }
 
 }  // namespace
