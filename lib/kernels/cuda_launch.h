@@ -15,6 +15,10 @@ namespace kernels {
 // A cudaStream_t, as void*. Defined only where the build has the CUDA kernels.
 void* current_cuda_stream();
 
+// Why the CUDA kernels do not run in this process ("no CUDA kernels in this build", or the CUDA error of loading them
+// on the current device, asked once), or "" when they do. Without them the CUDA tensors take LibTorch's ops.
+const std::string& cuda_kernels_unusable();
+
 // Throws RuntimeFailure "CUDA kernel <what>: <error_text>" when code is not 0 (cudaSuccess).
 void check_cuda_launch(int code, const char* error_text, const std::string& what);
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda_launch.h"
 #include "kernels/kernel_choice.h"
 
 namespace hftrain {
@@ -42,7 +43,9 @@ const RowKernels* row_kernels_on(const c10::Device& device) {
 
 const RowKernels& row_kernels_at(const c10::Device& device) {
   const RowKernels* set = row_kernels_on(device);
-  if (set == nullptr) throw std::logic_error("no fused row kernels for tensors on " + device.str());
+  if (set == nullptr)
+    throw std::logic_error("no fused row kernels for tensors on " + device.str() +
+                           (device.is_cuda() ? " (" + cuda_kernels_unusable() + ")" : std::string()));
   return *set;
 }
 

@@ -1,7 +1,7 @@
 // The CUDA set of fused row kernels (see row_kernels.h): kernels/cuda/'s launchers given the current CUDA stream,
 // the backward passes' workspace (from LibTorch's caching allocator, ordered on that stream) and errors as
 // RuntimeFailure naming the kernel. Compiled with the launchers only where lib/CMakeLists.txt built kernels/cuda/
-// (HFTRAIN_WITH_CUDA_KERNELS); elsewhere there is no CUDA set.
+// (HFTRAIN_WITH_CUDA_KERNELS) and where they load on the device (cuda_kernels_unusable); elsewhere there is no CUDA set.
 #include "kernels/row_kernels.h"
 
 #include "kernels/cuda_launch.h"
@@ -23,6 +23,15 @@ namespace kernels {
 
 #if HFTRAIN_WITH_CUDA_KERNELS
 void* current_cuda_stream() { return static_cast<void*>(c10::cuda::getCurrentCUDAStream().stream()); }
+
+const std::string& cuda_kernels_unusable() {
+  static const std::string reason = [] {
+    const int code = cuda::kernels_loadable();
+    return code == 0 ? std::string()
+                     : std::string("the CUDA kernels cannot load on this device: ") + cuda::error_text(code);
+  }();
+  return reason;
+}
 
 void check_cuda_launch(int code, const char* error_text, const std::string& what) {
   if (code != 0) throw RuntimeFailure("CUDA kernel " + what + ": " + error_text);
@@ -171,9 +180,14 @@ const RowKernels* cuda_row_kernels() {
                                    &dequantize_4bit_bf16_cuda,
                                    &dequantize_8bit_blockwise_cuda,
                                    &rotary_rows_cuda};
-  return &cuda_set;
+  return cuda_kernels_unusable().empty() ? &cuda_set : nullptr;
 }
 #else
+const std::string& cuda_kernels_unusable() {
+  static const std::string reason = "no CUDA kernels in this build";
+  return reason;
+}
+
 const RowKernels* cuda_row_kernels() { return nullptr; }
 #endif
 

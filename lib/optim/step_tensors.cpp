@@ -1,13 +1,15 @@
 // Inputs of one parameter's update (see step_tensors.h).
 #include "optim/step_tensors.h"
 
+#include "kernels/cuda_launch.h"
+
 namespace hftrain {
 namespace {
 
-// Contiguous, in the memory `like` is in (a stream's: host, or a CUDA device where the CUDA updates are built).
+// Contiguous, in the memory `like` is in (a stream's: host, or a CUDA device where the CUDA updates run).
 bool kernel_memory(const torch::Tensor& t, const torch::Tensor& like) {
   const auto& d = like.device();
-  return t.device() == d && t.is_contiguous() && (d.is_cpu() || (d.is_cuda() && optim_kernels::cuda_updates_built()));
+  return t.device() == d && t.is_contiguous() && (d.is_cpu() || (d.is_cuda() && optim_kernels::cuda_updates_usable()));
 }
 
 bool element_type(torch::ScalarType type, optim_kernels::ElementType* out) {
@@ -64,8 +66,8 @@ std::string kernel_description(const std::vector<ParamGroup>& groups) {
   for (const auto& group : groups)
     for (const auto& param : group.params)
       if (param.defined() && param.device().is_cuda())
-        return optim_kernels::cuda_updates_built() ? "CUDA kernels, one pass per parameter"
-                                                   : "LibTorch's ops on the GPU (no CUDA kernels in this build)";
+        return optim_kernels::cuda_updates_usable() ? "CUDA kernels, one pass per parameter"
+                                                    : "LibTorch's ops on the GPU (" + kernels::cuda_kernels_unusable() + ")";
   return optim_kernels::describe_kernels();
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernel_parity.h"
+#include "kernels/cuda_launch.h"
 #include "kernels/kernel_choice.h"
 #include "kernels/row_kernels.h"
 #include "models/fused_activations.h"
@@ -313,8 +314,17 @@ TEST_CASE("device kernels: the fused row operations on the host equal float64, t
 #if HFTRAIN_WITH_CUDA
 TEST_CASE("device kernels: the CUDA row kernels equal float64 and the host kernels, values and gradients", "[gpu][kernels]") {
   REQUIRE(torch::cuda::is_available());
+  INFO(kernels::cuda_kernels_unusable());
   REQUIRE(kernels::cuda_row_kernels() != nullptr);
   CHECK(std::string(kernels::row_kernels_on(torch::Device(torch::kCUDA, 0))->memory) == "cuda");
   check_all_row_ops_on(torch::Device(torch::kCUDA, 0));
+}
+#else
+TEST_CASE("device kernels: a build without CUDA has no CUDA set and says so where one is asked for", "[unit][kernels]") {
+  CHECK(kernels::cuda_row_kernels() == nullptr);
+  CHECK(kernels::cuda_kernels_unusable() == "no CUDA kernels in this build");
+  CHECK(kernels::row_kernels_on(torch::Device(torch::kCUDA, 0)) == nullptr);
+  CHECK_THROWS_WITH(kernels::row_kernels_at(torch::Device(torch::kCUDA, 0)),
+                    "no fused row kernels for tensors on cuda:0 (no CUDA kernels in this build)");
 }
 #endif

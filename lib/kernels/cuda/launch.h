@@ -20,6 +20,10 @@ using Stream = void*;
 
 const char* error_text(int code);
 
+// 0 when this build's kernels load on the current device, else the CUDA error (an older driver than the runtime
+// they were built against, or an architecture they were not compiled for).
+int kernels_loadable();
+
 // Blocks of a norm's backward pass for `rows` rows: its workspace holds that many rows of `cols` floats of
 // partial dw sums (twice as many with LayerNorm's db), summed in block order afterwards (no atomics).
 int64_t norm_backward_blocks(int64_t rows);

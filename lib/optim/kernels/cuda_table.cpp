@@ -1,6 +1,7 @@
 // The CUDA optimizer updates as a KernelTable (see kernel_table.h): optim/kernels/cuda/'s launchers given the current
 // CUDA stream, errors as RuntimeFailure naming the update (kernels/cuda_launch.h). Compiled with the launchers only
-// where lib/CMakeLists.txt built the CUDA kernels (HFTRAIN_WITH_CUDA_KERNELS); elsewhere there is no CUDA table.
+// where lib/CMakeLists.txt built the CUDA kernels (HFTRAIN_WITH_CUDA_KERNELS) and where they load on the device;
+// elsewhere there is no CUDA table.
 #include "optim/kernels/kernel_table.h"
 
 #include "kernels/cuda_launch.h"
@@ -34,7 +35,7 @@ const KernelTable* cuda_table() {
       [](const Stream& s, float* sum, const AdagradCoef& c) {
         check(cuda::adagrad_update(s, sum, c, current_stream()), "adagrad");
       }};
-  return &table;
+  return kernels::cuda_kernels_unusable().empty() ? &table : nullptr;
 }
 #else
 const KernelTable* cuda_table() { return nullptr; }

@@ -3,6 +3,7 @@
 // CUDA device goes whole to the CUDA table.
 #include <stdexcept>
 
+#include "kernels/cuda_launch.h"
 #include "kernels/table_choice.h"
 #include "optim/kernels/kernel_table.h"
 #include "util/parallel.h"
@@ -39,7 +40,7 @@ float* offset(float* p, int64_t begin) { return p == nullptr ? nullptr : p + beg
 const KernelTable* device_table(const Stream& s) {
   if (!s.on_cuda) return nullptr;
   const KernelTable* t = cuda_table();
-  if (t == nullptr) throw std::logic_error("optimizer kernels: a CUDA stream on a build without the CUDA updates");
+  if (t == nullptr) throw std::logic_error("optimizer kernels: a CUDA stream where " + kernels::cuda_kernels_unusable());
   return t;
 }
 
@@ -82,7 +83,7 @@ void adagrad_update(const Stream& s, float* state_sum, const AdagradCoef& c) {
 
 std::string active_isa() { return table()->name; }
 
-bool cuda_updates_built() { return cuda_table() != nullptr; }
+bool cuda_updates_usable() { return cuda_table() != nullptr; }
 
 std::vector<std::string> supported_isas() { return choice().names(); }
 

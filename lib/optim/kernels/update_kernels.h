@@ -73,8 +73,9 @@ void set_isa(const std::string& name);
 // "avx2+fma, 2 threads": for the run-start block.
 std::string describe_kernels();
 
-// Whether this build has the CUDA updates (a CUDA LibTorch and nvcc when it was configured).
-bool cuda_updates_built();
+// Whether the CUDA updates run here: built (a CUDA LibTorch and nvcc when configured) and loadable on the device
+// (kernels::cuda_kernels_unusable names why not).
+bool cuda_updates_usable();
 
 }  // namespace optim_kernels
 }  // namespace hftrain
