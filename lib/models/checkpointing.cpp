@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "models/activation_copies.h"
 #include "util/autocast.h"
 
 namespace hftrain {
@@ -16,21 +17,9 @@ using BlockFn = std::function<torch::Tensor(const torch::Tensor&)>;
 
 thread_local bool block_inputs_to_host = false;
 
-// What forward keeps of a block input until backward: the input itself, or when offloading a copy in host
-// memory (pinned and copied without blocking from a CUDA device; a CPU input is copied within host memory,
-// the same path, which saves nothing but proves it).
-torch::Tensor kept_input(const torch::Tensor& x, bool offload) {
-  if (!offload) return x;
-  const bool from_device = !x.device().is_cpu();
-  torch::Tensor host = torch::empty(x.sizes(), x.options().device(torch::kCPU).pinned_memory(from_device));
-  host.copy_(x.detach(), /*non_blocking=*/from_device);
-  return host;
-}
-
-// The kept input on the device the block ran on, for the recomputation (non-blocking from pinned memory).
-torch::Tensor restored_input(const torch::Tensor& kept, const torch::Device& device) {
-  return kept.device() == device ? kept : kept.to(device, /*non_blocking=*/true);
-}
+// What forward keeps of a block input until backward: the input itself, or when offloading a copy in host memory
+// (activation_copies: from a GPU on a side stream).
+torch::Tensor kept_input(const torch::Tensor& x, bool offload) { return offload ? copy_to_host(x) : x; }
 
 // The generator of a CUDA input's device (dropout there draws from it), as torch.utils.checkpoint keeps it.
 c10::optional<at::Generator> device_generator(const c10::IValue& device_index) {
@@ -121,7 +110,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const auto* block = reinterpret_cast<const BlockFn*>(ctx->saved_data["block"].toInt());
-    auto x = restored_input(ctx->get_saved_variables()[0].detach(), ctx->saved_data["device"].toDevice()).requires_grad_(true);
+    auto x = copy_back(ctx->get_saved_variables()[0].detach(), ctx->saved_data["device"].toDevice()).requires_grad_(true);
     replay_and_backward(ctx, [&] { return (*block)(x); }, grad_outputs[0]);
     return {x.grad(), torch::Tensor(), torch::Tensor()};
   }
@@ -146,7 +135,7 @@ class CheckpointFunction2 : public torch::autograd::Function<CheckpointFunction2
                                                  torch::autograd::variable_list grad_outputs) {
     const auto* block = reinterpret_cast<const MemoryBlockFn*>(ctx->saved_data["block"].toInt());
     const auto saved = ctx->get_saved_variables();
-    auto x = restored_input(saved[0].detach(), ctx->saved_data["device"].toDevice())
+    auto x = copy_back(saved[0].detach(), ctx->saved_data["device"].toDevice())
                  .requires_grad_(ctx->saved_data["x_requires_grad"].toBool());
     auto memory = saved[1].detach().requires_grad_(saved[1].requires_grad());
     replay_and_backward(ctx, [&] { return (*block)(x, memory); }, grad_outputs[0]);

@@ -12,9 +12,9 @@ namespace hftrain {
 
 // Where checkpointed() keeps each block's input between forward and backward on this thread. Under an
 // ActivationOffloadScope (training.gradient_checkpointing_offload; DeepSpeed's cpu_checkpointing, ALST's
-// activation_checkpoint_cpu_offload) the input is copied to host memory (pinned, non-blocking, when it lives
-// on a CUDA device) and brought back to its device for the recomputation; a CPU input already lives in host
-// memory and is kept as it is, through the same path. Like torch.autograd.graph.save_on_cpu, the scope
+// activation_checkpoint_cpu_offload) the input is copied to host memory and brought back to its device for the
+// recomputation, from a CUDA device on a side stream that overlaps compute (activation_copies.h); a CPU input
+// already lives in host memory and is copied within it, through the same path. Like torch.autograd.graph.save_on_cpu, the scope
 // matters while the forward runs; backward finds the input wherever forward put it.
 class ActivationOffloadScope {
  public:
