@@ -12,6 +12,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "engine/partition.h"
+#include "peak_rss.h"
 #include "test_dist_helpers.h"
 
 using namespace hftrain_test;
@@ -184,6 +185,7 @@ TEST_CASE("checkpoint convert streams: its peak memory stays well under the stat
   uint64_t state_bytes = 0;
   for (int rank = 0; rank < 2; ++rank) state_bytes += fs::file_size(shard_path(dir + "/out/checkpoint-1", 1, rank));
 
+  const PeakRssEnvironment environment;
   auto peak_rss = [&](const std::vector<std::string>& args) {
     pid_t pid = ::fork();
     if (pid == 0) {
@@ -194,7 +196,7 @@ TEST_CASE("checkpoint convert streams: its peak memory stays well under the stat
       std::vector<char*> argv = {const_cast<char*>(HFTRAIN_BINARY)};
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
-      ::execv(HFTRAIN_BINARY, argv.data());
+      ::execve(HFTRAIN_BINARY, argv.data(), environment.envp());
       ::_exit(127);
     }
     int status = 0;

@@ -11,6 +11,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "engine/partition.h"
+#include "peak_rss.h"
 #include "test_dist_helpers.h"
 #include "test_tensor_files.h"
 
@@ -275,6 +276,7 @@ TEST_CASE("zero-to-fp32 streams: peak memory stays under 1.2x the output size", 
   const std::string out = dir + "/fp32";
   int go[2];
   REQUIRE(::pipe(go) == 0);
+  const PeakRssEnvironment environment;
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(go[1]);
@@ -282,7 +284,8 @@ TEST_CASE("zero-to-fp32 streams: peak memory stays under 1.2x the output size", 
     if (::read(go[0], &c, 1) != 1 || c != 'x') ::_exit(126);
     int devnull = ::open("/dev/null", O_WRONLY);
     ::dup2(devnull, 1);
-    ::execl(HFTRAIN_BINARY, HFTRAIN_BINARY, "zero-to-fp32", (dir + "/ckpt").c_str(), out.c_str(), (char*)nullptr);
+    ::execle(HFTRAIN_BINARY, HFTRAIN_BINARY, "zero-to-fp32", (dir + "/ckpt").c_str(), out.c_str(), (char*)nullptr,
+             environment.envp());
     ::_exit(127);
   }
   ::close(go[0]);
