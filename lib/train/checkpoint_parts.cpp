@@ -69,8 +69,8 @@ void DataPositionState::save(CheckpointContents& out) {
         {"seed", args_.data_seed >= 0 ? args_.data_seed : args_.seed},
         {"shuffle", true}}},
       {"loss",
-       {{"tr_loss", exact_double(loop_.tr_loss)},
-        {"total_loss", exact_double(loop_.total_loss)},
+       {{"tr_loss", exact_double(loop_.loss.since_log())},
+        {"total_loss", exact_double(loop_.loss.total())},
         {"last_logged_step", last_logged_step_}}},
       {"skipped_steps", loop_.skipped_steps}};
   out.add(ckpt::kLoopStateFile, loop.dump(2) + "\n");
@@ -80,8 +80,8 @@ void DataPositionState::load(const CheckpointReader& in) {
   const std::string path = in.path(ckpt::kLoopStateFile);
   try {
     const nlohmann::json loop = in.json(ckpt::kLoopStateFile);
-    loop_.tr_loss = read_exact_double(loop.at("loss").at("tr_loss"), path);
-    loop_.total_loss = read_exact_double(loop.at("loss").at("total_loss"), path);
+    loop_.loss.restore(read_exact_double(loop.at("loss").at("tr_loss"), path),
+                       read_exact_double(loop.at("loss").at("total_loss"), path));
     last_logged_step_ = loop.at("loss").at("last_logged_step").get<int64_t>();
     loop_.skipped_steps = loop.value("skipped_steps", int64_t{0});  // absent in checkpoints of older versions
   } catch (const nlohmann::json::exception& e) {

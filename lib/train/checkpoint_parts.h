@@ -13,6 +13,7 @@
 #include "optim/schedule.h"
 #include "runspec/sections.h"
 #include "train/callbacks.h"
+#include "train/loss_tally.h"
 #include "train/saved_run.h"
 #include "train/trainer_state.h"
 
@@ -26,8 +27,7 @@ struct LoopState {
   int64_t batches_per_epoch = 0;
   int64_t samples_consumed = 0;  // samples of `epoch`'s order consumed by every rank together
   int64_t samples_seen = 0;      // samples consumed over the whole run (every epoch, resumes included)
-  double tr_loss = 0;            // sum of step losses since the last log
-  double total_loss = 0;         // sum of all step losses (train_loss)
+  LossTally loss;                // step losses since the last log and in all (train_loss)
   int64_t skipped_steps = 0;     // optimizer steps skipped for gradient overflow (mixed precision)
 };
 

@@ -26,11 +26,6 @@ int64_t StepMetrics::next_batch(BatchPrefetcher& batches, Batch& batch, double& 
   return 0;
 }
 
-double StepMetrics::filtered_loss(double loss, double logged_sum, int64_t steps_since_log) const {
-  if (!args_.logging_nan_inf_filter || std::isfinite(loss)) return loss;
-  return logged_sum / static_cast<double>(1 + steps_since_log);
-}
-
 nlohmann::json StepMetrics::train_metrics(double runtime, int64_t samples, int64_t steps, const TrainerState& state) const {
   const bool count_tokens = args_.include_tokens_per_second && input_tokens_ > 0;
   nlohmann::json metrics =

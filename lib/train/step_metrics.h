@@ -1,7 +1,7 @@
 // StepMetrics: what the training loop counts besides the loss, kept out of the loop: the time spent waiting
 // for the next batch (train_data_wait_fraction), input tokens (HF num_input_tokens_seen and
-// include_tokens_per_second), FLOPs (HF floating_point_ops = 6 x tokens x non-embedding parameters), the
-// NaN/inf filter of logged losses (HF logging_nan_inf_filter), and the train metrics they end in.
+// include_tokens_per_second), FLOPs (HF floating_point_ops = 6 x tokens x non-embedding parameters), and the
+// train metrics they end in. The loss's sums are train/loss_tally's.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +25,6 @@ class StepMetrics {
   // its input tokens as include_num_input_tokens_seen counts them (0 when off; the trainer sums them over
   // the workers).
   int64_t next_batch(BatchPrefetcher& batches, Batch& batch, double& unstored_flos);
-  // What a micro-batch's loss adds to the step's loss: `loss`, or, when logging_nan_inf_filter is on and it is
-  // not finite, the mean of the losses logged since the last log (`logged_sum` over `steps_since_log`).
-  double filtered_loss(double loss, double logged_sum, int64_t steps_since_log) const;
   // HF's train metrics over this process's run: speed (samples, steps, and tokens with
   // include_tokens_per_second), total_flos, and train_data_wait_fraction.
   nlohmann::json train_metrics(double runtime, int64_t samples, int64_t steps, const TrainerState& state) const;

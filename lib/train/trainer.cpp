@@ -71,7 +71,9 @@ std::map<std::string, double> mean_over_ranks(const std::map<std::string, double
 
 Trainer::Trainer(const RunSpec& spec, const Components& components, ModelAndData& pipeline, Comm& comm)
     : spec_(spec), components_(components), pipeline_(pipeline), comm_(comm), best_(best_metric_context(spec.training)),
-      tracks_best_metric_(tracks_best_metric(spec)) {}
+      tracks_best_metric_(tracks_best_metric(spec)) {
+  loop_.loss.set_nan_inf_filter(spec.training.logging_nan_inf_filter);
+}
 
 void Trainer::setup(const TrainingPlan& plan, const ParallelLayout& layout) {
   const TrainingArgs& args = spec_.training;
@@ -143,17 +145,16 @@ nlohmann::json Trainer::train() {
     int64_t micro_step = 0;  // batches of the span read
     for (int64_t w = 0; w < windows && !control.should_training_stop && !control.should_epoch_stop; ++w) {
       const int64_t window = window_size_for(span.batches, w, ga);
-      const double step_loss = accumulate_gradients(*run, window);
+      accumulate_gradients(*run, window);
       micro_step += window;
       const StepResult step = optimizer_step();
       record_data_position(*run, epoch, span, micro_step, seen_before);
-      loop_.tr_loss += step_loss;
-      loop_.total_loss += step_loss;
+      loop_.loss.end_step();
       callbacks_.on_step_end(state_);
-      maybe_log_save_evaluate(loop_.tr_loss, step);
+      maybe_log_save_evaluate(step);
       if (w + 1 == windows) {  // HF: on_epoch_end, then a second log/save/evaluate pass
         callbacks_.on_epoch_end(state_);
-        maybe_log_save_evaluate(loop_.tr_loss, step);
+        maybe_log_save_evaluate(step);
       }
       fault::after_optimizer_step();
       if (const int sig = agreed_stop_signal(comm_)) stop_for_signal(sig);
@@ -212,7 +213,7 @@ EpochSpan Trainer::begin_epoch(TrainingRun& run, int64_t epoch) {
   return span;
 }
 
-double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
+void Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
   callbacks_.on_step_begin(state_);
   engine_->begin_step(schedule_->lr(schedule_step()));
   // HF get_batch_samples: the step's micro-batches are read first, so that their label tokens can be
@@ -222,7 +223,6 @@ double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
   for (Batch& batch : batches) tokens_seen += run.metrics->next_batch(*run.batches, batch, unstored_flos_);
   const LossScale scale = run.loss->prepare(batches, tokens_seen, spec_.training.include_num_input_tokens_seen.on());
   state_.num_input_tokens_seen += tokens_seen;
-  double step_loss = 0;
   for (int64_t m = 0; m < window; ++m) {
     torch::Tensor loss;
     {
@@ -235,10 +235,9 @@ double Trainer::accumulate_gradients(TrainingRun& run, int64_t window) {
     batches[m] = Batch();  // its tensors are not needed any more
     for (const auto& [name, value] : pipeline_.model->reported_scalars()) reported_sums_[name] += value / static_cast<double>(window);
     engine_->backward(loss, m + 1 == window);
-    step_loss += run.metrics->filtered_loss(loss.item<double>(), loop_.tr_loss, state_.global_step - last_logged_step_);
+    loop_.loss.add_micro_batch(loss, state_.global_step - last_logged_step_);  // read back only when logged
     if (m + 1 < window) callbacks_.on_substep_end(state_);
   }
-  return step_loss;
 }
 
 StepResult Trainer::optimizer_step() {
@@ -268,8 +267,9 @@ nlohmann::json Trainer::finish_run(const TrainingRun& run, double runtime) {
                                                       state_.global_step - run.first_step, state_);
   // HF: the mean over ranks (_nested_gather(tr_loss).mean()).
   const int64_t world_size = comm_.world_size();
+  const double total_loss = loop_.loss.total();
   const double mean_total_loss =
-      world_size == 1 ? loop_.total_loss : comm_.all_reduce_scalar(loop_.total_loss, ReduceOp::kSum, "train_loss") / world_size;
+      world_size == 1 ? total_loss : comm_.all_reduce_scalar(total_loss, ReduceOp::kSum, "train_loss") / world_size;
   metrics["train_loss"] = mean_total_loss / static_cast<double>(std::max<int64_t>(1, state_.global_step));
   if (memory_) memory_->stop_and_update_metrics("train", metrics);
   log(metrics);
@@ -279,9 +279,10 @@ nlohmann::json Trainer::finish_run(const TrainingRun& run, double runtime) {
   return metrics;
 }
 
-void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
+void Trainer::maybe_log_save_evaluate(const StepResult& step) {
   TrainerControl& control = callbacks_.control();
   if (control.should_log && state_.global_step > last_logged_step_) {
+    const double tr_loss = loop_.loss.since_log();
     const auto steps = static_cast<double>(state_.global_step - last_logged_step_);
     // HF logs the mean over ranks of the loss since the last log.
     const double loss_sum = comm_.world_size() == 1
@@ -293,7 +294,7 @@ void Trainer::maybe_log_save_evaluate(double& tr_loss, const StepResult& step) {
     for (const auto& [name, mean] : mean_over_ranks(reported_sums_, comm_)) entry[name] = round_to(mean / steps, 4);
     reported_sums_.clear();
     log(entry);
-    tr_loss = 0;
+    loop_.loss.clear_since_log();
     last_logged_step_ = state_.global_step;
   }
   if (control.should_evaluate) {

@@ -60,13 +60,13 @@ class Trainer {
   struct TrainingRun;
   std::unique_ptr<TrainingRun> start_run();
   EpochSpan begin_epoch(TrainingRun& run, int64_t epoch);
-  double accumulate_gradients(TrainingRun& run, int64_t window);
+  void accumulate_gradients(TrainingRun& run, int64_t window);
   StepResult optimizer_step();
   void record_data_position(const TrainingRun& run, int64_t epoch, const EpochSpan& span, int64_t micro_step,
                             int64_t seen_before);
   nlohmann::json finish_run(const TrainingRun& run, double runtime);
   void setup(const TrainingPlan& plan, const ParallelLayout& layout);
-  void maybe_log_save_evaluate(double& tr_loss, const StepResult& step);
+  void maybe_log_save_evaluate(const StepResult& step);
   // The schedule's step: optimizer steps actually applied (skipped ones do not advance it, as in HF).
   int64_t schedule_step() const { return state_.global_step - loop_.skipped_steps; }
   void note_skipped_step(const StepResult& step);
