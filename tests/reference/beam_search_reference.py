@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Reference test for generation: HF-layout gpt2, llama and t5 directories with random weights (made with
-# hf_models_reference.py's and t5_reference.py's writers), and a beam search written here from the
+# hf_family_cases.py's and t5_reference.py's writers), and a beam search written here from the
 # description of HF generate()'s beam search (transformers v4.36-v4.49: BeamSearchScorer /
 # BeamHypotheses), over this script's own float64 forward, recomputed from the whole sequence at every
 # step (no KV cache). For t5 the prompt is the encoder's input and the searched sequences are decoder
@@ -42,8 +42,9 @@ except ImportError:
     sys.exit("beam_search_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import (gpt2_case, gpt2_forward, llama_case, llama_forward, run_hftrain_side,  # noqa: E402
-                                 write_model_dir)
+from hf_family_cases import gpt2_case, llama_case  # noqa: E402
+from hf_family_forwards import gpt2_forward, llama_forward  # noqa: E402
+from hf_reference_harness import run_hftrain_side, write_model_dir  # noqa: E402
 from t5_reference import t5_config, t5_forward_decoder_ids, t5_weights  # noqa: E402
 
 NEG_INF = float("-inf")

@@ -13,7 +13,7 @@
 # The hidden Catch2 case "[bnb_ref]" loads each directory through model.from_pretrained and writes: logits and loss,
 # which must equal (5e-5, TOL_4BIT) the float64 forward over the weights dequantised here; the directory saved again, whose
 # tensors and config.json's quantization_config must equal what was written here, byte for byte; with the case's
-# PEFT adapter, logits, loss and the adapter's gradients against the float64 LoRA / DoRA of lora_reference.py, and
+# PEFT adapter, logits, loss and the adapter's gradients against the float64 LoRA / DoRA of lora_adapters.py, and
 # the loss after one SGD step (lr 0.1) against the reference's after the same step. Exit 0 = agreement.
 import json
 import os
@@ -24,9 +24,10 @@ try:
 except ImportError:
     sys.exit("bnb_checkpoint_reference: this Python (%s) cannot import torch" % sys.executable)
 
-from hf_models_reference import close, llama_case, llama_forward, causal_loss, lm_inputs, run_hftrain_side, \
-    write_model_dir, TOL  # noqa: E402
-from lora_reference import adapter_config, check_reference, expected, grad_errors, make_adapter  # noqa: E402
+from hf_family_cases import llama_case, lm_inputs  # noqa: E402
+from hf_family_forwards import causal_loss, llama_forward  # noqa: E402
+from hf_reference_harness import TOL, close, run_hftrain_side, write_model_dir  # noqa: E402
+from lora_adapters import adapter_config, check_reference, expected, grad_errors, make_adapter  # noqa: E402
 from nf4_reference import QUANTISED, code_values, dequantize_4bit, dynamic_map, quantize_4bit  # noqa: E402
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 

@@ -28,8 +28,9 @@ except ImportError:
     sys.exit("decoder_families_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import (check_all_cases, compare_outputs, NEG, causal_loss, close, rand, read_model_dir,  # noqa: E402
-                                 write_model_dir)
+from hf_family_forwards import NEG, causal_loss  # noqa: E402
+from hf_reference_harness import (check_all_cases, compare_outputs, close, rand, read_model_dir,  # noqa: E402
+                                  write_model_dir)
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 ENV, TAG = "HFTRAIN_DECODER_REFERENCE_DIR", "[decoder_ref]"

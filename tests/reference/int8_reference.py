@@ -34,9 +34,10 @@ try:
 except ImportError:
     sys.exit("int8_reference: this Python (%s) cannot import torch" % sys.executable)
 
-from hf_models_reference import TOL, causal_loss, llama_case, llama_forward, lm_inputs, run_hftrain_side, \
-    write_model_dir  # noqa: E402
-from lora_reference import PREFIX, UnmergedLinear, adapter_config, make_adapter, scaling  # noqa: E402
+from hf_family_cases import llama_case, lm_inputs  # noqa: E402
+from hf_family_forwards import causal_loss, llama_forward  # noqa: E402
+from hf_reference_harness import TOL, run_hftrain_side, write_model_dir  # noqa: E402
+from lora_adapters import PREFIX, UnmergedLinear, adapter_config, make_adapter, scaling  # noqa: E402
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 LLAMA_FRACTION = 0.02

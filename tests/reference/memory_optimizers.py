@@ -1,5 +1,6 @@
 # Reference implementations of hftrain's memory-efficient optimizers, written from the papers (no code
-# from bitsandbytes, galore-torch or transformers), for gpt_reference.py and quant_reference.py:
+# from bitsandbytes, galore-torch or transformers), for gpt_reference.py (through reference_optimizers.py)
+# and quant_reference.py:
 #   - block-wise dynamic 8-bit quantisation and 8-bit AdamW: Dettmers et al. 2021, "8-bit Optimizers via
 #     Block-wise Quantization" (arXiv:2110.02861), sections 2.1-2.2;
 #   - GaLore: Zhao et al. 2024, "GaLore: Memory-Efficient LLM Training by Gradient Low-Rank Projection"

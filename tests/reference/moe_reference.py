@@ -20,7 +20,7 @@
 #     <block>.experts.down_proj [E, H, I]; Mixtral's block is then called `mlp` (mlp.gate for the router).
 #   Expert counts: each expert's share of the top-k slots over every MoE layer's tokens that are not padding, as
 #     hftrain reports expert_fraction_<e>.
-# A 1-expert top-1 Mixtral is checked here to equal the dense llama forward of hf_models_reference.
+# A 1-expert top-1 Mixtral is checked here to equal the dense llama forward of hf_family_forwards.py.
 # Needs only Python 3 and torch. Exit 0 = agreement.
 import json
 import math
@@ -34,8 +34,9 @@ except ImportError:
     sys.exit("moe_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import (check_all_cases, compare_outputs, NEG, causal_loss, close, llama_forward, rand, read_model_dir,  # noqa: E402
-                                 rms_norm, write_model_dir)
+from hf_family_forwards import NEG, causal_loss, llama_forward, rms_norm  # noqa: E402
+from hf_reference_harness import (check_all_cases, compare_outputs, close, rand, read_model_dir,  # noqa: E402
+                                  write_model_dir)
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 ENV, TAG = "HFTRAIN_MOE_REFERENCE_DIR", "[moe_ref]"

@@ -16,7 +16,7 @@
 # absmax (and nested absmax / offset) and dequantised values (float32 and bf16) must equal these bit for bit.
 # Part 2 (hidden case "[qlora_ref]"): a llama with model.quantization_config quantised at load plus a PEFT
 # adapter: its logits, loss and adapter gradients must equal (1e-5) the float64 LoRA / DoRA reference of
-# lora_reference.py over the weights dequantised here, and stay within the distance this reference measures
+# lora_adapters.py over the weights dequantised here, and stay within the distance this reference measures
 # between the quantised and the unquantised model. Needs only Python 3 and torch. Exit 0 = agreement.
 import json
 import os
@@ -27,8 +27,9 @@ try:
 except ImportError:
     sys.exit("nf4_reference: this Python (%s) cannot import torch" % sys.executable)
 
-from hf_models_reference import close, llama_case, lm_inputs, run_hftrain_side, write_model_dir, TOL  # noqa: E402
-from lora_reference import adapter_config, check_reference, expected, grad_errors, make_adapter  # noqa: E402
+from hf_family_cases import llama_case, lm_inputs  # noqa: E402
+from hf_reference_harness import TOL, close, run_hftrain_side, write_model_dir  # noqa: E402
+from lora_adapters import adapter_config, check_reference, expected, grad_errors, make_adapter  # noqa: E402
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 NF4 = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,

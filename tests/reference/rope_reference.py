@@ -21,8 +21,9 @@ except ImportError:
     sys.exit("rope_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import (causal_loss, close, compare_with_hftrain, llama_case, llama_forward,  # noqa: E402
-                                 read_model_dir, write_model_dir)
+from hf_family_cases import llama_case  # noqa: E402
+from hf_family_forwards import causal_loss, llama_forward  # noqa: E402
+from hf_reference_harness import close, compare_with_hftrain, read_model_dir, write_model_dir  # noqa: E402
 from safetensors_io import write_safetensors  # noqa: E402
 
 ORIGINAL = 16  # original_max_position_embeddings of the cases

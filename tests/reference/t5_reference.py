@@ -25,9 +25,9 @@ except ImportError:
     sys.exit("t5_reference: this Python (%s) cannot import torch; configure with "
              "-DHFTRAIN_REFERENCE_PYTHON=/path/to/python3" % sys.executable)
 
-from hf_models_reference import (SEQ2SEQ_ENV, SEQ2SEQ_TAG, compare_with_hftrain, rand,  # noqa: E402
-                                 seq2seq_canonical, seq2seq_checks, seq2seq_inputs, seq2seq_loss,
-                                 seq2seq_shift_right, write_model_dir)
+from hf_reference_harness import compare_with_hftrain, rand, write_model_dir  # noqa: E402
+from seq2seq_harness import (SEQ2SEQ_ENV, SEQ2SEQ_TAG, seq2seq_canonical, seq2seq_checks,  # noqa: E402
+                             seq2seq_inputs, seq2seq_loss, seq2seq_shift_right)
 from safetensors_io import write_safetensors  # noqa: E402
 
 NEG = torch.finfo(torch.float64).min

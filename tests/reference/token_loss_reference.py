@@ -26,7 +26,9 @@ try:
 except ImportError:
     sys.exit("token_loss_reference: this Python (%s) cannot import torch" % sys.executable)
 
-from hf_models_reference import gpt2_forward, gpt2_weights, write_model_dir  # noqa: E402
+from hf_family_cases import gpt2_weights  # noqa: E402
+from hf_family_forwards import gpt2_forward  # noqa: E402
+from hf_reference_harness import write_model_dir  # noqa: E402
 from safetensors_io import read_safetensors  # noqa: E402
 
 SPLITS = [(8, 1, 1), (4, 2, 1), (2, 2, 2), (1, 4, 2), (2, 1, 4)]  # per-device batch, accumulation, workers
