@@ -166,6 +166,17 @@ SPEC
   run gpu_qlora4 90 train /tmp/qlora_gpu.yaml || failed=1
   run gpu_qlora8 90 train /tmp/qlora_gpu.yaml --set model.quantization_config.load_in_4bit=false \
     --set model.quantization_config.load_in_8bit=true --set training.output_dir=/tmp/q_qlora8 || failed=1
+  # Several ranks on one GPU (distributed.backend gloo deals the workers out round-robin; NCCL refuses two ranks on
+  # one device): ZeRO 1-3 on 2 workers of batch 32 beside 1 worker of batch 64 -- the same global batches, so
+  # their losses at steps 20, 40 and 60 should agree to the GPU's float rounding
+  multi=(configs/quickstart.yaml --set training.max_steps=60 --set training.logging_steps=20 --set training.eval_strategy=no)
+  run gpu_one_worker 60 train "${multi[@]}" --set training.output_dir=/tmp/m_1 || failed=1
+  stamp "1 worker: $(grep -E "^step (20|40|60)/" /tmp/hftrain-run.log | tr '\n' ' ')"
+  for stage in 1 2 3; do
+    run gpu_two_workers_zero$stage 120 train "${multi[@]}" --nproc-per-node 2 --set distributed.backend=gloo \
+      --set zero.stage=$stage --set training.per_device_train_batch_size=32 --set training.output_dir=/tmp/m_2_$stage || failed=1
+    stamp "2 workers on one GPU, ZeRO-$stage: $(grep -E "^step (20|40|60)/" /tmp/hftrain-run.log | tr '\n' ' ')"
+  done
   # Resume on the GPU with dropout: steps 21-40 of the resumed run should log what the straight run logged
   # (optimizer state back on the GPU, the CUDA generator restored); a failed resume fails the run itself.
   resume=(configs/quickstart.yaml --set model.dropout=0.1 --set training.max_steps=40 --set training.logging_steps=10

@@ -89,6 +89,7 @@ DeviceChoice select_device(const RunSpec& spec, const DistEnv& env) {
   const std::string mine = describe_device(choice, probe);
   if (choice.on_gpu()) {
     set_current_gpu(choice.cuda_index);
+    if (!choice.sharing.empty()) log_info("device: " + choice.sharing);
     if (env.world_size > 1)  // one process has trained on an H100; several GPUs have not yet (docs/gpu.md)
       log_warning("device: " + mine + ": training on several GPUs (collectives over " + choice.backend + ") "
                   "has not yet run on a machine with more than one GPU (docs/gpu.md)");

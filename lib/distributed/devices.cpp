@@ -208,15 +208,20 @@ DeviceChoice choose_device(bool cuda_build, bool use_cpu, const std::string& bac
     c.backend = "gloo";
     return c;
   }
-  if (local_rank >= visible_gpus)
-    throw ConfigError("LOCAL_RANK=" + std::to_string(local_rank) + " has no GPU of its own: this process sees " +
-                      std::to_string(visible_gpus) + " GPU" + (visible_gpus == 1 ? "" : "s") + " (cuda:0 to cuda:" +
-                      std::to_string(visible_gpus - 1) + " after CUDA_VISIBLE_DEVICES); start at most " +
-                      std::to_string(visible_gpus) + " workers on this node (--nproc-per-node auto), or set "
-                      "training.use_cpu: true");
+  const std::string gpus = std::to_string(visible_gpus) + " GPU" + (visible_gpus == 1 ? "" : "s");
+  if (local_rank >= visible_gpus && backend != "gloo")
+    throw ConfigError("LOCAL_RANK=" + std::to_string(local_rank) + " has no GPU of its own: this process sees " + gpus +
+                      " (cuda:0 to cuda:" + std::to_string(visible_gpus - 1) + " after CUDA_VISIBLE_DEVICES); start at most " +
+                      std::to_string(visible_gpus) + " workers on this node (--nproc-per-node auto), set "
+                      "distributed.backend: gloo to let workers share GPUs (NCCL refuses two ranks on one GPU), or "
+                      "set training.use_cpu: true");
   // On GPUs `auto` means nccl, as torchrun and HF's Trainer choose; gloo stays possible (through host memory).
-  c.cuda_index = local_rank;
+  c.cuda_index = local_rank % visible_gpus;
   c.backend = backend == "gloo" ? "gloo" : "nccl";
+  if (local_rank >= visible_gpus)
+    c.sharing = "LOCAL_RANK=" + std::to_string(local_rank) + " shares " + c.device() + " with LOCAL_RANK " +
+                std::to_string(c.cuda_index) + ": more workers than the " + gpus +
+                " this process sees, dealt out round-robin (distributed.backend gloo)";
   return c;
 }
 

@@ -79,11 +79,14 @@ struct DeviceChoice {
   int cuda_index = -1;   // -1 = the CPU
   std::string backend;   // "gloo" or "nccl"
   std::string reason;    // why the CPU, when it is the CPU ("" on a GPU)
+  std::string sharing;   // on a GPU other workers of this node also use (gloo only): which, and why
   bool on_gpu() const { return cuda_index >= 0; }
   std::string device() const { return on_gpu() ? "cuda:" + std::to_string(cuda_index) : "cpu"; }
 };
 // `backend` is distributed.backend (auto, gloo, nccl); `visible_gpus` is what the process's LibTorch sees
-// (0 on a build without CUDA). ConfigError for an impossible combination.
+// (0 on a build without CUDA). Each LOCAL_RANK takes its own GPU; with more workers than GPUs, backend gloo
+// deals them out round-robin (LOCAL_RANK mod the GPUs: several ranks on one GPU, which NCCL refuses), and any
+// other backend is refused. ConfigError for an impossible combination.
 DeviceChoice choose_device(bool cuda_build, bool use_cpu, const std::string& backend, int local_rank, int visible_gpus);
 
 // "cpu" or "cuda:1 (NVIDIA H100 80GB HBM3, 79.1 GiB)".

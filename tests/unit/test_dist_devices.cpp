@@ -186,6 +186,23 @@ TEST_CASE("dist devices: a LOCAL_RANK beyond the visible GPUs and nccl without a
   CHECK_THROWS_AS(choose_device(false, false, "nccl", 0, 0), ConfigError);
 }
 
+TEST_CASE("dist devices: with backend gloo, more workers than GPUs share them round-robin and say so", "[unit][dist]") {
+  for (int rank = 0; rank < 5; ++rank) {
+    INFO("LOCAL_RANK " << rank);
+    const DeviceChoice d = choose_device(true, false, "gloo", rank, 2);
+    CHECK(d.cuda_index == rank % 2);
+    CHECK(d.backend == "gloo");
+    CHECK(d.sharing.empty() == (rank < 2));
+  }
+  const DeviceChoice third = choose_device(true, false, "gloo", 2, 1);
+  CHECK(third.device() == "cuda:0");
+  CHECK(third.sharing == "LOCAL_RANK=2 shares cuda:0 with LOCAL_RANK 0: more workers than the 1 GPU this process sees, "
+                         "dealt out round-robin (distributed.backend gloo)");
+  CHECK_THROWS_WITH(choose_device(true, false, "auto", 1, 1),
+                    Catch::Contains("LOCAL_RANK=1 has no GPU of its own") && Catch::Contains("distributed.backend: gloo"));
+  CHECK(choose_device(true, false, "auto", 0, 1).sharing.empty());
+}
+
 TEST_CASE("dist devices: the run-start device text names each rank's GPU", "[unit][dist]") {
   const FakeProbe probe;
   CHECK(describe_device(choose_device(true, false, "auto", 0, probe.gpu_count()), probe) ==
