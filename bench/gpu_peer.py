@@ -3,7 +3,7 @@
 
   python3 bench/gpu_peer.py --hftrain build-cuda/hftrain --out peer-out [--shapes gpt2-124m,llama-1b] [--steps 40]
           [--batch B] [--device cuda|cpu] [--peak-tflops 989] [--tiny] [--sides hftrain,hf,loop,hftrain-ops]
-          [--work DIR]
+          [--work DIR] [--launcher direct|torchrun [--nproc-per-node 1]]
 
 For each shape it writes a model directory with random weights that every side starts from (transformers'
 AutoModelForCausalLM.from_config under the seed and save_pretrained, else bench/hf_trainer_peer.py's own HF-named
@@ -16,7 +16,9 @@ process with its log in OUT/<shape>/<side>.log:
            norms, activations, the loss's cross-entropy) would run, so the table shows what those kernels give
 with the same rows in the same order (hftrain's first epoch: torch.randperm seeded with the seed), batch, steps,
 seed, linear schedule with warmup, max_grad_norm 1.0, weight_decay 0, logging every 10 steps, no eval, no saving
-(hftrain still writes its final model, after train_runtime; it is deleted at once).
+(hftrain still writes its final model, after train_runtime; it is deleted at once). With --launcher torchrun each
+side runs as the worker(s) of PyTorch's torchrun (`python -m torch.distributed.run --standalone`; hftrain as a
+binary with --no_python), as users launch them; each worker then reads its share of the batches.
 
 Measured per side: tokens/s over the steps after the first logged step (the wall-clock times of the log events
 at step W and at the last step N: steps W+1..N, so the first W steps, allocator and kernel warm-up, are left
@@ -160,6 +162,15 @@ def side_env():
     return env
 
 
+def launched(a, cmd, binary):
+    """cmd as it runs: itself, or with --launcher torchrun as torchrun's worker(s) (torch.distributed.run --standalone
+    of the torch sides' interpreter; a binary such as hftrain through --no_python)."""
+    if a.launcher == "direct":
+        return cmd
+    run = [a.torchrun_python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(a.nproc_per_node)]
+    return run + (["--no_python"] + cmd if binary else cmd[1:])
+
+
 def hftrain_spec(a, s, model_dir, data, run_dir):
     model = {"from_pretrained": model_dir} if model_dir else dict(s["config"], type=s["model_type"])
     training = {"output_dir": run_dir, "max_steps": a.steps, "per_device_train_batch_size": s["batch"],
@@ -202,7 +213,7 @@ def run_hftrain(a, s, model_dir, data, wdir, sdir, side="hftrain"):
         json.dump(hftrain_spec(a, s, model_dir, data, run_dir), f, indent=1)
     log = os.path.join(sdir, side + ".log")
     env = dict(os.environ, HFTRAIN_KERNELS="torch") if side == "hftrain-ops" else None
-    status, wall, rss = run_logged([a.hftrain, "train", spec], log, a.side_timeout, env)
+    status, wall, rss = run_logged(launched(a, [a.hftrain, "train", spec], binary=True), log, a.side_timeout, env)
     raw = read_result(lambda: hftrain_result(run_dir, log)) if status == "ok" else None
     if status == "ok" and "error" in raw:
         status, raw = "ran, but " + raw["error"], None
@@ -218,7 +229,8 @@ def run_torch_side(side, a, s, py, model_dir, data, wdir, sdir):
            "--batch", str(s["batch"]), "--steps", str(a.steps), "--lr", str(s["lr"]), "--warmup", str(a.warmup),
            "--logging-steps", str(a.logging_steps), "--seed", str(a.seed), "--device", a.device,
            "--precision", a.precision]
-    status, wall, rss = run_logged(cmd, os.path.join(sdir, side + ".log"), a.side_timeout, side_env())
+    status, wall, rss = run_logged(launched(a, cmd, binary=False), os.path.join(sdir, side + ".log"), a.side_timeout,
+                                   side_env())
     raw = read_result(lambda: json.load(open(result))) if status == "ok" else None
     if status == "ok" and "error" in raw:
         status, raw = "ran, but " + raw["error"], None
@@ -251,7 +263,7 @@ def summarise(status, wall, rss, raw, s, a):
     row = {"status": status, "wall_s": round(wall, 1), "peak_rss_bytes": rss}
     if raw is None:
         return row
-    tokens = s["batch"] * s["seq"]
+    tokens = s["batch"] * s["seq"] * (a.nproc_per_node if a.launcher == "torchrun" else 1)  # every worker's
     logs = sorted(raw["logs"], key=lambda e: e["step"])
     row.update({"raw": raw, "tokens_per_s_run": raw["steps"] * tokens / raw["train_runtime"],
                 "peak_gpu_bytes": raw.get("peak_gpu_bytes")})
@@ -312,8 +324,10 @@ def table(results, a):
 
 
 def notes(results, a):
-    out = ["", "device %s, %s, %d steps, warmup %d, logging every %d steps, seed %d" % (
-        a.device, a.precision, a.steps, a.warmup, a.logging_steps, a.seed),
+    out = ["", "device %s, %s, %d steps, warmup %d, logging every %d steps, seed %d, %s" % (
+        a.device, a.precision, a.steps, a.warmup, a.logging_steps, a.seed,
+        "each side run directly" if a.launcher == "direct" else
+        "each side as %d torchrun worker(s) (torch.distributed.run --standalone)" % a.nproc_per_node),
         "MFU: F = 6 N + 12 x layers x hidden x seq per token over peak %s" % (
             "%g TFLOP/s (--peak-tflops)" % a.peak_tflops if a.peak_tflops else "n/a (no --peak-tflops on the CPU)"),
         "tokens/s (steps W+1..N): batch x seq x (N - W) over the wall-clock time between the log events of steps W "
@@ -351,6 +365,9 @@ def main():
     ap.add_argument("--time-budget", type=int, help="seconds for everything: sides that would run past it are "
                     "cut short or skipped, and the table is still written")
     ap.add_argument("--python", help="interpreter for the torch sides (default: this one, else /usr/bin/python3)")
+    ap.add_argument("--launcher", choices=["direct", "torchrun"], default="direct",
+                    help="torchrun: every side runs as the workers of PyTorch's torchrun (the torch sides' interpreter)")
+    ap.add_argument("--nproc-per-node", type=int, default=1, help="torchrun's workers per side (one per GPU)")
     a = ap.parse_args()
     a.hftrain = os.path.abspath(a.hftrain)
     a.out = os.path.abspath(a.out)
@@ -369,6 +386,9 @@ def main():
     pys = {"torch": interpreter_with(["torch"], tried),
            "transformers": interpreter_with(["torch", "transformers"], tried),
            "tried": tried}
+    a.torchrun_python = pys["torch"]
+    if a.launcher == "torchrun" and not a.torchrun_python:
+        ap.error("--launcher torchrun needs an interpreter that imports torch (tried %s)" % ", ".join(tried))
     print("peak for MFU: %s; torch sides: %s; HF Trainer: %s" % (
         "%g TFLOP/s" % a.peak_tflops if a.peak_tflops else "none (cpu)", pys["torch"], pys["transformers"]), flush=True)
     os.makedirs(a.out, exist_ok=True)
