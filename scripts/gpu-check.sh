@@ -86,7 +86,8 @@ if [ "${HFTRAIN_GPU_PEER:-0}" = 1 ]; then
   # Expected on one H100: about 1.5 minutes for GPT-2 124M and 3 for the Llama shape (model loads and imports
   # included; an estimate, not yet measured), so build + benchmark fit one 10-minute command. HFTRAIN_PEER_TIMEOUT
   # (360 s) bounds it: the script's own --time-budget, 20 s less, cuts a side short and still writes the table.
-  # HFTRAIN_PEER_SHAPES / HFTRAIN_PEER_SIDES narrow it (e.g. llama-1b, or hftrain,hf).
+  # HFTRAIN_PEER_SHAPES / HFTRAIN_PEER_SIDES narrow it (e.g. llama-1b, or hftrain,hf); HFTRAIN_PEER_LAUNCHER=torchrun runs
+  # every side as torchrun's worker.
   if [ -x "$build/tests/hftrain_gpu_tests" ]; then  # with HFTRAIN_GPU_TESTS=quick too: the [gpu] tests first
     HFTRAIN_REQUIRE_GPU=1 timeout 150 "$build/tests/hftrain_gpu_tests" "[gpu]" > "$out/unit_gpu.log" 2>&1
     stamp "[gpu] tests rc=$? (unit_gpu.log): $(grep -E "test cases|assertions" "$out/unit_gpu.log" | tail -1)"
@@ -97,6 +98,7 @@ if [ "${HFTRAIN_GPU_PEER:-0}" = 1 ]; then
     --out "$out/peer" --work /tmp/hftrain-peer --steps "${HFTRAIN_PEER_STEPS:-40}" \
     --time-budget $((peer_timeout - 20)) \
     --shapes "${HFTRAIN_PEER_SHAPES:-gpt2-124m,llama-1b}" --sides "${HFTRAIN_PEER_SIDES:-hftrain,hf,loop,hftrain-ops}" \
+    --launcher "${HFTRAIN_PEER_LAUNCHER:-direct}" \
     > "$out/peer.txt" 2>&1
   rc=$?
   rm -rf /tmp/hftrain-peer
