@@ -209,11 +209,11 @@ const ModelFamily& Bart::declaration() {
     f.type = f.model_type = "bart";
     f.architectures = {"BartForConditionalGeneration", "BartModel"};
     f.lora_target_modules = {"q_proj", "v_proj"};
-    f.load = {"model.",
-              {".embed_tokens.weight", "lm_head.weight"},
-              {"lm_head.", "final_logits_bias"},
-              {{"model.encoder.embed_tokens.weight", "model.shared.weight"},
-               {"model.decoder.embed_tokens.weight", "model.shared.weight"}}};
+    f.load.base_prefix = "model.";
+    f.load.ignored_unexpected = {".embed_tokens.weight", "lm_head.weight"};
+    f.load.initialised_if_missing = {"lm_head.", "final_logits_bias"};
+    f.load.aliases = {{"model.encoder.embed_tokens.weight", "model.shared.weight"},
+                      {"model.decoder.embed_tokens.weight", "model.shared.weight"}};
     return f;
   }();
   return family;

@@ -214,32 +214,34 @@ ModelDimensions BertForSequenceClassification::facts(const Options& o) {
 namespace {
 
 // Both heads: model_type bert, PEFT's query / value targets; base-model files lack `bert.`.
-ModelFamily bert_family(const std::string& type, std::vector<std::string> architectures, LoadRules load) {
+ModelFamily bert_family(const std::string& type, std::vector<std::string> architectures,
+                        std::vector<std::string> ignored_unexpected, std::vector<std::string> initialised_if_missing) {
   ModelFamily f;
   f.type = type;
   f.model_type = "bert";
   f.architectures = std::move(architectures);
   f.default_for_model_type = type == "bert_mlm";  // BertModel / BertForPreTraining files load as the MLM
   f.lora_target_modules = {"query", "value"};
-  f.load = std::move(load);
+  f.load.base_prefix = "bert.";
+  f.load.ignored_unexpected = std::move(ignored_unexpected);
+  f.load.initialised_if_missing = std::move(initialised_if_missing);
   return f;
 }
 
 }  // namespace
 
 const ModelFamily& BertForSequenceClassification::declaration() {
-  static const ModelFamily family = bert_family("bert", {"BertForSequenceClassification"},
-                                                {"bert.", {".position_ids", "cls."}, {"classifier.", "bert.pooler."}});
+  static const ModelFamily family = bert_family("bert", {"BertForSequenceClassification"}, {".position_ids", "cls."},
+                                                {"classifier.", "bert.pooler."});
   return family;
 }
 
 const ModelFamily& BertForMaskedLM::declaration() {
   static const ModelFamily family =
       bert_family("bert_mlm", {"BertForMaskedLM", "BertForPreTraining", "BertModel"},
-                  {"bert.",
-                   {".position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
-                    "cls.seq_relationship.", "bert.pooler."},
-                   {}});
+                  {".position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
+                   "cls.seq_relationship.", "bert.pooler."},
+                  {});
   return family;
 }
 

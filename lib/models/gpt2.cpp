@@ -86,7 +86,8 @@ const ModelFamily& Gpt2::declaration() {
     f.type = f.model_type = "gpt2";
     f.architectures = {"GPT2LMHeadModel", "GPT2Model"};
     f.lora_target_modules = {"c_attn"};
-    f.load = {"transformer.", {".attn.bias", ".attn.masked_bias", "lm_head.weight"}, {}};
+    f.load.base_prefix = "transformer.";
+    f.load.ignored_unexpected = {".attn.bias", ".attn.masked_bias", "lm_head.weight"};
     return f;
   }();
   return family;

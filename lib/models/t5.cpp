@@ -239,10 +239,9 @@ const ModelFamily& T5::declaration() {
     f.type = f.model_type = "t5";
     f.architectures = {"T5ForConditionalGeneration", "T5Model"};
     f.lora_target_modules = {"q", "v"};
-    f.load = {"",
-              {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"},
-              {"lm_head."},
-              {{"encoder.embed_tokens.weight", "shared.weight"}, {"decoder.embed_tokens.weight", "shared.weight"}}};
+    f.load.ignored_unexpected = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"};
+    f.load.initialised_if_missing = {"lm_head."};
+    f.load.aliases = {{"encoder.embed_tokens.weight", "shared.weight"}, {"decoder.embed_tokens.weight", "shared.weight"}};
     return f;
   }();
   return family;
