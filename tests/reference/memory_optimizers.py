@@ -104,6 +104,14 @@ class RefMoments:
         return m, denom, step_size
 
 
+def stepped_params(optimizer):
+    """(group, parameter) for each parameter of `optimizer` that has a gradient, group by group."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is not None:
+                yield group, p
+
+
 class RefAdamW8bit(torch.optim.Optimizer):
     # AdamW (decoupled decay p *= 1 - lr wd first) whose moments are block-wise 8-bit for tensors with at
     # least min_8bit_size elements.
@@ -113,17 +121,14 @@ class RefAdamW8bit(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if not st:
-                    st["moments"] = RefMoments(p.shape, group["betas"], group["eps"],
-                                               p.numel() >= self.min_8bit_size, self.block_size)
-                p.mul_(1 - group["lr"] * group["weight_decay"])
-                m, denom, step_size = st["moments"].update(p.grad, group["lr"])
-                p.addcdiv_(m, denom, value=-step_size)
+        for group, p in stepped_params(self):
+            st = self.state[p]
+            if not st:
+                st["moments"] = RefMoments(p.shape, group["betas"], group["eps"],
+                                           p.numel() >= self.min_8bit_size, self.block_size)
+            p.mul_(1 - group["lr"] * group["weight_decay"])
+            m, denom, step_size = st["moments"].update(p.grad, group["lr"])
+            p.addcdiv_(m, denom, value=-step_size)
 
 
 # ---- GaLore ---------------------------------------------------------------------------------------------
@@ -212,13 +217,10 @@ class RefLomo(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if group["weight_decay"]:
-                    p.mul_(1 - group["lr"] * group["weight_decay"])
-                p.add_(p.grad, alpha=-group["lr"])
+        for group, p in stepped_params(self):
+            if group["weight_decay"]:
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+            p.add_(p.grad, alpha=-group["lr"])
 
 
 class RefAdaLomo(torch.optim.Optimizer):
@@ -234,9 +236,6 @@ class RefAdaLomo(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                delta, eta = self.delta(self.state[p], p.grad, p, self.options, group["lr"])
-                p.copy_(p * (1 - group["weight_decay"] * eta) - delta)
+        for group, p in stepped_params(self):
+            delta, eta = self.delta(self.state[p], p.grad, p, self.options, group["lr"])
+            p.copy_(p * (1 - group["weight_decay"] * eta) - delta)

@@ -31,12 +31,9 @@ class RefAdafactor(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                delta, alpha = adafactor_delta(self.state[p], p.grad, p, group, group["lr"])
-                p.copy_(p * (1 - group["weight_decay"] * alpha) - delta)
+        for group, p in mem.stepped_params(self):
+            delta, alpha = adafactor_delta(self.state[p], p.grad, p, group, group["lr"])
+            p.copy_(p * (1 - group["weight_decay"] * alpha) - delta)
 
 
 def adafactor_delta(st, g, p, o, lr):
@@ -85,19 +82,16 @@ class RefLion(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self):
-        for group in self.param_groups:
+        for group, p in mem.stepped_params(self):
             b1, b2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if not st:
-                    st["m"] = torch.zeros_like(p)
-                g, m = p.grad, st["m"]
-                direction = torch.sign(b1 * m + (1 - b1) * g)
-                st["m"] = b2 * m + (1 - b2) * g
-                p.mul_(1 - group["lr"] * group["weight_decay"])
-                p.sub_(group["lr"] * direction)
+            st = self.state[p]
+            if not st:
+                st["m"] = torch.zeros_like(p)
+            g, m = p.grad, st["m"]
+            direction = torch.sign(b1 * m + (1 - b1) * g)
+            st["m"] = b2 * m + (1 - b2) * g
+            p.mul_(1 - group["lr"] * group["weight_decay"])
+            p.sub_(group["lr"] * direction)
 
 
 LINEAR_MODULES = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
