@@ -3,7 +3,7 @@
 
   python3 bench/gpu_peer.py --hftrain build-cuda/hftrain --out peer-out [--shapes gpt2-124m,llama-1b] [--steps 40]
           [--batch B] [--device cuda|cpu] [--peak-tflops 989] [--tiny] [--sides hftrain,hf,loop,hftrain-ops]
-          [--work DIR] [--launcher direct|torchrun [--nproc-per-node 1]]
+          [--work DIR] [--launcher direct|torchrun]
 
 For each shape it writes a model directory with random weights that every side starts from (transformers'
 AutoModelForCausalLM.from_config under the seed and save_pretrained, else bench/hf_trainer_peer.py's own HF-named
@@ -17,8 +17,8 @@ process with its log in OUT/<shape>/<side>.log:
 with the same rows in the same order (hftrain's first epoch: torch.randperm seeded with the seed), batch, steps,
 seed, linear schedule with warmup, max_grad_norm 1.0, weight_decay 0, logging every 10 steps, no eval, no saving
 (hftrain still writes its final model, after train_runtime; it is deleted at once). With --launcher torchrun each
-side runs as the worker(s) of PyTorch's torchrun (`python -m torch.distributed.run --standalone`; hftrain as a
-binary with --no_python), as users launch them; each worker then reads its share of the batches.
+side runs as the one worker of PyTorch's torchrun (`python -m torch.distributed.run --standalone`; hftrain as a
+binary with --no_python), as users launch them on one GPU.
 
 Measured per side: tokens/s over the steps after the first logged step (the wall-clock times of the log events
 at step W and at the last step N: steps W+1..N, so the first W steps, allocator and kernel warm-up, are left
@@ -121,9 +121,22 @@ def interpreter_with(modules, candidates):
 RUNNING = {"pgid": None, "deadline": None}  # the side now running (killed with us), the end of --time-budget
 
 
+def stop_group(pgid, grace=15):
+    """SIGTERM first (torchrun then stops its workers, which run in sessions of their own), SIGKILL after `grace` s."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        deadline = time.time() + grace
+        # the leader's exit, left to be reaped by its waiter (WNOWAIT)
+        while time.time() < deadline and os.waitid(os.P_PID, pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            time.sleep(0.2)
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
 def stop_running_side(signum, frame):
     if RUNNING["pgid"]:
-        os.killpg(RUNNING["pgid"], signal.SIGKILL)
+        stop_group(RUNNING["pgid"])
     raise SystemExit(128 + signum)
 
 
@@ -146,7 +159,7 @@ def run_logged(cmd, log_path, timeout, env=None):
                 status = "ok" if proc.returncode == 0 else "failed (exit %d)" % proc.returncode
                 break
             if time.time() - start > timeout:
-                os.killpg(proc.pid, signal.SIGKILL)
+                stop_group(proc.pid)
                 _, code, usage = os.wait4(proc.pid, 0)
                 proc.returncode = -9
                 status = "timed out after %d s" % timeout
@@ -163,12 +176,13 @@ def side_env():
 
 
 def launched(a, cmd, binary):
-    """cmd as it runs: itself, or with --launcher torchrun as torchrun's worker(s) (torch.distributed.run --standalone
-    of the torch sides' interpreter; a binary such as hftrain through --no_python)."""
+    """cmd as it runs: itself, or with --launcher torchrun as torchrun's one worker (torch.distributed.run
+    --standalone of the side's own interpreter; for a binary such as hftrain, of the torch sides' one, with
+    --no_python)."""
     if a.launcher == "direct":
         return cmd
-    run = [a.torchrun_python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(a.nproc_per_node)]
-    return run + (["--no_python"] + cmd if binary else cmd[1:])
+    python, args = (a.torchrun_python, ["--no_python"] + cmd) if binary else (cmd[0], cmd[1:])
+    return [python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"] + args
 
 
 def hftrain_spec(a, s, model_dir, data, run_dir):
@@ -263,7 +277,7 @@ def summarise(status, wall, rss, raw, s, a):
     row = {"status": status, "wall_s": round(wall, 1), "peak_rss_bytes": rss}
     if raw is None:
         return row
-    tokens = s["batch"] * s["seq"] * (a.nproc_per_node if a.launcher == "torchrun" else 1)  # every worker's
+    tokens = s["batch"] * s["seq"]
     logs = sorted(raw["logs"], key=lambda e: e["step"])
     row.update({"raw": raw, "tokens_per_s_run": raw["steps"] * tokens / raw["train_runtime"],
                 "peak_gpu_bytes": raw.get("peak_gpu_bytes")})
@@ -327,7 +341,7 @@ def notes(results, a):
     out = ["", "device %s, %s, %d steps, warmup %d, logging every %d steps, seed %d, %s" % (
         a.device, a.precision, a.steps, a.warmup, a.logging_steps, a.seed,
         "each side run directly" if a.launcher == "direct" else
-        "each side as %d torchrun worker(s) (torch.distributed.run --standalone)" % a.nproc_per_node),
+        "each side as torchrun's one worker (torch.distributed.run --standalone)"),
         "MFU: F = 6 N + 12 x layers x hidden x seq per token over peak %s" % (
             "%g TFLOP/s (--peak-tflops)" % a.peak_tflops if a.peak_tflops else "n/a (no --peak-tflops on the CPU)"),
         "tokens/s (steps W+1..N): batch x seq x (N - W) over the wall-clock time between the log events of steps W "
@@ -366,8 +380,7 @@ def main():
                     "cut short or skipped, and the table is still written")
     ap.add_argument("--python", help="interpreter for the torch sides (default: this one, else /usr/bin/python3)")
     ap.add_argument("--launcher", choices=["direct", "torchrun"], default="direct",
-                    help="torchrun: every side runs as the workers of PyTorch's torchrun (the torch sides' interpreter)")
-    ap.add_argument("--nproc-per-node", type=int, default=1, help="torchrun's workers per side (one per GPU)")
+                    help="torchrun: every side runs as the one worker of PyTorch's torchrun")
     a = ap.parse_args()
     a.hftrain = os.path.abspath(a.hftrain)
     a.out = os.path.abspath(a.out)
