@@ -219,9 +219,9 @@ DeviceChoice choose_device(bool cuda_build, bool use_cpu, const std::string& bac
   c.cuda_index = local_rank % visible_gpus;
   c.backend = backend == "gloo" ? "gloo" : "nccl";
   if (local_rank >= visible_gpus)
-    c.sharing = "LOCAL_RANK=" + std::to_string(local_rank) + " shares " + c.device() + " with LOCAL_RANK " +
-                std::to_string(c.cuda_index) + ": more workers than the " + gpus +
-                " this process sees, dealt out round-robin (distributed.backend gloo)";
+    c.sharing = "LOCAL_RANK=" + std::to_string(local_rank) + " shares " + c.device() + " with every worker whose "
+                "LOCAL_RANK is " + std::to_string(c.cuda_index) + " modulo " + std::to_string(visible_gpus) +
+                ": more workers than the " + gpus + " this process sees, dealt out round-robin (distributed.backend gloo)";
   return c;
 }
 

@@ -48,13 +48,15 @@ torch::Tensor cuda_copy_to_host(const torch::Tensor& x) {
 
 torch::Tensor cuda_copy_back(const torch::Tensor& kept, const torch::Device& device) {
   const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device.index()), side = side_stream(device.index());
-  torch::Tensor back;
+  // Allocated on the compute stream, whose pool it returns to; written on the side stream, after the forward's copy
+  // of the same input there.
+  torch::Tensor back = torch::empty(kept.sizes(), kept.options().device(device).pinned_memory(false));
   {
-    c10::cuda::CUDAStreamGuard on_side(side);  // after the forward's copy of the same input on this stream
-    back = kept.to(device, /*non_blocking=*/true);
+    c10::cuda::CUDAStreamGuard on_side(side);
+    back.copy_(kept, /*non_blocking=*/true);
   }
+  back.record_stream(side);
   wait_for(compute, side);
-  back.record_stream(compute);  // allocated on the side stream, used on the compute stream
   return back;
 }
 #endif

@@ -231,17 +231,19 @@ ModelFamily bert_family(const std::string& type, std::vector<std::string> archit
 }  // namespace
 
 const ModelFamily& BertForSequenceClassification::declaration() {
-  static const ModelFamily family = bert_family("bert", {"BertForSequenceClassification"}, {".position_ids", "cls."},
-                                                {"classifier.", "bert.pooler."});
+  static const ModelFamily family = bert_family("bert", {"BertForSequenceClassification"},
+                                                /*ignored_unexpected=*/{".position_ids", "cls."},
+                                                /*initialised_if_missing=*/{"classifier.", "bert.pooler."});
   return family;
 }
 
 const ModelFamily& BertForMaskedLM::declaration() {
   static const ModelFamily family =
       bert_family("bert_mlm", {"BertForMaskedLM", "BertForPreTraining", "BertModel"},
+                  /*ignored_unexpected=*/
                   {".position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias",
                    "cls.seq_relationship.", "bert.pooler."},
-                  {});
+                  /*initialised_if_missing=*/{});
   return family;
 }
 

@@ -21,6 +21,8 @@ class PeakRssEnvironment {
     for (auto& entry : entries_) pointers_.push_back(entry.data());
     pointers_.push_back(nullptr);
   }
+  PeakRssEnvironment(const PeakRssEnvironment&) = delete;  // the pointers point into this object's strings
+  PeakRssEnvironment& operator=(const PeakRssEnvironment&) = delete;
   char* const* envp() const { return pointers_.data(); }
 
  private:

@@ -218,13 +218,13 @@ TEST_CASE("nvme offload lowers peak memory by most of the offloaded state and ma
   const PeakRssEnvironment environment;
   auto run = [&](const std::string& out_dir, const std::string& extra, std::string& output) {
     const std::string log = dir + "/log.txt";
+    const std::string cmd = std::string("exec '") + HFTRAIN_BINARY + "' train spec.yaml --set training.overwrite_output_dir=true --set training.output_dir=" + out_dir + extra;
     pid_t pid = ::fork();
-    if (pid == 0) {
+    if (pid == 0) {  // no allocation from here on
       if (::chdir(dir.c_str()) != 0) ::_exit(125);
       int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
-      const std::string cmd = std::string("exec '") + HFTRAIN_BINARY + "' train spec.yaml --set training.overwrite_output_dir=true --set training.output_dir=" + out_dir + extra;
       ::execle("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr, environment.envp());
       ::_exit(127);
     }

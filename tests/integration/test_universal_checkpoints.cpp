@@ -187,15 +187,15 @@ TEST_CASE("checkpoint convert streams: its peak memory stays well under the stat
 
   const PeakRssEnvironment environment;
   auto peak_rss = [&](const std::vector<std::string>& args) {
+    std::vector<char*> argv = {const_cast<char*>(HFTRAIN_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
     pid_t pid = ::fork();
-    if (pid == 0) {
+    if (pid == 0) {  // no allocation from here on
       if (::chdir(dir.c_str()) != 0) ::_exit(125);
       int devnull = ::open("/dev/null", O_WRONLY);
       ::dup2(devnull, 1);
       ::dup2(devnull, 2);
-      std::vector<char*> argv = {const_cast<char*>(HFTRAIN_BINARY)};
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
       ::execve(HFTRAIN_BINARY, argv.data(), environment.envp());
       ::_exit(127);
     }

@@ -273,18 +273,18 @@ TEST_CASE("zero-to-fp32 streams: peak memory stays under 1.2x the output size", 
   const std::string dir = dist_dir("zero_fp32_rss_" + std::to_string(stage));
   // Fork the converter now, before this process grows: the kernel's peak RSS of a child includes the
   // image it was forked from. It waits on a pipe until the checkpoint exists.
-  const std::string out = dir + "/fp32";
+  const std::string out = dir + "/fp32", checkpoint = dir + "/ckpt";
   int go[2];
   REQUIRE(::pipe(go) == 0);
   const PeakRssEnvironment environment;
   pid_t pid = ::fork();
-  if (pid == 0) {
+  if (pid == 0) {  // no allocation from here on
     ::close(go[1]);
     char c = 0;
     if (::read(go[0], &c, 1) != 1 || c != 'x') ::_exit(126);
     int devnull = ::open("/dev/null", O_WRONLY);
     ::dup2(devnull, 1);
-    ::execle(HFTRAIN_BINARY, HFTRAIN_BINARY, "zero-to-fp32", (dir + "/ckpt").c_str(), out.c_str(), (char*)nullptr,
+    ::execle(HFTRAIN_BINARY, HFTRAIN_BINARY, "zero-to-fp32", checkpoint.c_str(), out.c_str(), (char*)nullptr,
              environment.envp());
     ::_exit(127);
   }

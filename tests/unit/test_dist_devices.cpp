@@ -196,8 +196,10 @@ TEST_CASE("dist devices: with backend gloo, more workers than GPUs share them ro
   }
   const DeviceChoice third = choose_device(true, false, "gloo", 2, 1);
   CHECK(third.device() == "cuda:0");
-  CHECK(third.sharing == "LOCAL_RANK=2 shares cuda:0 with LOCAL_RANK 0: more workers than the 1 GPU this process sees, "
-                         "dealt out round-robin (distributed.backend gloo)");
+  CHECK(third.sharing == "LOCAL_RANK=2 shares cuda:0 with every worker whose LOCAL_RANK is 0 modulo 1: more workers "
+                         "than the 1 GPU this process sees, dealt out round-robin (distributed.backend gloo)");
+  CHECK_THAT(choose_device(true, false, "gloo", 5, 2).sharing,
+             Catch::StartsWith("LOCAL_RANK=5 shares cuda:1 with every worker whose LOCAL_RANK is 1 modulo 2"));
   CHECK_THROWS_WITH(choose_device(true, false, "auto", 1, 1),
                     Catch::Contains("LOCAL_RANK=1 has no GPU of its own") && Catch::Contains("distributed.backend: gloo"));
   CHECK(choose_device(true, false, "auto", 0, 1).sharing.empty());

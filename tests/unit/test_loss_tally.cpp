@@ -97,5 +97,11 @@ TEST_CASE("loss tally on a GPU: the sums stay on the device and equal the host's
   }
   CHECK(device.since_log() == host.since_log());
   CHECK(device.total() == host.total());
+  LossTally resumed(true);  // a checkpoint's sums (host numbers), then losses on the GPU
+  resumed.restore(2.5, 10.0);
+  resumed.add_micro_batch(torch::scalar_tensor(0.5f).cuda(), 1);
+  resumed.end_step();
+  CHECK(resumed.since_log() == 3.0);
+  CHECK(resumed.total() == 10.5);
 }
 #endif

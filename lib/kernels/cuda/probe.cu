@@ -20,10 +20,11 @@ __global__ void probe_kernel(int* out) {
 int kernels_loadable() {
   int device_count = 0;
   cudaError_t code = cudaGetDeviceCount(&device_count);
-  if (code != cudaSuccess) return static_cast<int>(code);
-  cudaFuncAttributes attributes{};
-  code = cudaFuncGetAttributes(&attributes, probe_kernel);
-  if (code != cudaSuccess) cudaGetLastError();  // not sticky: clear it so later LibTorch launches do not see it
+  if (code == cudaSuccess) {
+    cudaFuncAttributes attributes{};
+    code = cudaFuncGetAttributes(&attributes, probe_kernel);
+  }
+  if (code != cudaSuccess) cudaGetLastError();  // not sticky: clear it so that later launches do not see it
   return static_cast<int>(code);
 }
 

@@ -40,7 +40,7 @@ float* offset(float* p, int64_t begin) { return p == nullptr ? nullptr : p + beg
 const KernelTable* device_table(const Stream& s) {
   if (!s.on_cuda) return nullptr;
   const KernelTable* t = cuda_table();
-  if (t == nullptr) throw std::logic_error("optimizer kernels: a CUDA stream where " + kernels::cuda_kernels_unusable());
+  if (t == nullptr) throw std::logic_error("optimizer kernels: a CUDA stream, and no CUDA updates (" + kernels::cuda_kernels_unusable() + ")");
   return t;
 }
 
