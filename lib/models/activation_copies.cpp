@@ -4,6 +4,7 @@
 
 #if HFTRAIN_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -11,8 +12,12 @@
 #include <mutex>
 #endif
 
+#include <atomic>
+
 namespace hftrain {
 namespace {
+
+std::atomic<int64_t> copy_delay_cycles{0};  // delay_cuda_offload_copies
 
 #if HFTRAIN_WITH_CUDA
 // One side stream per device for every offload copy, so that a backward copy is queued after the forward copy of
@@ -24,6 +29,11 @@ c10::cuda::CUDAStream side_stream(c10::DeviceIndex device) {
   auto found = streams.find(device);
   if (found == streams.end()) found = streams.emplace(device, c10::cuda::getStreamFromPool(false, device)).first;
   return found->second;
+}
+
+// The tests' delay on the side stream (current here) before a copy.
+void delay_for_tests() {
+  if (const int64_t cycles = copy_delay_cycles.load()) at::cuda::sleep(cycles);
 }
 
 // `later` waits (on the device) for the work queued on `earlier` so far.
@@ -40,6 +50,7 @@ torch::Tensor cuda_copy_to_host(const torch::Tensor& x) {
   torch::Tensor host = torch::empty(x.sizes(), x.options().device(torch::kCPU).pinned_memory(true));
   {
     c10::cuda::CUDAStreamGuard on_side(side);
+    delay_for_tests();
     host.copy_(x.detach(), /*non_blocking=*/true);
   }
   x.record_stream(side);  // x's memory is not handed to other work until the copy has read it
@@ -53,6 +64,7 @@ torch::Tensor cuda_copy_back(const torch::Tensor& kept, const torch::Device& dev
   torch::Tensor back = torch::empty(kept.sizes(), kept.options().device(device).pinned_memory(false));
   {
     c10::cuda::CUDAStreamGuard on_side(side);
+    delay_for_tests();
     back.copy_(kept, /*non_blocking=*/true);
   }
   back.record_stream(side);
@@ -71,6 +83,8 @@ torch::Tensor copy_to_host(const torch::Tensor& x) {
   host.copy_(x.detach());
   return host;
 }
+
+void delay_cuda_offload_copies(int64_t cycles) { copy_delay_cycles.store(cycles); }
 
 torch::Tensor copy_back(const torch::Tensor& kept, const torch::Device& device) {
   if (kept.device() == device) return kept;

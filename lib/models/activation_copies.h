@@ -15,4 +15,8 @@ torch::Tensor copy_to_host(const torch::Tensor& x);
 // `kept` (from copy_to_host) on `device`, ready for the current stream's work there.
 torch::Tensor copy_back(const torch::Tensor& kept, const torch::Device& device);
 
+// Tests: each CUDA copy waits `cycles` GPU clock cycles on the side stream first (0: none), so that a copy the
+// compute stream did not wait for would be read unfinished.
+void delay_cuda_offload_copies(int64_t cycles);
+
 }  // namespace hftrain

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "builtins/register_builtins.h"
+#include "models/activation_copies.h"
 #include "models/checkpointing.h"
 #include "runspec/run_spec.h"
 #include "scratch_files.h"
@@ -101,6 +102,9 @@ TEST_CASE("activation-checkpoint offload on a GPU: the copies on the side stream
           "[gpu][checkpoint_offload]") {
   REQUIRE(torch::cuda::is_available());
   const torch::Device gpu(torch::kCUDA, 0);
+  // Each copy first waits ~10^7 GPU cycles on the side stream, far longer than the small model's compute: a copy
+  // that forward or the recomputation did not wait for would be read unfinished.
+  hftrain::delay_cuda_offload_copies(10000000);
   for (const bool tiled : {false, true}) {
     INFO("tiled MLP " << tiled);
     const OffloadRun kept = offload_llama_run(false, tiled, false, gpu), offloaded = offload_llama_run(true, tiled, false, gpu);
@@ -111,6 +115,7 @@ TEST_CASE("activation-checkpoint offload on a GPU: the copies on the side stream
       CHECK(torch::allclose(grad, offloaded.grads.at(name), 1e-5, 1e-7));
     }
   }
+  hftrain::delay_cuda_offload_copies(0);
 }
 #endif
 
