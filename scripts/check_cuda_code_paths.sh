@@ -11,12 +11,12 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cxx="$1"; shift
 torch_includes=("$@")
+source "$root/scripts/find_nvcc.sh"
+nvcc="$(find_nvcc)"
 cuda_include=""
-for nvcc in "${NVCC:-}" "$(command -v nvcc || true)" /usr/local/cuda/bin/nvcc; do
-  if [ -n "$nvcc" ] && [ -f "$(dirname "$nvcc")/../include/cuda_runtime_api.h" ]; then
-    cuda_include="$(cd "$(dirname "$nvcc")/../include" && pwd)"; break
-  fi
-done
+if [ -n "$nvcc" ] && [ -f "$(dirname "$nvcc")/../include/cuda_runtime_api.h" ]; then
+  cuda_include="$(cd "$(dirname "$nvcc")/../include" && pwd)"
+fi
 c10_cuda=""
 for dir in "${torch_includes[@]}"; do [ -f "$dir/c10/cuda/CUDAStream.h" ] && c10_cuda="$dir"; done
 if [ -z "$cuda_include" ] || [ -z "$c10_cuda" ]; then

@@ -5,8 +5,8 @@
 # counts as skipped. NVCC names another compiler; HFTRAIN_CUDA_ARCHITECTURES another architecture (default 90).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-nvcc="${NVCC:-$(command -v nvcc || true)}"
-if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
+source "$root/scripts/find_nvcc.sh"
+nvcc="$(find_nvcc)"
 if [ -z "$nvcc" ]; then
   echo "HFTRAIN_TEST_SKIPPED: no nvcc on this machine, so the CUDA sources of lib/ were not compiled"
   exit 77

@@ -40,7 +40,8 @@ fi
 
 # nvcc for the CUDA kernels (lib/kernels/cuda/, lib/optim/kernels/cuda/): from PATH, else CUDA's usual folder; without
 # one the build keeps LibTorch's ops on the GPU (configure.log says "CUDA kernels OFF").
-nvcc_path=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+source scripts/find_nvcc.sh  # the working directory is the repository root (above)
+nvcc_path=$(find_nvcc)
 cuda_flags=(); [ -n "$nvcc_path" ] && cuda_flags=(-DCMAKE_CUDA_COMPILER="$nvcc_path")
 {
   nvidia-smi; g++ --version | head -1; cmake --version | head -1; "${nvcc_path:-nvcc}" --version | tail -2

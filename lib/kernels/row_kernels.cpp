@@ -43,10 +43,10 @@ const RowKernels* row_kernels_on(const c10::Device& device) {
 
 const RowKernels& row_kernels_at(const c10::Device& device) {
   const RowKernels* set = row_kernels_on(device);
-  if (set == nullptr)
-    throw std::logic_error("no fused row kernels for tensors on " + device.str() +
-                           (device.is_cuda() && !cuda_kernels_unusable().empty() ? " (" + cuda_kernels_unusable() + ")"
-                                                                                 : std::string()));
+  if (set == nullptr) {
+    const std::string why = device.is_cuda() ? cuda_kernels_unusable() : std::string();
+    throw std::logic_error("no fused row kernels for tensors on " + device.str() + (why.empty() ? "" : " (" + why + ")"));
+  }
   return *set;
 }
 

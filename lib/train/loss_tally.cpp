@@ -1,4 +1,5 @@
-// The training loss's sums, kept on the losses' device (see loss_tally.h).
+// The training loss's sums, kept on the losses' device (see loss_tally.h); added to in place, so a step allocates
+// only the micro-batch's float64 copy and the filter's stand-in.
 #include "train/loss_tally.h"
 
 namespace hftrain {
@@ -28,14 +29,14 @@ void LossTally::add_micro_batch(const torch::Tensor& loss, int64_t steps_since_l
     const torch::Tensor stand_in = (since_log_ + step_) / scalar_on(static_cast<double>(1 + steps_since_log), loss.device());
     value = torch::where(torch::isfinite(value), value, stand_in);
   }
-  step_ = step_ + value;
+  step_.add_(value);
 }
 
 void LossTally::end_step() {
   if (!step_.defined()) return;
-  since_log_ = since_log_ + step_;
-  total_ = total_ + step_;
-  step_ = torch::zeros_like(step_);
+  since_log_.add_(step_);
+  total_.add_(step_);
+  step_.zero_();
 }
 
 double LossTally::since_log() const { return read(since_log_); }
@@ -43,7 +44,7 @@ double LossTally::since_log() const { return read(since_log_); }
 double LossTally::total() const { return read(total_); }
 
 void LossTally::clear_since_log() {
-  if (since_log_.defined()) since_log_ = torch::zeros_like(since_log_);
+  if (since_log_.defined()) since_log_.zero_();
 }
 
 void LossTally::restore(double since_log, double total) {
