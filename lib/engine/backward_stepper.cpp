@@ -1,8 +1,6 @@
 // Layer-wise optimizer steps inside backward (see backward_stepper.h).
 #include "engine/backward_stepper.h"
 
-#include <cmath>
-
 #include "engine/engine.h"
 
 namespace hftrain {
@@ -23,9 +21,9 @@ BackwardStepper::~BackwardStepper() {
 
 void BackwardStepper::begin(double lr) {
   lr_ = lr;
-  norm_sq_ = 0;
+  norm_sq_ = torch::Tensor();
   measure_only_ = measured_ = false;
-  coef_.reset();
+  coef_ = torch::Tensor();
 }
 
 void BackwardStepper::measure_pass() { measure_only_ = true; }
@@ -34,8 +32,8 @@ void BackwardStepper::update_pass(double max_norm) {
   release_held();
   measure_only_ = false;
   measured_ = true;
-  const torch::Tensor total = torch::tensor(static_cast<float>(std::sqrt(norm_sq_)));
-  coef_ = clip_coefficient(total, max_norm).item<double>();  // read once
+  const torch::Tensor total = norm_sq_.defined() ? norm_sq_.sqrt().to(torch::kFloat) : torch::zeros({}, torch::kFloat);
+  coef_ = clip_coefficient(total, max_norm);  // a float32 value on the gradients' device
 }
 
 void BackwardStepper::release_held() {
@@ -52,17 +50,18 @@ void BackwardStepper::on_gradient(std::size_t index, const torch::Tensor& grad) 
   {
     torch::NoGradGuard no_grad;
     if (!measured_) {
-      const double n = at::linalg_vector_norm(grad, 2, c10::nullopt, false, c10::nullopt).item<double>();
-      norm_sq_ += n * n;
+      // Each norm in float32, the squares added in double, on the gradients' device (no read per parameter).
+      const torch::Tensor n = at::linalg_vector_norm(grad, 2, c10::nullopt, false, c10::nullopt).to(torch::kDouble);
+      norm_sq_ = norm_sq_.defined() ? norm_sq_ + n * n : n * n;
     }
-    if (!measure_only_) optimizer_.step_parameter(entries_[index].name, coef_ ? grad * *coef_ : grad, lr_);
+    if (!measure_only_) optimizer_.step_parameter(entries_[index].name, coef_.defined() ? grad * coef_ : grad, lr_);
   }
   held_.push_back(index);
 }
 
-double BackwardStepper::finish() {
+DeviceScalar BackwardStepper::finish() {
   release_held();
-  return std::sqrt(norm_sq_);
+  return norm_sq_.defined() ? DeviceScalar::of(norm_sq_.sqrt()) : DeviceScalar(0.0);
 }
 
 }  // namespace hftrain

@@ -9,11 +9,11 @@
 // updates with every gradient times the clip coefficient.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "optim/optimizer.h"
+#include "util/device_scalar.h"
 
 namespace hftrain {
 
@@ -30,7 +30,7 @@ class BackwardStepper {
   void measure_pass();
   void update_pass(double max_norm);
   // After backward: releases the last gradient; returns the step's global L2 gradient norm.
-  double finish();
+  DeviceScalar finish();
   // The most gradient bytes alive at once during a backward so far (the one being applied included), and
   // the bytes of all the gradients together.
   int64_t peak_grad_bytes() const { return peak_bytes_; }
@@ -47,9 +47,10 @@ class BackwardStepper {
   Optimizer& optimizer_;
   std::vector<Entry> entries_;
   std::vector<std::size_t> held_;  // entries whose .grad autograd may have stored
-  double lr_ = 0, norm_sq_ = 0;
+  double lr_ = 0;
+  torch::Tensor norm_sq_;  // double, 0-dim, on the gradients' device; undefined before the first gradient
   bool measure_only_ = false, measured_ = false;
-  std::optional<double> coef_;  // clip coefficient (a float32 value, torch's rounding), unset when not clipping
+  torch::Tensor coef_;  // clip coefficient (float32, 0-dim, torch's rounding), undefined when not clipping
   int64_t peak_bytes_ = 0, all_bytes_ = 0;
 };
 

@@ -19,7 +19,7 @@ torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads) {
   return at::linalg_vector_norm(torch::stack(norms), 2, c10::nullopt, false, c10::nullopt);
 }
 
-double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+DeviceScalar clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
@@ -30,7 +30,7 @@ double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm)
     for (const auto& p : params)
       if (p.grad().defined()) p.grad().detach().mul_(coef);
   }
-  return total.item<double>();
+  return DeviceScalar::of(total);
 }
 
 nlohmann::json EngineCheckpointState::layout_of(int stage, const std::string& parameter_dtype) const {

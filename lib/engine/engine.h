@@ -13,6 +13,7 @@
 
 #include "checkpoint/streamed_weights.h"
 #include "optim/optimizer.h"
+#include "util/device_scalar.h"
 
 namespace hftrain {
 
@@ -41,7 +42,8 @@ struct EngineShard {
 };
 
 struct StepResult {
-  double grad_norm = 0;  // global L2 norm of the gradients before clipping
+  // The global L2 norm of the gradients before clipping: on the gradients' device until a logging step reads it.
+  DeviceScalar grad_norm;
   bool skipped = false;  // the step was skipped (e.g. fp16 overflow); the schedule must not advance
   double loss_scale = 0;       // fp16 loss scaling: the scale after this step (0 = no loss scaling)
   double prev_loss_scale = 0;  // the scale this step's gradients were computed with
@@ -168,7 +170,7 @@ torch::Tensor clip_coefficient(const torch::Tensor& total_norm, double max_norm)
 torch::Tensor global_grad_norm(const std::vector<torch::Tensor>& grads);
 
 // Global L2 norm of all gradients; when max_norm > 0 the gradients are scaled by clip_coefficient, exactly as
-// torch.nn.utils.clip_grad_norm_ (1.13) does.
-double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+// torch.nn.utils.clip_grad_norm_ (1.13) does, on the gradients' device (nothing is read to the host).
+DeviceScalar clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
 }  // namespace hftrain

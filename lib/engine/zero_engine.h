@@ -112,11 +112,11 @@ class ZeroEngine : public Engine {
     double divisor = 1.0;                // 16-bit gradients still carry the loss scale
     bool fused = false;  // 16-bit, unscaled and clipped by the optimizer's own pass (StepScaling)
   };
+  // On the gradients' device: read to the host only by mixed precision's overflow verdict and by logging.
   struct GlobalNorm {
-    torch::Tensor total;  // float32, 0-dim: what the clip coefficient is computed from (undefined: no gradients)
-    double value = 0;     // its value, the logged grad_norm
-    double sum = 0;       // the squared norms summed over the ranks (in double), when summed
-    bool overflow = false;  // inf / nan in any rank's gradients (mixed precision's verdict)
+    torch::Tensor total;  // float32, 0-dim: the logged grad_norm and the clip coefficient's input (undefined: no gradients)
+    torch::Tensor sum;    // double, one element: the squared norms summed (over the ranks' partitions), when summed
+    bool vote = false;    // replicated 16-bit gradients on several ranks: the ranks vote on the overflow verdict
   };
   StepResult update_parameters(double lr);
   void choose_step_parts();

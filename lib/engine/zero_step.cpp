@@ -14,8 +14,8 @@ namespace hftrain {
 namespace {
 
 // Σ (‖part‖₂ / divisor)² over `parts`, each part's norm in float32 and the squares added in order in double,
-// as the host would add them, but on the parts' device and read back once: on a GPU a read per part would
-// wait for the device that many times a step (a 124M-parameter model has ~120 chunks of 2^20).
+// as the host would add them, but on the parts' device: on a GPU a read per part would wait for the device that
+// many times a step (a 124M-parameter model has ~120 chunks of 2^20). Only mixed precision's verdict reads it.
 class SquaredNormSum {
  public:
   explicit SquaredNormSum(double divisor) : divisor_(divisor) {}
@@ -26,7 +26,10 @@ class SquaredNormSum {
     if (divisor_ != 1.0) n = n / torch::scalar_tensor(divisor_, n.options());
     sum_ = sum_.defined() ? sum_ + n * n : n * n;
   }
-  double read() const { return sum_.defined() ? sum_.item<double>() : 0.0; }
+  // The sum as a one-element double tensor (zero on `device` when nothing was added).
+  torch::Tensor tensor(torch::Device device) const {
+    return sum_.defined() ? sum_.reshape({1}) : torch::zeros({1}, torch::TensorOptions(torch::kDouble).device(device));
+  }
 
  private:
   double divisor_;
@@ -50,9 +53,11 @@ StepResult ZeroEngine::update_parameters(double lr) {
   if (r.skipped) return r;
   double clip = 1.0;
   if (options_.max_grad_norm > 0 && norm.total.defined()) {
-    clip = clip_coefficient(norm.total, options_.max_grad_norm).item<double>();  // a float32 value
-    if (!grads.fused)
-      for (auto& g : grads.tensors) g.mul_(clip);
+    const torch::Tensor coef = clip_coefficient(norm.total, options_.max_grad_norm);  // float32, on the device
+    if (grads.fused)
+      clip = coef.item<double>();  // the fused pass takes a host factor
+    else
+      for (auto& g : grads.tensors) g.mul_(coef);
   }
   update_(lr, grads, clip, scale);
   publisher_->publish();
@@ -87,23 +92,26 @@ void ZeroEngine::choose_step_parts() {
     global_norm_ = [](const StepGradients& g) {
       GlobalNorm n;
       n.total = global_grad_norm(g.tensors);
-      if (n.total.defined()) n.value = n.total.item<double>();
       return n;
     };
   else
     global_norm_ = [this](const StepGradients& g) { return summed_norm(g, shards_optimizer_); };
-  if (mixed_)  // an overflow skips the step on every rank and moves the loss scale
+  if (mixed_)  // an overflow skips the step on every rank and moves the loss scale: the step's one read to the host
     verdict_ = [this](const GlobalNorm& n, double scale, StepResult& r) {
-      r.grad_norm = n.overflow && std::isfinite(n.sum) ? std::numeric_limits<double>::infinity() : n.value;
+      const double sum = n.sum.item<double>();
+      bool overflow = !std::isfinite(sum);
+      if (n.vote) overflow = comm_.all_reduce_scalar(overflow ? 1.0 : 0.0, ReduceOp::kMax, "gradient overflow vote") > 0;
+      r.grad_norm = overflow && std::isfinite(sum) ? DeviceScalar(std::numeric_limits<double>::infinity())
+                                                   : DeviceScalar::of(n.total);
       r.prev_loss_scale = scale;
-      scaler_.update(n.overflow);
+      scaler_.update(overflow);
       if (scaler_.dynamic() || scale != 1.0) r.loss_scale = scaler_.scale();
-      r.skipped = n.overflow;
+      r.skipped = overflow;
     };
-  else  // fp32: a non-finite norm skips the step only when asked to
+  else  // fp32: a non-finite norm skips the step only when asked to (which reads it); the norm stays on the device
     verdict_ = [this](const GlobalNorm& n, double, StepResult& r) {
-      r.grad_norm = n.value;
-      r.skipped = options_.skip_nonfinite_steps && !std::isfinite(n.value);
+      r.grad_norm = DeviceScalar::of(n.total);
+      r.skipped = options_.skip_nonfinite_steps && !std::isfinite(r.grad_norm.value());
     };
   publisher_ = partitions_params_ ? refresh_persistent(*coordinator_)
                : shards_optimizer_ ? all_gather_partitions(group_comms_, own_params_, flat_.flat)
@@ -158,20 +166,14 @@ ZeroEngine::GlobalNorm ZeroEngine::summed_norm(const StepGradients& grads, bool 
     for (int64_t begin = 0; begin < g.numel(); begin += chunk) local_sum.add(g.narrow(0, begin, std::min(chunk, g.numel() - begin)));
   }
   GlobalNorm n;
-  n.sum = local_sum.read();
-  n.overflow = !std::isfinite(n.sum);
+  n.sum = local_sum.tensor(options_.device);
   if (world_ > 1) {
     // Partitions: every rank adds its squared partition norm (padding is zero; a non-finite partition makes the
     // sum non-finite everywhere). Replicated gradients: the ranks vote on the verdict.
-    if (over_partitions) {
-      n.sum = comm_.all_reduce_scalar(n.sum, ReduceOp::kSum, "gradient norm");
-      n.overflow = !std::isfinite(n.sum);
-    } else {
-      n.overflow = comm_.all_reduce_scalar(n.overflow ? 1.0 : 0.0, ReduceOp::kMax, "gradient overflow vote") > 0;
-    }
+    if (over_partitions) comm_.all_reduce(n.sum, ReduceOp::kSum, "gradient norm");
+    else n.vote = true;
   }
-  n.total = torch::tensor(static_cast<float>(std::sqrt(n.sum)), torch::kFloat32);
-  n.value = n.total.item<double>();
+  n.total = n.sum.sqrt().to(torch::kFloat32).reshape({});  // the square root in double, then rounded to float32
   return n;
 }
 

@@ -20,6 +20,9 @@ struct CrossEntropyRows {
   float epsilon = 0;  // label smoothing
   float scale = 1;    // the gradient's factor (1 / the loss's denominator)
   bool gradient = false;
+  // Every label is ignore_index or in [0, vocab), as the caller found on the host: a device kernel's own verdict
+  // need not be read back (a read that waits for the device). The host kernel checks regardless.
+  bool labels_checked = false;
 };
 
 // row_loss[r] = the loss of row r. Throws std::out_of_range naming the row when a label is neither

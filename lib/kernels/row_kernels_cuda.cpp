@@ -126,12 +126,13 @@ void swiglu_backward_bf16_cuda(const uint16_t* g, const uint16_t* u, const uint1
 }
 
 // A label outside the vocabulary is named as the host kernel names it. Reading the kernel's verdict back waits for
-// the kernel: one wait per call of the chunked loss.
+// the kernel, so it is read only when the caller has not checked the labels on the host (labels_checked).
 void cross_entropy_rows_cuda(const CrossEntropyRows& p, float* row_loss) {
   torch::Tensor bad_row = torch::full({1}, -1, on_current_device(torch::kLong));  // all bits set: no bad row
   check(cuda::cross_entropy_rows(p, row_loss, reinterpret_cast<unsigned long long*>(bad_row.data_ptr<int64_t>()),
                                  current_stream()),
         "cross_entropy_rows");
+  if (p.labels_checked) return;
   const int64_t row = bad_row.item<int64_t>();
   if (row < 0) return;
   const torch::Tensor labels = torch::from_blob(const_cast<int64_t*>(p.labels), {p.rows}, on_current_device(torch::kLong));

@@ -110,7 +110,7 @@ class BertEncoder : public torch::nn::Module {
       }
       return torch::dropout(apply_layer_norm(emb_norm_, words + apply_embedding(token_type_, types) + apply_embedding(position_, pos)), o_.hidden_dropout_prob, is_training());
     });
-    auto bias = padding_bias(batch.attention_mask, x.scalar_type());
+    auto bias = padding_bias(batch.attention_mask, x.scalar_type(), batch.has_padding);
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       Layer* l = layers_[i].get();
       if (gradient_checkpointing && is_training()) {

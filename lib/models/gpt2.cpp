@@ -146,7 +146,7 @@ torch::Tensor Gpt2::hidden_states(const Batch& batch, KvCache* cache) {
     }
     return torch::dropout(tokens + apply_embedding(wpe_, pos), options_.embd_pdrop, is_training());
   });
-  auto bias = padding_bias(batch.attention_mask, x.scalar_type());
+  auto bias = padding_bias(batch.attention_mask, x.scalar_type(), batch.has_padding);
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     Block* b = blocks_[i].get();
     if (gradient_checkpointing_ && is_training()) {

@@ -37,8 +37,8 @@ torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x) 
   throw ConfigError("activation '" + name + "' is not supported");
 }
 
-torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarType dtype) {
-  if (!attention_mask.defined() || attention_mask.all().item<bool>()) return {};
+torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarType dtype, std::optional<bool> has_padding) {
+  if (!attention_mask.defined() || !(has_padding ? *has_padding : !attention_mask.all().item<bool>())) return {};
   auto keep = attention_mask.to(dtype).unsqueeze(1).unsqueeze(2);  // [B, 1, 1, T]
   // HF: torch.finfo(dtype).min, the dtype's own lowest finite value (float's lowest is -inf in bf16/fp16,
   // and 0 * -inf would turn every kept position into nan).

@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "models/adaptable_linear.h"
@@ -24,7 +25,10 @@ torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x);
 // the float minimum where padding (HF's extended attention mask). Undefined in, undefined out, and undefined for a
 // mask without padding (as HF's SDPA path drops such a mask): a zero bias adds nothing, and without one attention
 // runs maskless (the fused kernel without a bias; on 2.x SDPA's causal flash / memory-efficient kernels).
-torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarType dtype);
+// `has_padding`: what the host already knows of the mask (Batch::has_padding); unset, the mask is asked, which on a
+// device waits for it.
+torch::Tensor padding_bias(const torch::Tensor& attention_mask, torch::ScalarType dtype,
+                           std::optional<bool> has_padding = std::nullopt);
 
 // The dtype's lowest finite value as a float (HF's torch.finfo(dtype).min for float32, bf16, fp16;
 // float32's for other dtypes).

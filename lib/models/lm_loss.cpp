@@ -22,7 +22,7 @@ namespace {
 // (kernels/row_kernels.h: the host's, or a CUDA device's), LibTorch's ops otherwise (HFTRAIN_KERNELS=torch, a
 // device without kernels).
 torch::Tensor scored_rows(torch::Tensor z, const torch::Tensor& yc, double epsilon, double scale, bool gradient,
-                          torch::Tensor& total) {
+                          bool labels_checked, torch::Tensor& total) {
   const int64_t vocab = z.size(1);
   const kernels::RowKernels* row_kernels = kernels::row_kernels_on(z.device());
   if (row_kernels != nullptr && z.scalar_type() == torch::kFloat && z.is_contiguous()) {
@@ -37,6 +37,7 @@ torch::Tensor scored_rows(torch::Tensor z, const torch::Tensor& yc, double epsil
     p.epsilon = static_cast<float>(epsilon);
     p.scale = static_cast<float>(scale);
     p.gradient = gradient;
+    p.labels_checked = labels_checked;
     try {
       row_kernels->cross_entropy_rows(p, row_loss.data_ptr<float>());
     } catch (const std::out_of_range& e) {
@@ -62,7 +63,8 @@ torch::Tensor scored_rows(torch::Tensor z, const torch::Tensor& yc, double epsil
 class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor h, torch::Tensor w, torch::Tensor b,
-                               torch::Tensor y, double scale, double epsilon, int64_t chunk, double softcap) {
+                               torch::Tensor y, double scale, double epsilon, int64_t chunk, double softcap,
+                               bool labels_checked) {
     const bool has_bias = b.numel() > 0;
     const bool grad_h = h.requires_grad(), grad_w = w.requires_grad(), grad_b = has_bias && b.requires_grad();
     const int64_t rows = h.size(0), vocab = w.size(0);
@@ -84,7 +86,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       }
       const bool gradient = grad_h || grad_w || grad_b;
       // d loss / d z = scale * (softmax - (1 - eps) onehot - eps / V), formed in place over z.
-      const torch::Tensor g = scored_rows(z, yc, epsilon, scale, gradient, total);
+      const torch::Tensor g = scored_rows(z, yc, epsilon, scale, gradient, labels_checked, total);
       if (!gradient) continue;
       if (softcap > 0) g.mul_(1.0 - t * t);  // d cap tanh(z / cap) / dz
       if (grad_b) db += g.sum(0);
@@ -111,7 +113,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     return {saved[0].defined() ? saved[0] * go.to(saved[0].scalar_type()) : torch::Tensor(),
             scaled(saved[1], ctx->saved_data["w_dtype"].toInt()),
             scaled(saved[2], ctx->saved_data["b_dtype"].toInt()),
-            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+            torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -136,10 +138,16 @@ int64_t auto_chunk_tokens(int64_t tokens, int64_t vocab, int64_t hidden) {
 
 torch::Tensor linear_cross_entropy(const torch::Tensor& features, const torch::Tensor& weight, const torch::Tensor& bias,
                                    const torch::Tensor& labels, double epsilon, double denominator, int64_t chunk_tokens,
-                                   double softcap) {
+                                   double softcap, const ScoredLabels& known) {
   const int64_t hidden = features.size(-1);
   const torch::Tensor flat_labels = labels.reshape({-1});
-  const torch::Tensor scored = flat_labels.ne(-100).nonzero().squeeze(1);
+  // The scored rows in order: nonzero reads their count back from the device; a stable descending sort of the
+  // keep flags puts the same rows first, in the same order, and the host's count takes that many.
+  const torch::Tensor keep = flat_labels.ne(-100);
+  const torch::Tensor scored =
+      known.count < 0 ? keep.nonzero().squeeze(1)
+                      : std::get<1>(keep.to(torch::kUInt8).sort(/*stable=*/true, /*dim=*/0, /*descending=*/true)).slice(0, 0, known.count);
+  const bool labels_checked = known.count == 0 || (known.count > 0 && known.smallest >= 0 && known.largest < weight.size(0));
   torch::Tensor h = features.reshape({-1, hidden}).index_select(0, scored);
   const torch::Tensor y = flat_labels.index_select(0, scored);
   const int64_t rows = h.size(0);
@@ -154,7 +162,7 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& features, const torch::T
   }
   // HF divides by the batch's label-token count unless num_items_in_batch is given (0 tokens: 0 / 0).
   const double scale = denominator > 0 ? 1.0 / denominator : 1.0 / static_cast<double>(rows);
-  return LinearCrossEntropy::apply(h, w, b, y, scale, epsilon, std::max<int64_t>(1, chunk_tokens), softcap);
+  return LinearCrossEntropy::apply(h, w, b, y, scale, epsilon, std::max<int64_t>(1, chunk_tokens), softcap, labels_checked);
 }
 
 }  // namespace hftrain

@@ -32,8 +32,15 @@ int64_t auto_chunk_tokens(int64_t tokens, int64_t vocab, int64_t hidden);
 // With `softcap` > 0 the logits scored are softcap * tanh(logits / softcap) (gemma2's final_logit_softcapping),
 // their gradient through tanh's derivative. Equals linear (+ the cap) + token_cross_entropy / label_smoothed_loss
 // within fp32 rounding, for any chunk size.
+// `known`: what the host found of the labels before they moved to the device (Batch::scored_tokens): with it the
+// scored rows are picked without reading their count back, and labels known to lie in the vocabulary are not
+// checked again by a read of the kernel's verdict; on a GPU each such read waits for the device.
+struct ScoredLabels {
+  int64_t count = -1;  // labels != -100; -1 = unknown
+  int64_t smallest = 0, largest = 0;  // of those labels, when count > 0
+};
 torch::Tensor linear_cross_entropy(const torch::Tensor& features, const torch::Tensor& weight, const torch::Tensor& bias,
                                    const torch::Tensor& labels, double epsilon, double denominator, int64_t chunk_tokens,
-                                   double softcap = 0.0);
+                                   double softcap = 0.0, const ScoredLabels& known = {});
 
 }  // namespace hftrain

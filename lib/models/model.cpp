@@ -46,8 +46,15 @@ ModelOutput Model::language_model_output(UnitHandle unit, const Batch& batch, bo
         features = features.slice(1, 0, features.size(1) - 1);
         labels = labels.slice(1, 1, labels.size(1));
       }
+      // The host's count of the scored labels is this loss's when it shifted them the same way (scored_labels).
+      ScoredLabels known;
+      if (batch.scored_tokens >= 0 && shift == (is_causal_lm() && !batch.sliced()) && loss_unit() == LossUnit::kLabelToken) {
+        known.count = batch.scored_tokens;
+        known.smallest = batch.smallest_label;
+        known.largest = batch.largest_label;
+      }
       return linear_cross_entropy(features, h.weight, h.bias, labels, batch.label_smoothing, batch.loss_denominator,
-                                  lm_loss_.chunk_tokens, h.softcap);
+                                  lm_loss_.chunk_tokens, h.softcap, known);
     });
     return out;
   }
@@ -59,11 +66,32 @@ ModelOutput Model::language_model_output(UnitHandle unit, const Batch& batch, bo
   return out;
 }
 
-int64_t scored_label_tokens(const Model& model, const Batch& batch) {
-  if (model.loss_unit() != LossUnit::kLabelToken || !batch.labels.defined()) return 0;
+namespace {
+
+// The labels a label-token loss scores: a causal LM's shifted ones (undefined for other losses).
+torch::Tensor scored_labels(const Model& model, const Batch& batch) {
+  if (model.loss_unit() != LossUnit::kLabelToken || !batch.labels.defined()) return {};
   const bool shift = model.is_causal_lm() && !batch.sliced();
-  const torch::Tensor scored = shift ? batch.labels.slice(1, 1, batch.labels.size(1)) : batch.labels;
-  return scored.ne(-100).sum().item<int64_t>();
+  return shift ? batch.labels.slice(1, 1, batch.labels.size(1)) : batch.labels;
+}
+
+}  // namespace
+
+int64_t scored_label_tokens(const Model& model, const Batch& batch) {
+  const torch::Tensor scored = scored_labels(model, batch);
+  return scored.defined() ? scored.ne(-100).sum().item<int64_t>() : 0;
+}
+
+int64_t note_scored_labels(const Model& model, Batch& batch) {
+  const torch::Tensor labels = scored_labels(model, batch);
+  if (!labels.defined() || !labels.is_cpu()) return scored_label_tokens(model, batch);
+  const torch::Tensor kept = labels.masked_select(labels.ne(-100));
+  batch.scored_tokens = kept.numel();
+  if (kept.numel() > 0) {
+    batch.smallest_label = kept.min().item<int64_t>();
+    batch.largest_label = kept.max().item<int64_t>();
+  }
+  return batch.scored_tokens;
 }
 
 std::pair<torch::Tensor, torch::Tensor> KvCache::append(std::size_t layer, const torch::Tensor& k, const torch::Tensor& v) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,14 @@ struct Batch {
   // (models/lm_loss.h); train/training_loss sets it. A loss computed from logits is smoothed there instead.
   double label_smoothing = 0;
   SequenceSlice slice;  // parts 1: whole rows
+  // Whether attention_mask holds padding, found on the host when the batch moved to its device (batch_on), so
+  // that attention does not read the mask back from the device each forward; unset: padding_bias asks the mask.
+  std::optional<bool> has_padding;
+  // What the host found of the labels that the loss scores (LossNormaliser::prepare, before the batch moved), so that
+  // the chunked loss reads nothing back from the device: how many there are (-1 = unknown), and the smallest and
+  // largest of them (valid when scored_tokens > 0).
+  int64_t scored_tokens = -1;
+  int64_t smallest_label = 0, largest_label = 0;
   int64_t size() const { return labels.defined() ? labels.size(0) : input_ids.size(0); }
   bool sliced() const { return slice.parts > 1; }
 };
@@ -358,6 +367,8 @@ std::vector<std::vector<std::string>> resolve_gather_units(const Model& model, c
 // The label tokens `model`'s loss scores in `batch`: labels != -100 (of labels[:, 1:] for causal LMs, unless the
 // batch is a slice whose labels are shifted already); 0 for models whose loss averages examples.
 int64_t scored_label_tokens(const Model& model, const Batch& batch);
+// scored_label_tokens, and for labels on the host also `batch`'s scored_tokens, smallest_label and largest_label.
+int64_t note_scored_labels(const Model& model, Batch& batch);
 
 // Cross-entropy of logits [N, V] against labels [N] (ignore_index -100), in fp32: the mean over scored
 // labels, or, when `denominator` > 0, their sum divided by it (Batch::loss_denominator).

@@ -11,7 +11,8 @@ LossScale LossNormaliser::prepare(std::vector<Batch>& window, int64_t& input_tok
   const bool token_level = model_.loss_unit() == LossUnit::kLabelToken;
   int64_t label_tokens = 0;
   if (token_level)
-    for (const Batch& b : window) label_tokens += scored_label_tokens(model_, b);
+    for (Batch& b : window)  // on the host, before the batch moves: the chunked loss then reads nothing back
+      label_tokens += note_scored_labels(model_, b);
   const int world = comm_.world_size();
   const bool sum_labels = token_level && across_workers_ && world > 1;
   if (world > 1 && (sum_labels || sum_input_tokens)) {  // one collective for both counts

@@ -93,7 +93,10 @@ void Trainer::setup(const TrainingPlan& plan, const ParallelLayout& layout) {
   extra_callbacks_.clear();
 
   std::string optimizer_kernel;
-  OptimizerHyper hyper{args.adam_beta1, args.adam_beta2, args.adam_epsilon};
+  OptimizerHyper hyper;
+  hyper.beta1 = args.adam_beta1;
+  hyper.beta2 = args.adam_beta2;
+  hyper.eps = args.adam_epsilon;
   hyper.low_rank_params = low_rank_targets(*pipeline_.model, args.optim_target_modules, spec_.optimizer.type);
   const OptimizerTraits& traits = components_.optimizers.traits(spec_.optimizer.type);
   check_optimizer_fits(spec_, traits, components_.optimizers.names_where([](const OptimizerTraits& t) { return t.element_wise; }));
@@ -289,7 +292,7 @@ void Trainer::maybe_log_save_evaluate(const StepResult& step) {
                                 ? tr_loss
                                 : comm_.all_reduce_scalar(tr_loss, ReduceOp::kSum, "logged loss") / comm_.world_size();
     nlohmann::json entry = {
-        {"loss", round_to(loss_sum / steps, 4)}, {"grad_norm", step.grad_norm}, {"learning_rate", schedule_->lr(schedule_step())}};
+        {"loss", round_to(loss_sum / steps, 4)}, {"grad_norm", step.grad_norm.value()}, {"learning_rate", schedule_->lr(schedule_step())}};
     if (step.loss_scale > 0) entry["loss_scale"] = step.loss_scale;  // fp16: the scale after this step
     for (const auto& [name, mean] : mean_over_ranks(reported_sums_, comm_)) entry[name] = round_to(mean / steps, 4);
     reported_sums_.clear();

@@ -133,7 +133,7 @@ StageRun train_stage(const FamilyCase& c, int stage, torch::Device device, torch
     CHECK(loss.device() == device);
     r.losses.push_back(loss.item<double>());
     engine->backward(loss, true);
-    r.norms.push_back(engine->step(1e-2).grad_norm);
+    r.norms.push_back(engine->step(1e-2).grad_norm.value());
   }
   // exp_avg, exp_avg_sq and the fp32 masters: where DeepSpeed keeps them, on the device, or in host memory with offload
   const torch::Device state_device = offload ? torch::Device(torch::kCPU) : device;

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "builtins/register_builtins.h"
@@ -23,6 +24,7 @@
 #include "lazy_device.h"
 #include "seq2seq_model_helpers.h"
 #include "models/construction.h"
+#include "models/hf_layers.h"
 #include "optim/adamw.h"
 #include "optimizer_test_helpers.h"
 #include "runspec/run_spec.h"
@@ -114,6 +116,34 @@ TEST_CASE("device placement: a model built on a non-host device runs forward and
   }
 }
 
+// Whether a batch holds padding is read on the host when it moves to its device, so that attention does not read
+// the mask back from the device in every forward (on a GPU each such read waits for the device).
+TEST_CASE("device placement: batch_on finds padding on the host, and the padding bias follows that verdict",
+          "[unit][device]") {
+  const torch::Device lazy = lazy_device();
+  Batch full, padded;
+  full.input_ids = padded.input_ids = torch::randint(0, 9, {2, 5}, torch::kLong);
+  full.attention_mask = torch::ones({2, 5}, torch::kLong);
+  padded.attention_mask = torch::ones({2, 5}, torch::kLong);
+  padded.attention_mask[1][4] = 0;
+  const Batch full_on = batch_on(full, lazy), padded_on = batch_on(padded, lazy);
+  REQUIRE(full_on.has_padding.has_value());
+  REQUIRE(padded_on.has_padding.has_value());
+  CHECK_FALSE(*full_on.has_padding);
+  CHECK(*padded_on.has_padding);
+  CHECK_FALSE(batch_on(full, torch::kCPU).has_padding.has_value());  // on the host the mask itself is asked
+  // The bias from the host's verdict is the bias from the mask: none without padding, HF's extended mask with it.
+  CHECK_FALSE(padding_bias(full_on.attention_mask, torch::kFloat, full_on.has_padding).defined());
+  CHECK_FALSE(padding_bias(full.attention_mask, torch::kFloat).defined());
+  const torch::Tensor from_verdict = padding_bias(padded_on.attention_mask, torch::kFloat, padded_on.has_padding);
+  const torch::Tensor from_mask = padding_bias(padded.attention_mask, torch::kFloat);
+  REQUIRE(from_verdict.defined());
+  REQUIRE(from_mask.defined());
+  CHECK(from_verdict.device() == lazy);
+  CHECK(torch::equal(from_verdict.to(torch::kCPU), from_mask));
+  CHECK(from_mask[1][0][0][4].item<float>() == std::numeric_limits<float>::lowest());
+}
+
 namespace {
 
 // Three steps of the mlp under the engine of `stage` on `device`, from `values_from`'s values when given.
@@ -142,7 +172,7 @@ Trained train_steps(int stage, torch::Device device, Model* values_from) {
     torch::Tensor loss = compute_loss(*t.model, batch, 0.0).loss;
     t.losses.push_back(loss.item<double>());
     t.engine->backward(loss, true);
-    t.norms.push_back(t.engine->step(1e-2).grad_norm);
+    t.norms.push_back(t.engine->step(1e-2).grad_norm.value());
   }
   return t;
 }

@@ -45,7 +45,10 @@ TEST_CASE("clip_grad_norm scales every gradient by the coefficient of the global
   std::vector<torch::Tensor> params = {torch::randn({5, 4}).requires_grad_(), torch::randn({7}).requires_grad_()};
   for (auto& p : params) p.mutable_grad() = torch::randn(p.sizes()) * 3;
   const std::vector<torch::Tensor> before = {params[0].grad().clone(), params[1].grad().clone()};
-  const double norm = clip_grad_norm(params, 0.5);
+  const DeviceScalar result = clip_grad_norm(params, 0.5);
+  CHECK(result.pending());  // the norm stays a tensor until it is logged
+  const double norm = result.value();
+  CHECK_FALSE(result.pending());
   const auto total = at::linalg_vector_norm(
       torch::stack({at::linalg_vector_norm(before[0], 2, c10::nullopt, false, c10::nullopt),
                     at::linalg_vector_norm(before[1], 2, c10::nullopt, false, c10::nullopt)}),

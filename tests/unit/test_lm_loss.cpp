@@ -78,6 +78,37 @@ TEST_CASE("chunked linear cross-entropy equals linear + cross-entropy for any ch
       }
 }
 
+// The host's facts of the labels (Batch::scored_tokens, LossNormaliser::prepare) pick the scored rows without their
+// count being read back: the same rows in the same order as without them, so the same bits.
+TEST_CASE("chunked linear cross-entropy with the host's label facts is bitwise the same, and names a bad label",
+          "[unit][lm_loss]") {
+  const Case c = make_case(true);
+  Batch batch;
+  batch.labels = c.labels;
+  auto model = hftrain_test::build_model("llama", "{vocab_size: 41, hidden_size: 16, intermediate_size: 24, "
+                                         "num_hidden_layers: 1, num_attention_heads: 2, max_position_embeddings: 8}");
+  ScoredLabels known;  // of the labels as given to the loss (the model's facts are of labels[:, 1:])
+  const int64_t count = note_scored_labels(*model, batch);  // a causal LM scores labels[:, 1:]
+  CHECK(count == c.labels.slice(1, 1, 5).ne(-100).sum().item<int64_t>());
+  CHECK(batch.scored_tokens == count);
+  known.count = c.labels.ne(-100).sum().item<int64_t>();
+  known.smallest = c.labels.masked_select(c.labels.ne(-100)).min().item<int64_t>();
+  known.largest = c.labels.masked_select(c.labels.ne(-100)).max().item<int64_t>();
+  for (const int64_t chunk : {1, 4, 1000}) {
+    INFO("chunk " << chunk);
+    const auto plain = loss_and_grads(c, [&] { return linear_cross_entropy(c.features, c.weight, c.bias, c.labels, 0.1, 0, chunk); });
+    const auto got = loss_and_grads(c, [&] {
+      return linear_cross_entropy(c.features, c.weight, c.bias, c.labels, 0.1, 0, chunk, 0.0, known);
+    });
+    for (std::size_t i = 0; i < plain.size(); ++i) CHECK(torch::equal(got[i], plain[i]));
+  }
+  // A label outside the vocabulary is still named, whatever the host claimed (the host kernel checks regardless).
+  Case bad = make_case(false);
+  bad.labels.index_put_({1, 2}, 41);
+  CHECK_THROWS_WITH(linear_cross_entropy(bad.features, bad.weight, bad.bias, bad.labels, 0, 0, 4, 0.0, known),
+                    Catch::Contains("41"));
+}
+
 TEST_CASE("chunked linear cross-entropy: frozen weights get no gradient, and the loss's own gradient scales",
           "[unit][lm_loss]") {
   Case c = make_case(false);
