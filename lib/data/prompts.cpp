@@ -33,7 +33,10 @@ std::vector<Prompt> read_prompts(const std::string& path, const std::string& col
     if (!it->second || (is_string != row.is_string.end() && !is_string->second))
       throw ConfigError(where + "field '" + key + "' is not a string");
     if (it->second->empty()) throw ConfigError(where + "field '" + key + "' is an empty prompt");
-    prompts.push_back(Prompt{*it->second, row.line});
+    Prompt prompt;
+    prompt.text = *it->second;
+    prompt.line = row.line;
+    prompts.push_back(std::move(prompt));
   }
   if (prompts.empty()) throw ConfigError("--prompts " + path + ": the file holds no prompt");
   return prompts;

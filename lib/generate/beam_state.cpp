@@ -24,9 +24,8 @@
 
 namespace hftrain {
 
-namespace {
-enum class EarlyStopping { kFalse, kTrue, kNever };  // HF's early_stopping: false, true or "never"
-}  // namespace
+// HF's early_stopping: false, true or "never" (at namespace scope: BeamState::Finished, a member, holds one).
+enum class BeamEarlyStopping { kFalse, kTrue, kNever };
 
 // The num_beams best finished hypotheses so far (HF's BeamHypotheses).
 struct BeamState::Finished {
@@ -36,7 +35,7 @@ struct BeamState::Finished {
     bool ended_with_eos;
   };
 
-  Finished(int64_t num_beams, double length_penalty, EarlyStopping early_stopping, int64_t max_new_tokens)
+  Finished(int64_t num_beams, double length_penalty, BeamEarlyStopping early_stopping, int64_t max_new_tokens)
       : num_beams_(num_beams), length_penalty_(length_penalty), early_stopping_(early_stopping), max_new_tokens_(max_new_tokens) {}
 
   void add(const std::vector<int64_t>& tokens, double sum_logprobs, int64_t generated_length, bool ended_with_eos) {
@@ -60,9 +59,9 @@ struct BeamState::Finished {
   // this step; `generated_length`: tokens generated once this step's token is appended.
   bool is_done(double best_sum_logprobs, int64_t generated_length) const {
     if (static_cast<int64_t>(list_.size()) < num_beams_) return false;
-    if (early_stopping_ == EarlyStopping::kTrue) return true;
+    if (early_stopping_ == BeamEarlyStopping::kTrue) return true;
     int64_t length = generated_length;
-    if (early_stopping_ == EarlyStopping::kNever && length_penalty_ > 0) length = max_new_tokens_;
+    if (early_stopping_ == BeamEarlyStopping::kNever && length_penalty_ > 0) length = max_new_tokens_;
     const double highest_attainable = best_sum_logprobs / std::pow(static_cast<double>(length), length_penalty_);
     return worst_score_ >= highest_attainable;
   }
@@ -82,7 +81,7 @@ struct BeamState::Finished {
  private:
   int64_t num_beams_;
   double length_penalty_;
-  EarlyStopping early_stopping_;
+  BeamEarlyStopping early_stopping_;
   int64_t max_new_tokens_;
   std::vector<Hypothesis> list_;
   double worst_score_ = 1e9;
@@ -100,9 +99,9 @@ BeamState::BeamState(std::vector<int64_t> start, const GenerationConfig& config)
   // may contribute at the first step.
   beam_scores_ = torch::zeros({config.num_beams}, torch::kFloat);
   beam_scores_.slice(0, 1).fill_(-1e9);
-  const EarlyStopping early_stopping = config.early_stopping == "true"    ? EarlyStopping::kTrue
-                                       : config.early_stopping == "never" ? EarlyStopping::kNever
-                                                                          : EarlyStopping::kFalse;
+  const BeamEarlyStopping early_stopping = config.early_stopping == "true"    ? BeamEarlyStopping::kTrue
+                                       : config.early_stopping == "never" ? BeamEarlyStopping::kNever
+                                                                          : BeamEarlyStopping::kFalse;
   finished_ = std::make_unique<Finished>(config.num_beams, config.length_penalty, early_stopping, budget);
 }
 
