@@ -11,9 +11,10 @@ Batch batch_on(const Batch& batch, torch::Device device, bool pin_memory) {
     return (async && !t.is_pinned() ? t.pin_memory() : t).to(device, /*non_blocking=*/async);
   };
   Batch out = batch;
-  // Read here, on the host, rather than from the device in every forward.
-  if (batch.attention_mask.defined() && batch.attention_mask.is_cpu() && !batch.has_padding)
-    out.has_padding = !batch.attention_mask.all().item<bool>();
+  // Read here, on the host, rather than from the device in every forward: of the mask attention reads (a
+  // sequence-parallel slice attends over its whole rows).
+  const torch::Tensor& mask = batch.sliced() ? batch.slice.attention_mask : batch.attention_mask;
+  if (mask.defined() && mask.is_cpu() && !batch.has_padding) out.has_padding = !mask.all().item<bool>();
   out.input_ids = move(batch.input_ids);
   out.attention_mask = move(batch.attention_mask);
   out.token_type_ids = move(batch.token_type_ids);

@@ -166,7 +166,8 @@ ZeroEngine::GlobalNorm ZeroEngine::summed_norm(const StepGradients& grads, bool 
     for (int64_t begin = 0; begin < g.numel(); begin += chunk) local_sum.add(g.narrow(0, begin, std::min(chunk, g.numel() - begin)));
   }
   GlobalNorm n;
-  n.sum = local_sum.tensor(options_.device);
+  // Where the gradients are (host buffers with offload), so that the clip coefficient multiplies them there.
+  n.sum = local_sum.tensor(grads.tensors.empty() ? options_.device : grads.tensors.front().device());
   if (world_ > 1) {
     // Partitions: every rank adds its squared partition norm (padding is zero; a non-finite partition makes the
     // sum non-finite everywhere). Replicated gradients: the ranks vote on the verdict.

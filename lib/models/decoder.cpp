@@ -348,9 +348,7 @@ torch::Tensor RotaryDecoder::hidden_states(const Batch& batch, KvCache* cache) {
   if (batch.sliced() && (!sp || sp->size() != batch.slice.parts || cache))
     throw RuntimeFailure(family()->model_type + ": a batch sliced into " + std::to_string(batch.slice.parts) +
                          " parts needs a sequence-parallel group of that size" + (cache ? " and no KV cache" : ""));
-  // Rows without padding have slices without padding; a padded row's slice may have none, so its mask is asked.
-  const std::optional<bool> padded = sp && batch.has_padding.value_or(true) ? std::nullopt : batch.has_padding;
-  auto bias = padding_bias(sp ? batch.slice.attention_mask : batch.attention_mask, x.scalar_type(), padded);
+  auto bias = padding_bias(sp ? batch.slice.attention_mask : batch.attention_mask, x.scalar_type(), batch.has_padding);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     Layer* l = layers_[i].get();
     const bool local = spec_.sliding_rope && spec_.windows[i] > 0;  // gemma3: sliding layers turn by their own base

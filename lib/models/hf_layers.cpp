@@ -4,6 +4,7 @@
 #include "models/construction.h"
 #include "models/fused_attention.h"
 #include "models/fused_activations.h"
+#include "models/varlen_attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -132,6 +133,8 @@ torch::Tensor self_attention(const torch::Tensor& q, torch::Tensor k, torch::Ten
                              const std::vector<int64_t>& segments, double dropout_p, KvCache* cache,
                              std::size_t layer, const ScoreRule& rule) {
   if (cache) std::tie(k, v) = cache->append(layer, k, v);  // cached with the KV heads, as computed
+  if (!cache && !segments.empty() && rule.softcap <= 0)  // a padding-free row on a GPU: all its examples in one kernel
+    if (torch::Tensor y = varlen_flash_attention(q, k, v, segments, dropout_p, rule.scale); y.defined()) return y;
   const int64_t groups = q.size(1) / k.size(1);
   if (groups > 1) {
     k = k.repeat_interleave(groups, 1);

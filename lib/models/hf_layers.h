@@ -72,7 +72,8 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 // A decoder's self-attention, dispatched in one place for every decoder family: q [B, H, T, D] and the new
 // tokens' k / v [B, KV, T, D] (rotated already where the family rotates). With a cache (generation) k / v
 // are appended to `layer`'s entries and the tokens attend to everything cached, masked by `bias` (left
-// padding); a padding-free row (`segments`) attends inside each example; otherwise causal attention with
+// padding); a padding-free row (`segments`) attends inside each example (on a GPU in 16 bits all at once through
+// flash's variable-length entry, models/varlen_attention; else example by example); otherwise causal attention with
 // `bias` (padding) through attend() (the fused kernel, SDPA or the manual softmax). KV heads are repeated
 // to the H query heads (grouped-query attention) after the cache keeps them unrepeated.
 torch::Tensor self_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const torch::Tensor& bias,

@@ -54,8 +54,9 @@ struct Batch {
   // (models/lm_loss.h); train/training_loss sets it. A loss computed from logits is smoothed there instead.
   double label_smoothing = 0;
   SequenceSlice slice;  // parts 1: whole rows
-  // Whether attention_mask holds padding, found on the host when the batch moved to its device (batch_on), so
-  // that attention does not read the mask back from the device each forward; unset: padding_bias asks the mask.
+  // Whether the mask attention reads (attention_mask; slice.attention_mask for a sliced batch) holds padding,
+  // found on the host when the batch moved to its device (batch_on), so that attention does not read the mask
+  // back from the device each forward; unset: padding_bias asks the mask.
   std::optional<bool> has_padding;
   // What the host found of the labels that the loss scores (LossNormaliser::prepare, before the batch moved), so that
   // the chunked loss reads nothing back from the device: how many there are (-1 = unknown), and the smallest and

@@ -142,6 +142,13 @@ TEST_CASE("device placement: batch_on finds padding on the host, and the padding
   CHECK(from_verdict.device() == lazy);
   CHECK(torch::equal(from_verdict.to(torch::kCPU), from_mask));
   CHECK(from_mask[1][0][0][4].item<float>() == std::numeric_limits<float>::lowest());
+  // A sequence-parallel slice attends over its whole rows: the verdict is of their mask, not of the slice's own part.
+  Batch slice = full;  // this rank's part has no padding
+  slice.slice.parts = 2;
+  slice.slice.attention_mask = torch::cat({full.attention_mask, padded.attention_mask}, 1);  // the next part has
+  const Batch slice_on = batch_on(slice, lazy);
+  REQUIRE(slice_on.has_padding.has_value());
+  CHECK(*slice_on.has_padding);
 }
 
 namespace {
