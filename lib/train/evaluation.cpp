@@ -71,13 +71,18 @@ struct EvalPass {
   bool split_generation = false;
   std::map<int64_t, GeneratedIds> mine;
   std::vector<std::vector<std::string>> split_references;  // per batch, scored after the gather
-  double loss_sum = 0;
+  // Σ batch loss x batch size in double, on the loss's device: read once, at the end (HF keeps its eval losses on
+  // the device too), not a wait for the device per batch.
+  torch::Tensor loss_sum;
   int64_t samples = 0, steps = 0, generated_tokens = 0;
 
   EvalPass(ModelAndData& p, const std::string& prefix, const SplitGenerations* known,
            std::shared_ptr<const Dataset> dataset)
       : p(p), prefix(prefix), known(known), dataset(std::move(dataset)) {}
   bool scores_text(const Metric& m) const { return generating && m.input() != MetricInput::kTokens; }
+  bool scores_tokens() const {
+    return std::any_of(metrics.begin(), metrics.end(), [this](const auto& m) { return !scores_text(*m); });
+  }
   void update_text_metrics(const std::vector<std::string>& predictions, const std::vector<std::string>& references) {
     for (auto& m : metrics)
       if (scores_text(*m)) m->update_text(predictions, references);
@@ -106,9 +111,11 @@ void score_tokens(EvalPass& pass, const Batch& batch) {
   ModelAndData& p = pass.p;
   ModelOutput out = compute_loss(*p.model, batch_on(batch, p.device, p.pin_memory), p.label_smoothing_factor);
   const int64_t n = batch.size();
-  pass.loss_sum += out.loss.item<double>() * static_cast<double>(n);
+  const torch::Tensor weighted = out.loss.detach().to(torch::kDouble) * static_cast<double>(n);
+  pass.loss_sum = pass.loss_sum.defined() ? pass.loss_sum + weighted : weighted;
   pass.samples += n;
   ++pass.steps;
+  if (!pass.scores_tokens()) return;  // no metric reads the predicted tokens: nothing to bring to the host
   torch::Tensor preds = out.logits.argmax(-1).to(torch::kCPU), labels = batch.labels;  // metrics read the host
   if (p.model->is_causal_lm()) {
     preds = preds.slice(1, 0, preds.size(1) - 1);
@@ -183,7 +190,7 @@ void score_gathered_generations(EvalPass& pass) {
 nlohmann::json pass_results(const EvalPass& pass, double runtime) {
   const std::string& prefix = pass.prefix;
   const double samples = static_cast<double>(pass.samples);
-  const double mean_loss = pass.loss_sum / samples;
+  const double mean_loss = (pass.loss_sum.defined() ? pass.loss_sum.item<double>() : 0.0) / samples;
   nlohmann::json result;
   result[prefix + "_loss"] = mean_loss;
   for (std::size_t i = 0; i < pass.metrics.size(); ++i)
