@@ -12,6 +12,8 @@ process with its log in OUT/<shape>/<side>.log:
   hftrain  `hftrain train` of a spec: model.from_pretrained the directory, data token_files (uint32) on the rows
   hf       HF Trainer (bf16, adamw_torch_fused, attn_implementation sdpa), bench/hf_trainer_peer.py hf
   loop     a plain PyTorch loop (torch.autocast bf16, fused AdamW), bench/hf_trainer_peer.py loop
+  hftrain-profile  (by name only) hftrain with `callbacks: [{type: profiler}]` over steps W+2..W+4: PyTorch's
+           profiler's Chrome trace and per-operator / per-kernel summary in OUT/<shape>/profile (docs/gpu.md)
   hftrain-ops  hftrain again with HFTRAIN_KERNELS=torch: LibTorch's ops where the fused row kernels (CUDA on a GPU:
            norms, activations, the loss's cross-entropy) would run, so the table shows what those kernels give
 with the same rows in the same order (hftrain's first epoch: torch.randperm seeded with the seed), batch, steps,
@@ -67,6 +69,10 @@ TINY = {  # --tiny: the same families, small enough for a CPU smoke test
                  "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 64},
 }
 SIDES = ("hftrain", "hf", "loop", "hftrain-ops")  # in run order: a spent --time-budget cuts the last first
+# Asked for by name only: hftrain under its profiler callback (steps W+2..W+4 kept; its tokens/s are not comparable),
+# the trace and per-kernel summary copied to OUT/<shape>/profile.
+EXTRA_SIDES = ("hftrain-profile",)
+HFTRAIN_SIDES = ("hftrain", "hftrain-ops", "hftrain-profile")
 PHRASE = 16  # the data: rows of phrases of 16 tokens, each drawn from 256 fixed random phrases
 
 
@@ -219,18 +225,24 @@ def hftrain_result(run_dir, log_path):
 
 
 def run_hftrain(a, s, model_dir, data, wdir, sdir, side="hftrain"):
-    """side "hftrain-ops": the same run with HFTRAIN_KERNELS=torch (LibTorch's ops instead of the fused row kernels)."""
+    """side "hftrain-ops": the same run with HFTRAIN_KERNELS=torch (LibTorch's ops instead of the fused row kernels);
+    "hftrain-profile": with the profiler callback, its files copied to `sdir`/profile."""
     run_dir = os.path.join(wdir, side + "-run")
     shutil.rmtree(run_dir, ignore_errors=True)
     spec = os.path.join(sdir, side + "_spec.json")
+    settings = hftrain_spec(a, s, model_dir, data, run_dir)
+    if side == "hftrain-profile":
+        settings["callbacks"] = [{"type": "profiler", "wait": a.logging_steps, "warmup": 1, "active": 3}]
     with open(spec, "w") as f:
-        json.dump(hftrain_spec(a, s, model_dir, data, run_dir), f, indent=1)
+        json.dump(settings, f, indent=1)
     log = os.path.join(sdir, side + ".log")
     env = dict(os.environ, HFTRAIN_KERNELS="torch") if side == "hftrain-ops" else None
     status, wall, rss = run_logged(launched(a, [a.hftrain, "train", spec], binary=True), log, a.side_timeout, env)
     raw = read_result(lambda: hftrain_result(run_dir, log)) if status == "ok" else None
     if status == "ok" and "error" in raw:
         status, raw = "ran, but " + raw["error"], None
+    if os.path.isdir(os.path.join(run_dir, "profile")):
+        shutil.copytree(os.path.join(run_dir, "profile"), os.path.join(sdir, "profile"), dirs_exist_ok=True)
     for f in glob.glob(os.path.join(run_dir, "*.safetensors")):  # the final model hftrain always saves
         os.remove(f)
     return status, wall, rss, raw
@@ -303,7 +315,7 @@ def run_shape(name, a, pys, work):
     n, fpt = model_flops(s)
     res = {"shape": name, "settings": s, "weights": weights, "N": n, "flops_per_token": fpt, "sides": {}}
     for side in a.sides:
-        if side in ("hftrain", "hftrain-ops"):
+        if side in HFTRAIN_SIDES:
             got = run_hftrain(a, s, model_dir, data, wdir, sdir, side)
         elif side == "hf" and not pys["transformers"]:
             got = ("skipped: transformers not importable (%s)" % ", ".join(pys["tried"]), 0.0, 0, None)
@@ -393,8 +405,9 @@ def main():
     a.sides = [x for x in a.sides.split(",") if x]
     names = [x for x in a.shapes.split(",") if x]
     for x in names + a.sides:
-        if x not in SHAPES and x not in SIDES:
-            ap.error("unknown shape or side %r (shapes: %s; sides: %s)" % (x, ", ".join(SHAPES), ", ".join(SIDES)))
+        if x not in SHAPES and x not in SIDES + EXTRA_SIDES:
+            ap.error("unknown shape or side %r (shapes: %s; sides: %s)" % (x, ", ".join(SHAPES),
+                                                                          ", ".join(SIDES + EXTRA_SIDES)))
     tried = [a.python] if a.python else list(dict.fromkeys([sys.executable, "/usr/bin/python3"]))
     pys = {"torch": interpreter_with(["torch"], tried),
            "transformers": interpreter_with(["torch", "transformers"], tried),

@@ -87,6 +87,7 @@ CallbackContext best_metric_context(const TrainingArgs& args) {
   std::string metric = args.metric_for_best_model.empty() ? "loss" : args.metric_for_best_model;
   c.greater_is_better = args.greater_is_better.has_value() ? *args.greater_is_better : !ends_with(metric, "loss");
   c.metric_for_best_model = metric.rfind("eval_", 0) == 0 ? metric : "eval_" + metric;
+  c.output_dir = args.output_dir;
   return c;
 }
 

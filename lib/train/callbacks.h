@@ -133,6 +133,7 @@ class EarlyStoppingCallback : public TrainerCallback {
 struct CallbackContext {
   std::string metric_for_best_model;  // full key, "eval_..."
   bool greater_is_better = false;
+  std::string output_dir;  // training.output_dir
 };
 
 // metric_for_best_model as an "eval_"-prefixed key ("loss" when unset) and its direction (HF defaults:

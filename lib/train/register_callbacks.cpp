@@ -1,6 +1,7 @@
 // Registers the built-in trainer callbacks selectable in the spec's `callbacks:` list.
 #include "registry/registry.h"
 #include "train/callbacks.h"
+#include "train/profiler_callback.h"
 
 namespace hftrain {
 
@@ -19,6 +20,9 @@ class EarlyStoppingFromSpec : public EarlyStoppingCallback {
 void register_callbacks(Registry<TrainerCallback, const CallbackContext&>& callbacks) {
   callbacks.add<EarlyStoppingFromSpec>("early_stopping",
                                        "Stop when metric_for_best_model stops improving (HF EarlyStoppingCallback).");
+  callbacks.add<ProfilerCallback>("profiler",
+                                  "PyTorch's profiler over steps wait + warmup + 1 .. + active (torch.profiler.schedule): "
+                                  "a Chrome trace and a per-operator / per-kernel summary in <output_dir>/profile.");
 }
 
 }  // namespace hftrain
