@@ -35,9 +35,14 @@ double start_us(const E& e) {
   else return static_cast<double>(e.startUs());
 }
 
+template <typename E, typename = void>
+struct DurationInNs : std::false_type {};
+template <typename E>
+struct DurationInNs<E, std::void_t<decltype(std::declval<const E&>().durationNs())>> : std::true_type {};
+
 template <typename E>
 double duration_us(const E& e) {
-  if constexpr (TimesInNs<E>::value) return static_cast<double>(e.durationNs()) / 1000.0;
+  if constexpr (DurationInNs<E>::value) return static_cast<double>(e.durationNs()) / 1000.0;
   else return static_cast<double>(e.durationUs());
 }
 
