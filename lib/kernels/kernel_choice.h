@@ -21,7 +21,7 @@ void set_model_kernel_isa(const std::string& name);  // tests: force one ("" = a
 // How many times the models have taken each fused kernel (a comparison with the LibTorch ops checks that it
 // really ran them); relaxed atomic counters, free beside a kernel call.
 enum class FusedKernel { kAttention, kLayerNorm, kRmsNorm, kGelu, kSwiGlu, kCrossEntropy, kBf16Linear, kEmbedding, kResidualAdd, kRotary,
-                         kVarlenAttention /* LibTorch's flash varlen entry, models/varlen_attention */, kCount };
+                         kVarlenAttention, kGqaAttention /* LibTorch 2.x entries, models/dispatched_attention */, kCount };
 void count_fused_call(FusedKernel kernel);
 int64_t fused_calls(FusedKernel kernel);
 

@@ -2,9 +2,9 @@
 #include "models/hf_layers.h"
 
 #include "models/construction.h"
+#include "models/dispatched_attention.h"
 #include "models/fused_attention.h"
 #include "models/fused_activations.h"
-#include "models/varlen_attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -136,6 +136,8 @@ torch::Tensor self_attention(const torch::Tensor& q, torch::Tensor k, torch::Ten
   if (!cache && !segments.empty() && rule.softcap <= 0)  // a padding-free row on a GPU: all its examples in one kernel
     if (torch::Tensor y = varlen_flash_attention(q, k, v, segments, dropout_p, rule.scale); y.defined()) return y;
   const int64_t groups = q.size(1) / k.size(1);
+  if (groups > 1 && segments.empty() && !bias.defined() && rule.scale <= 0 && rule.softcap <= 0)  // GPU: heads shared
+    if (torch::Tensor y = gqa_causal_attention(q, k, v, dropout_p); y.defined()) return y;
   if (groups > 1) {
     k = k.repeat_interleave(groups, 1);
     v = v.repeat_interleave(groups, 1);

@@ -73,9 +73,10 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 // tokens' k / v [B, KV, T, D] (rotated already where the family rotates). With a cache (generation) k / v
 // are appended to `layer`'s entries and the tokens attend to everything cached, masked by `bias` (left
 // padding); a padding-free row (`segments`) attends inside each example (on a GPU in 16 bits all at once through
-// flash's variable-length entry, models/varlen_attention; else example by example); otherwise causal attention with
+// flash's variable-length entry, models/dispatched_attention; else example by example); otherwise causal attention with
 // `bias` (padding) through attend() (the fused kernel, SDPA or the manual softmax). KV heads are repeated
-// to the H query heads (grouped-query attention) after the cache keeps them unrepeated.
+// to the H query heads (grouped-query attention) after the cache keeps them unrepeated, except where SDPA shares
+// them itself (a GPU in 16 bits, PyTorch >= 2.5, no mask: models/dispatched_attention).
 torch::Tensor self_attention(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const torch::Tensor& bias,
                              const std::vector<int64_t>& segments, double dropout_p, KvCache* cache,
                              std::size_t layer, const ScoreRule& rule = {});

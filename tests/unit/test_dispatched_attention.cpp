@@ -1,12 +1,13 @@
-// Padding-free rows through flash attention's variable-length entry (models/varlen_attention). On the host the
-// entry never applies and a packed row attends example by example. On a GPU ([gpu]), in bf16 with grouped
-// key/value heads, the one varlen kernel gives each example's causal attention within itself -- values and the
-// gradients of q, k and v -- as an fp32 reference that attends example by example, and self_attention takes it.
+// PyTorch 2.x's attention entries through the dispatcher (models/dispatched_attention): flash's variable-length
+// entry for padding-free rows and SDPA's grouped-query attention. On the host neither applies and self_attention
+// attends as before (key/value heads repeated; a packed row example by example). On a GPU ([gpu]), in bf16 with
+// grouped key/value heads, each gives -- values and the gradients of q, k and v -- what an fp32 reference with
+// the heads repeated gives (example by example for the packed row), and self_attention takes it.
 #include <catch2/catch.hpp>
 
 #include "kernels/kernel_choice.h"
+#include "models/dispatched_attention.h"
 #include "models/hf_layers.h"
-#include "models/varlen_attention.h"
 
 using namespace hftrain;
 
@@ -29,7 +30,7 @@ Heads random_heads(torch::Device device, torch::ScalarType dtype) {
 
 }  // namespace
 
-TEST_CASE("varlen flash attention does not apply on the host: a packed row attends example by example",
+TEST_CASE("dispatched attention does not apply on the host: heads repeated, a packed row example by example",
           "[unit][attention]") {
   const Heads h = random_heads(torch::kCPU, torch::kFloat);
   CHECK_FALSE(varlen_flash_attention(h.q, h.k, h.v, kSegments, 0.0, 0.0).defined());
@@ -39,6 +40,9 @@ TEST_CASE("varlen flash attention does not apply on the host: a packed row atten
       attend_packed(h.q, h.k.repeat_interleave(4, 1), h.v.repeat_interleave(4, 1), kSegments, 0.0);
   CHECK(torch::equal(got, expected));
   CHECK(kernels::fused_calls(kernels::FusedKernel::kVarlenAttention) == before);
+  CHECK_FALSE(gqa_causal_attention(h.q, h.k, h.v, 0.0).defined());
+  const torch::Tensor whole = self_attention(h.q, h.k, h.v, {}, {}, 0.0, nullptr, 0);
+  CHECK(torch::equal(whole, attend(h.q, h.k.repeat_interleave(4, 1), h.v.repeat_interleave(4, 1), {}, true, 0.0)));
 }
 
 #if HFTRAIN_WITH_CUDA
@@ -78,5 +82,26 @@ TEST_CASE("varlen flash attention on a GPU: each example attends causally within
     CHECK(relative_gap(h.k.grad(), r.k.grad()) < 3e-2);
     CHECK(relative_gap(h.v.grad(), r.v.grad()) < 3e-2);
   }
+}
+
+TEST_CASE("grouped-query SDPA on a GPU: the key/value heads shared by the kernel, values and gradients",
+          "[gpu][attention]") {
+  REQUIRE(torch::cuda::is_available());
+  REQUIRE(sdpa_gqa_available());
+  const Heads h = random_heads(torch::Device(torch::kCUDA, 0), torch::kBFloat16);
+  const Heads r{h.q.detach().to(torch::kFloat).requires_grad_(true), h.k.detach().to(torch::kFloat).requires_grad_(true),
+                h.v.detach().to(torch::kFloat).requires_grad_(true)};
+  const int64_t before = kernels::fused_calls(kernels::FusedKernel::kGqaAttention);
+  const torch::Tensor got = self_attention(h.q, h.k, h.v, {}, {}, 0.0, nullptr, 0);
+  CHECK(kernels::fused_calls(kernels::FusedKernel::kGqaAttention) == before + 1);
+  const torch::Tensor expected = attend(r.q, r.k.repeat_interleave(4, 1), r.v.repeat_interleave(4, 1), {}, true, 0.0);
+  REQUIRE(got.sizes() == expected.sizes());
+  CHECK(relative_gap(got, expected) < 2e-2);
+  const torch::Tensor weights = torch::randn(expected.sizes(), expected.options());
+  (got.to(torch::kFloat) * weights).sum().backward();
+  (expected * weights).sum().backward();
+  CHECK(relative_gap(h.q.grad(), r.q.grad()) < 3e-2);
+  CHECK(relative_gap(h.k.grad(), r.k.grad()) < 3e-2);
+  CHECK(relative_gap(h.v.grad(), r.v.grad()) < 3e-2);
 }
 #endif
