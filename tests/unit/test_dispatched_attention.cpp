@@ -54,6 +54,19 @@ double relative_gap(const torch::Tensor& a, const torch::Tensor& b) {
   return ((fa - fb).abs().max() / fb.abs().max()).item<double>();
 }
 
+// `got` (bf16, from `h`) against `expected` (fp32, from `r`, the same values): the output, then the gradients of q,
+// k and v under one random weighting of the output.
+void check_against_reference(const torch::Tensor& got, const torch::Tensor& expected, const Heads& h, const Heads& r) {
+  REQUIRE(got.sizes() == expected.sizes());
+  CHECK(relative_gap(got, expected) < 2e-2);  // bf16 inputs and output
+  const torch::Tensor weights = torch::randn(expected.sizes(), expected.options());
+  (got.to(torch::kFloat) * weights).sum().backward();
+  (expected * weights).sum().backward();
+  CHECK(relative_gap(h.q.grad(), r.q.grad()) < 3e-2);
+  CHECK(relative_gap(h.k.grad(), r.k.grad()) < 3e-2);
+  CHECK(relative_gap(h.v.grad(), r.v.grad()) < 3e-2);
+}
+
 }  // namespace
 
 TEST_CASE("varlen flash attention on a GPU: each example attends causally within itself, values and gradients",
@@ -73,14 +86,7 @@ TEST_CASE("varlen flash attention on a GPU: each example attends causally within
     CHECK(kernels::fused_calls(kernels::FusedKernel::kVarlenAttention) == before + 1);
     const torch::Tensor expected =
         attend_packed(r.q, r.k.repeat_interleave(4, 1), r.v.repeat_interleave(4, 1), kSegments, 0.0, rule);
-    REQUIRE(got.sizes() == expected.sizes());
-    CHECK(relative_gap(got, expected) < 2e-2);  // bf16 inputs and output
-    const torch::Tensor weights = torch::randn(expected.sizes(), expected.options());
-    (got.to(torch::kFloat) * weights).sum().backward();
-    (expected * weights).sum().backward();
-    CHECK(relative_gap(h.q.grad(), r.q.grad()) < 3e-2);
-    CHECK(relative_gap(h.k.grad(), r.k.grad()) < 3e-2);
-    CHECK(relative_gap(h.v.grad(), r.v.grad()) < 3e-2);
+    check_against_reference(got, expected, h, r);
   }
 }
 
@@ -95,13 +101,6 @@ TEST_CASE("grouped-query SDPA on a GPU: the key/value heads shared by the kernel
   const torch::Tensor got = self_attention(h.q, h.k, h.v, {}, {}, 0.0, nullptr, 0);
   CHECK(kernels::fused_calls(kernels::FusedKernel::kGqaAttention) == before + 1);
   const torch::Tensor expected = attend(r.q, r.k.repeat_interleave(4, 1), r.v.repeat_interleave(4, 1), {}, true, 0.0);
-  REQUIRE(got.sizes() == expected.sizes());
-  CHECK(relative_gap(got, expected) < 2e-2);
-  const torch::Tensor weights = torch::randn(expected.sizes(), expected.options());
-  (got.to(torch::kFloat) * weights).sum().backward();
-  (expected * weights).sum().backward();
-  CHECK(relative_gap(h.q.grad(), r.q.grad()) < 3e-2);
-  CHECK(relative_gap(h.k.grad(), r.k.grad()) < 3e-2);
-  CHECK(relative_gap(h.v.grad(), r.v.grad()) < 3e-2);
+  check_against_reference(got, expected, h, r);
 }
 #endif
