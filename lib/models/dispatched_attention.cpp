@@ -12,6 +12,10 @@
 #include "kernels/kernel_choice.h"
 #include "log/logger.h"
 
+#if HFTRAIN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
 namespace hftrain {
 namespace {
 
@@ -59,13 +63,25 @@ torch::Tensor cumulative_lengths(const std::vector<int64_t>& segments, torch::De
   return host.to(device, /*non_blocking=*/true);
 }
 
-// What both entries ask of q, k, v: CUDA, 16-bit, 4-D, H a multiple of KV, the fused paths on.
+// Flash attention's own limits: an Ampere or newer GPU (compute capability 8), head sizes a multiple of 8 up to 256.
+bool flash_runs(const torch::Tensor& q) {
+  if (q.size(3) % 8 != 0 || q.size(3) > 256) return false;
+#if HFTRAIN_WITH_CUDA
+  return at::cuda::getDeviceProperties(q.device().index())->major >= 8;
+#else
+  return false;
+#endif
+}
+
+// What both entries ask of q, k, v: CUDA, 16-bit, 4-D, H a multiple of KV, the fused paths on, flash able to run
+// (where it cannot, SDPA would take its math path for grouped heads, slower than repeating them for the
+// memory-efficient kernel).
 bool sixteen_bit_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   if (!kernels::fused_kernels_enabled() || !q.is_cuda() || q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
   const auto dtype = q.scalar_type();
   if ((dtype != torch::kBFloat16 && dtype != torch::kHalf) || k.scalar_type() != dtype || v.scalar_type() != dtype)
     return false;
-  return k.size(1) > 0 && q.size(1) % k.size(1) == 0;
+  return k.size(1) > 0 && q.size(1) % k.size(1) == 0 && flash_runs(q);
 }
 
 }  // namespace
@@ -78,7 +94,7 @@ torch::Tensor varlen_flash_attention(const torch::Tensor& q, const torch::Tensor
                                      const std::vector<int64_t>& segments, double dropout_p, double scale) {
   const c10::OperatorHandle* op = flash_forward();
   if (op == nullptr || flash_refused.load() || !sixteen_bit_heads(q, k, v) || q.size(0) != 1) return {};
-  if (q.size(3) % 8 != 0 || q.size(3) > 256 || (scale > 0 && !has_argument(*op, "scale"))) return {};
+  if (scale > 0 && !has_argument(*op, "scale")) return {};
   int64_t total = 0;
   for (const int64_t n : segments) total += n;
   if (total != q.size(2)) return {};  // lengths that do not fill the row: attend_packed names them

@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -86,38 +87,55 @@ ProfilerCallback::ProfilerCallback(const Options& options, const CallbackContext
       kept_from_(options.wait + options.warmup + 1) {}
 
 ProfilerCallback::~ProfilerCallback() {
-  if (running_) profiling::disableProfiler();  // an aborted run: nothing is written
+  if (!running_) return;
+  try {
+    profiling::disableProfiler();  // an aborted run: nothing is written
+  } catch (...) {  // a destructor must not throw
+  }
 }
 
+// Steps count from the first this callback sees (a resumed run's first step is 1 of its window), as
+// torch.profiler counts from its start.
 void ProfilerCallback::on_step_begin(const TrainerState& s, TrainerControl&) {
+  if (first_step_ < 0) {
+    first_step_ = s.global_step;
+    kept_from_ += first_step_;
+  }
   const int64_t step = s.global_step + 1;  // the step about to run
-  if (!running_ && ((options_.warmup > 0 && step == options_.wait + 1) || step == kept_from_)) start();
+  if (!prepared_ && step == first_step_ + options_.wait + 1) prepare();  // warm-up: the profiler set up, not recording
+  if (!running_ && step == kept_from_) start();
 }
 
 void ProfilerCallback::on_step_end(const TrainerState& s, TrainerControl&) {
-  if (!running_) return;
-  if (options_.warmup > 0 && s.global_step == kept_from_ - 1) stop(/*keep=*/false, s.global_step);
-  else if (s.global_step == kept_from_ + options_.active - 1) stop(/*keep=*/true, s.global_step);
+  // The window's last step, or the run's: what comes after (the final save, load_best_model_at_end) is not a step.
+  if (running_ && (s.global_step == kept_from_ + options_.active - 1 || (s.max_steps > 0 && s.global_step >= s.max_steps)))
+    stop(s.global_step);
 }
 
 void ProfilerCallback::on_train_end(const TrainerState& s, TrainerControl&) {
-  if (!running_) return;
-  const bool kept = s.global_step >= kept_from_;  // the run ended inside the window: keep what it profiled
-  stop(kept, s.global_step);
+  if (running_) stop(s.global_step);  // stopped early (a signal, early stopping): keep what the window profiled
+}
+
+profiler_impl::ProfilerConfig ProfilerCallback::config() const {
+  return profiler_impl::ProfilerConfig(profiler_impl::ProfilerState::KINETO, options_.record_shapes);
+}
+
+void ProfilerCallback::prepare() {
+  profiling::prepareProfiler(config(), activities());
+  prepared_ = true;
 }
 
 void ProfilerCallback::start() {
-  const profiler_impl::ProfilerConfig config(profiler_impl::ProfilerState::KINETO, options_.record_shapes);
-  profiling::prepareProfiler(config, activities());
-  profiling::enableProfiler(config, activities());
+  if (!prepared_) prepare();
+  profiling::enableProfiler(config(), activities());
   running_ = true;
 }
 
-void ProfilerCallback::stop(bool keep, int64_t last_step) {
+void ProfilerCallback::stop(int64_t last_step) {
   if (torch::cuda::is_available()) torch::cuda::synchronize();  // the kernels still queued belong to the window
   const std::unique_ptr<profiling::ProfilerResult> result = profiling::disableProfiler();
   running_ = false;
-  if (!keep || !result) return;
+  if (!result) return;
   std::map<std::string, Totals> host, device;
   double first = -1, last = 0;
   for (const auto& e : result->events()) {
@@ -135,7 +153,8 @@ void ProfilerCallback::stop(bool keep, int64_t last_step) {
     t.us += duration_us(e);
     trace << (comma ? ",\n" : "\n") << nlohmann::json{{"name", e.name()}, {"ph", "X"}, {"ts", start_us(e) - first},
                                                      {"dur", duration_us(e)}, {"pid", on_device ? 1 : 0},
-                                                     {"tid", on_device ? 0 : e.startThreadId()}}.dump();
+                                                     {"tid", on_device ? e.deviceResourceId() : static_cast<int64_t>(e.startThreadId())}}
+                                                        .dump();
     comma = true;
   }
   trace << "\n]}\n";

@@ -1,7 +1,8 @@
 // The `profiler` callback (issue 60's "then profile"): PyTorch's profiler around a window of optimizer steps, as
-// torch.profiler.profile(schedule=schedule(wait, warmup, active)) in a Python loop. Steps wait + 1 .. wait +
-// warmup run with the profiler on but are discarded (its first steps carry its own start-up); steps wait + warmup
-// + 1 .. wait + warmup + active are kept. Each rank writes, in <output_dir>/profile/:
+// torch.profiler.profile(schedule=schedule(wait, warmup, active, repeat=1)) in a Python loop, counting from the
+// run's first step (a resumed run's included). Steps wait + 1 .. wait + warmup run with the profiler prepared but
+// not recording (its set-up kept out of the window); steps wait + warmup + 1 .. wait + warmup + active are
+// recorded. The window closes early at the run's last step. Each rank writes, in <output_dir>/profile/:
 //   trace_rank<R>.json    the kept events as a Chrome trace (chrome://tracing, Perfetto): every operator on the
 //                         host and, where LibTorch was built with Kineto and CUPTI, every kernel on the GPU;
 //   summary_rank<R>.txt   per event name: calls, total and mean microseconds, and share of the window, host
@@ -11,6 +12,8 @@
 
 #include <memory>
 #include <string>
+
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include "config/schema.h"
 #include "train/callbacks.h"
@@ -36,13 +39,16 @@ class ProfilerCallback : public TrainerCallback {
   const std::string& folder() const { return folder_; }
 
  private:
+  torch::profiler::impl::ProfilerConfig config() const;
+  void prepare();
   void start();
-  void stop(bool keep, int64_t last_step);
+  void stop(int64_t last_step);
   Options options_;
   std::string folder_;
   int rank_;
-  bool running_ = false;
-  int64_t kept_from_ = 0;  // the first kept step
+  bool prepared_ = false, running_ = false;
+  int64_t first_step_ = -1;  // global_step when the first step began (0, or a resumed run's checkpoint step)
+  int64_t kept_from_ = 0;    // the first kept step
 };
 
 }  // namespace hftrain
